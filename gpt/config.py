@@ -1,0 +1,121 @@
+"""Workload configuration: every knob the user turned by hand is a field here, not a code edit."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, fields
+
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+ATTENTIONS = ("naive", "sdpa")
+SDPA_BACKENDS = ("auto", "flash", "efficient", "cudnn", "math")
+COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+OPTIMIZERS = ("foreach", "fused")
+DEVICES = ("auto", "cpu", "cuda")
+
+# Model shapes. gpt2-124m is the seeds' model; the small ones train in seconds on a CPU.
+PRESETS: dict[str, dict] = {
+    "gpt2-124m": dict(n_layer=12, n_head=12, n_embd=768, seq_len=1024, batch_size=16),
+    "small": dict(n_layer=4, n_head=4, n_embd=256, seq_len=256, batch_size=8),
+    "tiny": dict(n_layer=2, n_head=2, n_embd=64, seq_len=64, batch_size=4),
+}
+
+
+class ConfigError(ValueError):
+    """A workload configuration that cannot be run as written."""
+
+
+@dataclass
+class WorkloadConfig:
+    preset: str = "tiny"
+    n_layer: int = 2
+    n_head: int = 2
+    n_embd: int = 64
+    vocab_size: int = 50257
+    seq_len: int = 64  # T; the model's block size equals it
+    batch_size: int = 4  # B, per micro-step
+    grad_accum: int = 1
+    precision: str = "fp32"
+    attention: str = "naive"
+    sdpa_backend: str = "auto"
+    compile: str = "off"
+    optimizer: str = "foreach"
+    grad_clip: float = 0.0  # 0 turns clipping off
+    lr: float = 6e-4
+    weight_decay: float = 0.1
+    steps: int = 20
+    warmup_steps: int = 5  # excluded from the summary; step 0 (compile) is reported on its own
+    seed: int = 1337
+    data: str = "synthetic"  # synthetic | text:PATH | tokens:PATH
+    device: str = "auto"
+    # Caps usable memory, to emulate a smaller card (CUDA: per-process fraction; CPU: peak RSS check).
+    memory_budget_gib: float | None = None
+    profile_steps: int = 3  # profiled after the timed steps, never during them; 0 turns it off
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.batch_size * self.seq_len * self.grad_accum
+
+    def validate(self) -> "WorkloadConfig":
+        def one_of(name, allowed):
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ConfigError(f"{name}={value!r}: expected one of {', '.join(allowed)}")
+
+        one_of("precision", PRECISIONS)
+        one_of("attention", ATTENTIONS)
+        one_of("sdpa_backend", SDPA_BACKENDS)
+        one_of("compile", COMPILE_MODES)
+        one_of("optimizer", OPTIMIZERS)
+        one_of("device", DEVICES)
+        for name in ("n_layer", "n_head", "n_embd", "vocab_size", "seq_len", "batch_size", "grad_accum", "steps"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name}={getattr(self, name)}: must be at least 1")
+        if self.n_embd % self.n_head:
+            raise ConfigError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
+        if not 0 <= self.warmup_steps < self.steps:
+            raise ConfigError(f"warmup_steps={self.warmup_steps} must be >= 0 and below steps={self.steps}")
+        if self.grad_clip < 0:
+            raise ConfigError(f"grad_clip={self.grad_clip}: must be >= 0 (0 turns clipping off)")
+        if self.attention == "naive" and self.sdpa_backend != "auto":
+            raise ConfigError("sdpa_backend applies only to attention=sdpa")
+        kind = self.data.split(":", 1)[0]
+        if kind not in ("synthetic", "text", "tokens") or (kind != "synthetic" and ":" not in self.data):
+            raise ConfigError(f"data={self.data!r}: expected synthetic, text:PATH or tokens:PATH")
+        if self.memory_budget_gib is not None and self.memory_budget_gib <= 0:
+            raise ConfigError("memory_budget_gib must be positive")
+        return self
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+FIELD_TYPES = {f.name: f.type for f in fields(WorkloadConfig)}
+
+
+def coerce(name: str, text: str):
+    """Parse a command-line/YAML string value for field `name` to its type."""
+    if name not in FIELD_TYPES:
+        raise ConfigError(f"unknown workload field {name!r}; known: {', '.join(sorted(FIELD_TYPES))}")
+    kind = FIELD_TYPES[name]
+    if not isinstance(text, str):
+        return text
+    try:
+        if "int" in kind and "float" not in kind:
+            return int(text)
+        if "float" in kind:
+            if text.lower() in ("none", "null", ""):
+                return None
+            return float(text)
+    except ValueError:
+        raise ConfigError(f"{name}={text!r}: expected a number") from None
+    return text
+
+
+def make_config(preset: str = "tiny", **overrides) -> WorkloadConfig:
+    """A validated config: preset shapes first, then overrides (already typed or strings)."""
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
+    values = dict(PRESETS[preset], preset=preset)
+    for name, value in overrides.items():
+        values[name] = coerce(name, value)
+    return WorkloadConfig(**values).validate()

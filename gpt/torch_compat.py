@@ -1,0 +1,169 @@
+"""Every difference between torch versions that this project touches, in one place.
+
+Supported: torch 2.1.2 through the nightly. Each function feature-detects rather than compares
+version numbers where it can. Sources: ../shared/notes/torch-builds-and-apis.md section 3.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+import torch
+
+TORCH_VERSION = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+
+# --- float32 matmul precision: old allow_tf32/set_float32_matmul_precision vs fp32_precision (2.9+) ---
+# Both APIs are never mixed in one process (mixing can raise, pytorch#179445).
+NEW_FP32_API = hasattr(torch.backends, "fp32_precision")
+_OLD_TO_NEW = {"highest": "ieee", "high": "tf32"}
+_NEW_TO_OLD = {v: k for k, v in _OLD_TO_NEW.items()}
+
+
+def set_matmul_precision(precision: str) -> None:
+    """precision: highest (ieee fp32) | high (tf32) | medium (bf16 internally; old API only)."""
+    if NEW_FP32_API:
+        if precision not in _OLD_TO_NEW:
+            raise Unsupported(f"float32 matmul precision {precision!r} has no fp32_precision equivalent in torch {torch.__version__}")
+        torch.backends.cuda.matmul.fp32_precision = _OLD_TO_NEW[precision]
+    else:
+        torch.set_float32_matmul_precision(precision)
+
+
+def get_matmul_precision() -> str:
+    if NEW_FP32_API:
+        value = torch.backends.cuda.matmul.fp32_precision
+        return _NEW_TO_OLD.get(value, value)
+    return torch.get_float32_matmul_precision()
+
+
+def set_cudnn_tf32(allow: bool) -> None:
+    if NEW_FP32_API:
+        torch.backends.cudnn.conv.fp32_precision = "tf32" if allow else "ieee"
+    else:
+        torch.backends.cudnn.allow_tf32 = allow
+
+
+def get_cudnn_tf32() -> bool:
+    if NEW_FP32_API:
+        return torch.backends.cudnn.conv.fp32_precision == "tf32"
+    return bool(torch.backends.cudnn.allow_tf32)
+
+
+# --- SDPA backends: global enable flags; cuDNN attention exists only in newer versions ---
+SDPA_FLAG_NAMES = {"flash": "flash_sdp", "efficient": "mem_efficient_sdp", "math": "math_sdp", "cudnn": "cudnn_sdp"}
+
+
+def sdpa_backend_exists(backend: str) -> bool:
+    return hasattr(torch.backends.cuda, f"enable_{SDPA_FLAG_NAMES[backend]}")
+
+
+def set_sdpa_backends(enabled: dict[str, bool]) -> None:
+    for backend, on in enabled.items():
+        if sdpa_backend_exists(backend):
+            getattr(torch.backends.cuda, f"enable_{SDPA_FLAG_NAMES[backend]}")(on)
+        elif on:
+            raise Unsupported(f"SDPA backend {backend!r} does not exist in torch {torch.__version__}")
+
+
+def get_sdpa_backends() -> dict[str, bool]:
+    """Enabled state per backend; a backend this torch lacks reads as disabled."""
+    return {
+        backend: bool(getattr(torch.backends.cuda, f"{flag}_enabled")()) if sdpa_backend_exists(backend) else False
+        for backend, flag in SDPA_FLAG_NAMES.items()
+    }
+
+
+# --- what a device / version can run at all: None when fine, else the reason ---
+class Unsupported(RuntimeError):
+    """This knob cannot run on this device or torch version; recorded as status `unsupported`."""
+
+
+def fused_adamw_unsupported(device_type: str) -> str | None:
+    if device_type == "cpu" and TORCH_VERSION < (2, 4):
+        return f"fused AdamW is CUDA-only in torch {torch.__version__} (CPU support arrived in 2.4)"
+    return None
+
+
+def autocast_unsupported(device_type: str, dtype: torch.dtype) -> str | None:
+    if device_type == "cpu" and dtype == torch.float16 and TORCH_VERSION < (2, 4):
+        return f"CPU autocast supports only bfloat16 in torch {torch.__version__}"
+    if device_type == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
+        return "this GPU has no bfloat16 support"
+    return None
+
+
+def compile_unsupported() -> str | None:
+    py = sys.version_info[:2]
+    if py >= (3, 12) and TORCH_VERSION < (2, 4):
+        return f"torch.compile does not support Python {py[0]}.{py[1]} in torch {torch.__version__} (arrived in 2.4)"
+    if py >= (3, 13) and TORCH_VERSION < (2, 6):
+        return f"torch.compile does not support Python 3.13 in torch {torch.__version__} (arrived in 2.6)"
+    return None
+
+
+def grad_scaler(device_type: str, enabled: bool):
+    if hasattr(torch.amp, "GradScaler"):  # 2.3+: device-generic; torch.cuda.amp.GradScaler is deprecated
+        return torch.amp.GradScaler(device_type, enabled=enabled)
+    return torch.cuda.amp.GradScaler(enabled=enabled and device_type == "cuda")
+
+
+OutOfMemoryError = torch.cuda.OutOfMemoryError  # exists, and is raised on CUDA OOM, in 2.1 onwards
+
+
+# --- profiler: *_cuda_* fields (<= 2.3) became *_device_* (2.4+; the cuda names gone by 2.13) ---
+def self_device_time_us(event) -> float:
+    value = getattr(event, "self_device_time_total", None)
+    if value is None:
+        value = getattr(event, "self_cuda_time_total", 0.0)
+    return float(value or 0.0)
+
+
+def device_time_us(event) -> float:
+    value = getattr(event, "device_time_total", None)
+    if value is None:
+        value = getattr(event, "cuda_time_total", 0.0)
+    return float(value or 0.0)
+
+
+# --- library versions as torch reports them ---
+def cuda_compiled_version() -> int | None:
+    fn = getattr(torch._C, "_cuda_getCompiledVersion", None)
+    return fn() if fn and torch.version.cuda else None
+
+
+def driver_version() -> int | None:
+    fn = getattr(torch._C, "_cuda_getDriverVersion", None)
+    try:
+        return fn() if fn and torch.cuda.is_available() else None
+    except RuntimeError:
+        return None
+
+
+def cudnn_version() -> int | None:
+    try:
+        return torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    except RuntimeError:
+        return None
+
+
+def nccl_version() -> str | None:
+    try:
+        v = torch.cuda.nccl.version()
+    except Exception:  # CPU builds have no NCCL
+        return None
+    return ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
+
+
+def l2_cache_bytes(props) -> int | None:
+    return getattr(props, "L2_cache_size", None)  # 2.5+
+
+
+def library_version(path: str, symbol: str) -> int | None:
+    """Call a `size_t fooGetVersion(void)` in an already-mapped shared library (cublasLtGetVersion...)."""
+    try:
+        fn = getattr(ctypes.CDLL(path), symbol)
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_size_t
+    return int(fn())
