@@ -1,0 +1,155 @@
+"""Environment capture, from inside the running worker process: what actually ran, not what was asked.
+
+No secrets and no GPU UUIDs: environment variables come from an allow-list, and GPU identity is
+name / capability / SM count / memory only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import re
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+ENV_VARS = (
+    "HARNESS_ENV", "HARNESS_IMAGE", "HARNESS_IMAGE_DIGEST", "CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE",
+    "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "TORCH_CUDNN_SDPA_ENABLED", "NVIDIA_TF32_OVERRIDE",
+    "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING", "CUDA_DEVICE_MAX_CONNECTIONS", "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS", "TORCH_LOGS", "TIKTOKEN_CACHE_DIR", "LD_LIBRARY_PATH", "CUDA_HOME",
+)
+ENV_PREFIXES = ("TORCHINDUCTOR_", "TORCH_COMPILE_", "TORCHDYNAMO_", "TRITON_")
+SECRET_WORDS = re.compile(r"TOKEN|SECRET|PASSWORD|KEY|CREDENTIAL", re.I)
+
+
+def env_vars() -> dict:
+    chosen = {k: v for k, v in os.environ.items() if k in ENV_VARS or k.startswith(ENV_PREFIXES)}
+    return {k: v for k, v in sorted(chosen.items()) if not SECRET_WORDS.search(k)}
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def host_ram_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def installed_packages() -> dict:
+    """`pip freeze` equivalent read from the interpreter's metadata (works in uv venvs with no pip)."""
+    names = sorted({f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions() if d.metadata["Name"]}, key=str.lower)
+    return {"sha256": hashlib.sha256("\n".join(names).encode()).hexdigest(), "packages": names}
+
+
+def package_version(*names: str) -> str | None:
+    for name in names:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def harness_commit() -> dict:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return {"commit": None, "dirty": None}
+    if commit.returncode:
+        return {"commit": None, "dirty": None}
+    return {"commit": commit.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+
+
+def nvml_info() -> dict | None:
+    """Driver version and device-level memory from NVML (nvidia-ml-py); None without a GPU/driver."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(_cuda_index())
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        return {
+            "driver": driver.decode() if isinstance(driver, bytes) else driver,
+            "memory_total_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
+            "power_limit_w": pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
+        }
+    except Exception:
+        return None
+
+
+def _cuda_index() -> int:
+    import torch
+
+    return torch.cuda.current_device() if torch.cuda.is_available() else 0
+
+
+def device_used_bytes() -> int | None:
+    """Device-level used memory (all processes, CUDA context included) via NVML."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(_cuda_index())).used)
+    except Exception:
+        return None
+
+
+def capture(env_name: str, device_type: str) -> dict:
+    import torch
+
+    from gpt import torch_compat
+
+    gpu = None
+    if device_type == "cuda":
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        gpu = {
+            "name": props.name,
+            "capability": f"{props.major}.{props.minor}",
+            "sm_count": props.multi_processor_count,
+            "memory_bytes": props.total_memory,
+            "l2_cache_bytes": torch_compat.l2_cache_bytes(props),
+            "count_visible": torch.cuda.device_count(),
+        }
+    return {
+        "env_name": env_name,
+        "device": device_type,
+        "python": {"version": platform.python_version(), "implementation": platform.python_implementation(), "executable": sys.executable},
+        "os": {"platform": platform.platform(), "kernel": platform.release()},
+        "cpu": {"model": cpu_model(), "count": os.cpu_count(), "usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None},
+        "host_ram_bytes": host_ram_bytes(),
+        "torch": {
+            "version": torch.__version__,
+            "git": getattr(torch.version, "git_version", None),
+            "cuda": torch.version.cuda,
+            "cuda_compiled": torch_compat.cuda_compiled_version(),
+            "hip": getattr(torch.version, "hip", None),
+            "debug": bool(getattr(torch.version, "debug", False)),
+            "cudnn": torch_compat.cudnn_version(),
+            "nccl": torch_compat.nccl_version(),
+            "num_threads": torch.get_num_threads(),
+        },
+        "triton": package_version("triton", "pytorch-triton"),
+        "driver": {"cuda_driver_api": torch_compat.driver_version(), "nvml": nvml_info()},
+        "gpu": gpu,
+        "container": {"image": os.environ.get("HARNESS_IMAGE"), "digest": os.environ.get("HARNESS_IMAGE_DIGEST")},
+        "harness": harness_commit(),
+        "packages": installed_packages(),
+        "env_vars": env_vars(),
+    }

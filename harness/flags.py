@@ -1,0 +1,131 @@
+"""Frozen global performance flags: applied once before the model is built, read back after the last step.
+
+The hash is over the requested values, which use one vocabulary for every torch version (e.g.
+sdpa="auto" rather than a version-specific list of backends), so the same intent hashes the same
+under 2.1.2 and the nightly, and different intents can never be compared by accident. What each
+torch actually reports is stored beside it (applied / after).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from harness.record import canonical_hash
+
+MATMUL_PRECISIONS = ("highest", "high", "medium")
+SDPA_CHOICES = ("auto", "flash", "efficient", "cudnn", "math")
+
+
+class FlagError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class FrozenFlags:
+    matmul_precision: str = "highest"  # highest = IEEE fp32 GEMMs, high = TF32, medium = bf16 internally
+    cudnn_allow_tf32: bool = False
+    cudnn_benchmark: bool = False
+    cudnn_deterministic: bool = False
+    sdpa: str = "auto"  # auto = every backend this torch has stays enabled; else only that one
+    deterministic_algorithms: bool = False
+
+    def __post_init__(self):
+        if self.matmul_precision not in MATMUL_PRECISIONS:
+            raise FlagError(f"matmul_precision={self.matmul_precision!r}: expected one of {', '.join(MATMUL_PRECISIONS)}")
+        if self.sdpa not in SDPA_CHOICES:
+            raise FlagError(f"sdpa={self.sdpa!r}: expected one of {', '.join(SDPA_CHOICES)}")
+        for f in fields(self):
+            if f.type == "bool" and not isinstance(getattr(self, f.name), bool):
+                raise FlagError(f"{f.name}={getattr(self, f.name)!r}: expected true or false")
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "FrozenFlags":
+        known = {f.name for f in fields(cls)}
+        unknown = set(values) - known
+        if unknown:
+            raise FlagError(f"unknown flag(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
+        return cls(**values)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def hash(self) -> str:
+        return canonical_hash(self.to_dict())
+
+
+def flags_for(workload: dict, overrides: dict | None = None) -> FrozenFlags:
+    """The flags a workload implies (as the seeds set them), then explicit overrides from the plan.
+
+    fp32 means IEEE fp32 GEMMs (TF32 off everywhere); every other precision keeps TF32 on, as the
+    seeds' ladder did once set_float32_matmul_precision('high') was added. A pinned SDPA backend in
+    the workload enables only that backend.
+    """
+    ieee = workload.get("precision") == "fp32"
+    values = dict(
+        matmul_precision="highest" if ieee else "high",
+        cudnn_allow_tf32=not ieee,
+        sdpa=workload.get("sdpa_backend", "auto") if workload.get("attention") == "sdpa" else "auto",
+    )
+    values.update(overrides or {})
+    return FrozenFlags.from_dict(values)
+
+
+# --- the torch side: only the worker calls these ---
+
+
+def apply(flags: FrozenFlags) -> dict:
+    """Set every flag, then return what torch reports. Raises Unsupported where a flag cannot be set."""
+    import torch
+
+    from gpt import torch_compat
+
+    torch_compat.set_matmul_precision(flags.matmul_precision)
+    torch_compat.set_cudnn_tf32(flags.cudnn_allow_tf32)
+    torch.backends.cudnn.benchmark = flags.cudnn_benchmark
+    torch.backends.cudnn.deterministic = flags.cudnn_deterministic
+    if flags.sdpa == "auto":
+        torch_compat.set_sdpa_backends({b: True for b in torch_compat.SDPA_FLAG_NAMES if torch_compat.sdpa_backend_exists(b)})
+    else:
+        torch_compat.set_sdpa_backends({b: b == flags.sdpa for b in torch_compat.SDPA_FLAG_NAMES})
+    torch.use_deterministic_algorithms(flags.deterministic_algorithms)
+    applied = read_back()
+    mismatch = _mismatch(flags, applied)
+    if mismatch:
+        raise torch_compat.Unsupported(f"flags did not take effect: {mismatch}")
+    return applied
+
+
+def read_back() -> dict:
+    import torch
+
+    from gpt import torch_compat
+
+    return {
+        "matmul_precision": torch_compat.get_matmul_precision(),
+        "cudnn_allow_tf32": torch_compat.get_cudnn_tf32(),
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+        "sdpa_backends_enabled": torch_compat.get_sdpa_backends(),
+        "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
+        "fp32_precision_api": "fp32_precision" if torch_compat.NEW_FP32_API else "allow_tf32",
+    }
+
+
+def _mismatch(flags: FrozenFlags, applied: dict) -> str:
+    wanted = flags.to_dict()
+    problems = [
+        f"{name}: wanted {wanted[name]!r}, torch reports {applied[name]!r}"
+        for name in ("matmul_precision", "cudnn_allow_tf32", "cudnn_benchmark", "cudnn_deterministic", "deterministic_algorithms")
+        if wanted[name] != applied[name]
+    ]
+    if flags.sdpa != "auto":
+        enabled = [b for b, on in applied["sdpa_backends_enabled"].items() if on]
+        if enabled != [flags.sdpa]:
+            problems.append(f"sdpa: wanted only {flags.sdpa!r}, torch reports {enabled}")
+    return "; ".join(problems)
+
+
+def changed(applied: dict, after: dict) -> str:
+    """Describe any flag that differs between the two read-backs ('' when none)."""
+    return "; ".join(f"{k}: {applied.get(k)!r} -> {after.get(k)!r}" for k in sorted(set(applied) | set(after)) if applied.get(k) != after.get(k))

@@ -1,0 +1,98 @@
+"""Plans are data: a YAML file of rungs, each a set of workload fields (and optional flag overrides).
+
+  name, description
+  cumulative: true       each rung starts from the previous rung's settings (a ladder)
+  defaults: {...}        workload fields for every rung
+  repeats: N             default 1
+  rungs: [{name, set: {...}, flags: {...}}]
+
+Built-in plans live in harness/plans/; a path to any .yaml file works too. No torch import here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from gpt.config import ConfigError, coerce
+from harness.flags import FlagError, FrozenFlags
+
+PLAN_DIR = Path(__file__).with_name("plans")
+PLAN_KEYS = {"name", "description", "cumulative", "defaults", "repeats", "rungs"}
+RUNG_KEYS = {"name", "set", "flags"}
+
+
+class PlanError(ValueError):
+    pass
+
+
+@dataclass
+class Rung:
+    name: str
+    settings: dict  # workload fields, already merged with defaults (and earlier rungs if cumulative)
+    flags: dict = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    name: str
+    description: str
+    rungs: list[Rung]
+    repeats: int = 1
+    source: str = ""
+
+
+def builtin_plans() -> list[str]:
+    return sorted(p.stem for p in PLAN_DIR.glob("*.yaml"))
+
+
+def _typed(values: dict, where: str) -> dict:
+    if not isinstance(values, dict):
+        raise PlanError(f"{where}: expected a mapping of workload fields")
+    try:
+        return {k: coerce(k, v) for k, v in values.items()}
+    except ConfigError as exc:
+        raise PlanError(f"{where}: {exc}") from None
+
+
+def load_plan(name_or_path: str) -> Plan:
+    path = Path(name_or_path)
+    if not (path.suffix in (".yaml", ".yml") and path.is_file()):
+        path = PLAN_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        raise PlanError(f"no plan {name_or_path!r}: not a .yaml file, and not one of {', '.join(builtin_plans())}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise PlanError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise PlanError(f"{path}: expected a mapping at the top")
+    unknown = set(data) - PLAN_KEYS
+    if unknown:
+        raise PlanError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
+    if not data.get("rungs"):
+        raise PlanError(f"{path}: no rungs")
+    base = _typed(data.get("defaults") or {}, f"{path}: defaults")
+    rungs, names = [], set()
+    for i, raw in enumerate(data["rungs"]):
+        if not isinstance(raw, dict) or "name" not in raw:
+            raise PlanError(f"{path}: rung {i}: expected a mapping with a name")
+        if set(raw) - RUNG_KEYS:
+            raise PlanError(f"{path}: rung {raw['name']}: unknown key(s) {', '.join(sorted(set(raw) - RUNG_KEYS))}")
+        if raw["name"] in names:
+            raise PlanError(f"{path}: rung name {raw['name']!r} appears twice")
+        names.add(raw["name"])
+        start = rungs[-1].settings if data.get("cumulative") and rungs else base
+        settings = {**start, **_typed(raw.get("set") or {}, f"{path}: rung {raw['name']}")}
+        flags = raw.get("flags") or {}
+        try:
+            FrozenFlags.from_dict({**FrozenFlags().to_dict(), **flags})  # names and values checked now
+        except (FlagError, TypeError) as exc:
+            raise PlanError(f"{path}: rung {raw['name']}: {exc}") from None
+        rungs.append(Rung(str(raw["name"]), settings, dict(flags)))
+    repeats = data.get("repeats", 1)
+    if not isinstance(repeats, int) or repeats < 1:
+        raise PlanError(f"{path}: repeats must be a positive integer")
+    return Plan(str(data.get("name", path.stem)), str(data.get("description", "")), rungs, repeats, str(path))

@@ -1,0 +1,221 @@
+"""Run a plan: one fresh worker process per rung and repeat, one record each, a summary at the end.
+
+  python -m harness.run --plan seed-ladder --preset tiny --out results/
+
+No torch import in this process: flags, compile caches, CUDA context and memory statistics cannot
+leak between rungs, and an OOM or a segfault ends only its own rung.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tabulate import tabulate
+
+from gpt.config import PRESETS, ConfigError, coerce, make_config
+from harness.flags import FlagError, flags_for
+from harness.plan import PlanError, builtin_plans, load_plan
+from harness.record import SCHEMA_VERSION, RecordError, read_record, write_record
+
+DEFAULT_TIMEOUT_S = 1800
+
+
+@dataclass
+class Point:
+    """One measurement to make."""
+
+    rung: str
+    rung_index: int
+    workload: dict
+    flags: dict
+    repeat: int
+    sweep: dict | None = None
+
+
+def parse_assignments(items: list[str], what: str = "--set") -> dict:
+    values = {}
+    for item in items or []:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"{what} {item!r}: expected FIELD=VALUE")
+        values[name.strip()] = coerce(name.strip(), text.strip())
+    return values
+
+
+def build_points(args) -> tuple[str, list[Point]]:
+    plan = load_plan(args.plan)
+    overrides = parse_assignments(args.set)
+    for name in ("steps", "warmup_steps", "device", "batch_size", "seq_len"):
+        value = getattr(args, name, None)
+        if value is not None:
+            overrides[name] = value
+    wanted = set(args.rungs.split(",")) if args.rungs else None
+    if wanted and wanted - {r.name for r in plan.rungs}:
+        raise PlanError(f"no rung(s) {', '.join(sorted(wanted - {r.name for r in plan.rungs}))} in plan {plan.name}; it has {', '.join(r.name for r in plan.rungs)}")
+    repeats = args.repeats or plan.repeats
+    points = []
+    for index, rung in enumerate(plan.rungs):
+        if wanted and rung.name not in wanted:
+            continue
+        workload = make_config(args.preset, **{**rung.settings, **overrides}).to_dict()  # the command line wins
+        flags = flags_for(workload, rung.flags).to_dict()
+        points += [Point(rung.name, index, workload, flags, r) for r in range(repeats)]
+    return plan.name, points
+
+
+def rerun_command(args, point: Point) -> str:
+    """The one command that makes this measurement again (same env, same CLI, just this rung)."""
+    parts = ["--plan", args.plan, "--preset", args.preset, "--rungs", point.rung, "--repeats", "1", "--out", args.out]
+    for item in args.set or []:
+        parts += ["--set", item]
+    for name in ("steps", "warmup_steps", "device", "batch_size", "seq_len"):
+        if getattr(args, name, None) is not None:
+            parts += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    if args.env == "local":
+        return shlex.join(["python", "-m", "harness.run", "--env", "local", *parts])
+    return shlex.join(["nox", "-s", f"bench-{args.env}", "--", *parts])
+
+
+def new_run_id(env: str, plan: str, point: Point) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    label = point.rung if point.sweep is None else f"{point.rung}-{point.sweep['field']}{point.sweep['value']}"
+    return f"{stamp}-{env}-{plan}-{label}-r{point.repeat}-{secrets.token_hex(3)}"
+
+
+def failure_record(spec: dict, reason: str) -> dict:
+    """For a worker that died without writing its record (segfault, kill, timeout)."""
+    return {
+        "schema_version": SCHEMA_VERSION, "run_id": spec["run_id"], "kind": "measured", "status": "error",
+        "reason": reason, "notes": [], "started_at": None, "finished_at": None, "env": spec["env"],
+        "plan": spec["plan"], "rung": spec["rung"], "rung_index": spec["rung_index"], "repeat": spec["repeat"],
+        "sweep": spec["sweep"], "workload": spec["workload"], "workload_hash": "", "flags": {"requested": spec["flags"], "hash": ""},
+        "environment": {"env_name": spec["env"]}, "steps": {"ms": [], "loss": [], "grad_norm": []}, "summary": {},
+        "rerun": {"command": spec["rerun"]},
+    }
+
+
+def run_point(spec: dict, timeout_s: float) -> dict:
+    """Run one worker process; return its record (or an error record if it died without one)."""
+    with tempfile.TemporaryDirectory(prefix="harness-worker-") as tmp:
+        spec_path = Path(tmp) / "spec.json"
+        spec_path.write_text(json.dumps(spec))
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # Cold, private compile caches: a rung never reuses another's compiled graphs or kernels.
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(tmp) / "inductor")
+        env["TRITON_CACHE_DIR"] = str(Path(tmp) / "triton")
+        root = Path(__file__).resolve().parent.parent
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+        try:
+            proc = subprocess.run([sys.executable, "-m", "harness.worker", str(spec_path)], capture_output=True, text=True, timeout=timeout_s, env=env)
+        except subprocess.TimeoutExpired:
+            return _record_or_failure(spec, f"worker timed out after {timeout_s:.0f} s")
+        if proc.returncode != 0:
+            tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
+            return _record_or_failure(spec, f"worker exited with code {proc.returncode}: {tail}"[:800])
+        return _record_or_failure(spec, "worker exited 0 but wrote no record")
+
+
+def _record_or_failure(spec: dict, reason: str) -> dict:
+    path = Path(spec["out"]) / f"{spec['run_id']}.json"
+    if path.exists():
+        try:
+            return read_record(path)
+        except RecordError as exc:
+            reason = f"{reason}; its record is unreadable: {exc}"
+    record = failure_record(spec, reason)
+    write_record(record, spec["out"])
+    return record
+
+
+def fmt(value, spec: str, scale: float = 1.0) -> str:
+    return "-" if value is None else format(value / scale, spec)
+
+
+def progress_line(i: int, n: int, point: Point, record: dict, seconds: float) -> str:
+    s = record.get("summary") or {}
+    label = point.rung + (f" {point.sweep['field']}={point.sweep['value']}" if point.sweep else "") + (f" #{point.repeat}" if point.repeat else "")
+    if record["status"] != "ok":
+        return f"[{i}/{n}] {label:<24} {record['status']:<11} {record.get('reason') or ''} ({seconds:.0f} s)"
+    mem = s.get("peak_allocated_bytes") or s.get("peak_rss_bytes")
+    return (f"[{i}/{n}] {label:<24} ok          {fmt(s.get('step_ms_median'), '.1f')} ms/step  "
+            f"{fmt(s.get('tokens_per_s'), ',.0f')} tok/s  peak {fmt(mem, ',.0f', 2**20)} MiB  "
+            f"loss {fmt(s.get('final_loss'), '.3f')}  ({seconds:.0f} s)")
+
+
+def summary_table(records: list[dict]) -> str:
+    rows = []
+    for r in records:
+        s = r.get("summary") or {}
+        mem = s.get("peak_allocated_bytes") or s.get("peak_rss_bytes")
+        label = r["rung"] + (f" {r['sweep']['field']}={r['sweep']['value']}" if r.get("sweep") else "")
+        rows.append([
+            label, r.get("repeat"), r["status"], fmt(s.get("step_ms_median"), ".2f"),
+            fmt(s.get("step_ms_iqr"), ".2f"), fmt(s.get("tokens_per_s"), ",.0f"), fmt(mem, ",.0f", 2**20),
+            fmt(s.get("first_step_ms"), ",.0f"), fmt(s.get("final_loss"), ".4f"),
+        ])
+    headers = ["rung", "rep", "status", "ms/step (median)", "IQR ms", "tokens/s", "peak MiB", "first step ms", "final loss"]
+    return tabulate(rows, headers=headers, disable_numparse=True)
+
+
+def run_points(args, plan_name: str, points: list[Point]) -> list[dict]:
+    records = []
+    for i, point in enumerate(points, 1):
+        spec = {
+            "run_id": new_run_id(args.env, plan_name, point), "env": args.env, "plan": plan_name,
+            "rung": point.rung, "rung_index": point.rung_index, "repeat": point.repeat, "sweep": point.sweep,
+            "workload": point.workload, "flags": point.flags, "out": str(args.out), "rerun": rerun_command(args, point),
+        }
+        started = time.monotonic()
+        record = run_point(spec, args.timeout)
+        print(progress_line(i, len(points), point, record, time.monotonic() - started), flush=True)
+        records.append(record)
+    return records
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m harness.run", description="Run a plan of the GPT workload; one record per rung in --out.")
+    p.add_argument("--plan", default="seed-ladder", help=f"built-in plan ({', '.join(builtin_plans())}) or a .yaml path")
+    p.add_argument("--preset", default="tiny", choices=sorted(PRESETS), help="model shape (default: tiny, trains in seconds on a CPU)")
+    p.add_argument("--out", default="results", help="directory for the records (default: results/)")
+    p.add_argument("--env", default=os.environ.get("HARNESS_ENV", "local"), help="env name the records belong to (default: $HARNESS_ENV or local)")
+    p.add_argument("--repeats", type=int, help="repeats per rung (default: the plan's, else 1)")
+    p.add_argument("--rungs", help="comma-separated rung names to run (default: all)")
+    p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a workload field for every rung (repeatable)")
+    p.add_argument("--steps", type=int, help="steps per rung (shorthand for --set steps=N)")
+    p.add_argument("--warmup-steps", dest="warmup_steps", type=int, help="warm-up steps excluded from the summary")
+    p.add_argument("--batch-size", dest="batch_size", type=int, help="B (shorthand for --set batch_size=N)")
+    p.add_argument("--seq-len", dest="seq_len", type=int, help="T (shorthand for --set seq_len=N)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="device (default: cuda if available, else cpu)")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help=f"seconds per worker before it is killed (default {DEFAULT_TIMEOUT_S})")
+    return p
+
+
+def main(argv=None) -> int:
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    if args.repeats is not None and args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    try:
+        plan_name, points = build_points(args)
+    except (PlanError, ConfigError, FlagError) as exc:
+        parser.error(str(exc))
+    print(f"plan {plan_name}: {len(points)} run(s), env {args.env}, preset {args.preset} -> {args.out}/", flush=True)
+    records = run_points(args, plan_name, points)
+    print()
+    print(summary_table(records))
+    return 1 if any(r["status"] == "error" for r in records) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""One measurement in its own process: `python -m harness.worker SPEC.json`.
+
+The spec (written by harness.run) holds the workload, the flags, the env name and where the record
+goes. Order matters: flags are frozen before the model is built and compiled; the timed steps run
+with nothing else in the loop; evidence (profiling, ...) is gathered only after them.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import statistics
+import sys
+import time
+import traceback
+from datetime import datetime, timezone
+
+import torch
+
+from gpt import torch_compat
+from gpt.config import ConfigError, WorkloadConfig
+from gpt.data import DataError
+from gpt.train import build, resolve_device
+from harness import envinfo, flags as flagmod
+from harness.record import SCHEMA_VERSION, canonical_hash, write_record
+
+# Fields that do not change what is measured, only how long or where it ran.
+NOT_IN_WORKLOAD_HASH = ("device", "steps", "warmup_steps", "profile_steps", "preset")
+
+
+def workload_hash(workload: dict) -> str:
+    return canonical_hash({k: v for k, v in workload.items() if k not in NOT_IN_WORKLOAD_HASH})
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class StepTimer:
+    """Per-step times. CUDA: an event pair per step, read after one sync at the end (no sync inside the
+    loop, so the host never stalls the GPU). CPU: perf_counter, the work being synchronous."""
+
+    def __init__(self, device: torch.device, steps: int):
+        self.cuda = device.type == "cuda"
+        if self.cuda:
+            self.events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(steps)]
+        self.wall = [[0.0, 0.0] for _ in range(steps)]
+
+    def start(self, i: int):
+        if self.cuda:
+            self.events[i][0].record()
+        else:
+            self.wall[i][0] = time.perf_counter()
+
+    def stop(self, i: int):
+        if self.cuda:
+            self.events[i][1].record()
+        else:
+            self.wall[i][1] = time.perf_counter()
+
+    def elapsed_ms(self) -> list[float]:
+        if self.cuda:
+            torch.cuda.synchronize()
+            return [a.elapsed_time(b) for a, b in self.events]
+        return [(b - a) * 1000.0 for a, b in self.wall]
+
+
+def summarize(config: WorkloadConfig, ms: list[float], losses: list) -> dict:
+    timed = ms[config.warmup_steps:]
+    q1, median, q3 = statistics.quantiles(timed, n=4, method="inclusive") if len(timed) > 1 else (timed[0],) * 3
+    timed_losses = [x for x in losses[config.warmup_steps:] if x is not None]
+    return {
+        "step_ms_median": median,
+        "step_ms_q1": q1,
+        "step_ms_q3": q3,
+        "step_ms_iqr": q3 - q1,
+        "step_ms_mean": statistics.fmean(timed),
+        "first_step_ms": ms[0],
+        "timed_steps": len(timed),
+        "tokens_per_step": config.tokens_per_step,
+        "tokens_per_s": config.tokens_per_step / (median / 1000.0),
+        "final_loss": losses[-1],
+        "mean_loss": statistics.fmean(timed_losses) if timed_losses else None,
+    }
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def measure(spec: dict, step_hook=None) -> dict:
+    """Run one measurement and return its record (never raises for a failed run: the status says it).
+
+    step_hook(i) is called after step i, outside the timed region (tests use it to tamper with flags)."""
+    record = {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": spec["run_id"],
+        "kind": "measured",
+        "status": "error",
+        "reason": None,
+        "notes": [],
+        "started_at": now(),
+        "finished_at": None,
+        "env": spec["env"],
+        "plan": spec["plan"],
+        "rung": spec["rung"],
+        "rung_index": spec.get("rung_index"),
+        "repeat": spec.get("repeat"),
+        "sweep": spec.get("sweep"),
+        "workload": spec["workload"],
+        "workload_hash": workload_hash(spec["workload"]),
+        "flags": {"requested": spec["flags"], "applied": None, "after": None, "hash": canonical_hash(spec["flags"])},
+        "environment": {},
+        "steps": {"ms": [], "loss": [], "grad_norm": []},
+        "summary": {},
+        "explain": None,
+        "rerun": {"command": spec.get("rerun", "")},
+    }
+    device = None
+    try:
+        config = WorkloadConfig(**spec["workload"]).validate()
+        flags = flagmod.FrozenFlags.from_dict(spec["flags"])
+        device = resolve_device(config.device)
+        record["environment"] = envinfo.capture(spec["env"], device.type)
+        record["flags"]["applied"] = flagmod.apply(flags)  # before the model exists, so compile sees them
+        if device.type == "cpu" and config.precision == "tf32":
+            record["notes"].append("tf32 changes GPU matmuls only; on cpu this rung computes in fp32")
+        if config.memory_budget_gib and device.type == "cuda":
+            total = torch.cuda.get_device_properties(device).total_memory
+            torch.cuda.set_per_process_memory_fraction(min(1.0, config.memory_budget_gib * 2**30 / total), device)
+        trainer = build(config)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+
+        timer = StepTimer(device, config.steps)
+        losses, norms = [], []
+        for i in range(config.steps):
+            timer.start(i)
+            loss, norm = trainer.step()
+            timer.stop(i)
+            losses.append(loss)
+            norms.append(norm)
+            if step_hook:
+                step_hook(i)
+        ms = timer.elapsed_ms()  # syncs once
+        record["steps"] = {
+            "ms": ms,
+            "loss": [float(x) for x in losses],
+            "grad_norm": [float(n) if n is not None else None for n in norms],
+        }
+        record["summary"] = summarize(config, ms, record["steps"]["loss"])
+        record["summary"]["peak_rss_bytes"] = peak_rss_bytes()
+        if device.type == "cuda":
+            record["summary"]["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
+            record["summary"]["peak_reserved_bytes"] = torch.cuda.max_memory_reserved(device)
+            record["summary"]["device_used_bytes"] = envinfo.device_used_bytes()
+        record["flags"]["after"] = flagmod.read_back()
+        drift = flagmod.changed(record["flags"]["applied"], record["flags"]["after"])
+        record["status"], record["reason"] = ("invalid", f"flags changed during the run: {drift}") if drift else ("ok", None)
+        if record["status"] == "ok" and config.memory_budget_gib and device.type == "cpu":
+            budget = config.memory_budget_gib * 2**30
+            if record["summary"]["peak_rss_bytes"] > budget:
+                record["status"] = "oom"
+                record["reason"] = f"peak RSS {record['summary']['peak_rss_bytes'] / 2**30:.2f} GiB exceeded the memory budget {config.memory_budget_gib} GiB"
+    except torch_compat.Unsupported as exc:
+        record["status"], record["reason"] = "unsupported", str(exc)
+    except (torch_compat.OutOfMemoryError, MemoryError) as exc:
+        record["status"], record["reason"] = "oom", str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    except (ConfigError, DataError, flagmod.FlagError) as exc:
+        record["status"], record["reason"] = "error", str(exc)
+    except Exception as exc:  # any other failure is a result too; the plan goes on
+        if "out of memory" in str(exc).lower():
+            record["status"], record["reason"] = "oom", str(exc).splitlines()[0]
+        else:
+            tb = traceback.format_exc().strip().splitlines()
+            record["status"], record["reason"] = "error", f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+            record["notes"].append("traceback tail: " + " | ".join(tb[-6:]))
+    if record["summary"] == {}:
+        record["summary"] = {"peak_rss_bytes": peak_rss_bytes()}
+    record["finished_at"] = now()
+    return record
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m harness.worker SPEC.json", file=sys.stderr)
+        return 2
+    with open(argv[0]) as f:
+        spec = json.load(f)
+    record = measure(spec)
+    path = write_record(record, spec["out"])
+    print(json.dumps({"record": str(path), "status": record["status"], "reason": record["reason"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
