@@ -1,0 +1,146 @@
+"""nox sessions: one `bench-<name>` per envs/<name>/env.yaml, plus `tests` and `lint`.
+
+    nox -l                                        # list
+    nox -s bench-torch212 bench-nightly           # install each pinned build, check it, run the default plan
+    nox -s bench-torch212 -- --preset tiny        # arguments after -- go to `python -m harness.run`
+    nox -s tests -- -k envs                       # pytest, with posargs
+
+Every version comes from the specs through harness/envs.py; nothing is pinned here.
+Mirrors: HARNESS_TORCH_INDEX_URL (every PyTorch index) or HARNESS_TORCH_INDEX_URL_<NAME> (one env).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import nox
+from nox.command import CommandFailed
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+from harness import envs  # noqa: E402 - torch-free, dependency-free
+
+nox.needs_version = ">=2024.4.15"
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.sessions = ["lint", "tests"]  # `nox` alone never starts a multi-GB install
+
+DEFAULT_RUN_ARGS = {"--plan": "seed-ladder", "--out": "results/"}
+TEST_TORCH_ENV = "latest"  # the tests session takes its torch from this spec
+
+
+def _has_option(args: list[str], option: str) -> bool:
+    return any(a == option or a.startswith(option + "=") for a in args)
+
+
+def _option_value(args: list[str], option: str) -> str | None:
+    for i, a in enumerate(args):
+        if a == option and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith(option + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def runner_args(name: str, posargs: list[str]) -> list[str]:
+    """posargs for harness.run, with the default plan/output filled in and the env name fixed."""
+    given = _option_value(posargs, "--env")
+    if given is not None and given != name:
+        raise ValueError(f"--env {given} contradicts the session's env {name}")
+    args = list(posargs)
+    for option, value in DEFAULT_RUN_ARGS.items():
+        if not _has_option(args, option):
+            args += [option, value]
+    if given is None:
+        args += ["--env", name]
+    return args
+
+
+def _no_install(session: nox.Session) -> bool:
+    """--no-install / -R given (nox then skips installs into a reused venv, and always in a venv-less one)."""
+    config = getattr(getattr(session, "_runner", None), "global_config", None)
+    return bool(getattr(config, "no_install", False))
+
+
+def _install_spec(session: nox.Session, spec: envs.EnvSpec, extras: str = "") -> None:
+    """Install exactly the spec's torch build, then the project with its pins still in force."""
+    reused = getattr(session.virtualenv, "_reused", False)
+    if not (_no_install(session) and reused):
+        error = envs.probe_index(spec)  # seconds, not a resolver timeout, when the index is unreachable
+        if error:
+            session.error(error)
+    session.install(*envs.install_args(spec))
+    session.install(*envs.project_args(spec, ".", extras))
+
+
+def _check(session: nox.Session, name: str, python: str = "python") -> None:
+    try:
+        session.run(python, "-m", "harness.envs", "check", name, external=True)
+    except CommandFailed:
+        session.error(f"the env does not match envs/{name}/env.yaml (see the line above)")
+
+
+def _make_bench(spec: envs.EnvSpec):
+    def bench(session: nox.Session) -> None:
+        try:
+            args = runner_args(spec.name, session.posargs)
+        except ValueError as exc:
+            session.error(str(exc))
+        _install_spec(session, spec)
+        _check(session, spec.name)
+        session.run("python", "-m", "harness.run", *args, env={"HARNESS_ENV": spec.name})
+
+    bench.__doc__ = f"{spec.description} [envs/{spec.name}/env.yaml]"
+    return nox.session(name=f"bench-{spec.name}", python=spec.python, tags=["bench"], default=False)(bench)
+
+
+def _local_python() -> str:
+    """The interpreter whose torch `local` uses: HARNESS_LOCAL_PYTHON, else python3/python on PATH."""
+    chosen = os.environ.get("HARNESS_LOCAL_PYTHON") or shutil.which("python3") or shutil.which("python")
+    return chosen or sys.executable
+
+
+def _make_local(spec: envs.EnvSpec):
+    def bench(session: nox.Session) -> None:
+        """No venv, no torch install: the interpreter's own environment. The harness's light deps are
+        installed only if missing, and a failed install (offline machine) is a warning, not an error."""
+        try:
+            args = runner_args(spec.name, session.posargs)
+        except ValueError as exc:
+            session.error(str(exc))
+        python = _local_python()
+        missing = session.run(python, "-m", "harness.envs", "missing-deps", silent=True, external=True)
+        missing = [line for line in (missing or "").splitlines() if line.strip()]
+        if missing and not _no_install(session):
+            try:
+                session.run(python, "-m", "pip", "install", *missing, external=True)
+            except CommandFailed:
+                session.warn(f"local: could not install {', '.join(missing)}; running without them")
+        elif missing:
+            session.warn(f"local: missing {', '.join(missing)} (--no-install given); running without them")
+        _check(session, spec.name, python)
+        session.run(python, "-m", "harness.run", *args, env={"HARNESS_ENV": spec.name}, external=True)
+
+    bench.__doc__ = f"{spec.description} [envs/{spec.name}/env.yaml]"
+    return nox.session(name=f"bench-{spec.name}", venv_backend="none", tags=["bench"], default=False)(bench)
+
+
+for _spec in envs.load_all().values():
+    globals()[f"bench_{_spec.name}"] = (_make_bench if _spec.installs else _make_local)(_spec)
+
+
+@nox.session(python=envs.load_spec(TEST_TORCH_ENV).python)
+def tests(session: nox.Session) -> None:
+    """pytest (posargs go to pytest), with the project's test extra and the `latest` spec's torch."""
+    _install_spec(session, envs.load_spec(TEST_TORCH_ENV), extras="test")
+    _check(session, TEST_TORCH_ENV)
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check over the repository."""
+    session.install("ruff")
+    session.run("ruff", "check", ".", *session.posargs)
