@@ -1,0 +1,417 @@
+"""harness.envs and noxfile.py: specs, install arguments, single source of pins, probes, checks, bump, verify.
+
+No torch, no network, no installs: fast. The real installs run in .ci/run through the nox sessions."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import envs
+
+ROOT = Path(__file__).resolve().parent.parent
+REQUIRED = {"torch212", "torch23", "latest", "nightly", "local"}
+
+
+def run_envs(*args, env=None, cwd=ROOT):
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "harness.envs", *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def envs_copy(tmp_path, monkeypatch):
+    """A private copy of envs/ that harness.envs reads (HARNESS_ENVS_DIR), for tests that rewrite specs."""
+    target = tmp_path / "envs"
+    shutil.copytree(ROOT / "envs", target)
+    monkeypatch.setenv(envs.ENVS_DIR_VAR, str(target))
+    return target
+
+
+# --------------------------------------------------------------------------- the specs themselves
+
+
+def test_required_specs_exist_and_validate():
+    specs = envs.load_all()
+    assert REQUIRED <= set(specs)
+    assert specs["torch212"].torch == "2.1.2" and specs["torch212"].cuda == "12.1"
+    assert specs["torch23"].torch == "2.3.1" and specs["torch23"].cuda == "12.1"
+    assert specs["latest"].installs and not specs["latest"].pre and specs["latest"].index_url is None
+    assert re.fullmatch(r"\d+\.\d+\.\d+\.dev\d{8}", specs["nightly"].torch) and specs["nightly"].pre
+    assert specs["nightly"].index_url.startswith("https://download.pytorch.org/whl/nightly/cu")
+    assert specs["nightly"].index_url.endswith("cu" + specs["nightly"].cuda.replace(".", ""))
+    assert not specs["local"].installs and specs["local"].python is None
+    assert {"numpy<2", "setuptools<70"} <= set(specs["torch212"].extra_pins)
+
+
+def test_spec_files_are_plain_yaml():
+    """The stdlib subset parser reads exactly what a YAML parser reads."""
+    yaml = pytest.importorskip("yaml")
+    for name in envs.spec_names():
+        text = (envs.envs_dir() / name / "env.yaml").read_text()
+        assert envs.parse_spec_yaml(text) == yaml.safe_load(text), name
+
+
+@pytest.mark.parametrize("line, message", [
+    ("torch: 2.10", "quoted string"),
+    ("  torch: \"2.1.2\"", "top-level"),
+    ("extra_pins: [\"numpy<2\"", "one line"),
+    ("torch: {a: 1}", "unsupported"),
+    ("name: a\nname: b", "twice"),
+])
+def test_parser_rejects_what_it_does_not_understand(line, message):
+    with pytest.raises(envs.SpecError, match=message):
+        envs.parse_spec_yaml(line)
+
+
+def _data(**changes):
+    base = envs.parse_spec_yaml((envs.envs_dir() / "torch212" / "env.yaml").read_text())
+    return {**base, **changes}
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(torch="2.1"), "not an exact version"),
+    (dict(torch=">=2.1.2"), "not an exact version"),
+    (dict(torch="2.16.0.dev20261120"), "pre: true"),
+    (dict(cuda="cu121"), "MAJOR.MINOR"),
+    (dict(python="3"), "3.N"),
+    (dict(python=None), "3.N"),
+    (dict(index_url="download.pytorch.org/whl/cu121"), "URL"),
+    (dict(extra_pins=["numpy"]), "NAME<op>VERSION"),
+    (dict(extra_pins=["torch<3"]), "torch field"),
+    (dict(base_image="nvidia/cuda"), "explicit tag"),
+    (dict(base_image="nvidia/cuda:latest"), "floats"),
+    (dict(base_image_digest="abc"), "sha256"),
+    (dict(name="Torch212"), "lowercase"),
+    (dict(name="torch23"), "differs from its folder"),
+    (dict(pinned="x"), "unknown field"),
+])
+def test_validation_rejects_bad_specs(changes, message):
+    with pytest.raises(envs.SpecError, match=message):
+        envs.validate_spec(_data(**changes), "torch212")
+
+
+def test_validation_rejects_missing_field_and_local_with_pins():
+    data = _data()
+    del data["cuda"]
+    with pytest.raises(envs.SpecError, match="missing field"):
+        envs.validate_spec(data, "torch212")
+    with pytest.raises(envs.SpecError, match="cannot be set"):
+        envs.validate_spec(_data(name="local", torch=None, python=None, extra_pins=[], base_image=None), "local")
+
+
+def test_unknown_env_names_the_known_ones():
+    with pytest.raises(envs.SpecError, match="known: .*torch212"):
+        envs.load_spec("torch999")
+
+
+# --------------------------------------------------------------------------- install arguments, mirrors
+
+
+def test_install_args():
+    specs = envs.load_all()
+    assert envs.install_args(specs["torch212"], {}) == ["torch==2.1.2", "numpy<2", "setuptools<70"]
+    nightly = specs["nightly"]
+    assert envs.install_args(nightly, {}) == [f"torch=={nightly.torch}", "--index-url", nightly.index_url, "--pre"]
+    assert envs.install_args(specs["local"], {}) == []
+    assert envs.project_args(specs["torch212"], ".", "test") == ["-e", ".[test]", "numpy<2", "setuptools<70"]
+
+
+def test_mirror_variables():
+    specs = envs.load_all()
+    nightly, latest = specs["nightly"], specs["latest"]
+    assert envs.effective_index(nightly, {"HARNESS_TORCH_INDEX_URL": "https://m/whl"}) == "https://m/whl"
+    both = {"HARNESS_TORCH_INDEX_URL": "https://m/whl", "HARNESS_TORCH_INDEX_URL_NIGHTLY": "https://n/whl"}
+    assert envs.effective_index(nightly, both) == "https://n/whl"
+    # the global mirror is for PyTorch indexes: PyPI-default specs keep pip/uv's own configuration ...
+    assert envs.effective_index(latest, {"HARNESS_TORCH_INDEX_URL": "https://m/whl"}) is None
+    # ... unless pointed at one explicitly
+    assert "--index-url" in envs.install_args(latest, {"HARNESS_TORCH_INDEX_URL_LATEST": "https://p/simple"})
+
+
+def test_command_line_prints_the_specs_values():
+    out = run_envs("install-args", "torch212")
+    assert out.returncode == 0 and out.stdout.split() == ["torch==2.1.2", "numpy<2", "setuptools<70"]
+    assert run_envs("get", "torch212", "python").stdout.strip() == "3.11"
+    listing = run_envs("list").stdout
+    assert all(name in listing for name in REQUIRED)
+
+
+# --------------------------------------------------------------------------- no pin written twice
+
+
+def _install_files():
+    """Files that install or run environments; a pin written in any of them would be a second copy."""
+    files = [ROOT / "noxfile.py", ROOT / ".ci" / "run", ROOT / "pyproject.toml", ROOT / "harness" / "envs.py",
+             ROOT / "harness" / "docker.py", ROOT / "tests" / "test_dockerfiles.py", ROOT / "docs" / "envs.md"]
+    files += sorted((ROOT / "envs").glob("*/Dockerfile*"))
+    return [f for f in files if f.is_file()]
+
+
+def _pins():
+    pins = {}
+    for spec in envs.load_all().values():
+        for value in [spec.torch, *spec.extra_pins, spec.index_url]:
+            if value:
+                pins.setdefault(value, []).append(spec.name)
+    return pins
+
+
+def test_no_pin_written_twice():
+    offenders = []
+    for path in _install_files():
+        text = path.read_text()
+        for value, owners in _pins().items():
+            if re.search(r"(?<![\w.])" + re.escape(value) + r"(?![\w])", text):
+                offenders.append(f"{path.relative_to(ROOT)} repeats {value!r} (pinned in {', '.join(owners)})")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_no_torch_install_pin_anywhere_else():
+    """Across the repository (prose may name versions), nothing installs a pinned torch outside envs/*/env.yaml."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.split()
+    pattern = re.compile(r"torch\s*==\s*\d|--index-url\s+https://download\.pytorch\.org")
+    offenders = []
+    for rel in listed:
+        path = ROOT / rel
+        if rel.endswith("env.yaml") or rel == "tests/test_envs.py" or not path.is_file():
+            continue
+        try:
+            text = path.read_text()
+        except (UnicodeDecodeError, OSError):
+            continue
+        if pattern.search(text):
+            offenders.append(rel)
+    assert not offenders, f"torch pinned outside the specs in: {', '.join(offenders)}"
+
+
+def test_pins_live_only_in_env_yaml():
+    """Within envs/, each spec's own file is the only place its torch version appears."""
+    for spec in envs.load_all().values():
+        if not spec.installs:
+            continue
+        for path in (ROOT / "envs").rglob("*"):
+            if path.is_file() and path != spec.path and f'"{spec.torch}"' in path.read_text():
+                pytest.fail(f"{path} repeats {spec.name}'s torch {spec.torch}")
+
+
+# --------------------------------------------------------------------------- nox sessions
+
+
+def test_every_spec_has_a_nox_session_and_a_dockerfile_where_it_has_an_image():
+    out = subprocess.run([sys.executable, "-m", "nox", "-l"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    sessions = {m.group(1) for m in re.finditer(r"^[*-] (\S+)", out.stdout, re.M)}
+    for name, spec in envs.load_all().items():
+        assert f"bench-{name}" in sessions
+        assert (ROOT / "envs" / name / "Dockerfile").is_file() == bool(spec.base_image), name
+    assert {"tests", "lint"} <= sessions
+
+
+def test_runner_args_defaults_and_env_name():
+    sys.path.insert(0, str(ROOT))
+    import noxfile
+
+    assert noxfile.runner_args("torch212", ["--preset", "tiny"]) == [
+        "--preset", "tiny", "--plan", "seed-ladder", "--out", "results/", "--env", "torch212"]
+    assert noxfile.runner_args("latest", ["--plan=x", "--out", "o", "--env", "latest"]) == [
+        "--plan=x", "--out", "o", "--env", "latest"]
+    with pytest.raises(ValueError, match="contradicts"):
+        noxfile.runner_args("latest", ["--env", "torch212"])
+
+
+def test_nightly_session_fails_fast_on_unreachable_index(tmp_path):
+    """nox -s bench-nightly against an index that cannot answer: seconds, one line naming it and the fix."""
+    bad = "http://127.0.0.1:9/whl/nightly/cu132"  # discard port: connection refused at once
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "nox", "-s", "bench-nightly", "--envdir", str(tmp_path / "nox")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "HARNESS_TORCH_INDEX_URL_NIGHTLY": bad})
+    elapsed = time.monotonic() - start
+    assert out.returncode != 0
+    lines = [ln for ln in (out.stdout + out.stderr).splitlines() if "unreachable" in ln]
+    assert len(lines) == 1, out.stdout + out.stderr
+    assert bad in lines[0] and "HARNESS_TORCH_INDEX_URL_NIGHTLY" in lines[0]
+    assert "uv pip install" not in out.stdout + out.stderr  # stopped before any install
+    assert elapsed < 30, elapsed
+
+
+# --------------------------------------------------------------------------- index probe
+
+
+def test_probe_fails_fast_and_names_index_and_mirror_variable():
+    spec = envs.load_spec("nightly")
+    start = time.monotonic()
+    error = envs.probe_index(spec, {"HARNESS_TORCH_INDEX_URL_NIGHTLY": "http://127.0.0.1:9/whl"}, timeout=3)
+    assert time.monotonic() - start < 5
+    assert error and "\n" not in error
+    assert "http://127.0.0.1:9/whl" in error and "HARNESS_TORCH_INDEX_URL_NIGHTLY" in error
+
+
+def test_probe_timeout_bounds_a_silent_server():
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)  # accepts the connection, never answers
+    try:
+        url = f"http://127.0.0.1:{server.getsockname()[1]}/whl/"
+        start = time.monotonic()
+        reason = envs.probe_url(url, timeout=1)
+        assert reason is not None and time.monotonic() - start < 3
+    finally:
+        server.close()
+
+
+def test_probe_accepts_a_reachable_file_index(tmp_path):
+    (tmp_path / "torch").mkdir()
+    spec = envs.load_spec("nightly")
+    assert envs.probe_index(spec, {"HARNESS_TORCH_INDEX_URL_NIGHTLY": tmp_path.as_uri()}) is None
+    assert envs.probe_index(envs.load_spec("latest"), {}) is None  # default index: not probed
+
+
+def test_probe_command_exit_code():
+    out = run_envs("probe", "nightly", env={"HARNESS_TORCH_INDEX_URL_NIGHTLY": "http://127.0.0.1:9/x"})
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------- check: imported torch vs spec
+
+
+def test_check_torch_matches_and_mismatches():
+    specs = envs.load_all()
+    t212 = specs["torch212"]
+    ok_pins = {"numpy": "1.26.4", "setuptools": "69.5.1"}
+    assert envs.check_torch(t212, "2.1.2+cu121", "12.1", installed=ok_pins) is None
+    error = envs.check_torch(t212, "2.13.0+cpu", None, "/venv/torch", ok_pins)
+    assert error == ("torch212: spec pins torch 2.1.2 (CUDA 12.1) but this env imports torch 2.13.0+cpu "
+                     "(CUDA none: CPU build) from /venv/torch")
+    assert "CUDA 11.8" in envs.check_torch(t212, "2.1.2+cu118", "11.8", installed=ok_pins)
+    assert "numpy 2.1.0" in envs.check_torch(t212, "2.1.2", "12.1", installed={**ok_pins, "numpy": "2.1.0"})
+    assert "not installed" in envs.check_torch(t212, "2.1.2", "12.1", installed={"numpy": "1.26.4"})
+    nightly = specs["nightly"]
+    assert envs.check_torch(nightly, nightly.torch + "+cu" + nightly.cuda.replace(".", ""), nightly.cuda) is None
+    assert envs.check_torch(specs["local"], "anything", None) is None
+
+
+def test_check_command_in_this_interpreter_is_one_line():
+    """This interpreter's torch (if any) is not latest's pinned CUDA build on a CPU machine; either way the
+    command answers with exactly one line and the matching exit code."""
+    out = run_envs("check", "latest")
+    text = (out.stdout if out.returncode == 0 else out.stderr).strip()
+    assert len(text.splitlines()) == 1
+    if out.returncode:
+        assert text.startswith("latest: ") and "spec pins torch" in text or "cannot import torch" in text
+
+
+@pytest.mark.parametrize("pin, version, ok", [
+    ("numpy<2", "1.26.4", True), ("numpy<2", "2.0.0", False), ("numpy<2", "2.0.0rc1", False),
+    ("setuptools<70", "69.5.1", True), ("setuptools<70", "70.0.0", False),
+    ("x>=1.2", "1.2", True), ("x==1.2", "1.2.0", True), ("x==1.2.*", "1.2.7", True), ("x!=1.2", "1.2", False),
+    ("x~=1.4", "1.9", True), ("x~=1.4", "2.0", False), ("x>3", "3.0.1", True), ("x<=3", "3.0.1", False),
+])
+def test_pin_satisfied(pin, version, ok):
+    assert envs.pin_satisfied(pin, version) is ok
+
+
+def test_missing_dependencies():
+    deps = envs.project_dependencies()
+    assert "numpy" in deps and not any(d.startswith("torch") for d in deps)
+    assert envs.missing_dependencies(["surely-not-installed-pkg-xyz>=1", "pytest"]) == ["surely-not-installed-pkg-xyz>=1"]
+    assert envs.missing_dependencies(["pytest>=9999"]) == ["pytest>=9999"]
+
+
+# --------------------------------------------------------------------------- bump-nightly
+
+
+def _nightly_index(tmp_path, dates, variant="cu132", py="cp311"):
+    (tmp_path / "idx" / "torch").mkdir(parents=True)
+    links = []
+    for d in dates:
+        for v, p in ((variant, py), ("cu126", py), (variant, "cp312")):
+            name = f"torch-2.16.0.dev{d}%2B{v}-{p}-{p}-manylinux_2_28_x86_64.whl"
+            links.append(f'<a href="/whl/nightly/{v}/{name}#sha256=00">{name.replace("%2B", "+")}</a><br/>')
+    (tmp_path / "idx" / "torch" / "index.html").write_text("<html><body>" + "\n".join(links) + "</body></html>")
+    return (tmp_path / "idx").as_uri()
+
+
+def test_bump_nightly_fails_clearly_offline(envs_copy):
+    before = (envs_copy / "nightly" / "env.yaml").read_text()
+    start = time.monotonic()
+    out = run_envs("bump-nightly", env={"HARNESS_TORCH_INDEX_URL_NIGHTLY": "http://127.0.0.1:9/whl/nightly/cu132"})
+    assert time.monotonic() - start < 30
+    assert out.returncode == 1
+    assert out.stderr.count("\n") == 1 and "unreachable" in out.stderr and "HARNESS_TORCH_INDEX_URL" in out.stderr
+    assert (envs_copy / "nightly" / "env.yaml").read_text() == before
+
+
+def test_bump_nightly_rewrites_only_the_torch_line(envs_copy, tmp_path):
+    url = _nightly_index(tmp_path, ["20261118", "20261121", "20261119"])
+    path = envs_copy / "nightly" / "env.yaml"
+    before = path.read_text()
+    out = run_envs("bump-nightly", env={"HARNESS_TORCH_INDEX_URL_NIGHTLY": url})
+    assert out.returncode == 0, out.stderr
+    after = path.read_text()
+    assert 'torch: "2.16.0.dev20261121"' in after
+    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
+    assert len(changed) == 1 and changed[0][1].startswith("torch:")  # comments and other fields kept
+    assert envs.load_spec("nightly").torch == "2.16.0.dev20261121"
+
+    out = run_envs("bump-nightly", "--date", "20261118", env={"HARNESS_TORCH_INDEX_URL_NIGHTLY": url})
+    assert out.returncode == 0 and envs.load_spec("nightly").torch == "2.16.0.dev20261118"
+    out = run_envs("bump-nightly", "--date", "20261001", env={"HARNESS_TORCH_INDEX_URL_NIGHTLY": url})
+    assert out.returncode == 1 and "no cu132 build dated 20261001" in out.stderr
+    assert envs.load_spec("nightly").torch == "2.16.0.dev20261118"
+
+
+def test_nightly_builds_parses_only_matching_wheels():
+    html = ('<a href="torch-2.16.0.dev20261120%2Bcu132-cp311-cp311-manylinux_2_28_x86_64.whl">x</a>'
+            '<a href="torch-2.16.0.dev20261121%2Bcu132-cp311-cp311-manylinux_2_28_aarch64.whl">x</a>'
+            '<a href="torch-2.16.0.dev20261122%2Bcu134-cp311-cp311-manylinux_2_28_x86_64.whl">x</a>'
+            'torch-2.16.0.dev20261123+cu132-cp311-cp311-manylinux_2_28_x86_64.whl')
+    assert envs.nightly_builds(html, "13.2", "3.11") == {"20261120": "2.16.0.dev20261120",
+                                                        "20261123": "2.16.0.dev20261123"}
+
+
+# --------------------------------------------------------------------------- verify-matrix
+
+
+def _record(env, version, cuda, status="ok", packages=None):
+    environment = {"torch": {"version": version, "cuda": cuda}}
+    if packages is not None:
+        environment["packages"] = {"sha256": "0", "packages": packages}
+    return {"schema_version": 1, "run_id": f"r-{env}-{version}", "env": env, "status": status,
+            "environment": environment}
+
+
+def test_verify_matrix(tmp_path):
+    t212, latest = envs.load_spec("torch212"), envs.load_spec("latest")
+    (tmp_path / "a.json").write_text(json.dumps(_record("torch212", t212.torch + "+cu121", t212.cuda)))
+    (tmp_path / "b.json").write_text(json.dumps(_record("latest", latest.torch, latest.cuda)))
+    (tmp_path / "junk.json").write_text("[1, 2]")
+    out = run_envs("verify-matrix", str(tmp_path), "torch212", "latest")
+    assert out.returncode == 0, out.stderr
+    assert "torch212: 1 records (1 ok)" in out.stdout
+
+    (tmp_path / "c.json").write_text(json.dumps(_record("latest", "2.13.0+cpu", None)))
+    out = run_envs("verify-matrix", str(tmp_path), "torch212", "latest")
+    assert out.returncode == 1 and "c.json: latest: spec pins torch" in out.stderr
+
+    problems, _ = envs.verify_matrix(tmp_path, ["torch23"])
+    assert problems and "no records" in problems[0]
+    pkgs = ["numpy==2.1.0", "setuptools==69.5.1", "torch==" + t212.torch]
+    (tmp_path / "e.json").write_text(json.dumps(_record("torch212", t212.torch, t212.cuda, packages=pkgs)))
+    problems, _ = envs.verify_matrix(tmp_path, ["torch212"])
+    assert problems == ["e.json: torch212: spec pins numpy<2 but this env has numpy 2.1.0"]
+    (tmp_path / "d.json").write_text(json.dumps(_record("torch23", "2.3.1", "12.1", status="error")))
+    problems, _ = envs.verify_matrix(tmp_path, ["torch23"])
+    assert problems == ["torch23: none of its 1 records has status ok"]
