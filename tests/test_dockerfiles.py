@@ -1,0 +1,163 @@
+"""envs/*/Dockerfile, checked statically (no Docker engine needed), and harness.docker without an engine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import docker as hdocker
+from harness import envs
+
+ROOT = Path(__file__).resolve().parent.parent
+IMAGE_SPECS = [name for name, spec in envs.load_all().items() if spec.base_image]
+
+
+def dockerfile(name: str) -> str:
+    return (ROOT / "envs" / name / "Dockerfile").read_text()
+
+
+def test_every_env_with_an_image_has_a_dockerfile():
+    assert {"torch212", "torch23", "latest", "nightly"} <= set(IMAGE_SPECS)
+    for name, spec in envs.load_all().items():
+        assert (ROOT / "envs" / name / "Dockerfile").is_file() == bool(spec.base_image), name
+
+
+@pytest.mark.parametrize("name", IMAGE_SPECS)
+def test_dockerfile_passes_the_static_checks(name):
+    assert hdocker.check_dockerfile(dockerfile(name), envs.load_spec(name)) == []
+
+
+@pytest.mark.parametrize("name", IMAGE_SPECS)
+def test_dockerfile_parses_into_the_expected_shape(name):
+    spec = envs.load_spec(name)
+    instructions = hdocker.parse_dockerfile(dockerfile(name))
+    froms = [i for i in instructions if i.keyword == "FROM"]
+    assert len(froms) == 1 and froms[0].value == spec.image_ref
+    repo, tag, digest = hdocker.split_image_ref(froms[0].value)
+    assert repo == "nvidia/cuda" and "devel" in tag  # torch.compile needs the compiler of a devel image
+    assert digest == spec.base_image_digest  # None while unknown: tag-only pin, allowed
+    entry = [i for i in instructions if i.keyword == "ENTRYPOINT"][-1].exec_form()
+    assert entry[:3] == ["python", "-m", "harness.run"]
+    assert entry[entry.index("--out") + 1] == "/results"
+    assert entry[entry.index("--plan") + 1] == "seed-ladder"
+    volumes = [v for i in instructions if i.keyword == "VOLUME" for v in (i.exec_form() or i.value.split())]
+    assert volumes == ["/results"]
+    for line, ref in hdocker.image_references(instructions):
+        _, tag, digest = hdocker.split_image_ref(ref)
+        assert (tag and tag != "latest") or digest, f"line {line}: {ref} floats"
+
+
+@pytest.mark.parametrize("name", IMAGE_SPECS)
+def test_spec_and_dockerfile_cannot_drift(name):
+    """The file is exactly what the spec renders to, and none of the spec's pins is written in it."""
+    spec = envs.load_spec(name)
+    text = dockerfile(name)
+    assert text == hdocker.render_dockerfile(spec), f"run: python -m harness.docker render {name}"
+    for value in filter(None, [spec.torch, spec.index_url, *spec.extra_pins]):
+        assert value not in text
+    assert "torch==" not in text and "download.pytorch.org" not in text
+
+
+def test_changing_the_spec_base_image_is_caught(tmp_path, monkeypatch):
+    target = tmp_path / "envs"
+    import shutil
+
+    shutil.copytree(ROOT / "envs", target)
+    monkeypatch.setenv(envs.ENVS_DIR_VAR, str(target))
+    spec_path = target / "torch23" / "env.yaml"
+    old = envs.load_spec("torch23").base_image
+    spec_path.write_text(spec_path.read_text().replace(old, old.replace("12.1.1", "12.1.0")))
+    problems = hdocker.check_all(["torch23"])["torch23"]
+    assert any("differs from the spec's base image" in p for p in problems)
+    assert any("differs from its rendering" in p for p in problems)
+    hdocker.render(["torch23"])
+    assert hdocker.check_all(["torch23"])["torch23"] == []
+
+
+def _spec():
+    return envs.load_spec("nightly")
+
+
+def _mutate(old: str, new: str) -> list[str]:
+    text = dockerfile("nightly")
+    assert old in text, old
+    return hdocker.check_dockerfile(text.replace(old, new, 1), _spec())
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("FROM nvidia/cuda:", "FROM nvidia/cuda:9", "differs from the spec"),
+    ("COPY --from=ghcr.io/astral-sh/uv:0.13.9 ", "COPY --from=ghcr.io/astral-sh/uv:latest ", "floating tag"),
+    ("COPY --from=ghcr.io/astral-sh/uv:0.13.9 ", "COPY --from=ghcr.io/astral-sh/uv ", "no tag"),
+    ('RUN python3 -m harness.envs install "${HARNESS_ENV}"', 'RUN pip install "torch>=2" && true',
+     "torch version is written"),
+    ('RUN python3 -m harness.envs install "${HARNESS_ENV}"', "RUN echo", "harness.envs install"),
+    ('"--out", "/results"]', '"--out", "/tmp/out"]', "--out /results"),
+    ('ENTRYPOINT ["python", "-m", "harness.run",', 'ENTRYPOINT ["python", "-m", "other",', "harness.run"),
+    ('ENTRYPOINT ["python", "-m", "harness.run", "--plan", "seed-ladder", "--out", "/results"]',
+     "ENTRYPOINT python -m harness.run --plan seed-ladder --out /results", "exec form"),
+    ("VOLUME /results", "VOLUME /data", "VOLUME /results"),
+    ("ARG HARNESS_ENV=nightly", "ARG HARNESS_ENV=latest", "HARNESS_ENV default"),
+    ("HARNESS_IMAGE=envs/", "HARNESS_IMAGEX=envs/", "HARNESS_IMAGE"),
+])
+def test_static_check_catches(old, new, message):
+    problems = _mutate(old, new)
+    assert any(message in p for p in problems), problems
+
+
+def test_static_check_catches_a_pin_written_twice():
+    spec = _spec()
+    problems = _mutate("RUN apt-get update", f"RUN echo {spec.torch} && apt-get update")
+    assert any("is written in the Dockerfile" in p for p in problems), problems
+
+
+def test_parser():
+    parsed = hdocker.parse_dockerfile(
+        "# comment\nFROM a:1 AS build\nRUN echo 1 \\\n  # inner comment\n  && echo 2\n"
+        "COPY --from=build /x /y\nCOPY --from=b/c:2 --chown=1 /u /v\nENTRYPOINT [\"x\", \"y\"]\n")
+    assert [i.keyword for i in parsed] == ["FROM", "RUN", "COPY", "COPY", "ENTRYPOINT"]
+    assert parsed[1].value == "echo 1 && echo 2" and parsed[1].line == 3
+    assert parsed[3].flags == {"from": "b/c:2", "chown": "1"}
+    assert parsed[4].exec_form() == ["x", "y"]
+    assert hdocker.image_references(parsed) == [(2, "a:1"), (7, "b/c:2")]  # the stage name is not an image
+    for bad in ("RUN echo\n", "FROM a:1\nFROBNICATE x\n", "FROM a:1\nRUN x \\\n"):
+        with pytest.raises(ValueError):
+            hdocker.parse_dockerfile(bad)
+    assert hdocker.split_image_ref("localhost:5000/a/b:1@sha256:ab") == ("localhost:5000/a/b", "1", "sha256:ab")
+    assert hdocker.split_image_ref("localhost:5000/a") == ("localhost:5000/a", None, None)
+
+
+def test_dockerignore_keeps_results_and_venvs_out():
+    for name in IMAGE_SPECS:
+        lines = (ROOT / "envs" / name / "Dockerfile.dockerignore").read_text().splitlines()
+        assert lines[lines.index("*")] == "*"  # allow-list: nothing is sent unless named
+        assert {"!pyproject.toml", "!gpt", "!harness", "!envs"} <= set(lines)
+
+
+def test_build_context_holds_only_the_project():
+    pytest.importorskip("docker")
+    import tarfile
+
+    names = tarfile.open(fileobj=hdocker.build_context("nightly")).getnames()
+    assert "pyproject.toml" in names and "harness/envs.py" in names and "envs/nightly/Dockerfile" in names
+    assert not [n for n in names if n.startswith(("results/", ".nox/", ".git/", "tests/"))]
+
+
+def test_cli_without_engine_is_one_line_and_exit_2(tmp_path):
+    """DOCKER_HOST pointing at nothing: build and run stop with one line and exit code 2."""
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-such.sock"}
+    for args in (["build", "nightly"], ["run", "nightly", "--results", str(tmp_path / "r")]):
+        out = subprocess.run([sys.executable, "-m", "harness.docker", *args], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2, out
+        assert out.stderr.count("\n") == 1 and out.stderr.startswith("no Docker engine reachable"), out.stderr
+        assert "DOCKER_HOST" in out.stderr
+
+
+def test_cli_check_passes():
+    out = subprocess.run([sys.executable, "-m", "harness.docker", "check"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
