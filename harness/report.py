@@ -1,0 +1,572 @@
+"""The technical report, generated from records: `python -m harness.report results/ -o report/`.
+
+Writes DIR/report.md (charts as PNG files beside it), DIR/report.html (one self-contained page, charts
+embedded as base64) and the PNGs. Every finding is computed from the same tables harness.compare
+prints; a chart with no data is not drawn and the text says so. No torch import.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from tabulate import tabulate  # noqa: E402
+
+from harness import stats  # noqa: E402
+from harness.compare import (  # noqa: E402
+    Cell, Compare, Group, Table, _display_rows, analyse, common_parser, short_gpu,
+)
+
+DPI = 110
+MEMORY_PARTS = (("tensors_bytes", "tensors"), ("allocator_cache_bytes", "allocator cache"),
+                ("outside_allocator_bytes", "outside the allocator"))
+
+
+# ---------------------------------------------------------------- document model
+
+@dataclass
+class Doc:
+    """Blocks: ("h", level, text) ("p", text) ("ul", [items]) ("table", Table) ("img", file, caption)."""
+
+    blocks: list = field(default_factory=list)
+    images: dict = field(default_factory=dict)  # file name -> PNG bytes
+
+    def h(self, level: int, text: str):
+        self.blocks.append(("h", level, text))
+
+    def p(self, text: str):
+        self.blocks.append(("p", text))
+
+    def ul(self, items: list[str]):
+        if items:
+            self.blocks.append(("ul", list(items)))
+
+    def table(self, t: Table):
+        self.blocks.append(("table", t))
+
+    def img(self, name: str, png: bytes, caption: str):
+        self.images[name] = png
+        self.blocks.append(("img", name, caption))
+
+
+def _table_rows(t: Table):
+    return _display_rows(t), [h for _k, h in t.columns]
+
+
+def to_markdown(doc: Doc) -> str:
+    out = []
+    for b in doc.blocks:
+        if b[0] == "h":
+            out.append("#" * b[1] + " " + b[2])
+        elif b[0] == "p":
+            out.append(b[1])
+        elif b[0] == "ul":
+            out.append("\n".join(f"- {i}" for i in b[1]))
+        elif b[0] == "table":
+            t = b[1]
+            text = f"**{t.title}**\n\n"
+            if t.rows:
+                rows, headers = _table_rows(t)
+                rows = [[str(c).replace("|", "\\|") for c in r] for r in rows]
+                text += tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+            text += "".join(f"\n\n_{n}_" for n in t.notes)
+            out.append(text)
+        elif b[0] == "img":
+            out.append(f"![{b[2]}]({b[1]})\n\n_{b[2]}_")
+    return "\n\n".join(out) + "\n"
+
+
+CSS = """body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
+h1{border-bottom:2px solid #444}h2{border-bottom:1px solid #bbb;margin-top:2em}
+table{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em;display:block;overflow-x:auto}
+th,td{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}th{background:#f0f0f0}
+tr:nth-child(even) td{background:#fafafa}figure{margin:1em 0}figcaption,.note{color:#555;font-size:.9em}
+img{max-width:100%;border:1px solid #ddd}.caption{font-weight:600;margin-top:1em}"""
+
+
+def to_html(doc: Doc, title: str) -> str:
+    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{CSS}</style></head><body>"]
+    for b in doc.blocks:
+        if b[0] == "h":
+            out.append(f"<h{b[1]}>{html.escape(b[2])}</h{b[1]}>")
+        elif b[0] == "p":
+            out.append(f"<p>{html.escape(b[1])}</p>")
+        elif b[0] == "ul":
+            out.append("<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in b[1]) + "</ul>")
+        elif b[0] == "table":
+            t = b[1]
+            out.append(f"<div class='caption'>{html.escape(t.title)}</div>")
+            if t.rows:
+                rows, headers = _table_rows(t)
+                out.append(tabulate(rows, headers=headers, tablefmt="html", disable_numparse=True))
+            out += [f"<p class='note'>{html.escape(n)}</p>" for n in t.notes]
+        elif b[0] == "img":
+            data = base64.b64encode(doc.images[b[1]]).decode()
+            out.append(f"<figure><img alt='{html.escape(b[2], quote=True)}' src='data:image/png;base64,{data}'>"
+                       f"<figcaption>{html.escape(b[2])}</figcaption></figure>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- charts
+
+def _png(fig) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _ci(g: Group) -> tuple[float, float]:
+    est = g.throughput
+    if est.boot is None:
+        return 0.0, 0.0
+    low, high = np.percentile(est.boot, [2.5, 97.5])
+    return max(0.0, est.point - low), max(0.0, high - est.point)
+
+
+def ladder_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
+    """One grouped bar chart per plan: tokens/s per rung, one bar per (GPU, env, B, T); the user's log hatched."""
+    charts = []
+    ladders = cmp.ladders()
+    for plan in sorted({k[0] for k, _rows in ladders}, key=str):
+        series = []  # (label, {rung: (value, err_low, err_high)}, hatch)
+        rung_index: dict[str, int] = {}
+        shapes = set()
+        for (p, gpu, env, b, t), rows in ladders:
+            if p != plan:
+                continue
+            values = {}
+            for idx, rung, g in rows:
+                if isinstance(g, Group) and rung not in values:
+                    rung_index.setdefault(rung, idx if idx is not None else 99)
+                    values[rung] = (g.throughput.point, *_ci(g))
+            if values:
+                shapes.add((b, t))
+                series.append((f"{short_gpu(gpu)} / {env} (B={b}, T={t})", values, None))
+        if not series:
+            continue
+        refs: dict[tuple, dict] = {}
+        for ref in cmp.ds.references:
+            w = ref.workload
+            if ref.first.get("plan") == plan and ref.first["status"] == "ok" and (w.get("batch_size"), w.get("seq_len")) in shapes \
+                    and w.get("compile") != "off" and not ref.sweep:
+                key = (w.get("batch_size"), w.get("seq_len"))
+                refs.setdefault(key, {}).setdefault(ref.first["rung"], (cmp.ref_estimate(ref).point, 0.0, 0.0))
+                idx = ref.first.get("rung_index")
+                rung_index.setdefault(ref.first["rung"], 99 if idx is None else idx)
+        for (b, t), values in sorted(refs.items()):
+            series.append((f"user's log, {cmp.ds.references[0].gpu} (B={b}, T={t})", values, "//"))
+        rungs = sorted(rung_index, key=lambda r: (rung_index[r], r))
+        n = len(series)
+        width = 0.8 / n
+        fig, ax = plt.subplots(figsize=(max(7.0, 1.3 * len(rungs) + 0.25 * n * len(rungs)), 4.8))
+        x = np.arange(len(rungs))
+        for i, (label, values, hatch) in enumerate(series):
+            ys = [values.get(r, (np.nan, 0, 0)) for r in rungs]
+            ax.bar(x - 0.4 + width * (i + 0.5), [y[0] for y in ys], width, label=label, hatch=hatch,
+                   yerr=np.array([[y[1] for y in ys], [y[2] for y in ys]]) if not hatch else None, capsize=2,
+                   edgecolor="black" if hatch else None, linewidth=0.5, alpha=0.6 if hatch else 1.0)
+        ax.set_xticks(x, rungs, rotation=20, ha="right")
+        ax.set_ylabel("tokens/s (median step; bars: 95% interval)")
+        ax.set_title(f"Ladder: plan {plan}")
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:,.0f}"))
+        ax.legend(fontsize=8, loc="upper left")
+        ax.grid(axis="y", alpha=0.3)
+        charts.append((f"ladder-{plan}.png", _png(fig), f"Throughput per rung of plan {plan}, one bar per GPU / env "
+                       f"(error bars: 95% bootstrap interval; hatched: the user's logged single samples)."))
+    return charts
+
+
+def heatmap_chart(table: Table) -> tuple[str, bytes, str] | None:
+    """Cross-version delta in tokens/s: rows (GPU, rung, B), columns env vs its baseline."""
+    cells = {}
+    for r in table.rows:
+        cell = r.get("d_tokens_s")
+        if isinstance(cell, Cell) and cell.delta.value is not None:
+            cells[(f"{short_gpu(r['gpu'])} | {r['rung']} | {r['batch']}", f"{r['env']} vs {r['baseline']}")] = cell.delta
+    if not cells:
+        return None
+    rows = list(dict.fromkeys(k[0] for k in cells))
+    cols = list(dict.fromkeys(k[1] for k in cells))
+    data = np.full((len(rows), len(cols)), np.nan)
+    for (r, c), d in cells.items():
+        data[rows.index(r), cols.index(c)] = d.value * 100
+    limit = max(5.0, float(np.nanmax(np.abs(data))))
+    fig, ax = plt.subplots(figsize=(max(5.0, 2.2 * len(cols) + 3.5), max(2.5, 0.45 * len(rows) + 1.5)))
+    im = ax.imshow(data, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
+    ax.set_xticks(range(len(cols)), cols, rotation=15, ha="right")
+    ax.set_yticks(range(len(rows)), rows)
+    for (r, c), d in cells.items():
+        text = f"{d.value * 100:+.1f}%" + ("" if d.beyond else "\n(noise)" if d.verdict == stats.WITHIN else "\n(no estimate)")
+        ax.text(cols.index(c), rows.index(r), text, ha="center", va="center", fontsize=8,
+                color="black" if abs(d.value * 100) < 0.6 * limit else "white")
+    fig.colorbar(im, ax=ax, label="delta tokens/s vs baseline env (%)")
+    ax.set_title("Cross-version: tokens/s of each env against the baseline env")
+    return ("cross-version.png", _png(fig), "Cross-version delta in tokens/s (blue: faster than the baseline env; "
+            "'(noise)': within noise by the significance rule).")
+
+
+def memory_chart(cmp: Compare) -> tuple[str, bytes, str] | None:
+    bars = []
+    for g in sorted(cmp.ds.groups, key=lambda g: (cmp.gpu_rank[g.gpu], cmp.env_rank[g.env], g.rungs[0][2] or 0, g.label)):
+        split = g.explain.get("memory_split") or {}
+        if split.get("available") and any(split.get(k) is not None for k, _l in MEMORY_PARTS):
+            bars.append((f"{short_gpu(g.gpu)} / {g.env} / {g.label} ({g.batch})", [(split.get(k) or 0) / 2**30 for k, _l in MEMORY_PARTS]))
+    if not bars:
+        return None
+    fig, ax = plt.subplots(figsize=(9, max(2.5, 0.4 * len(bars) + 1.5)))
+    left = np.zeros(len(bars))
+    for i, (_k, label) in enumerate(MEMORY_PARTS):
+        values = np.array([b[1][i] for b in bars])
+        ax.barh(range(len(bars)), values, left=left, label=label)
+        left += values
+    ax.set_yticks(range(len(bars)), [b[0] for b in bars], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("GiB at peak")
+    ax.set_title("Memory split: live tensors, allocator cache, memory outside the allocator")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(axis="x", alpha=0.3)
+    return ("memory-split.png", _png(fig), "Where device memory goes at the peak (explain.memory_split).")
+
+
+def kernel_mix_chart(cmp: Compare) -> tuple[str, bytes, str] | None:
+    cells = {}
+    for g in cmp.ds.groups:
+        cats = ((g.explain.get("kernels") or {}).get("by_category")) or {}
+        if (g.explain.get("kernels") or {}).get("available") and cats:
+            cells.setdefault((g.gpu, g.env), []).append((g, {c: (v or {}).get("share") or 0 for c, v in cats.items()}))
+    if not cells:
+        return None
+    categories = sorted({c for items in cells.values() for _g, shares in items for c in shares})
+    keys = sorted(cells, key=lambda k: (cmp.gpu_rank[k[0]], cmp.env_rank[k[1]]))[:6]
+    fig, axes = plt.subplots(1, len(keys), figsize=(max(6.0, 4.2 * len(keys)), 4.8), squeeze=False, sharey=True)
+    colors = plt.get_cmap("tab20")(np.linspace(0, 1, max(2, len(categories))))
+    for ax, key in zip(axes[0], keys):
+        items = sorted(cells[key], key=lambda it: (it[0].rungs[0][2] if it[0].rungs[0][2] is not None else 99, it[0].label))
+        bottom = np.zeros(len(items))
+        for ci, cat in enumerate(categories):
+            values = np.array([shares.get(cat, 0) * 100 for _g, shares in items])
+            ax.bar(range(len(items)), values, bottom=bottom, color=colors[ci], label=cat)
+            bottom += values
+        ax.set_xticks(range(len(items)), [g.label for g, _s in items], rotation=30, ha="right", fontsize=8)
+        ax.set_title(f"{short_gpu(key[0])} / {key[1]}", fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("share of profiled GPU/CPU kernel time (%)")
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.suptitle("Kernel-time mix per rung")
+    caption = "Kernel time by category per rung (explain.kernels.by_category)."
+    if len(cells) > len(keys):
+        caption += f" First {len(keys)} of {len(cells)} (GPU, env) cells shown."
+    return ("kernel-mix.png", _png(fig), caption)
+
+
+def sweep_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
+    series: dict[str, dict] = {}
+    for g in cmp.ds.groups + [r for r in cmp.ds.references if r.first["status"] == "ok"]:
+        if not g.sweep:
+            continue
+        name, fieldname = str(g.sweep.get("name")), str(g.sweep.get("field"))
+        label = f"{short_gpu(g.gpu)} / {g.env}" + (" (user's log)" if g.kind == "reference" else "")
+        point = cmp.ref_estimate(g).point if g.kind == "reference" else g.throughput.point
+        series.setdefault(name, {"field": fieldname, "lines": {}})["lines"].setdefault(label, []).append(
+            (g.sweep.get("value"), point, g.memory_bytes, g.memory[0], g.kind))
+    charts = []
+    for i, (name, info) in enumerate(sorted(series.items())):
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
+        for label, pts in sorted(info["lines"].items()):
+            pts = sorted((p for p in pts if isinstance(p[0], (int, float))), key=lambda p: p[0])
+            if not pts:
+                continue
+            style = "--" if pts[0][4] == "reference" else "-"
+            a1.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=label)
+            mem = [(p[0], p[2] / 2**30) for p in pts if p[2] is not None]
+            if mem:
+                a2.plot([m[0] for m in mem], [m[1] for m in mem], style, marker="o", label=f"{label} ({pts[0][3]})")
+        a1.set_xlabel(info["field"])
+        a1.set_ylabel("tokens/s")
+        a1.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:,.0f}"))
+        a2.set_xlabel(info["field"])
+        a2.set_ylabel("memory (GiB)")
+        for ax in (a1, a2):
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+        fig.suptitle(f"Sweep: {name}")
+        charts.append((f"sweep-{i}.png", _png(fig), f"Sweep {name}: tokens/s and memory against {info['field']} "
+                       f"(dashed: the user's logged numbers)."))
+    return charts
+
+
+# ---------------------------------------------------------------- findings
+
+def _pct(cell_or_delta) -> str:
+    d = cell_or_delta.delta if isinstance(cell_or_delta, Cell) else cell_or_delta
+    return Cell(d).brief()
+
+
+def findings(cmp: Compare, tables: dict[str, list[Table]], effects: dict) -> list[str]:
+    out = []
+    for t in tables["ladder"]:
+        ok = [r for r in t.rows if r.get("tokens_s")]
+        if len(ok) >= 2:
+            best = max(ok, key=lambda r: r["tokens_s"])
+            steps = [r for r in ok if isinstance(r.get("vs_previous"), Cell) and r["vs_previous"].delta.value is not None]
+            big = max(steps, key=lambda r: abs(r["vs_previous"].delta.value), default=None)
+            text = (f"{t.title.removeprefix('Ladder: ')}: {ok[0]['rung']} {ok[0]['tokens_s']:,.0f} tokens/s -> "
+                    f"{ok[-1]['rung']} {ok[-1]['tokens_s']:,.0f} tokens/s ({ok[-1]['vs_first'].text()}); "
+                    f"fastest rung {best['rung']} ({best['tokens_s']:,.0f} tokens/s)")
+            if big:
+                text += f"; largest single step: {big['rung']} {big['vs_previous'].text()} vs the rung before"
+            out.append(text + ".")
+    for (knob, _ctx), entry in effects.items():
+        parts = [f"{_pct(d)} on {short_gpu(gpu)}/{env}" for (gpu, env), (_a, _b, d, _boot) in
+                 sorted(entry["cells"].items(), key=lambda kv: (cmp.gpu_rank[kv[0][0]], cmp.env_rank[kv[0][1]]))]
+        out.append(f"Knob {knob} (at {entry['at']}): tokens/s " + ", ".join(parts) + ".")
+    for r in tables["factors"][0].rows:
+        g, v, i = r["gpu_factor"].delta, r["version_factor"].delta, r["interaction"].delta
+        real = [(name, d) for name, d in (("the GPU", g), ("the torch version", v)) if d.beyond]
+        if not real:
+            verdict = "neither factor is beyond noise"
+        elif len(real) == 1:
+            verdict = f"only {real[0][0]} factor is beyond noise"
+        else:
+            bigger = max(real, key=lambda nd: abs(nd[1].value))
+            verdict = f"both are beyond noise; the larger is {bigger[0]}"
+        out.append(f"{r['knob']} (at {r['at']}), GPUs {r['gpus']}, envs {r['envs']}: GPU factor {r['gpu_factor'].brief()}, "
+                   f"version factor {r['version_factor'].brief()}, interaction {r['interaction'].brief()} ({verdict}).")
+    for name, what in (("versions", "cross-version"), ("gpus", "cross-GPU")):
+        deltas = [r for r in tables[name][0].rows if isinstance(r.get("d_tokens_s"), Cell) and r["d_tokens_s"].delta.value is not None]
+        if deltas:
+            beyond = [r for r in deltas if r["d_tokens_s"].delta.beyond]
+            text = f"{len(beyond)} of {len(deltas)} {what} tokens/s deltas are beyond noise"
+            top = sorted(beyond, key=lambda r: -abs(r["d_tokens_s"].delta.value))[:3]
+            if top:
+                key = "gpu" if name == "versions" else "env"
+                other = "env" if name == "versions" else "gpu"
+                text += "; largest: " + "; ".join(
+                    f"{r['rung']} ({r['batch']}) on {short_gpu(r[key]) if key == 'gpu' else r[key]}: "
+                    f"{short_gpu(r[other]) if other == 'gpu' else r[other]} vs {short_gpu(r['baseline']) if other == 'gpu' else r['baseline']} "
+                    f"{_pct(r['d_tokens_s'])}, memory {_pct(r['d_memory'])}" for r in top)
+            out.append(text + ".")
+    loss = [r for r in tables["loss"][0].rows if r.get("parity") in ("ok", "DRIFT")]
+    if loss:
+        drift = [r for r in loss if r["parity"] == "DRIFT"]
+        text = f"Loss parity: {len(loss) - len(drift)} of {len(loss)} comparable cells within {cmp.loss_tol:.1%} of their baseline"
+        if drift:
+            text += "; drift: " + "; ".join(f"{r['rung']} {short_gpu(r['gpu'])}/{r['env']} mean {r['d_mean']}, final {r['d_final']}" for r in drift[:5])
+        out.append(text + ".")
+    out += reference_findings(cmp, tables)
+    return out
+
+
+def reference_findings(cmp: Compare, tables: dict[str, list[Table]]) -> list[str]:
+    """What the user's own logged numbers say, computed from the reference records (single samples)."""
+    out = []
+    refs = [r for r in cmp.ds.references if r.first["status"] == "ok"]
+    if not refs:
+        return out
+    by = {}
+    for r in refs:
+        info = r.first.get("reference") or {}
+        by.setdefault((r.first["rung"], r.workload.get("batch_size"), r.workload.get("compile"), info.get("torch")), []).append(r)
+
+    def first(rung, b, torch=None, compiled="default"):
+        items = by.get((rung, b, compiled, torch))
+        return sorted(items, key=lambda g: (g.first.get("reference") or {}).get("line") or 0)[0] if items else None
+
+    def step(a, b):
+        return stats.ratio(cmp.ref_estimate(a), cmp.ref_estimate(b))[0]
+
+    gpu = refs[0].gpu
+    vocab = []
+    for b in sorted({r.workload.get("batch_size") for r in refs}):
+        a, v = first("sdpa-flash", b), first("vocab-50304", b)
+        if a and v:
+            vocab.append(f"B={b} {Cell(step(a, v)).brief()}")
+    if vocab:
+        out.append(f"User's log ({gpu}, torch version not stated): vocab 50257 -> 50304 on top of SDPA: tokens/s " + ", ".join(vocab) + ".")
+    old, new = first("fused-adamw-clip", 64, "2.1.2"), first("fused-adamw-clip", 64, "nightly")
+    if old and new:
+        mem = (new.memory_bytes / old.memory_bytes - 1) if old.memory_bytes and new.memory_bytes else None
+        out.append(f"User's log (002's H800 pair), fused AdamW + clip at B=64: torch 2.1.2 -> nightly tokens/s {Cell(step(old, new)).brief()}, "
+                   f"nvidia-smi memory {old.memory_bytes / 2**20:,.0f} -> {new.memory_bytes / 2**20:,.0f} MiB"
+                   + (f" ({mem * 100:+.1f}%)" if mem is not None else "") + "; first step "
+                   f"{(old.first['summary'].get('first_step_ms') or 0):,.0f} -> {(new.first['summary'].get('first_step_ms') or 0):,.0f} ms.")
+    matched = [r for r in tables["reference"][0].rows if isinstance(r.get("d_tokens_s"), Cell)]
+    by_cell: dict[str, list] = {}
+    for r in matched:
+        by_cell.setdefault(r["measured"], []).append(r)
+    for cell, rows in by_cell.items():
+        same = [r for r in rows if not r["differs"].startswith(("GPU", "torch"))]
+        out.append(f"Measured on {cell} vs the user's logged tokens/s (single samples): "
+                   + ", ".join(f"{r['rung']} {r['batch'].split(',')[0]} {r['d_tokens_s'].delta.value * 100:+.1f}%" for r in rows)
+                   + ("" if len(same) == len(rows) else "; GPU class or torch version differs from the log's")
+                   + " (Reference section: conditions that differ).")
+    if not matched:
+        out.append("No measured run matches a logged (rung, B, T) yet: the user's numbers stand alone in the Reference section.")
+    return out
+
+
+# ---------------------------------------------------------------- the report
+
+def environment_table(cmp: Compare) -> Table:
+    t = Table("environments", "Environments (from the records; one row per env and device)", [
+        ("env", "env"), ("device", "device"), ("torch", "torch"), ("cuda", "CUDA"), ("cudnn", "cuDNN"), ("triton", "triton"),
+        ("driver", "driver"), ("python", "python"), ("cpu", "CPU"), ("runs", "ok runs")])
+    seen: dict[tuple, dict] = {}
+    for g in cmp.ds.groups:
+        e = g.environment
+        row = seen.setdefault((g.env, g.gpu), {
+            "env": g.env, "device": g.gpu, "torch": (e.get("torch") or {}).get("version"), "cuda": (e.get("torch") or {}).get("cuda"),
+            "cudnn": (e.get("torch") or {}).get("cudnn"), "triton": e.get("triton"),
+            "driver": ((e.get("driver") or {}).get("nvml") or {}).get("driver"), "python": (e.get("python") or {}).get("version"),
+            "cpu": (e.get("cpu") or {}).get("model"), "runs": 0})
+        row["runs"] += len(g.records)
+    t.rows = sorted(seen.values(), key=lambda r: (cmp.gpu_rank[r["device"]], cmp.env_rank[r["env"]]))
+    if not t.rows:
+        t.notes.append("no measured runs")
+    return t
+
+
+def build(cmp: Compare, paths, command: str) -> Doc:
+    doc = Doc()
+    ds = cmp.ds
+    effects = cmp.knob_effects()
+    tables = {
+        "ladder": cmp.ladder_tables(), "versions": [cmp.versions_table()], "gpus": [cmp.gpus_table()],
+        "knobs": [cmp.knobs_table(effects)], "factors": [cmp.factors_table(effects)], "underneath": [cmp.underneath_table()],
+        "libraries": [cmp.libraries_table()], "loss": [cmp.loss_table()], "reference": [cmp.reference_table()],
+        "reference_ladders": cmp.reference_ladder_tables(), "sweeps": [cmp.sweeps_table()], "left-out": [cmp.left_out_table()],
+    }
+    doc.h(1, "GPT-2 training performance: optimisation ladder, torch versions and GPUs")
+    doc.p(f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `{command}` from {', '.join(map(str, paths))}: "
+          f"{ds.valid_records} valid records, {sum(len(g.records) for g in ds.groups)} ok measured runs in {len(ds.groups)} "
+          f"comparable groups, {len(ds.references)} reference records (the user's log), {len(ds.failed)} runs not ok. "
+          f"Every number and finding below is computed from those records.")
+
+    doc.h(2, "1. Findings")
+    doc.ul(findings(cmp, tables, effects) or ["No measured runs yet: nothing to find."])
+
+    doc.h(2, "2. Environments")
+    doc.table(environment_table(cmp))
+    for t in tables["libraries"]:
+        doc.table(t)
+
+    doc.h(2, "3. Method")
+    doc.ul([
+        "Workload: GPT-2 style decoder (gpt/model.py) trained on the configured data; each rung of a plan is one "
+        "workload configuration, each measurement a fresh worker process with flags frozen before the model is built.",
+        "Timing: per-step CUDA events (CPU: perf_counter) around each optimizer step, read after one synchronisation "
+        "at the end; the first workload.warmup_steps steps are warm-up and excluded; step 0 (which includes "
+        "compilation) is reported separately as the first-step time.",
+        "Throughput: tokens per step / median timed step time; repeats of a group are pooled.",
+        stats.rule_text(cmp.floor),
+        "Comparable runs: same workload_hash and flags hash; they may differ only in env (torch build) and GPU. "
+        "Baselines: the oldest torch for cross-version deltas, the lowest compute capability for cross-GPU deltas, "
+        "unless chosen with --baseline-env / --baseline-gpu.",
+        f"Loss parity: tolerance {cmp.loss_tol:.1%} (relative) on the final and mean loss over common steps.",
+        "Reference records (results/reference/) are the user's logged numbers, one 'Step 49' line each: single samples "
+        "without a noise estimate, never merged with measured runs.",
+    ])
+
+    doc.h(2, "4. The ladder")
+    charts = ladder_charts(cmp)
+    for name, png, caption in charts:
+        doc.img(name, png, caption)
+    if not charts:
+        doc.p("No ladder chart: no measured ladder run.")
+    for t in tables["ladder"]:
+        doc.table(t)
+
+    doc.h(2, "5. Torch versions and GPUs")
+    chart = heatmap_chart(tables["versions"][0])
+    if chart:
+        doc.img(*chart)
+    else:
+        doc.p("No cross-version heatmap: no rung ran under two envs on the same GPU.")
+    doc.table(tables["versions"][0])
+    doc.table(tables["gpus"][0])
+
+    doc.h(2, "6. Knob effects: the GPU or the torch version?")
+    doc.table(tables["knobs"][0])
+    doc.table(tables["factors"][0])
+
+    doc.h(2, "7. Memory")
+    chart = memory_chart(cmp)
+    if chart:
+        doc.img(*chart)
+    else:
+        doc.p("No memory-split chart: no record has explain.memory_split (it needs a CUDA run).")
+
+    doc.h(2, "8. What changed underneath")
+    chart = kernel_mix_chart(cmp)
+    if chart:
+        doc.img(*chart)
+    else:
+        doc.p("No kernel-mix chart: no record has a kernel profile (explain.kernels).")
+    doc.table(tables["underneath"][0])
+
+    doc.h(2, "9. Sweeps")
+    charts = sweep_charts(cmp)
+    for name, png, caption in charts:
+        doc.img(name, png, caption)
+    if not charts:
+        doc.p("No sweep chart: no record has a sweep field.")
+    doc.table(tables["sweeps"][0])
+
+    doc.h(2, "10. Loss parity")
+    doc.table(tables["loss"][0])
+
+    doc.h(2, "11. The user's own numbers (reference)")
+    doc.table(tables["reference"][0])
+    for t in tables["reference_ladders"]:
+        doc.table(t)
+
+    doc.h(2, "12. Left out")
+    doc.table(tables["left-out"][0])
+    doc.ul(cmp.footer())
+    return doc
+
+
+def write(doc: Doc, out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, png in doc.images.items():
+        (out_dir / name).write_bytes(png)
+        written.append(out_dir / name)
+    title = next((b[2] for b in doc.blocks if b[0] == "h"), "report")
+    (out_dir / "report.md").write_text(to_markdown(doc), encoding="utf-8")
+    (out_dir / "report.html").write_text(to_html(doc, title), encoding="utf-8")
+    return [out_dir / "report.md", out_dir / "report.html", *written]
+
+
+def parser():
+    p = common_parser("python -m harness.report", __doc__.split("\n\n")[0])
+    p.add_argument("-o", "--out", required=True, metavar="DIR", help="directory for report.md, report.html and the PNGs")
+    return p
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    p = parser()
+    args = p.parse_args(argv)
+    _ds, cmp = analyse(args, p, lambda line: print(line, file=sys.stderr))
+    doc = build(cmp, args.paths, "python -m harness.report " + " ".join(argv))
+    for path in write(doc, Path(args.out)):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
