@@ -237,9 +237,8 @@ def check_dockerfile(text: str, spec: envs.EnvSpec) -> list[str]:
         _, tag, digest = split_image_ref(ref)
         if tag is None and digest is None:
             problems.append(f"line {line}: image {ref} has no tag (floats to :latest)")
-        elif tag is not None and (tag == "latest" or tag.startswith(("nightly", "main", "master", "edge"))):
-            if digest is None:
-                problems.append(f"line {line}: image {ref} uses the floating tag :{tag}")
+        elif tag is not None and tag.startswith(("latest", "nightly", "main", "master", "edge")) and digest is None:
+            problems.append(f"line {line}: image {ref} uses the floating tag :{tag}")
     # Nothing the spec pins may be written here: the install comes from the spec.
     pinned = [spec.torch, *spec.extra_pins, spec.index_url] if spec.installs else []
     body = "\n".join(i.value for i in instructions if i.keyword != "FROM")
@@ -318,7 +317,7 @@ def check_all(names: list[str] | None = None) -> dict[str, list[str]]:
 def client():
     """A docker SDK client whose engine answers, else DockerError with one line."""
     try:
-        import docker  # noqa: PLC0415
+        import docker
     except ImportError:
         raise DockerError("the docker SDK is not installed (pip install docker)") from None
     try:
@@ -344,7 +343,7 @@ def _git_commit() -> str:
 
 def build_context(name: str) -> io.BytesIO:
     """The repository as a tar, filtered by envs/<name>/Dockerfile.dockerignore (what BuildKit would send)."""
-    from docker.utils import build as docker_build  # noqa: PLC0415
+    from docker.utils import build as docker_build
 
     ignore = dockerfile_path(name).with_name("Dockerfile.dockerignore")
     patterns = [p.strip() for p in ignore.read_text().splitlines() if p.strip() and not p.startswith("#")]
@@ -374,7 +373,7 @@ def build(name: str, tag: str | None = None, no_cache: bool = False) -> str:
 
 
 def run(name: str, runner_args: list[str], results: Path, gpus: bool = True, tag: str | None = None) -> int:
-    import docker  # noqa: PLC0415
+    import docker
 
     c = client()
     tag = tag or f"envs/{name}"

@@ -217,11 +217,10 @@ def validate_spec(data: dict, dirname: str | None = None, source: str = "<spec>"
     if not isinstance(pins, list):
         fail("extra_pins must be a list")
     torch, cuda, index, python = data["torch"], data["cuda"], data["index_url"], data["python"]
-    if torch is None:  # local: nothing to install, nothing pinned
-        pinned = [k for k in ("cuda", "index_url", "python", "base_image", "base_image_digest") if data[k]]
-        if pinned or pins or data["pre"]:
-            fail(f"torch is null (the interpreter's own), so {', '.join(pinned) or 'extra_pins/pre'} cannot be set")
-    else:
+    pinned = [k for k in ("cuda", "index_url", "python", "base_image", "base_image_digest") if data[k]]
+    if torch is None and (pinned or pins or data["pre"]):  # local: nothing to install, nothing pinned
+        fail(f"torch is null (the interpreter's own), so {', '.join(pinned) or 'extra_pins/pre'} cannot be set")
+    if torch is not None:
         if not _VERSION.match(torch):
             fail(f"torch={torch!r} is not an exact version (MAJOR.MINOR.PATCH, or MAJOR.MINOR.PATCH.devYYYYMMDD)")
         if ".dev" in torch and not data["pre"]:
@@ -230,9 +229,8 @@ def validate_spec(data: dict, dirname: str | None = None, source: str = "<spec>"
             fail(f"python={python!r}: expected \"3.N\"")
     if cuda is not None and not _CUDA.match(cuda):
         fail(f"cuda={cuda!r}: expected \"MAJOR.MINOR\" as torch.version.cuda prints it, or null for a CPU build")
-    if index is not None:
-        if urllib.parse.urlparse(index).scheme not in ("http", "https", "file"):
-            fail(f"index_url={index!r}: expected an http(s):// or file:// URL, or null for the default index")
+    if index is not None and urllib.parse.urlparse(index).scheme not in ("http", "https", "file"):
+        fail(f"index_url={index!r}: expected an http(s):// or file:// URL, or null for the default index")
     for pin in pins:
         m = _PIN.match(pin)
         if not m:
@@ -245,9 +243,8 @@ def validate_spec(data: dict, dirname: str | None = None, source: str = "<spec>"
             fail(f"base_image={image!r}: expected repo:tag with an explicit tag")
         if image.rsplit(":", 1)[1] == "latest":
             fail(f"base_image={image!r}: 'latest' floats; pin a versioned tag")
-    if digest is not None:
-        if image is None or not _DIGEST.match(digest):
-            fail(f"base_image_digest={digest!r}: expected sha256:<64 hex> next to a base_image")
+    if digest is not None and (image is None or not _DIGEST.match(digest)):
+        fail(f"base_image_digest={digest!r}: expected sha256:<64 hex> next to a base_image")
     return EnvSpec(name=name, description=data["description"] or "", torch=torch, cuda=cuda, index_url=index,
                    pre=data["pre"], python=python, extra_pins=tuple(pins), base_image=image,
                    base_image_digest=digest)
@@ -363,7 +360,7 @@ def find_uv() -> str | None:
         from uv import find_uv_bin  # the `uv` PyPI package ships its binary
 
         return find_uv_bin()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - no usable uv package
         return None
 
 
@@ -462,8 +459,8 @@ def check_current(spec: EnvSpec) -> tuple[str | None, str]:
     from importlib import metadata
 
     try:
-        import torch  # noqa: PLC0415 - only this command needs it
-    except Exception as exc:  # noqa: BLE001
+        import torch
+    except Exception as exc:  # noqa: BLE001 - any import failure is the answer
         return f"{spec.name}: cannot import torch in {sys.executable} ({type(exc).__name__}: {exc})", ""
     installed = {}
     for pin in spec.extra_pins:
@@ -489,7 +486,7 @@ def project_dependencies(pyproject: Path | None = None) -> list[str]:
 
         return list(tomllib.loads(text)["project"]["dependencies"])
     except ImportError:  # Python 3.10: read the one array this needs
-        m = re.search(r"^dependencies\s*=\s*\[(.*?)^\]", text, re.S | re.M)
+        m = re.search(r"^dependencies\s*=\s*\[(.*?)^\]", text, re.DOTALL | re.MULTILINE)
         return re.findall(r"\"([^\"]+)\"", m.group(1)) if m else []
 
 
@@ -540,7 +537,7 @@ def _fetch(url: str, timeout: float) -> str:
 
 
 def rewrite_torch_line(text: str, version: str) -> str:
-    new, count = re.subn(r'^torch:\s*"[^"]*"', f'torch: "{version}"', text, count=1, flags=re.M)
+    new, count = re.subn(r'^torch:\s*"[^"]*"', f'torch: "{version}"', text, count=1, flags=re.MULTILINE)
     if count != 1:
         raise SpecError('no `torch: "..."` line to rewrite')
     return new
@@ -557,7 +554,7 @@ def bump_nightly(date: str | None = None, timeout: float = 30.0) -> tuple[str, s
     index = effective_index(spec).rstrip("/")
     try:
         html = _fetch(index + "/torch/", timeout)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - reported as one line
         raise SpecError(f"{NIGHTLY}: cannot read {index}/torch/ ({_describe_error(exc)})") from None
     builds = nightly_builds(html, spec.cuda, spec.python)
     variant = "cu" + spec.cuda.replace(".", "") if spec.cuda else "cpu"

@@ -141,7 +141,8 @@ def test_build_context_holds_only_the_project():
     pytest.importorskip("docker")
     import tarfile
 
-    names = tarfile.open(fileobj=hdocker.build_context("nightly")).getnames()
+    with tarfile.open(fileobj=hdocker.build_context("nightly")) as tar:
+        names = tar.getnames()
     assert "pyproject.toml" in names and "harness/envs.py" in names and "envs/nightly/Dockerfile" in names
     assert not [n for n in names if n.startswith(("results/", ".nox/", ".git/", "tests/"))]
 
@@ -150,7 +151,7 @@ def test_cli_without_engine_is_one_line_and_exit_2(tmp_path):
     """DOCKER_HOST pointing at nothing: build and run stop with one line and exit code 2."""
     env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-such.sock"}
     for args in (["build", "nightly"], ["run", "nightly", "--results", str(tmp_path / "r")]):
-        out = subprocess.run([sys.executable, "-m", "harness.docker", *args], cwd=ROOT, env=env,
+        out = subprocess.run([sys.executable, "-m", "harness.docker", *args], check=False, cwd=ROOT, env=env,
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 2, out
         assert out.stderr.count("\n") == 1 and out.stderr.startswith("no Docker engine reachable"), out.stderr
@@ -158,6 +159,6 @@ def test_cli_without_engine_is_one_line_and_exit_2(tmp_path):
 
 
 def test_cli_check_passes():
-    out = subprocess.run([sys.executable, "-m", "harness.docker", "check"], cwd=ROOT, capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "harness.docker", "check"], check=False, cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -23,7 +23,7 @@ REQUIRED = {"torch212", "torch23", "latest", "nightly", "local"}
 
 def run_envs(*args, env=None, cwd=ROOT):
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "harness.envs", *args], cwd=cwd, env=full_env,
+    return subprocess.run([sys.executable, "-m", "harness.envs", *args], check=False, cwd=cwd, env=full_env,
                           capture_output=True, text=True, timeout=60)
 
 
@@ -78,21 +78,21 @@ def _data(**changes):
 
 
 @pytest.mark.parametrize("changes, message", [
-    (dict(torch="2.1"), "not an exact version"),
-    (dict(torch=">=2.1.2"), "not an exact version"),
-    (dict(torch="2.16.0.dev20261120"), "pre: true"),
-    (dict(cuda="cu121"), "MAJOR.MINOR"),
-    (dict(python="3"), "3.N"),
-    (dict(python=None), "3.N"),
-    (dict(index_url="download.pytorch.org/whl/cu121"), "URL"),
-    (dict(extra_pins=["numpy"]), "NAME<op>VERSION"),
-    (dict(extra_pins=["torch<3"]), "torch field"),
-    (dict(base_image="nvidia/cuda"), "explicit tag"),
-    (dict(base_image="nvidia/cuda:latest"), "floats"),
-    (dict(base_image_digest="abc"), "sha256"),
-    (dict(name="Torch212"), "lowercase"),
-    (dict(name="torch23"), "differs from its folder"),
-    (dict(pinned="x"), "unknown field"),
+    ({"torch": "2.1"}, "not an exact version"),
+    ({"torch": ">=2.1.2"}, "not an exact version"),
+    ({"torch": "2.16.0.dev20261120"}, "pre: true"),
+    ({"cuda": "cu121"}, "MAJOR.MINOR"),
+    ({"python": "3"}, "3.N"),
+    ({"python": None}, "3.N"),
+    ({"index_url": "download.pytorch.org/whl/cu121"}, "URL"),
+    ({"extra_pins": ["numpy"]}, "NAME<op>VERSION"),
+    ({"extra_pins": ["torch<3"]}, "torch field"),
+    ({"base_image": "nvidia/cuda"}, "explicit tag"),
+    ({"base_image": "nvidia/cuda:latest"}, "floats"),
+    ({"base_image_digest": "abc"}, "sha256"),
+    ({"name": "Torch212"}, "lowercase"),
+    ({"name": "torch23"}, "differs from its folder"),
+    ({"pinned": "x"}, "unknown field"),
 ])
 def test_validation_rejects_bad_specs(changes, message):
     with pytest.raises(envs.SpecError, match=message):
@@ -177,7 +177,7 @@ def test_no_pin_written_twice():
 
 def test_no_torch_install_pin_anywhere_else():
     """Across the repository (prose may name versions), nothing installs a pinned torch outside envs/*/env.yaml."""
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], check=False, cwd=ROOT,
                             capture_output=True, text=True).stdout.split()
     pattern = re.compile(r"torch\s*==\s*\d|--index-url\s+https://download\.pytorch\.org")
     offenders = []
@@ -208,9 +208,9 @@ def test_pins_live_only_in_env_yaml():
 
 
 def test_every_spec_has_a_nox_session_and_a_dockerfile_where_it_has_an_image():
-    out = subprocess.run([sys.executable, "-m", "nox", "-l"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-m", "nox", "-l"], check=False, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    sessions = {m.group(1) for m in re.finditer(r"^[*-] (\S+)", out.stdout, re.M)}
+    sessions = {m.group(1) for m in re.finditer(r"^[*-] (\S+)", out.stdout, re.MULTILINE)}
     for name, spec in envs.load_all().items():
         assert f"bench-{name}" in sessions
         assert (ROOT / "envs" / name / "Dockerfile").is_file() == bool(spec.base_image), name
@@ -233,7 +233,7 @@ def test_nightly_session_fails_fast_on_unreachable_index(tmp_path):
     """nox -s bench-nightly against an index that cannot answer: seconds, one line naming it and the fix."""
     bad = "http://127.0.0.1:9/whl/nightly/cu132"  # discard port: connection refused at once
     start = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "nox", "-s", "bench-nightly", "--envdir", str(tmp_path / "nox")],
+    out = subprocess.run([sys.executable, "-m", "nox", "-s", "bench-nightly", "--envdir", str(tmp_path / "nox")], check=False,
                          cwd=ROOT, capture_output=True, text=True, timeout=120,
                          env={**os.environ, "HARNESS_TORCH_INDEX_URL_NIGHTLY": bad})
     elapsed = time.monotonic() - start
