@@ -1,0 +1,295 @@
+"""harness.compare and harness.stats on hand-built records with known numbers (no torch)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness import compare, stats
+from harness.compare import Cell, Compare, load
+from records_factory import constant_ms, kernels, make_record, noisy_ms, write
+
+ROOT = Path(__file__).resolve().parent.parent
+BF16_SDPA = dict(precision="bf16", attention="sdpa", sdpa_backend="flash")
+VOCAB = dict(BF16_SDPA, vocab_size=50304)
+TOKENS = 16 * 1024
+
+
+def run(argv, capsys):
+    code = compare.main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def by(table, **match):
+    rows = [r for r in table.rows if all(r.get(k) == v for k, v in match.items())]
+    assert len(rows) == 1, (match, table.rows)
+    return rows[0]
+
+
+@pytest.fixture
+def exact(tmp_path):
+    """Zero-noise step times: every delta is known exactly."""
+    ms = {  # (gpu, env) -> (sdpa-flash ms, vocab-50304 ms)
+        ("H100", "torch212"): (150.0, 100.0),  # vocab +50%
+        ("H100", "nightly"): (105.0, 100.0),  # +5%
+        ("A100", "torch212"): (204.0, 200.0),  # +2%
+        ("A100", "nightly"): (206.0, 200.0),  # +3%
+    }
+    records = []
+    for (gpu, env), (a, b) in ms.items():
+        mem = 20 * 2**30 if env == "torch212" else 16 * 2**30
+        for rep in range(2):
+            records.append(make_record(env=env, gpu=gpu, rung="sdpa-flash", repeat=rep, workload=BF16_SDPA, ms=constant_ms(a), memory=mem))
+            records.append(make_record(env=env, gpu=gpu, rung="vocab-50304", repeat=rep, workload=VOCAB, ms=constant_ms(b), memory=mem))
+    records.append(make_record(env="torch212", gpu="H100", rung="bf16", workload=dict(precision="bf16"), ms=constant_ms(300.0), memory=30 * 2**30))
+    return write(tmp_path / "exact", records)
+
+
+def test_exact_deltas(exact):
+    cmp = Compare(load([exact], warn=lambda line: None))
+    # ladder: bf16 300 ms -> sdpa-flash 150 ms (2x) -> vocab 100 ms (1.5x; 3x the first rung)
+    ladder = next(t for t in cmp.ladder_tables() if "H100" in t.title and "torch212" in t.title)
+    assert [r["rung"] for r in ladder.rows] == ["bf16", "sdpa-flash", "vocab-50304"]
+    assert by(ladder, rung="bf16")["tokens_s"] == pytest.approx(TOKENS / 0.3)
+    assert by(ladder, rung="sdpa-flash")["vs_previous"].delta.value == pytest.approx(1.0)
+    vocab = by(ladder, rung="vocab-50304")
+    assert vocab["vs_previous"].delta.value == pytest.approx(0.5)
+    assert vocab["vs_first"].delta.value == pytest.approx(2.0)
+    assert vocab["vs_first"].text() == "3.00x beyond"
+    assert vocab["runs"] == "2x10" and vocab["ms"] == pytest.approx(100.0)
+
+    # cross-version: H100 sdpa-flash 150 -> 105 ms = +42.857%; memory 20 -> 16 GiB = -20%
+    versions = cmp.versions_table()
+    row = by(versions, gpu="NVIDIA H100 80GB HBM3", rung="sdpa-flash", env="nightly")
+    assert row["baseline"] == "torch212"
+    assert row["d_tokens_s"].delta.value == pytest.approx(150 / 105 - 1)
+    assert row["d_tokens_s"].delta.verdict == stats.BEYOND
+    assert row["d_memory"].delta.value == pytest.approx(-0.2)
+    assert row["d_memory"].delta.verdict == stats.BEYOND
+    assert by(versions, gpu="NVIDIA H100 80GB HBM3", rung="sdpa-flash", env="torch212")["baseline"] == "(baseline)"
+
+    # cross-GPU: A100 is the baseline (lower capability); vocab torch212: 200 -> 100 ms = +100%
+    row = by(cmp.gpus_table(), env="torch212", rung="vocab-50304", gpu="NVIDIA H100 80GB HBM3")
+    assert row["baseline"] == "NVIDIA A100-SXM4-80GB"
+    assert row["d_tokens_s"].delta.value == pytest.approx(1.0)
+
+    # knob effects per cell, and the 2x2 split
+    knobs = cmp.knobs_table()
+    vocab_rows = [r for r in knobs.rows if r["knob"] == "vocab_size 50257 -> 50304"]
+    assert {(r["gpu"].split()[1], r["env"]): round(r["d_tokens_s"].delta.value, 6) for r in vocab_rows} == {
+        ("H100", "torch212"): 0.5, ("H100", "nightly"): 0.05, ("A100-SXM4-80GB", "torch212"): 0.02, ("A100-SXM4-80GB", "nightly"): 0.03}
+    factors = cmp.factors_table()
+    row = by(factors, knob="vocab_size 50257 -> 50304")
+    assert row["gpus"] == "NVIDIA A100-SXM4-80GB -> NVIDIA H100 80GB HBM3" and row["envs"] == "torch212 -> nightly"
+    assert row["gpu_factor"].delta.value == pytest.approx(0.5 * (0.50 - 0.02) + 0.5 * (0.05 - 0.03))  # +25 pp
+    assert row["version_factor"].delta.value == pytest.approx(0.5 * (0.03 - 0.02) + 0.5 * (0.05 - 0.50))  # -22 pp
+    assert row["interaction"].delta.value == pytest.approx((0.05 - 0.50) - (0.03 - 0.02))  # -46 pp
+    assert row["gpu_factor"].text() == "+25.0 pp beyond"
+    assert row["version_factor"].text() == "-22.0 pp beyond"
+
+
+def test_exact_deltas_in_every_format(exact, capsys):
+    code, out, err = run([exact, "--format", "json"], capsys)
+    assert code == 0 and err == ""
+    doc = json.loads(out)
+    versions = next(t for t in doc["tables"] if t["name"] == "versions")
+    row = next(r for r in versions["rows"] if r["env"] == "nightly" and r["rung"] == "vocab-50304" and "A100" in r["gpu"])
+    assert row["d_tokens_s"]["value"] == pytest.approx(0.0)
+    assert row["d_tokens_s"]["verdict"] == stats.WITHIN  # 200 ms both sides: no change is not a win
+
+    code, out, _err = run([exact, "--format", "csv", "--table", "gpus"], capsys)
+    rows = list(csv.DictReader(io.StringIO(out)))
+    h100 = [r for r in rows if "H100" in r["gpu"] and r["rung"] == "vocab-50304" and r["env"] == "nightly"][0]
+    assert float(h100["d_tokens_s"]) == pytest.approx(1.0) and h100["d_tokens_s_verdict"] == stats.BEYOND
+
+    code, out, _err = run([exact, "--format", "markdown", "--table", "factors"], capsys)
+    assert "| vocab_size 50257 -> 50304" in out and "+25.0 pp beyond" in out and stats.rule_text()[:40] in out
+
+    code, out, _err = run([exact], capsys)
+    assert "Significance:" in out and "beyond noise" in out  # the rule is in the footer
+
+
+def _pair(tmp_path, a_ms, b_ms, name):
+    recs = [make_record(env="torch212", rung="sdpa-flash", repeat=i, workload=BF16_SDPA, ms=m) for i, m in enumerate(a_ms)]
+    recs += [make_record(env="nightly", rung="sdpa-flash", repeat=i, workload=BF16_SDPA, ms=m) for i, m in enumerate(b_ms)]
+    cmp = Compare(load([write(tmp_path / name, recs)], warn=lambda line: None))
+    return by(cmp.versions_table(), env="nightly")["d_tokens_s"].delta
+
+
+def test_significance_labels(tmp_path):
+    # clear: 100 -> 80 ms with +-2% jitter, 3 repeats of 10 steps each
+    clear = _pair(tmp_path, [noisy_ms(100, 0.02, s) for s in range(3)], [noisy_ms(80, 0.02, s + 9) for s in range(3)], "clear")
+    assert clear.verdict == stats.BEYOND and clear.low > 0.2 and clear.high < 0.3
+    # noisy: 100 -> 98 ms under +-30% jitter: the interval spans 0
+    noisy = _pair(tmp_path, [noisy_ms(100, 0.3, s) for s in range(3)], [noisy_ms(98, 0.3, s + 9) for s in range(3)], "noisy")
+    assert noisy.verdict == stats.WITHIN and noisy.low < 0 < noisy.high
+    assert Cell(noisy).text().endswith("within noise")
+    # exact but tiny: 100 -> 99.6 ms with no jitter is real but under the 1% floor
+    tiny = _pair(tmp_path, [constant_ms(100)], [constant_ms(99.6)], "tiny")
+    assert tiny.low > 0 and tiny.verdict == stats.WITHIN
+    # one timed sample a side (warm-up is 2 steps): no noise estimate; three: still too few
+    single = _pair(tmp_path, [[5000, 150, 100]], [[5000, 150, 80]], "single")
+    assert single.verdict == stats.SINGLE and Cell(single).text() == "+25.0% (single sample)"
+    few = _pair(tmp_path, [[5000, 150, 100, 100, 100]], [[5000, 150, 80, 80, 80]], "few")
+    assert few.verdict == stats.FEW and Cell(few).text() == "+25.0% (too few samples)"
+    # repeats that disagree: each run is tight, but the runs are 20% apart -> the repeat level carries the noise
+    spread = _pair(tmp_path, [constant_ms(90), constant_ms(110)], [constant_ms(95), constant_ms(105)], "spread")
+    assert spread.verdict == stats.WITHIN
+
+
+def test_stats_units():
+    one = stats.Estimate(100.0, None, 1, 1)
+    many = stats.throughput([[100.0] * 10], 1000)
+    assert stats.ratio(one, many)[0].verdict == stats.SINGLE
+    assert stats.counter([100, 104], [101, 103]).verdict == stats.WITHIN  # overlapping ranges
+    assert stats.counter([100, 101], [120, 121]).verdict == stats.BEYOND
+    assert stats.counter([100], [120]).verdict == stats.ONE_RUN
+    a = stats.throughput([np.full(10, 100.0)], 1000)
+    assert a.point == pytest.approx(10_000) and np.allclose(a.boot, 10_000)
+    # the two-level bootstrap sees the spread between repeats even when each repeat is flat
+    b = stats.throughput([np.full(10, 90.0), np.full(10, 110.0)], 1000)
+    assert b.boot.min() < b.point < b.boot.max()
+
+
+def test_bad_files_warned_once_each_and_rest_compared(tmp_path, capsys):
+    good = write(tmp_path / "r", [make_record(env="torch212", rung="bf16", workload=dict(precision="bf16")),
+                                  make_record(env="nightly", rung="bf16", workload=dict(precision="bf16"), ms=constant_ms(50))])
+    (good / "truncated.json").write_text('{"schema_version": 1, "run_id": "x", "ki')
+    (good / "foreign.json").write_text('{"name": "package.json", "version": "1.0.0"}')
+    future = make_record(env="torch212", rung="fp32")
+    future["schema_version"] = 2
+    (good / "future.json").write_text(json.dumps(future))
+    nan = make_record(env="torch212", rung="tf32", workload=dict(precision="tf32"))
+    (good / "nan.json").write_text(json.dumps(nan).replace('"ms": [5000.0', '"ms": [NaN'))
+    (good / "empty").mkdir()
+    code, out, err = run([good, good / "empty"], capsys)
+    assert code == 0
+    lines = err.strip().splitlines()
+    assert len(lines) == 5, lines
+    for name in ("truncated.json", "foreign.json", "future.json", "nan.json", "empty"):
+        assert sum(name in line for line in lines) == 1, name
+    assert "schema_version 2" in err and "NaN" in err and "truncated" in err
+    assert "+100.0%" in out  # the two good records were still compared
+    assert "truncated.json" in out  # and the skipped files are listed as left out
+
+
+def test_exit_codes(tmp_path, capsys):
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    (empty / "bad.json").write_text("{")
+    code = None
+    with pytest.raises(SystemExit) as exc:
+        compare.main([str(empty)])
+    assert exc.value.code == 1
+    assert "no valid record" in capsys.readouterr().err
+    good = write(tmp_path / "r", [make_record(env="torch212", rung="bf16", workload=dict(precision="bf16"))])
+    for bad in (["--format", "xml"], ["--baseline-env", "nope"], ["--baseline-gpu", "V100"], ["--noise-floor", "2"]):
+        with pytest.raises(SystemExit) as exc:
+            compare.main([str(good), *bad])
+        assert exc.value.code == 2, bad
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith("python -m harness.compare: error:"), err
+    with pytest.raises(SystemExit) as exc:
+        compare.main([str(good), "--env", "nightly"])
+    assert exc.value.code == 1 and "none matches the filters" in capsys.readouterr().err
+    assert code is None
+
+
+def test_not_comparable_runs_are_never_mixed(tmp_path):
+    recs = [
+        make_record(env="torch212", rung="bf16", workload=dict(precision="bf16"), ms=constant_ms(100)),
+        make_record(env="nightly", rung="bf16", workload=dict(precision="bf16", batch_size=32), ms=constant_ms(150)),  # other B
+        make_record(env="nightly", rung="tf32", workload=dict(precision="tf32"), ms=constant_ms(100)),
+        make_record(env="torch212", rung="tf32", workload=dict(precision="tf32"), ms=constant_ms(100),
+                    flags={"matmul_precision": "high", "cudnn_benchmark": True}),  # other flags
+        make_record(env="torch212", rung="fp32", status="oom", reason="CUDA out of memory. Tried to allocate 2 GiB"),
+    ]
+    ds = load([write(tmp_path / "r", recs)], warn=lambda line: None)
+    cmp = Compare(ds)
+    assert cmp.versions_table().rows == []
+    assert len(ds.groups) == 4  # nothing merged
+    assert any("tf32" in n and "2 different workload/flags hashes" in n for n in ds.notes)
+    left = cmp.left_out_table()
+    assert any("status oom: CUDA out of memory" in r["why"] for r in left.rows)
+    ladder = next(t for t in cmp.ladder_tables() if "torch212" in t.title and "B=16" in t.title)
+    assert ladder.rows[0] == {"rung": "fp32", "runs": "oom"}
+
+
+def test_env_with_two_torch_versions_is_split(tmp_path):
+    recs = [make_record(env="nightly", rung="bf16", workload=dict(precision="bf16"), torch_version="2.6.0.dev20241203"),
+            make_record(env="nightly", rung="bf16", workload=dict(precision="bf16"), torch_version="2.7.0.dev20250301", ms=constant_ms(90))]
+    cmp = Compare(load([write(tmp_path / "r", recs)], warn=lambda line: None))
+    assert cmp.ds.envs() == ["nightly@2.6.0.dev20241203", "nightly@2.7.0.dev20250301"]
+    row = by(cmp.versions_table(), env="nightly@2.7.0.dev20250301")
+    assert row["d_tokens_s"].delta.value == pytest.approx(100 / 90 - 1)
+
+
+def test_torch_version_order():
+    versions = ["2.6.0", "2.1.2+cu121", "2.6.0.dev20241203+cu124", "2.3.1", "2.10.0", None, "2.6.0rc1"]
+    ordered = sorted(versions, key=compare.torch_version_key)
+    assert ordered == ["2.1.2+cu121", "2.3.1", "2.6.0.dev20241203+cu124", "2.6.0rc1", "2.6.0", "2.10.0", None]
+
+
+def test_baselines_and_filters(exact, capsys):
+    ds = load([exact], warn=lambda line: None)
+    cmp = Compare(ds, baseline_env="nightly", baseline_gpu="NVIDIA H100 80GB HBM3")
+    row = by(cmp.versions_table(), gpu="NVIDIA H100 80GB HBM3", rung="sdpa-flash", env="torch212")
+    assert row["baseline"] == "nightly" and row["d_tokens_s"].delta.value == pytest.approx(105 / 150 - 1)
+    row = by(cmp.gpus_table(), env="torch212", rung="vocab-50304", gpu="NVIDIA A100-SXM4-80GB")
+    assert row["d_tokens_s"].delta.value == pytest.approx(-0.5)
+    code, out, _err = run([exact, "--gpu", "a100", "--rung", "vocab-50304", "--format", "json"], capsys)
+    doc = json.loads(out)
+    assert doc["groups"] == 2
+    code, out, _err = run([exact, "--baseline-gpu", "H100", "--baseline-env", "nightly", "--table", "gpus"], capsys)
+    assert code == 0 and "(baseline)" in out
+
+
+def test_kernels_and_libraries_underneath(tmp_path):
+    slow = kernels("sm80_xmma_gemm_bf16_fallback", ["fmha_cutlassF"], [("sm80_xmma_gemm_bf16_fallback", "gemm", 30000, 0.5),
+                                                                       ("fmha_cutlassF", "attention", 6000, 0.1),
+                                                                       ("elementwise_kernel", "elementwise", 9000, 0.15)], backend="efficient")
+    fast = kernels("sm90_xmma_gemm_bf16_128x128", ["flash_fwd_kernel"], [("sm90_xmma_gemm_bf16_128x128", "gemm", 12000, 0.3),
+                                                                          ("flash_fwd_kernel", "attention", 5000, 0.12),
+                                                                          ("elementwise_kernel", "elementwise", 4000, 0.1)], backend="flash")
+    slow["libraries"] = {"cublasLt": {"version": "12.1.3.1"}}
+    fast["libraries"] = {"cublasLt": {"version": "12.4.5.8"}}
+    recs = [make_record(env="torch212", rung="vocab-50304", workload=VOCAB, explain=slow),
+            make_record(env="nightly", rung="vocab-50304", workload=VOCAB, explain=fast)]
+    cmp = Compare(load([write(tmp_path / "r", recs)], warn=lambda line: None))
+    rows = cmp.underneath_table().rows
+    assert rows[0]["what"] == "lm_head GEMM (changed)" and rows[0]["b"] == "sm90_xmma_gemm_bf16_128x128"
+    assert rows[1]["what"] == "attention kernels (changed)"
+    whats = [r["what"] for r in rows]
+    assert "sdpa backend" in whats
+    assert any(w.startswith("appeared [gemm]: sm90_xmma") for w in whats)
+    assert any(w.startswith("disappeared [attention]: fmha_cutlassF") for w in whats)
+    assert any(w.startswith("changed [elementwise]: elementwise_kernel") for w in whats)
+    libs = {r["what"]: (r["a"], r["b"]) for r in cmp.libraries_table().rows}
+    assert libs["library cublasLt"] == ("12.1.3.1", "12.4.5.8")
+    assert libs["torch.version"] == ("2.1.2+cu121", "2.6.0.dev20241203+cu124")
+
+
+def test_loss_parity_flags_drift(tmp_path):
+    base = [10.0 - 0.1 * i for i in range(12)]
+    recs = [make_record(env="torch212", rung="bf16", workload=dict(precision="bf16"), loss=base),
+            make_record(env="torch23", rung="bf16", workload=dict(precision="bf16"), loss=[x * 1.001 for x in base]),
+            make_record(env="nightly", rung="bf16", workload=dict(precision="bf16"), loss=[x * 1.05 for x in base])]
+    cmp = Compare(load([write(tmp_path / "r", recs)], warn=lambda line: None), loss_tol=0.01)
+    table = cmp.loss_table()
+    assert [r["parity"] for r in table.rows] == ["baseline", "ok", "DRIFT"]
+    assert by(table, env="nightly")["d_mean"] == "+5.00%"
+    assert "1.0%" in table.title
+
+
+def test_modules_do_not_import_torch():
+    code = "import sys, harness.compare, harness.report, harness.stats; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
