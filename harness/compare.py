@@ -20,7 +20,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import combinations
+from itertools import combinations, pairwise
 from pathlib import Path
 
 import numpy as np
@@ -268,7 +268,7 @@ class Group:
                     finals.append(s["final_loss"])
                 if s.get("mean_loss") is not None:
                     means.append(s["mean_loss"])
-        avg = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
+        avg = lambda xs: sum(xs) / len(xs) if xs else None
         return avg(finals), avg(means)
 
     @property
@@ -292,9 +292,7 @@ class Filters:
             return False
         if self.plans and record.get("plan") not in self.plans:
             return False
-        if self.rungs and record.get("rung") not in self.rungs:
-            return False
-        return True
+        return not (self.rungs and record.get("rung") not in self.rungs)
 
 
 @dataclass
@@ -323,7 +321,7 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
     left_out, seen, kept = [], {}, []
     outer_warn = warn
 
-    def warn(line: str) -> None:  # noqa: F811 - every skipped file is also listed as left out
+    def warn(line: str) -> None:
         outer_warn(line)
         m = re.match(r"warning: (.*?): (?:skipped: )?(.*)$", line)
         left_out.append((m.group(1), m.group(2)) if m else (line, ""))
@@ -587,7 +585,7 @@ class Compare:
             ("baseline", "baseline"), ("tokens_s", "tokens/s"), ("d_tokens_s", "delta tokens/s"),
             ("memory", "memory MiB"), ("d_memory", "delta memory")])
         rows = []
-        for _key, groups in self.sets().items():
+        for groups in self.sets().values():
             by_other: dict[str, list[Group]] = {}
             for g in groups:
                 by_other.setdefault(getattr(g, other), []).append(g)
@@ -639,10 +637,10 @@ class Compare:
         pairs: set[tuple] = set()
         for (_plan, _gpu, _env, _b, _t), rows in self.ladders():
             groups = [g for _i, _r, g in rows if isinstance(g, Group)]
-            for a, b in zip(groups, groups[1:]):
+            for a, b in pairwise(groups):
                 if a is not b:
                     pairs.add((a.key, b.key))
-        for _cell, groups in self.cells().items():
+        for groups in self.cells().values():
             plain = [g for g in groups if g.in_ladder]
             for a, b in combinations(plain, 2):
                 wdiff = [d for d in _diff(a, b) if not d[0].startswith("flag:")]
@@ -716,7 +714,7 @@ class Compare:
     def pairs(self) -> list[tuple[str, Group, Group]]:
         """(kind, baseline group, other group) for every env pair on one GPU and GPU pair on one env."""
         out = []
-        for _key, groups in self.sets().items():
+        for groups in self.sets().values():
             for across, rank in (("env", self.env_rank), ("gpu", self.gpu_rank)):
                 other = "gpu" if across == "env" else "env"
                 by_other: dict[str, list[Group]] = {}
@@ -764,7 +762,7 @@ class Compare:
         table = Table("loss", f"Loss parity: same workload, flags and steps across cells; flagged when final or mean loss differs from the baseline cell by more than {tol:.1%} (relative)", [
             ("rung", "rung"), ("batch", "B, T"), ("gpu", "GPU"), ("env", "env"), ("steps", "steps"), ("final", "final loss"),
             ("mean", "mean loss"), ("d_final", "delta final"), ("d_mean", "delta mean"), ("parity", "parity")])
-        for _key, groups in self.sets().items():
+        for groups in self.sets().values():
             if len(groups) < 2:
                 continue
             groups = sorted(groups, key=lambda g: (self.gpu_rank[g.gpu], self.env_rank[g.env]))
@@ -906,8 +904,8 @@ class Compare:
     def footer(self) -> list[str]:
         return [stats.rule_text(self.floor, self.ds.groups[0].n_boot if self.ds.groups else stats.N_BOOT),
                 f"Loss parity tolerance: {self.loss_tol:.1%} relative.",
-                "Baselines: env = oldest torch in each comparison (--baseline-env to choose); GPU = lowest compute "
-                "capability (--baseline-gpu). Comparable = same workload_hash and flags hash; the cells differ only in env and GPU."]
+                ("Baselines: env = oldest torch in each comparison (--baseline-env to choose); GPU = lowest compute "
+                "capability (--baseline-gpu). Comparable = same workload_hash and flags hash; the cells differ only in env and GPU.")]
 
 
 def fmt_signed_pct(x):
@@ -972,7 +970,7 @@ def kernel_diff(ea: dict, eb: dict, share_min: float = 0.01, change_min: float =
     if not ka.get("available") and not kb.get("available"):
         return None
     if not ka.get("available") or not kb.get("available"):
-        state = lambda k: "available" if k.get("available") else (k.get("reason") or "not profiled")  # noqa: E731
+        state = lambda k: "available" if k.get("available") else (k.get("reason") or "not profiled")
         return [("kernel profile", state(ka), state(kb))]
     rows = []
     gemm_a, gemm_b = (ka.get("lm_head_gemm") or {}).get("name"), (kb.get("lm_head_gemm") or {}).get("name")
@@ -989,7 +987,7 @@ def kernel_diff(ea: dict, eb: dict, share_min: float = 0.01, change_min: float =
             rows.append((f"time share: {cat}", fmt_pct(sa), fmt_pct(sb)))
     ta = {k["name"]: k for k in ka.get("top") or [] if k.get("name")}
     tb = {k["name"]: k for k in kb.get("top") or [] if k.get("name")}
-    us = lambda k: f"{k.get('per_step_us', 0):,.0f} us/step ({fmt_pct(k.get('share')) or '?'})"  # noqa: E731
+    us = lambda k: f"{k.get('per_step_us', 0):,.0f} us/step ({fmt_pct(k.get('share')) or '?'})"
     appeared = sorted((tb[n] for n in set(tb) - set(ta) if (tb[n].get("share") or 0) >= share_min), key=lambda k: -(k.get("per_step_us") or 0))
     gone = sorted((ta[n] for n in set(ta) - set(tb) if (ta[n].get("share") or 0) >= share_min), key=lambda k: -(k.get("per_step_us") or 0))
     rows += [(f"appeared [{k.get('category')}]: {_short(k['name'], 70)}", "-", us(k)) for k in appeared[:limit]]

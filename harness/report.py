@@ -17,13 +17,20 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from tabulate import tabulate  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from tabulate import tabulate
 
-from harness import stats  # noqa: E402
-from harness.compare import (  # noqa: E402
-    Cell, Compare, Group, Table, _display_rows, analyse, common_parser, short_gpu,
+from harness import stats
+from harness.compare import (
+    Cell,
+    Compare,
+    Group,
+    Table,
+    _display_rows,
+    analyse,
+    common_parser,
+    short_gpu,
 )
 
 DPI = 110
@@ -184,8 +191,8 @@ def ladder_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
         ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:,.0f}"))
         ax.legend(fontsize=8, loc="upper left")
         ax.grid(axis="y", alpha=0.3)
-        charts.append((f"ladder-{plan}.png", _png(fig), f"Throughput per rung of plan {plan}, one bar per GPU / env "
-                       f"(error bars: 95% bootstrap interval; hatched: the user's logged single samples)."))
+        charts.append((f"ladder-{plan}.png", _png(fig), (f"Throughput per rung of plan {plan}, one bar per GPU / env "
+                       f"(error bars: 95% bootstrap interval; hatched: the user's logged single samples).")))
     return charts
 
 
@@ -214,8 +221,8 @@ def heatmap_chart(table: Table) -> tuple[str, bytes, str] | None:
                 color="black" if abs(d.value * 100) < 0.6 * limit else "white")
     fig.colorbar(im, ax=ax, label="delta tokens/s vs baseline env (%)")
     ax.set_title("Cross-version: tokens/s of each env against the baseline env")
-    return ("cross-version.png", _png(fig), "Cross-version delta in tokens/s (blue: faster than the baseline env; "
-            "'(noise)': within noise by the significance rule).")
+    return ("cross-version.png", _png(fig), ("Cross-version delta in tokens/s (blue: faster than the baseline env; "
+            "'(noise)': within noise by the significance rule)."))
 
 
 def memory_chart(cmp: Compare) -> tuple[str, bytes, str] | None:
@@ -303,8 +310,8 @@ def sweep_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
         fig.suptitle(f"Sweep: {name}")
-        charts.append((f"sweep-{i}.png", _png(fig), f"Sweep {name}: tokens/s and memory against {info['field']} "
-                       f"(dashed: the user's logged numbers)."))
+        charts.append((f"sweep-{i}.png", _png(fig), (f"Sweep {name}: tokens/s and memory against {info['field']} "
+                       f"(dashed: the user's logged numbers).")))
     return charts
 
 
@@ -334,7 +341,7 @@ def findings(cmp: Compare, tables: dict[str, list[Table]], effects: dict) -> lis
                  sorted(entry["cells"].items(), key=lambda kv: (cmp.gpu_rank[kv[0][0]], cmp.env_rank[kv[0][1]]))]
         out.append(f"Knob {knob} (at {entry['at']}): tokens/s " + ", ".join(parts) + ".")
     for r in tables["factors"][0].rows:
-        g, v, i = r["gpu_factor"].delta, r["version_factor"].delta, r["interaction"].delta
+        g, v, _i = r["gpu_factor"].delta, r["version_factor"].delta, r["interaction"].delta
         real = [(name, d) for name, d in (("the GPU", g), ("the torch version", v)) if d.beyond]
         if not real:
             verdict = "neither factor is beyond noise"
@@ -383,7 +390,7 @@ def reference_findings(cmp: Compare, tables: dict[str, list[Table]]) -> list[str
 
     def first(rung, b, torch=None, compiled="default"):
         items = by.get((rung, b, compiled, torch))
-        return sorted(items, key=lambda g: (g.first.get("reference") or {}).get("line") or 0)[0] if items else None
+        return min(items, key=lambda g: (g.first.get("reference") or {}).get("line") or 0) if items else None
 
     def step(a, b):
         return stats.ratio(cmp.ref_estimate(a), cmp.ref_estimate(b))[0]
@@ -465,19 +472,19 @@ def build(cmp: Compare, paths, command: str) -> Doc:
 
     doc.h(2, "3. Method")
     doc.ul([
-        "Workload: GPT-2 style decoder (gpt/model.py) trained on the configured data; each rung of a plan is one "
-        "workload configuration, each measurement a fresh worker process with flags frozen before the model is built.",
-        "Timing: per-step CUDA events (CPU: perf_counter) around each optimizer step, read after one synchronisation "
+        ("Workload: GPT-2 style decoder (gpt/model.py) trained on the configured data; each rung of a plan is one "
+        "workload configuration, each measurement a fresh worker process with flags frozen before the model is built."),
+        ("Timing: per-step CUDA events (CPU: perf_counter) around each optimizer step, read after one synchronisation "
         "at the end; the first workload.warmup_steps steps are warm-up and excluded; step 0 (which includes "
-        "compilation) is reported separately as the first-step time.",
+        "compilation) is reported separately as the first-step time."),
         "Throughput: tokens per step / median timed step time; repeats of a group are pooled.",
         stats.rule_text(cmp.floor),
-        "Comparable runs: same workload_hash and flags hash; they may differ only in env (torch build) and GPU. "
+        ("Comparable runs: same workload_hash and flags hash; they may differ only in env (torch build) and GPU. "
         "Baselines: the oldest torch for cross-version deltas, the lowest compute capability for cross-GPU deltas, "
-        "unless chosen with --baseline-env / --baseline-gpu.",
+        "unless chosen with --baseline-env / --baseline-gpu."),
         f"Loss parity: tolerance {cmp.loss_tol:.1%} (relative) on the final and mean loss over common steps.",
-        "Reference records (results/reference/) are the user's logged numbers, one 'Step 49' line each: single samples "
-        "without a noise estimate, never merged with measured runs.",
+        ("Reference records (results/reference/) are the user's logged numbers, one 'Step 49' line each: single samples "
+        "without a noise estimate, never merged with measured runs."),
     ])
 
     doc.h(2, "4. The ladder")

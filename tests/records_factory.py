@@ -16,12 +16,12 @@ GPUS = {
 TORCH = {"torch212": "2.1.2+cu121", "torch23": "2.3.1+cu121", "nightly": "2.6.0.dev20241203+cu124", "local": "2.5.1+cpu"}
 RUNGS = ("fp32", "tf32", "bf16", "sdpa-flash", "vocab-50304", "fused-adamw-clip")
 
-BASE_WORKLOAD = dict(
-    preset="gpt2-124m", n_layer=12, n_head=12, n_embd=768, vocab_size=50257, seq_len=1024, batch_size=16,
-    grad_accum=1, precision="fp32", attention="naive", sdpa_backend="auto", compile="default", optimizer="foreach",
-    grad_clip=0.0, lr=6e-4, weight_decay=0.1, steps=12, warmup_steps=2, seed=1337, data="synthetic", device="auto",
-    memory_budget_gib=None, profile_steps=0,
-)
+BASE_WORKLOAD = {
+    "preset": "gpt2-124m", "n_layer": 12, "n_head": 12, "n_embd": 768, "vocab_size": 50257, "seq_len": 1024, "batch_size": 16,
+    "grad_accum": 1, "precision": "fp32", "attention": "naive", "sdpa_backend": "auto", "compile": "default", "optimizer": "foreach",
+    "grad_clip": 0.0, "lr": 6e-4, "weight_decay": 0.1, "steps": 12, "warmup_steps": 2, "seed": 1337, "data": "synthetic", "device": "auto",
+    "memory_budget_gib": None, "profile_steps": 0,
+}
 
 _counter = [0]
 
@@ -113,9 +113,9 @@ def rich_dataset() -> list[dict]:
     """A small but complete set: 2 GPUs x 2 envs, a ladder, kernels, memory split, a sweep, an OOM, repeats."""
     records = []
     ladder = {  # rung -> workload overrides
-        "bf16": dict(precision="bf16"),
-        "sdpa-flash": dict(precision="bf16", attention="sdpa", sdpa_backend="flash"),
-        "vocab-50304": dict(precision="bf16", attention="sdpa", sdpa_backend="flash", vocab_size=50304),
+        "bf16": {"precision": "bf16"},
+        "sdpa-flash": {"precision": "bf16", "attention": "sdpa", "sdpa_backend": "flash"},
+        "vocab-50304": {"precision": "bf16", "attention": "sdpa", "sdpa_backend": "flash", "vocab_size": 50304},
     }
     base_ms = {("H100", "torch212"): (110.0, 90.0, 58.0), ("H100", "nightly"): (100.0, 80.0, 76.0),
                ("A100", "torch212"): (160.0, 150.0, 146.0), ("A100", "nightly"): (150.0, 140.0, 136.0)}

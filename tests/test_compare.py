@@ -11,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from records_factory import constant_ms, kernels, make_record, noisy_ms, write
 
 from harness import compare, stats
 from harness.compare import Cell, Compare, load
-from records_factory import constant_ms, kernels, make_record, noisy_ms, write
 
 ROOT = Path(__file__).resolve().parent.parent
-BF16_SDPA = dict(precision="bf16", attention="sdpa", sdpa_backend="flash")
+BF16_SDPA = {"precision": "bf16", "attention": "sdpa", "sdpa_backend": "flash"}
 VOCAB = dict(BF16_SDPA, vocab_size=50304)
 TOKENS = 16 * 1024
 
@@ -49,7 +49,7 @@ def exact(tmp_path):
         for rep in range(2):
             records.append(make_record(env=env, gpu=gpu, rung="sdpa-flash", repeat=rep, workload=BF16_SDPA, ms=constant_ms(a), memory=mem))
             records.append(make_record(env=env, gpu=gpu, rung="vocab-50304", repeat=rep, workload=VOCAB, ms=constant_ms(b), memory=mem))
-    records.append(make_record(env="torch212", gpu="H100", rung="bf16", workload=dict(precision="bf16"), ms=constant_ms(300.0), memory=30 * 2**30))
+    records.append(make_record(env="torch212", gpu="H100", rung="bf16", workload={"precision": "bf16"}, ms=constant_ms(300.0), memory=30 * 2**30))
     return write(tmp_path / "exact", records)
 
 
@@ -107,7 +107,7 @@ def test_exact_deltas_in_every_format(exact, capsys):
 
     code, out, _err = run([exact, "--format", "csv", "--table", "gpus"], capsys)
     rows = list(csv.DictReader(io.StringIO(out)))
-    h100 = [r for r in rows if "H100" in r["gpu"] and r["rung"] == "vocab-50304" and r["env"] == "nightly"][0]
+    h100 = next(r for r in rows if "H100" in r["gpu"] and r["rung"] == "vocab-50304" and r["env"] == "nightly")
     assert float(h100["d_tokens_s"]) == pytest.approx(1.0) and h100["d_tokens_s_verdict"] == stats.BEYOND
 
     code, out, _err = run([exact, "--format", "markdown", "--table", "factors"], capsys)
@@ -160,14 +160,14 @@ def test_stats_units():
 
 
 def test_bad_files_warned_once_each_and_rest_compared(tmp_path, capsys):
-    good = write(tmp_path / "r", [make_record(env="torch212", rung="bf16", workload=dict(precision="bf16")),
-                                  make_record(env="nightly", rung="bf16", workload=dict(precision="bf16"), ms=constant_ms(50))])
+    good = write(tmp_path / "r", [make_record(env="torch212", rung="bf16", workload={"precision": "bf16"}),
+                                  make_record(env="nightly", rung="bf16", workload={"precision": "bf16"}, ms=constant_ms(50))])
     (good / "truncated.json").write_text('{"schema_version": 1, "run_id": "x", "ki')
     (good / "foreign.json").write_text('{"name": "package.json", "version": "1.0.0"}')
     future = make_record(env="torch212", rung="fp32")
     future["schema_version"] = 2
     (good / "future.json").write_text(json.dumps(future))
-    nan = make_record(env="torch212", rung="tf32", workload=dict(precision="tf32"))
+    nan = make_record(env="torch212", rung="tf32", workload={"precision": "tf32"})
     (good / "nan.json").write_text(json.dumps(nan).replace('"ms": [5000.0', '"ms": [NaN'))
     (good / "empty").mkdir()
     code, out, err = run([good, good / "empty"], capsys)
@@ -190,7 +190,7 @@ def test_exit_codes(tmp_path, capsys):
         compare.main([str(empty)])
     assert exc.value.code == 1
     assert "no valid record" in capsys.readouterr().err
-    good = write(tmp_path / "r", [make_record(env="torch212", rung="bf16", workload=dict(precision="bf16"))])
+    good = write(tmp_path / "r", [make_record(env="torch212", rung="bf16", workload={"precision": "bf16"})])
     for bad in (["--format", "xml"], ["--baseline-env", "nope"], ["--baseline-gpu", "V100"], ["--noise-floor", "2"]):
         with pytest.raises(SystemExit) as exc:
             compare.main([str(good), *bad])
@@ -205,10 +205,10 @@ def test_exit_codes(tmp_path, capsys):
 
 def test_not_comparable_runs_are_never_mixed(tmp_path):
     recs = [
-        make_record(env="torch212", rung="bf16", workload=dict(precision="bf16"), ms=constant_ms(100)),
-        make_record(env="nightly", rung="bf16", workload=dict(precision="bf16", batch_size=32), ms=constant_ms(150)),  # other B
-        make_record(env="nightly", rung="tf32", workload=dict(precision="tf32"), ms=constant_ms(100)),
-        make_record(env="torch212", rung="tf32", workload=dict(precision="tf32"), ms=constant_ms(100),
+        make_record(env="torch212", rung="bf16", workload={"precision": "bf16"}, ms=constant_ms(100)),
+        make_record(env="nightly", rung="bf16", workload={"precision": "bf16", "batch_size": 32}, ms=constant_ms(150)),  # other B
+        make_record(env="nightly", rung="tf32", workload={"precision": "tf32"}, ms=constant_ms(100)),
+        make_record(env="torch212", rung="tf32", workload={"precision": "tf32"}, ms=constant_ms(100),
                     flags={"matmul_precision": "high", "cudnn_benchmark": True}),  # other flags
         make_record(env="torch212", rung="fp32", status="oom", reason="CUDA out of memory. Tried to allocate 2 GiB"),
     ]
@@ -224,8 +224,8 @@ def test_not_comparable_runs_are_never_mixed(tmp_path):
 
 
 def test_env_with_two_torch_versions_is_split(tmp_path):
-    recs = [make_record(env="nightly", rung="bf16", workload=dict(precision="bf16"), torch_version="2.6.0.dev20241203"),
-            make_record(env="nightly", rung="bf16", workload=dict(precision="bf16"), torch_version="2.7.0.dev20250301", ms=constant_ms(90))]
+    recs = [make_record(env="nightly", rung="bf16", workload={"precision": "bf16"}, torch_version="2.6.0.dev20241203"),
+            make_record(env="nightly", rung="bf16", workload={"precision": "bf16"}, torch_version="2.7.0.dev20250301", ms=constant_ms(90))]
     cmp = Compare(load([write(tmp_path / "r", recs)], warn=lambda line: None))
     assert cmp.ds.envs() == ["nightly@2.6.0.dev20241203", "nightly@2.7.0.dev20250301"]
     row = by(cmp.versions_table(), env="nightly@2.7.0.dev20250301")
@@ -279,9 +279,9 @@ def test_kernels_and_libraries_underneath(tmp_path):
 
 def test_loss_parity_flags_drift(tmp_path):
     base = [10.0 - 0.1 * i for i in range(12)]
-    recs = [make_record(env="torch212", rung="bf16", workload=dict(precision="bf16"), loss=base),
-            make_record(env="torch23", rung="bf16", workload=dict(precision="bf16"), loss=[x * 1.001 for x in base]),
-            make_record(env="nightly", rung="bf16", workload=dict(precision="bf16"), loss=[x * 1.05 for x in base])]
+    recs = [make_record(env="torch212", rung="bf16", workload={"precision": "bf16"}, loss=base),
+            make_record(env="torch23", rung="bf16", workload={"precision": "bf16"}, loss=[x * 1.001 for x in base]),
+            make_record(env="nightly", rung="bf16", workload={"precision": "bf16"}, loss=[x * 1.05 for x in base])]
     cmp = Compare(load([write(tmp_path / "r", recs)], warn=lambda line: None), loss_tol=0.01)
     table = cmp.loss_table()
     assert [r["parity"] for r in table.rows] == ["baseline", "ok", "DRIFT"]

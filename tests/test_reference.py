@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from records_factory import constant_ms, make_record, write
 
 from harness import stats
 from harness.compare import Compare, load
 from harness.record import iter_records
-from records_factory import constant_ms, make_record, write
 
 ROOT = Path(__file__).resolve().parent.parent
 REF_DIR = ROOT / "results" / "reference"
@@ -51,7 +51,7 @@ def test_every_reference_record_is_valid_and_marked():
 
 
 def test_transcription_matches_the_files():
-    out = subprocess.run([sys.executable, str(REF_DIR / "transcribe.py"), "--check"], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, str(REF_DIR / "transcribe.py"), "--check"], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
 
 
@@ -77,7 +77,7 @@ def test_numbers_match_the_users_log():
         loss = float(re.search(r"loss\s*:\s*([\d.]+)", line).group(1))
         assert (dt, tok, mem) == (r["summary"]["step_ms_median"], r["summary"]["tokens_per_s"], ref["memory_mib_nvidia_smi"])
         assert loss == r["summary"]["final_loss"] == r["steps"]["loss"][49]
-        watts = re.search(r"(\d+)\s*w(?:att)?", line, re.I)
+        watts = re.search(r"(\d+)\s*w(?:att)?", line, re.IGNORECASE)
         assert ref["watts"] == (int(watts.group(1)) if watts else None)
         first = re.findall(r"([\d.]+) ?ms", line)
         assert ref["first_step_ms_logged"] == (float(first[-1]) if len(first) > 1 else None)
@@ -86,10 +86,10 @@ def test_numbers_match_the_users_log():
 
 def test_compare_puts_references_beside_measured_runs(tmp_path):
     measured = write(tmp_path / "m", [
-        make_record(env="torch212", rung="vocab-50304", workload=dict(precision="bf16", attention="sdpa", sdpa_backend="flash", vocab_size=50304),
+        make_record(env="torch212", rung="vocab-50304", workload={"precision": "bf16", "attention": "sdpa", "sdpa_backend": "flash", "vocab_size": 50304},
                     ms=constant_ms(56.2 * 1.25)),
-        make_record(env="torch212", rung="vocab-50304", workload=dict(precision="bf16", attention="sdpa", sdpa_backend="flash",
-                                                                     vocab_size=50304, batch_size=8)),  # no reference at B=8
+        make_record(env="torch212", rung="vocab-50304", workload={"precision": "bf16", "attention": "sdpa", "sdpa_backend": "flash",
+                                                                     "vocab_size": 50304, "batch_size": 8}),  # no reference at B=8
     ])
     ds = load([REF_DIR, measured], warn=lambda line: None)
     assert len(ds.references) == 21

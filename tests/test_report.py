@@ -8,9 +8,9 @@ from pathlib import Path
 import matplotlib.image
 import numpy as np
 import pytest
+from records_factory import constant_ms, make_record, rich_dataset, write
 
 from harness import report
-from records_factory import constant_ms, make_record, rich_dataset, write
 
 ROOT = Path(__file__).resolve().parent.parent
 CHARTS = ("ladder-seed-ladder.png", "cross-version.png", "memory-split.png", "kernel-mix.png", "sweep-0.png", "sweep-1.png")
@@ -73,7 +73,7 @@ def test_cpu_only_report_skips_empty_charts(tmp_path):
     """CPU records have no memory split, kernel profile, second env or sweep: those charts are not drawn."""
     recs = [make_record(env="local", gpu=None, rung=rung, workload=w, ms=constant_ms(ms), memory=600 * 2**20,
                         torch_version="2.5.1+cpu") for rung, w, ms in
-            (("fp32", {}, 200.0), ("tf32", dict(precision="tf32"), 190.0), ("bf16", dict(precision="bf16"), 120.0))]
+            (("fp32", {}, 200.0), ("tf32", {"precision": "tf32"}, 190.0), ("bf16", {"precision": "bf16"}, 120.0))]
     out = tmp_path / "out"
     assert report.main([str(write(tmp_path / "r", recs)), "-o", str(out)]) == 0
     assert sorted(p.name for p in out.glob("*.png")) == ["ladder-seed-ladder.png"]

@@ -18,7 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from harness.record import SCHEMA_VERSION, canonical_hash, validate  # noqa: E402
+from harness.record import SCHEMA_VERSION, canonical_hash, validate
 
 SOURCE = "../shared/seeds/000_3624f831bf4e6e33.txt"
 PLAN = "seed-ladder"
@@ -27,12 +27,12 @@ NOT_IN_WORKLOAD_HASH = ("device", "steps", "warmup_steps", "profile_steps", "pre
 
 # The seed-ladder plan's rungs (harness/plans/seed-ladder.yaml), cumulative, as the log's headings.
 RUNGS = {
-    "fp32": dict(precision="fp32", attention="naive", vocab_size=50257, optimizer="foreach", grad_clip=0.0),
-    "tf32": dict(precision="tf32", attention="naive", vocab_size=50257, optimizer="foreach", grad_clip=0.0),
-    "bf16": dict(precision="bf16", attention="naive", vocab_size=50257, optimizer="foreach", grad_clip=0.0),
-    "sdpa-flash": dict(precision="bf16", attention="sdpa", vocab_size=50257, optimizer="foreach", grad_clip=0.0),
-    "vocab-50304": dict(precision="bf16", attention="sdpa", vocab_size=50304, optimizer="foreach", grad_clip=0.0),
-    "fused-adamw-clip": dict(precision="bf16", attention="sdpa", vocab_size=50304, optimizer="fused", grad_clip=1.0),
+    "fp32": {"precision": "fp32", "attention": "naive", "vocab_size": 50257, "optimizer": "foreach", "grad_clip": 0.0},
+    "tf32": {"precision": "tf32", "attention": "naive", "vocab_size": 50257, "optimizer": "foreach", "grad_clip": 0.0},
+    "bf16": {"precision": "bf16", "attention": "naive", "vocab_size": 50257, "optimizer": "foreach", "grad_clip": 0.0},
+    "sdpa-flash": {"precision": "bf16", "attention": "sdpa", "vocab_size": 50257, "optimizer": "foreach", "grad_clip": 0.0},
+    "vocab-50304": {"precision": "bf16", "attention": "sdpa", "vocab_size": 50304, "optimizer": "foreach", "grad_clip": 0.0},
+    "fused-adamw-clip": {"precision": "bf16", "attention": "sdpa", "vocab_size": 50304, "optimizer": "fused", "grad_clip": 1.0},
 }
 ASSUMED = {
     "optimizer": "optimizer from the seed-ladder plan: the log names no AdamW implementation before 'fused adamw'",
