@@ -249,14 +249,14 @@ class Group:
                 return r["explain"]
         return {}
 
-    def losses(self, upto: int | None = None) -> tuple[float | None, float | None]:
-        """(final, mean over timed steps) averaged over repeats, using the first `upto` steps only."""
+    def losses(self, upto: int | None = None, start: int | None = None) -> tuple[float | None, float | None]:
+        """(loss at step upto-1, mean over steps start..upto-1) averaged over repeats; defaults: all steps, own warm-up."""
         finals, means = [], []
         for r in self.records:
             loss = (r.get("steps") or {}).get("loss") or []
             if loss:
                 n = min(len(loss), upto or len(loss))
-                warm = (r.get("workload") or {}).get("warmup_steps") or 0
+                warm = (r.get("workload") or {}).get("warmup_steps") or 0 if start is None else start
                 timed = [x for x in loss[min(warm, n - 1):n] if x is not None]
                 if loss[n - 1] is not None:
                     finals.append(loss[n - 1])
@@ -767,10 +767,11 @@ class Compare:
                 continue
             groups = sorted(groups, key=lambda g: (self.gpu_rank[g.gpu], self.env_rank[g.env]))
             upto = min((g.loss_steps for g in groups if g.loss_steps), default=None)
+            start = max(((r.get("workload") or {}).get("warmup_steps") or 0 for g in groups for r in g.records), default=0)
             base = groups[0]
-            bf, bm = base.losses(upto)
+            bf, bm = base.losses(upto, start)
             for g in groups:
-                f, m = g.losses(upto)
+                f, m = g.losses(upto, start)
                 df = None if None in (f, bf) or not bf else (f - bf) / abs(bf)
                 dm = None if None in (m, bm) or not bm else (m - bm) / abs(bm)
                 if g is base:
@@ -784,8 +785,8 @@ class Compare:
                                    "d_mean": None if g is base else fmt_signed_pct(dm), "parity": parity})
         if not table.rows:
             table.notes.append("no comparison set ran in more than one (GPU, env) cell")
-        table.notes.append(f"tolerance: {tol:.1%} relative, on the loss at the last common step and on the mean over the "
-                           f"timed steps up to it; repeats averaged. Same seed and data on both sides.")
+        table.notes.append(f"tolerance: {tol:.1%} relative, on the loss at the last common step and on the mean from the "
+                           f"longest warm-up of the set to that step; repeats averaged. Same seed and data on both sides.")
         return table
 
     # --- the user's reference numbers
@@ -909,7 +910,7 @@ class Compare:
 
 
 def fmt_signed_pct(x):
-    return None if x is None else f"{x * 100:+.2f}%"
+    return None if x is None else f"{round(x * 100, 2) or 0.0:+.2f}%"  # no "-0.00%"
 
 
 def _round(x):

@@ -192,7 +192,8 @@ def ladder_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
         ax.legend(fontsize=8, loc="upper left")
         ax.grid(axis="y", alpha=0.3)
         charts.append((f"ladder-{plan}.png", _png(fig), (f"Throughput per rung of plan {plan}, one bar per GPU / env "
-                       f"(error bars: 95% bootstrap interval; hatched: the user's logged single samples).")))
+                       f"(error bars: 95% bootstrap interval, absent where too few samples give none; hatched: the user's logged "
+                       "single samples).")))
     return charts
 
 
@@ -356,7 +357,9 @@ def findings(cmp: Compare, tables: dict[str, list[Table]], effects: dict) -> lis
         deltas = [r for r in tables[name][0].rows if isinstance(r.get("d_tokens_s"), Cell) and r["d_tokens_s"].delta.value is not None]
         if deltas:
             beyond = [r for r in deltas if r["d_tokens_s"].delta.beyond]
-            text = f"{len(beyond)} of {len(deltas)} {what} tokens/s deltas are beyond noise"
+            within = [r for r in deltas if r["d_tokens_s"].delta.verdict == stats.WITHIN]
+            text = (f"{what.capitalize()} tokens/s deltas: {len(beyond)} beyond noise, {len(within)} within noise, "
+                    f"{len(deltas) - len(beyond) - len(within)} without a noise estimate (too few samples)")
             top = sorted(beyond, key=lambda r: -abs(r["d_tokens_s"].delta.value))[:3]
             if top:
                 key = "gpu" if name == "versions" else "env"
