@@ -79,7 +79,7 @@ def _check(session: nox.Session, name: str, python: str = "python") -> None:
     try:
         session.run(python, "-m", "harness.envs", "check", name, external=True)
     except CommandFailed:
-        session.error(f"the env does not match envs/{name}/env.yaml (see the line above)")
+        session.error(f"python -m harness.envs check {name} failed: see the line above (spec: envs/{name}/env.yaml)")
 
 
 def _make_bench(spec: envs.EnvSpec):

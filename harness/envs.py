@@ -461,7 +461,8 @@ def check_current(spec: EnvSpec) -> tuple[str | None, str]:
     try:
         import torch
     except Exception as exc:  # noqa: BLE001 - any import failure is the answer
-        return f"{spec.name}: cannot import torch in {sys.executable} ({type(exc).__name__}: {exc})", ""
+        hint = "" if spec.installs else "; point HARNESS_LOCAL_PYTHON at an interpreter that has torch"
+        return f"{spec.name}: cannot import torch in {sys.executable} ({type(exc).__name__}: {exc}){hint}", ""
     installed = {}
     for pin in spec.extra_pins:
         name = _PIN.match(pin).group(1)
