@@ -4,7 +4,10 @@
   cumulative: true       each rung starts from the previous rung's settings (a ladder)
   defaults: {...}        workload fields for every rung
   repeats: N             default 1
-  rungs: [{name, set: {...}, flags: {...}}]
+  rungs: [{name, set: {...}, flags: {...}, sweep: {...}}]
+  sweep: {field: F, values: [v1, v2, ...], name: optional}
+                         every rung (or one rung, under its own key) is run once per value, the value
+                         applied last; each point is its own record, tagged with the sweep
 
 Built-in plans live in harness/plans/; a path to any .yaml file works too. No torch import here.
 """
@@ -16,12 +19,13 @@ from pathlib import Path
 
 import yaml
 
-from gpt.config import ConfigError, coerce
+from gpt.config import FIELD_TYPES, ConfigError, coerce
 from harness.flags import FlagError, FrozenFlags
 
 PLAN_DIR = Path(__file__).with_name("plans")
-PLAN_KEYS = {"name", "description", "cumulative", "defaults", "repeats", "rungs"}
-RUNG_KEYS = {"name", "set", "flags"}
+PLAN_KEYS = {"name", "description", "cumulative", "defaults", "repeats", "rungs", "sweep"}
+RUNG_KEYS = {"name", "set", "flags", "sweep"}
+SWEEP_KEYS = {"field", "values", "name"}
 
 
 class PlanError(ValueError):
@@ -29,10 +33,50 @@ class PlanError(ValueError):
 
 
 @dataclass
+class Sweep:
+    """One workload field run at several values: one point (one record) per value."""
+
+    name: str  # tags every point's record (record["sweep"]["name"])
+    field: str
+    values: list
+
+
+def make_sweep(field_name: str, values, name: str | None = None) -> Sweep:
+    """A checked sweep: a known workload field, at least one value, values typed and distinct."""
+    if not isinstance(values, (list, tuple)) or not values:
+        raise ConfigError(f"sweep of {field_name!r}: expected a non-empty list of values")
+    if field_name == "preset":
+        raise ConfigError("preset is a label, not a knob: sweep its fields (n_layer, n_embd, ...) or run each --preset")
+    typed = [coerce(field_name, v if not isinstance(v, str) else v.strip()) for v in values]  # unknown field -> ConfigError
+    kind = FIELD_TYPES[field_name]
+    for v in typed:
+        wrong = (isinstance(v, bool) or not isinstance(v, int)) if kind == "int" else \
+            (v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)))) if "float" in kind else False
+        if wrong:
+            raise ConfigError(f"sweep of {field_name}: {v!r} is not a valid {kind}")
+    repeated = sorted({str(v) for v in typed if typed.count(v) > 1})
+    if repeated:
+        raise ConfigError(f"sweep of {field_name}: value(s) {', '.join(repeated)} given twice")
+    return Sweep(str(name or field_name), field_name, typed)
+
+
+def _plan_sweep(raw, where: str) -> Sweep:
+    if not isinstance(raw, dict) or "field" not in raw or "values" not in raw:
+        raise PlanError(f"{where}: sweep: expected a mapping with field and values (and optionally name)")
+    if set(raw) - SWEEP_KEYS:
+        raise PlanError(f"{where}: sweep: unknown key(s) {', '.join(sorted(set(raw) - SWEEP_KEYS))}")
+    try:
+        return make_sweep(str(raw["field"]), raw["values"], raw.get("name"))
+    except ConfigError as exc:
+        raise PlanError(f"{where}: {exc}") from None
+
+
+@dataclass
 class Rung:
     name: str
     settings: dict  # workload fields, already merged with defaults (and earlier rungs if cumulative)
     flags: dict = field(default_factory=dict)
+    sweep: Sweep | None = None  # the rung's own sweep, else the plan's; None: one point
 
 
 @dataclass
@@ -42,6 +86,7 @@ class Plan:
     rungs: list[Rung]
     repeats: int = 1
     source: str = ""
+    sweep: Sweep | None = None  # the plan-wide sweep, if any (already copied into rungs without their own)
 
 
 def builtin_plans() -> list[str]:
@@ -75,6 +120,7 @@ def load_plan(name_or_path: str) -> Plan:
     if not data.get("rungs"):
         raise PlanError(f"{path}: no rungs")
     base = _typed(data.get("defaults") or {}, f"{path}: defaults")
+    plan_sweep = _plan_sweep(data["sweep"], str(path)) if data.get("sweep") is not None else None
     rungs, names = [], set()
     for i, raw in enumerate(data["rungs"]):
         if not isinstance(raw, dict) or "name" not in raw:
@@ -91,8 +137,9 @@ def load_plan(name_or_path: str) -> Plan:
             FrozenFlags.from_dict({**FrozenFlags().to_dict(), **flags})  # names and values checked now
         except (FlagError, TypeError) as exc:
             raise PlanError(f"{path}: rung {raw['name']}: {exc}") from None
-        rungs.append(Rung(str(raw["name"]), settings, dict(flags)))
+        sweep = _plan_sweep(raw["sweep"], f"{path}: rung {raw['name']}") if raw.get("sweep") is not None else plan_sweep
+        rungs.append(Rung(str(raw["name"]), settings, dict(flags), sweep))
     repeats = data.get("repeats", 1)
     if not isinstance(repeats, int) or repeats < 1:
         raise PlanError(f"{path}: repeats must be a positive integer")
-    return Plan(str(data.get("name", path.stem)), str(data.get("description", "")), rungs, repeats, str(path))
+    return Plan(str(data.get("name", path.stem)), str(data.get("description", "")), rungs, repeats, str(path), plan_sweep)

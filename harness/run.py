@@ -1,6 +1,7 @@
 """Run a plan: one fresh worker process per rung and repeat, one record each, a summary at the end.
 
   python -m harness.run --plan seed-ladder --preset tiny --out results/
+  python -m harness.run --plan seed-ladder --rungs fused-adamw-clip --sweep batch_size=64,80,96   # a sweep
 
 No torch import in this process: flags, compile caches, CUDA context and memory statistics cannot
 leak between rungs, and an OOM or a segfault ends only its own rung.
@@ -25,7 +26,7 @@ from tabulate import tabulate
 
 from gpt.config import PRESETS, ConfigError, coerce, make_config
 from harness.flags import FlagError, flags_for
-from harness.plan import PlanError, builtin_plans, load_plan
+from harness.plan import PlanError, Sweep, builtin_plans, load_plan, make_sweep
 from harness.record import SCHEMA_VERSION, RecordError, read_record, write_record
 
 DEFAULT_TIMEOUT_S = 1800
@@ -53,8 +54,19 @@ def parse_assignments(items: list[str], what: str = "--set") -> dict:
     return values
 
 
+def parse_sweep(text: str, name: str | None = None) -> Sweep:
+    """--sweep FIELD=V1,V2,... -> a checked Sweep (values typed like --set)."""
+    field, sep, values = (text or "").partition("=")
+    if not sep or not field.strip() or not values.strip():
+        raise ConfigError(f"--sweep {text!r}: expected FIELD=V1,V2,...")
+    if any(not v.strip() for v in values.split(",")):
+        raise ConfigError(f"--sweep {text!r}: an empty value between commas")
+    return make_sweep(field.strip(), values.split(","), name)
+
+
 def build_points(args) -> tuple[str, list[Point]]:
     plan = load_plan(args.plan)
+    cli_sweep = parse_sweep(args.sweep, getattr(args, "sweep_name", None)) if getattr(args, "sweep", None) else None
     overrides = parse_assignments(args.set)
     for name in ("steps", "warmup_steps", "device", "batch_size", "seq_len"):
         value = getattr(args, name, None)
@@ -68,9 +80,13 @@ def build_points(args) -> tuple[str, list[Point]]:
     for index, rung in enumerate(plan.rungs):
         if wanted and rung.name not in wanted:
             continue
-        workload = make_config(args.preset, **{**rung.settings, **overrides}).to_dict()  # the command line wins
-        flags = flags_for(workload, rung.flags).to_dict()
-        points += [Point(rung.name, index, workload, flags, r) for r in range(repeats)]
+        sweep = cli_sweep or rung.sweep
+        for value in sweep.values if sweep else [None]:
+            swept = {sweep.field: value} if sweep else {}  # the sweep's value wins over the rung and --set
+            workload = make_config(args.preset, **{**rung.settings, **overrides, **swept}).to_dict()  # the command line wins
+            flags = flags_for(workload, rung.flags).to_dict()
+            tag = {"name": sweep.name, "field": sweep.field, "value": value} if sweep else None
+            points += [Point(rung.name, index, workload, flags, r, tag) for r in range(repeats)]
     return plan.name, points
 
 
@@ -82,6 +98,10 @@ def rerun_command(args, point: Point) -> str:
     for name in ("steps", "warmup_steps", "device", "batch_size", "seq_len"):
         if getattr(args, name, None) is not None:
             parts += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    if point.sweep:  # just this point, under the same sweep name
+        parts += ["--sweep", f"{point.sweep['field']}={point.sweep['value']}"]
+        if point.sweep["name"] != point.sweep["field"]:
+            parts += ["--sweep-name", point.sweep["name"]]
     if args.env == "local":
         return shlex.join(["python", "-m", "harness.run", "--env", "local", *parts])
     return shlex.join(["nox", "-s", f"bench-{args.env}", "--", *parts])
@@ -192,6 +212,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, help="repeats per rung (default: the plan's, else 1)")
     p.add_argument("--rungs", help="comma-separated rung names to run (default: all)")
     p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a workload field for every rung (repeatable)")
+    p.add_argument("--sweep", metavar="FIELD=V1,V2,...", help="run every rung once per value of a workload field, "
+                   "each point its own process and record (the value wins over the plan and --set; replaces the plan's sweeps)")
+    p.add_argument("--sweep-name", dest="sweep_name", help="the name the points' records are tagged with (default: FIELD)")
     p.add_argument("--steps", type=int, help="steps per rung (shorthand for --set steps=N)")
     p.add_argument("--warmup-steps", dest="warmup_steps", type=int, help="warm-up steps excluded from the summary")
     p.add_argument("--batch-size", dest="batch_size", type=int, help="B (shorthand for --set batch_size=N)")
@@ -206,6 +229,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.repeats is not None and args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    if args.sweep_name and not args.sweep:
+        parser.error("--sweep-name needs --sweep")
     try:
         plan_name, points = build_points(args)
     except (PlanError, ConfigError, FlagError) as exc:
