@@ -126,6 +126,60 @@ def device_time_us(event) -> float:
     return float(value or 0.0)
 
 
+def profiler_activities(device_type: str) -> list:
+    from torch.profiler import ProfilerActivity  # CPU and CUDA under these names in 2.1 .. 2.13
+
+    return [ProfilerActivity.CPU, ProfilerActivity.CUDA] if device_type == "cuda" else [ProfilerActivity.CPU]
+
+
+def device_kernel_events(events) -> list[tuple[str, float]]:
+    """(name, duration us) of every kernel, memcpy and memset the GPU ran, from profile.events().
+
+    Both 2.1 and 2.13 list device activities as events with device_type CUDA, timed by time_range.
+    Left out: the GPU-side copies of record_function ranges (gpu_user_annotation, e.g.
+    "Optimizer.step#AdamW.step"), which span kernels and would count them twice; 2.4+ flags them with
+    is_user_annotation, 2.1 does not, so a name that is also a CPU-side event is dropped as well."""
+    from torch.autograd import DeviceType
+
+    cpu_names = {e.name for e in events if e.device_type == DeviceType.CPU}
+    return [
+        (e.name, float(e.time_range.elapsed_us()))
+        for e in events
+        if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False) and e.name not in cpu_names
+    ]
+
+
+def cpu_op_events(events) -> list:
+    """CPU-side op events (synchronous, not memory bookkeeping), from profile.events()."""
+    from torch.autograd import DeviceType
+
+    return [e for e in events if e.device_type == DeviceType.CPU and not e.is_async and not e.name.startswith("[")]
+
+
+def self_cpu_time_us(event) -> float:
+    return float(getattr(event, "self_cpu_time_total", 0.0) or 0.0)
+
+
+def op_kernels(event) -> list[tuple[str, float]]:
+    """(name, duration us) of the device kernels an op launched (FunctionEvent.kernels in 2.1 .. 2.13)."""
+    return [(k.name, float(k.duration)) for k in getattr(event, "kernels", None) or []]
+
+
+def op_input_shapes(event) -> list:
+    return list(getattr(event, "input_shapes", None) or [])
+
+
+def nvml_device_index(device) -> int:
+    """NVML's index for a torch CUDA device: differs from torch's under CUDA_VISIBLE_DEVICES."""
+    fn = getattr(torch.cuda, "_get_nvml_device_index", None)  # private; present 2.1 .. 2.13
+    if fn is not None:
+        try:
+            return int(fn(device))
+        except Exception:
+            pass
+    return device.index if getattr(device, "index", None) is not None else torch.cuda.current_device()
+
+
 # --- library versions as torch reports them ---
 def cuda_compiled_version() -> int | None:
     fn = getattr(torch._C, "_cuda_getCompiledVersion", None)

@@ -21,7 +21,7 @@ from gpt import torch_compat
 from gpt.config import ConfigError, WorkloadConfig
 from gpt.data import DataError
 from gpt.train import build, resolve_device
-from harness import envinfo, flags as flagmod
+from harness import envinfo, explain, flags as flagmod
 from harness.record import SCHEMA_VERSION, canonical_hash, write_record
 
 # Fields that do not change what is measured, only how long or where it ran.
@@ -117,6 +117,7 @@ def measure(spec: dict, step_hook=None) -> dict:
         "rerun": {"command": spec.get("rerun", "")},
     }
     device = None
+    sampler = None
     try:
         config = WorkloadConfig(**spec["workload"]).validate()
         flags = flagmod.FrozenFlags.from_dict(spec["flags"])
@@ -128,11 +129,15 @@ def measure(spec: dict, step_hook=None) -> dict:
         if config.memory_budget_gib and device.type == "cuda":
             total = torch.cuda.get_device_properties(device).total_memory
             torch.cuda.set_per_process_memory_fraction(min(1.0, config.memory_budget_gib * 2**30 / total), device)
+        # Measured GEMM peak for MFU: short, before the model exists, with the run's flags already applied.
+        run_dtype = explain.gemm_dtype(config.precision, record["flags"]["applied"].get("matmul_precision"), device.type)
+        calibration = explain.guarded(explain.calibrate_gemm_peak, device, run_dtype)
         trainer = build(config)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
 
         timer = StepTimer(device, config.steps)
+        sampler = explain.PowerSampler(device).start()  # NVML in its own thread; nothing is added to the loop
         losses, norms = [], []
         for i in range(config.steps):
             timer.start(i)
@@ -143,6 +148,7 @@ def measure(spec: dict, step_hook=None) -> dict:
             if step_hook:
                 step_hook(i)
         ms = timer.elapsed_ms()  # syncs once
+        sampler.stop()
         record["steps"] = {
             "ms": ms,
             "loss": [float(x) for x in losses],
@@ -162,6 +168,14 @@ def measure(spec: dict, step_hook=None) -> dict:
             if record["summary"]["peak_rss_bytes"] > budget:
                 record["status"] = "oom"
                 record["reason"] = f"peak RSS {record['summary']['peak_rss_bytes'] / 2**30:.2f} GiB exceeded the memory budget {config.memory_budget_gib} GiB"
+        # Evidence, after the timed steps and their readout: each part fails on its own, never the measurement.
+        record["explain"] = explain.capture(trainer, config, record["summary"], ms[config.warmup_steps:], sampler, calibration, run_dtype)
+        record["summary"]["mfu"] = explain.summary_mfu(record["explain"]["mfu"])
+        power = record["explain"]["power"]
+        if power.get("throttled"):
+            throttles = [r for r in power["throttle_reasons"] if r in explain.THROTTLING]
+            record["notes"].append(f"GPU clocks were throttled during the timed steps: {', '.join(throttles)} "
+                                   f"(SM clock min {power.get('sm_clock_mhz_min')} MHz)")
     except torch_compat.Unsupported as exc:
         record["status"], record["reason"] = "unsupported", str(exc)
     except (torch_compat.OutOfMemoryError, MemoryError) as exc:
@@ -175,6 +189,8 @@ def measure(spec: dict, step_hook=None) -> dict:
             tb = traceback.format_exc().strip().splitlines()
             record["status"], record["reason"] = "error", f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
             record["notes"].append("traceback tail: " + " | ".join(tb[-6:]))
+    if sampler is not None:
+        sampler.stop()  # a failed loop must not leave the sampling thread running
     if record["summary"] == {}:
         record["summary"] = {"peak_rss_bytes": peak_rss_bytes()}
     record["finished_at"] = now()
