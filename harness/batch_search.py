@@ -1,0 +1,234 @@
+"""Batch search: the largest batch size B that runs, with memory headroom, each try in a fresh worker.
+
+  python -m harness.batch_search --preset gpt2-124m --rung fused-adamw-clip --out results/
+  python -m harness.batch_search --preset tiny --rung fp32 --set compile=off --memory-budget-gib 0.9 --start 4 --multiple 4
+
+Stepping, then bisecting: B = start, 2*start, 4*start, ... (never past --max; --max itself is tried
+when doubling jumps over it) until a try does not fit; then bisection between the last B that fit and
+the first that did not, over multiples of --multiple, until they are --multiple apart.
+
+A try fits when its status is ok AND peak memory + headroom <= usable memory, where
+  usable   = the memory budget if given (--memory-budget-gib: on CUDA the per-process memory fraction,
+             on CPU a check of the worker's peak RSS, the worker marking the run `oom` past it),
+             else the device's total memory (CUDA: environment.gpu.memory_bytes; CPU: host RAM);
+  peak     = harness.sweep.peak_memory (CUDA: NVML device used, else allocator reserved; CPU: peak RSS);
+  headroom = --headroom-gib (default 5 GiB on a GPU, 0 on a CPU).
+
+Each try is one record, tagged sweep = {name: batch-search, field: batch_size, value: B}. At the end:
+a table of every try (B, status, tokens/s, peak memory, fits), the largest B that fits, and the knee
+(harness.sweep.knee over the B's that fit: the smallest B whose tokens/s is within --knee-tolerance of
+the best). Exit 0 when some B fits, 1 when none does (or the search stopped on a non-memory failure).
+
+The worker spawning is harness.run's (build_points / run_points): the same process isolation, the
+same records, the same rerun commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from tabulate import tabulate
+
+from gpt.config import PRESETS, ConfigError
+from harness import run as runmod
+from harness import sweep as sweepmod
+from harness.flags import FlagError
+from harness.plan import PlanError, builtin_plans, load_plan
+
+SWEEP_NAME = "batch-search"
+GPU_HEADROOM_GIB = 5.0
+CPU_HEADROOM_GIB = 0.0
+STOP_STATUSES = ("unsupported", "invalid")  # not about memory: a smaller B would not change them
+
+
+def headroom_bytes(args, record: dict) -> int:
+    if args.headroom_gib is not None:
+        return int(args.headroom_gib * 2**30)
+    return int((GPU_HEADROOM_GIB if sweepmod.is_cuda(record) else CPU_HEADROOM_GIB) * 2**30)
+
+
+def judge(args, record: dict) -> dict:
+    """One try: B, status, tokens/s, peak memory, usable memory, headroom, fits (and why not)."""
+    b = record["workload"]["batch_size"]
+    peak, source = sweepmod.peak_memory(record)
+    usable = sweepmod.usable_memory_bytes(record)
+    headroom = headroom_bytes(args, record)
+    why = None
+    if record["status"] != "ok":
+        why = f"status {record['status']}" + (f": {record['reason']}" if record.get("reason") else "")
+    elif peak is None or usable is None:
+        why = "peak or usable memory unknown"
+    elif peak + headroom > usable:
+        why = f"peak {peak / 2**30:.2f} GiB + headroom {headroom / 2**30:.2f} GiB > usable {usable / 2**30:.2f} GiB"
+    return {"batch_size": b, "status": record["status"], "tokens_per_s": sweepmod.tokens_per_s(record), "peak_bytes": peak,
+            "memory_source": source, "usable_bytes": usable, "headroom_bytes": headroom, "fits": why is None, "why": why,
+            "record": record}
+
+
+def next_bisect(lo: int, hi: int, multiple: int) -> int | None:
+    """The multiple of `multiple` strictly between lo and hi nearest their middle (rounding down); None if none."""
+    mid = (lo + hi) // 2
+    below = (mid // multiple) * multiple
+    above = below + multiple
+    for candidate in (below, above):
+        if lo < candidate < hi:
+            return candidate
+    return None
+
+
+def search(args, attempt) -> dict:
+    """The stepping-then-bisecting search. attempt(B) -> judged try. Returns {tries, best, stopped}."""
+    tries: dict[int, dict] = {}
+
+    def trial(b: int) -> dict:
+        if b not in tries:
+            tries[b] = attempt(b)
+        return tries[b]
+
+    good, bad, stopped = None, None, None
+    b = args.start
+    while True:  # stepping: doubling until a try does not fit
+        t = trial(b)
+        if t["status"] in STOP_STATUSES:
+            stopped = f"B={b}: {t['why']} (not a memory limit; searching further would not change it)"
+            break
+        if not t["fits"]:
+            bad = b
+            break
+        good = b
+        if b >= args.max:
+            break
+        b = min(b * 2, args.max)
+    if stopped is None and bad is not None:  # bisection between the last fit and the first non-fit
+        lo = good or 0
+        while (b := next_bisect(lo, bad, args.multiple)) is not None:
+            t = trial(b)
+            if t["status"] in STOP_STATUSES:
+                stopped = f"B={b}: {t['why']}"
+                break
+            if t["fits"]:
+                lo = good = b
+            else:
+                bad = b
+    return {"tries": tries, "best": good, "first_bad": bad, "stopped": stopped}
+
+
+def report(args, result: dict) -> str:
+    tries = [result["tries"][b] for b in sorted(result["tries"])]
+    fitting = [t for t in tries if t["fits"]]
+    the_knee = sweepmod.knee([(t["batch_size"], t["tokens_per_s"]) for t in fitting], args.knee_tolerance)
+    best_tps = max((t["tokens_per_s"] for t in fitting if t["tokens_per_s"] is not None), default=None)
+    rows = []
+    for t in tries:
+        mark = ", ".join(m for m, on in (("largest fit", t["batch_size"] == result["best"]),
+                                         ("knee", t["batch_size"] == the_knee and t["fits"])) if on)
+        rows.append([
+            t["batch_size"], t["status"], runmod.fmt(t["tokens_per_s"], ",.0f"),
+            "-" if best_tps is None or t["tokens_per_s"] is None else format(t["tokens_per_s"] / best_tps, ".1%"),
+            runmod.fmt(t["peak_bytes"], ",.0f", 2**20), runmod.fmt(t["usable_bytes"], ",.0f", 2**20),
+            runmod.fmt(t["headroom_bytes"], ",.0f", 2**20), "yes" if t["fits"] else "no", mark or (t["why"] or "")[:90],
+        ])
+    headers = ["B", "status", "tokens/s", "vs best fit", "peak MiB", "usable MiB", "headroom MiB", "fits", "note"]
+    lines = [tabulate(rows, headers=headers, disable_numparse=True), ""]
+    source = next((t["memory_source"] for t in tries if t["memory_source"] != "-"), "-")
+    budget = any((t["record"].get("workload") or {}).get("memory_budget_gib") for t in tries)
+    lines.append(f"fits = status ok and peak memory ({source}) + headroom <= usable memory "
+                 f"({'the memory budget' if budget else 'the device total'})")
+    lines.append(sweepmod.knee_definition(args.knee_tolerance, what="B", among="fitting B's"))
+    if result["stopped"]:
+        lines.append(f"search stopped: {result['stopped']}")
+    if result["best"] is None:
+        lines.append(f"answer: no B fits (smallest tried {min(result['tries'])})")
+    else:
+        edge = (f"; B={result['first_bad']} does not" if result["first_bad"] is not None
+                else f"; --max {args.max} reached, larger B not tried")
+        lines.append(f"answer: largest B that fits = {result['best']} (resolution {args.multiple}{edge}); "
+                     f"knee = {the_knee if the_knee is not None else '-'}")
+    return "\n".join(lines)
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m harness.batch_search", description=(
+        "Find the largest batch size that runs with memory headroom: doubling from --start, then bisecting; "
+        "each try a fresh worker process and its own record."))
+    p.add_argument("--plan", default="seed-ladder", help=f"built-in plan ({', '.join(builtin_plans())}) or a .yaml path")
+    p.add_argument("--rung", required=True, help="the plan rung whose settings are searched (e.g. fused-adamw-clip)")
+    p.add_argument("--preset", default="tiny", choices=sorted(PRESETS), help="model shape (default: tiny)")
+    p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a workload field (repeatable)")
+    p.add_argument("--steps", type=int, help="steps per try (default: the preset's)")
+    p.add_argument("--warmup-steps", dest="warmup_steps", type=int, help="warm-up steps excluded from the summary")
+    p.add_argument("--seq-len", dest="seq_len", type=int, help="T (shorthand for --set seq_len=N)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="device (default: cuda if available, else cpu)")
+    p.add_argument("--start", type=int, default=16, help="first B tried (default 16)")
+    p.add_argument("--max", type=int, default=1024, help="largest B tried (default 1024)")
+    p.add_argument("--multiple", type=int, default=8, help="bisection resolution: B's tried are multiples of it (default 8)")
+    p.add_argument("--headroom-gib", dest="headroom_gib", type=float,
+                   help=f"memory kept free (default {GPU_HEADROOM_GIB:g} GiB on a GPU, {CPU_HEADROOM_GIB:g} on a CPU)")
+    p.add_argument("--memory-budget-gib", dest="memory_budget_gib", type=float,
+                   help="cap usable memory (emulate a smaller card): CUDA per-process fraction, CPU peak-RSS check")
+    p.add_argument("--knee-tolerance", dest="knee_tolerance", type=float, default=sweepmod.KNEE_TOLERANCE,
+                   help=f"knee: smallest B within this fraction of the best tokens/s (default {sweepmod.KNEE_TOLERANCE})")
+    p.add_argument("--out", default="results", help="directory for the records (default: results/)")
+    p.add_argument("--env", default=os.environ.get("HARNESS_ENV", "local"), help="env name the records belong to (default: $HARNESS_ENV or local)")
+    p.add_argument("--timeout", type=float, default=runmod.DEFAULT_TIMEOUT_S, help="seconds per try before its worker is killed")
+    return p
+
+
+def run_args(args, b: int) -> argparse.Namespace:
+    """harness.run's arguments for one try: this rung, this B (as a sweep point), one repeat."""
+    sets = list(args.set or [])
+    if args.memory_budget_gib is not None:
+        sets.append(f"memory_budget_gib={args.memory_budget_gib}")
+    return argparse.Namespace(
+        plan=args.plan, preset=args.preset, out=args.out, env=args.env, repeats=1, rungs=args.rung, set=sets,
+        sweep=f"batch_size={b}", sweep_name=SWEEP_NAME, steps=args.steps, warmup_steps=args.warmup_steps,
+        batch_size=None, seq_len=args.seq_len, device=args.device, timeout=args.timeout)
+
+
+def main(argv=None) -> int:
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    for name in ("start", "max", "multiple"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    if args.start > args.max:
+        parser.error(f"--start {args.start} is above --max {args.max}")
+    if args.headroom_gib is not None and args.headroom_gib < 0:
+        parser.error("--headroom-gib must be >= 0")
+    if args.memory_budget_gib is not None and args.memory_budget_gib <= 0:
+        parser.error("--memory-budget-gib must be positive")
+    if not 0 <= args.knee_tolerance < 1:
+        parser.error("--knee-tolerance must be a fraction in [0, 1)")
+    try:
+        plan = load_plan(args.plan)
+        if args.rung not in {r.name for r in plan.rungs}:
+            raise PlanError(f"no rung {args.rung!r} in plan {plan.name}; it has {', '.join(r.name for r in plan.rungs)}")
+        runmod.build_points(run_args(args, args.start))  # every option checked before the first worker starts
+    except (PlanError, ConfigError, FlagError) as exc:
+        parser.error(str(exc))
+
+    count = 0
+
+    def attempt(b: int) -> dict:
+        nonlocal count
+        count += 1
+        try_args = run_args(args, b)
+        plan_name, points = runmod.build_points(try_args)
+        print(f"try {count}: B={b}", flush=True)
+        t = judge(args, runmod.run_points(try_args, plan_name, points)[0])
+        if t["status"] == "ok" and not t["fits"]:
+            print(f"         does not fit: {t['why']}", flush=True)
+        return t
+
+    print(f"batch search: plan {args.plan}, rung {args.rung}, preset {args.preset}, B from {args.start} to {args.max} "
+          f"(multiples of {args.multiple}), env {args.env} -> {args.out}/", flush=True)
+    result = search(args, attempt)
+    print()
+    print(report(args, result))
+    return 0 if result["best"] is not None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,268 @@
+"""Sweep analysis: records grouped by the sweep they belong to, tokens/s and peak memory against the value.
+
+A curve is one sweep (record["sweep"]: name, field) of one rung of one plan, in one env on one device;
+its points are the swept values, repeats of a value merged (median tokens/s, largest peak memory).
+
+The knee of a curve: the smallest value whose tokens/s is within `tolerance` (default 2%) of the best
+tokens/s of the curve's ok points; past it, a larger value buys less than `tolerance` more throughput.
+
+Peak memory, per device: CUDA = summary.device_used_bytes (NVML, device level) if present, else
+summary.peak_reserved_bytes (the caching allocator); CPU = summary.peak_rss_bytes (the worker process).
+
+No torch import: harness.compare and harness.report import this where only the results are.
+
+    sweep_rows(records)              -> list of dicts, one per (curve, value), in a stable order
+    sweep_curves(records)            -> list of dicts, one per curve (values, tokens/s, memory, knee), for plots
+    sweep_table(records, fmt="text") -> str (text | markdown | csv | json)
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import statistics
+
+from tabulate import tabulate
+
+KNEE_TOLERANCE = 0.02
+KNEE_DEFINITION = ("knee = the smallest {what} whose tokens/s is within {tol:g}% of the best tokens/s among the "
+                   "{among}; beyond it tokens/s rises by less than that")
+FORMATS = ("text", "markdown", "csv", "json")
+MISSING = "-"
+COLUMNS = (  # (row key, header)
+    ("sweep", "sweep"), ("field", "field"), ("rung", "rung"), ("env", "env"), ("device", "device"),
+    ("value", "value"), ("status", "status"), ("runs", "runs"), ("tokens_per_s", "tokens/s"),
+    ("vs_best", "vs best"), ("peak_memory_bytes", "peak MiB"), ("memory_source", "memory"),
+    ("lm_head_kernel", "lm_head kernel"), ("mark", "note"),
+)
+
+
+class SweepError(ValueError):
+    pass
+
+
+# ---------------------------------------------------------------- one record
+
+def device_label(record: dict) -> str:
+    env = record.get("environment") or {}
+    gpu = env.get("gpu")
+    if isinstance(gpu, dict) and gpu.get("name"):
+        return str(gpu["name"])
+    cpu = env.get("cpu")
+    if env.get("device") == "cpu" or isinstance(cpu, dict):
+        model = cpu.get("model") if isinstance(cpu, dict) else None
+        return f"cpu: {model or 'unknown model'}"
+    return "unknown device"
+
+
+def is_cuda(record: dict) -> bool:
+    env = record.get("environment") or {}
+    return env.get("device") == "cuda" or isinstance(env.get("gpu"), dict)
+
+
+def peak_memory(record: dict) -> tuple[int | None, str]:
+    """(bytes, what they are) for the memory the run needed at its peak; (None, '-') when unknown."""
+    s = record.get("summary") or {}
+    if is_cuda(record):
+        for key, what in (("device_used_bytes", "device used"), ("peak_reserved_bytes", "reserved")):
+            if s.get(key) is not None:
+                return int(s[key]), what
+        return None, MISSING
+    if s.get("peak_rss_bytes") is not None:
+        return int(s["peak_rss_bytes"]), "peak RSS"
+    return None, MISSING
+
+
+def usable_memory_bytes(record: dict) -> int | None:
+    """The memory a run may use: its workload's memory budget if set, else the device's total memory
+    (CUDA: environment.gpu.memory_bytes; CPU: environment.host_ram_bytes)."""
+    budget = (record.get("workload") or {}).get("memory_budget_gib")
+    if budget:
+        return int(budget * 2**30)
+    env = record.get("environment") or {}
+    if is_cuda(record):
+        gpu = env.get("gpu") or {}
+        return gpu.get("memory_bytes")
+    return env.get("host_ram_bytes")
+
+
+def lm_head_kernel(record: dict) -> str:
+    """The lm_head GEMM's (forward) kernel, from the kernel capture in record['explain'], else '-'."""
+    explain = record.get("explain") or {}
+    kernels = explain.get("kernels") if isinstance(explain, dict) else None
+    gemm = kernels.get("lm_head_gemm") if isinstance(kernels, dict) else None
+    name = gemm.get("name") if isinstance(gemm, dict) else None
+    return str(name) if name else MISSING
+
+
+def tokens_per_s(record: dict) -> float | None:
+    value = (record.get("summary") or {}).get("tokens_per_s")
+    return float(value) if value is not None and record.get("status") == "ok" else None
+
+
+# ---------------------------------------------------------------- the knee
+
+def value_key(value) -> tuple:
+    """Numbers ascending, then anything else as text."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, str(value))
+
+
+def knee(points, tolerance: float = KNEE_TOLERANCE):
+    """The knee of (value, tokens/s) points: the smallest value whose tokens/s >= (1 - tolerance) * best.
+
+    Points with tokens/s None are ignored; None when no point has a throughput."""
+    if not 0 <= tolerance < 1:
+        raise SweepError(f"knee tolerance {tolerance!r}: expected a fraction in [0, 1)")
+    usable = [(v, t) for v, t in points if t is not None]
+    if not usable:
+        return None
+    best = max(t for _, t in usable)
+    return min((v for v, t in usable if t >= (1.0 - tolerance) * best), key=value_key)
+
+
+def knee_definition(tolerance: float = KNEE_TOLERANCE, what: str = "value", among: str = "curve's ok points") -> str:
+    return KNEE_DEFINITION.format(tol=tolerance * 100, what=what, among=among)
+
+
+# ---------------------------------------------------------------- grouping
+
+def curve_key(record: dict) -> tuple:
+    s = record["sweep"]
+    return (str(s.get("name")), str(s.get("field")), str(record.get("plan")), str(record.get("rung")),
+            str(record.get("env")), device_label(record))
+
+
+def _merge(records: list[dict]) -> dict:
+    """One point from the repeats of one value: median tokens/s of the ok ones, the largest peak memory."""
+    ok = [r for r in records if r.get("status") == "ok"]
+    status = "ok" if ok else records[0].get("status")
+    if ok and len(ok) < len(records):
+        status = f"ok ({len(records) - len(ok)} not)"
+    tps = [t for t in map(tokens_per_s, ok) if t is not None]
+    mems = [peak_memory(r) for r in records]
+    known = [(b, w) for b, w in mems if b is not None]
+    peak, source = max(known) if known else (None, MISSING)
+    kernels = sorted({lm_head_kernel(r) for r in ok or records} - {MISSING})
+    step_ms = [(r.get("summary") or {}).get("step_ms_median") for r in ok]
+    step_ms = [x for x in step_ms if x is not None]
+    return {
+        "status": status,
+        "runs": len(records),
+        "tokens_per_s": statistics.median(tps) if tps else None,
+        "step_ms": statistics.median(step_ms) if step_ms else None,
+        "peak_memory_bytes": peak,
+        "memory_source": source,
+        "usable_memory_bytes": usable_memory_bytes(records[0]),
+        "lm_head_kernel": " | ".join(kernels) if kernels else MISSING,
+        "reason": None if ok else records[0].get("reason"),
+        "run_ids": [r.get("run_id") for r in records],
+    }
+
+
+def sweep_rows(records, tolerance: float = KNEE_TOLERANCE) -> list[dict]:
+    """One row per (curve, swept value), curves in name/field/plan/rung/env/device order, values ascending.
+
+    Keys: sweep, field, plan, rung, env, device, value, status, runs, tokens_per_s, step_ms, vs_best
+    (tokens/s / the curve's best), peak_memory_bytes, memory_source, usable_memory_bytes, lm_head_kernel
+    ('-' where no kernel capture), kernel_changed (lm_head kernel differs from the previous value's),
+    is_best, is_knee, mark (text of the last three), reason, run_ids. Records without a sweep are ignored."""
+    curves: dict[tuple, dict] = {}
+    for r in records:
+        if not r.get("sweep"):
+            continue
+        by_value = curves.setdefault(curve_key(r), {})
+        by_value.setdefault(json.dumps(r["sweep"].get("value"), sort_keys=True), []).append(r)
+    rows = []
+    for key in sorted(curves):
+        name, field, plan, rung, env, device = key
+        points = []
+        for group in curves[key].values():
+            points.append({"sweep": name, "field": field, "plan": plan, "rung": rung, "env": env, "device": device,
+                           "value": group[0]["sweep"].get("value"), **_merge(group)})
+        points.sort(key=lambda p: value_key(p["value"]))
+        best = max((p["tokens_per_s"] for p in points if p["tokens_per_s"] is not None), default=None)
+        the_knee = knee([(p["value"], p["tokens_per_s"]) for p in points], tolerance)
+        previous = None
+        for p in points:
+            p["vs_best"] = p["tokens_per_s"] / best if best and p["tokens_per_s"] is not None else None
+            p["is_best"] = best is not None and p["tokens_per_s"] == best
+            p["is_knee"] = the_knee is not None and p["value"] == the_knee and p["tokens_per_s"] is not None
+            kernel = p["lm_head_kernel"]
+            p["kernel_changed"] = previous not in (None, MISSING) and kernel != MISSING and kernel != previous
+            if kernel != MISSING:
+                previous = kernel
+            p["mark"] = ", ".join(m for m, on in (("best", p["is_best"]), ("knee", p["is_knee"]),
+                                                  ("kernel changed", p["kernel_changed"])) if on)
+            rows.append(p)
+    return rows
+
+
+def sweep_curves(records, tolerance: float = KNEE_TOLERANCE) -> list[dict]:
+    """One dict per curve, for plots: label, sweep, field, plan, rung, env, device, values, tokens_per_s,
+    peak_memory_bytes, statuses, lm_head_kernels (lists aligned with values; None where unknown), knee."""
+    out: list[dict] = []
+    for row in sweep_rows(records, tolerance):
+        key = tuple(row[k] for k in ("sweep", "field", "plan", "rung", "env", "device"))
+        if not out or out[-1]["_key"] != key:
+            out.append({"_key": key, "label": f"{row['sweep']} ({row['field']}): {row['rung']}, {row['env']}, {row['device']}",
+                        **{k: row[k] for k in ("sweep", "field", "plan", "rung", "env", "device")},
+                        "values": [], "tokens_per_s": [], "peak_memory_bytes": [], "statuses": [], "lm_head_kernels": [],
+                        "knee": None})
+        c = out[-1]
+        c["values"].append(row["value"])
+        c["tokens_per_s"].append(row["tokens_per_s"])
+        c["peak_memory_bytes"].append(row["peak_memory_bytes"])
+        c["statuses"].append(row["status"])
+        c["lm_head_kernels"].append(None if row["lm_head_kernel"] == MISSING else row["lm_head_kernel"])
+        if row["is_knee"]:
+            c["knee"] = row["value"]
+    for c in out:
+        del c["_key"]
+    return out
+
+
+# ---------------------------------------------------------------- the table
+
+def _cell(key: str, value) -> str:
+    if value is None:
+        return MISSING
+    if key == "tokens_per_s":
+        return format(value, ",.0f")
+    if key == "vs_best":
+        return format(value, ".1%")
+    if key == "peak_memory_bytes":
+        return format(value / 2**20, ",.0f")
+    return str(value)
+
+
+def sweep_table(records, fmt: str = "text", tolerance: float = KNEE_TOLERANCE) -> str:
+    """The sweep points of `records` as one table (columns: COLUMNS), with the knee definition below it.
+
+    fmt: text (plain columns), markdown (pipe table), csv (COLUMNS' keys, unformatted numbers), json (the rows
+    of sweep_rows). Records without
+    a sweep are ignored; with none at all, a one-line 'no sweep records'."""
+    if fmt not in FORMATS:
+        raise SweepError(f"format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    rows = sweep_rows(records, tolerance)
+    if fmt == "json":
+        return json.dumps(rows, indent=1, sort_keys=True)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow([k for k, _ in COLUMNS])  # raw keys and units (bytes, fractions): for machines
+        for row in rows:
+            writer.writerow(["" if row[k] is None else row[k] for k, _ in COLUMNS])
+        return buf.getvalue()
+    if not rows:
+        return "no sweep records"
+    body = tabulate([[_cell(k, row[k]) for k, _ in COLUMNS] for row in rows], headers=[h for _, h in COLUMNS],
+                    tablefmt="pipe" if fmt == "markdown" else "simple", disable_numparse=True)
+    notes = [knee_definition(tolerance),
+             "peak memory: CUDA = NVML device used, else allocator reserved; CPU = worker peak RSS",
+             "lm_head kernel: the lm_head forward GEMM from the kernel capture ('-' where none); "
+             "'kernel changed' = differs from the previous value's"]
+    sep = "\n\n" if fmt == "markdown" else "\n"
+    return body + sep + sep.join(("* " if fmt == "markdown" else "  ") + n for n in notes)
