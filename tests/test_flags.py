@@ -1,0 +1,71 @@
+"""Frozen flags: derived from the workload, applied before build, hashed, and checked after the run."""
+
+import pytest
+import torch
+
+from gpt import torch_compat
+from harness import flags as flagmod
+from harness.flags import FlagError, FrozenFlags, flags_for
+
+
+def test_flags_follow_the_workload_as_in_the_seeds():
+    fp32 = flags_for({"precision": "fp32", "attention": "naive"})
+    assert fp32.matmul_precision == "highest" and fp32.cudnn_allow_tf32 is False and fp32.sdpa == "auto"
+    tf32 = flags_for({"precision": "tf32", "attention": "naive"})
+    assert tf32.matmul_precision == "high" and tf32.cudnn_allow_tf32 is True
+    flash = flags_for({"precision": "bf16", "attention": "sdpa", "sdpa_backend": "flash"})
+    assert flash.sdpa == "flash" and flash.matmul_precision == "high"
+    assert flags_for({"precision": "bf16", "attention": "naive"}, {"cudnn_benchmark": True}).cudnn_benchmark is True
+
+
+def test_hash_separates_different_flags_and_is_stable():
+    a, b = flags_for({"precision": "tf32"}), flags_for({"precision": "tf32"})
+    assert a.hash == b.hash and len(a.hash) == 64
+    assert a.hash != flags_for({"precision": "tf32"}, {"cudnn_benchmark": True}).hash
+    assert a.hash != flags_for({"precision": "fp32"}).hash
+    # The hash is of the requested values only: it does not depend on which torch runs it.
+    assert FrozenFlags(matmul_precision="high", cudnn_allow_tf32=True).hash == a.hash
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"matmul_precision": "low"}, "matmul_precision='low'"),
+    ({"sdpa": "fast"}, "sdpa='fast'"),
+    ({"cudnn_benchmark": "yes"}, "cudnn_benchmark='yes': expected true or false"),
+    ({"allow_everything": True}, "unknown flag"),
+])
+def test_bad_flags(values, message):
+    with pytest.raises(FlagError, match=message):
+        FrozenFlags.from_dict(values)
+
+
+def test_apply_sets_and_reads_back_every_flag():
+    try:
+        applied = flagmod.apply(FrozenFlags(matmul_precision="high", cudnn_allow_tf32=True, cudnn_benchmark=True, sdpa="math"))
+        assert applied["matmul_precision"] == "high" and applied["cudnn_benchmark"] is True
+        assert [b for b, on in applied["sdpa_backends_enabled"].items() if on] == ["math"]
+        assert applied["fp32_precision_api"] == ("fp32_precision" if torch_compat.NEW_FP32_API else "allow_tf32")
+        applied = flagmod.apply(FrozenFlags())
+        assert applied["matmul_precision"] == "highest" and applied["cudnn_allow_tf32"] is False
+        assert applied["sdpa_backends_enabled"]["flash"] and applied["sdpa_backends_enabled"]["math"]
+    finally:
+        flagmod.apply(FrozenFlags())
+
+
+def test_changed_names_the_flag_that_moved():
+    before = {"cudnn_benchmark": False, "matmul_precision": "high"}
+    assert flagmod.changed(before, dict(before)) == ""
+    assert flagmod.changed(before, {**before, "cudnn_benchmark": True}) == "cudnn_benchmark: False -> True"
+
+
+def test_old_and_new_matmul_apis_are_never_mixed(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch, "set_float32_matmul_precision", lambda p: calls.append(("old", p)))
+    if torch_compat.NEW_FP32_API:
+        torch_compat.set_matmul_precision("high")
+        assert calls == [] and torch.backends.cuda.matmul.fp32_precision == "tf32"
+        with pytest.raises(torch_compat.Unsupported, match="medium"):
+            torch_compat.set_matmul_precision("medium")
+        torch_compat.set_matmul_precision("highest")
+    else:
+        torch_compat.set_matmul_precision("high")
+        assert calls == [("old", "high")]

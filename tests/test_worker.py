@@ -1,0 +1,80 @@
+"""The worker: honest statuses, invalid on flag drift, bit-identical fp32 losses, summaries."""
+
+import pytest
+import torch
+
+from gpt.config import make_config
+from harness.flags import flags_for
+from harness.record import validate
+from harness.worker import measure
+
+
+def spec_for(tmp_path, run_id="t", **overrides):
+    workload = make_config("tiny", **{"steps": 6, "warmup_steps": 2, **overrides}).to_dict()
+    return dict(run_id=run_id, env="local", plan="test", rung="r", workload=workload,
+                flags=flags_for(workload).to_dict(), out=str(tmp_path), rerun="python -m harness.run ...")
+
+
+def test_ok_record_has_per_step_series_and_summary(tmp_path):
+    record = validate(measure(spec_for(tmp_path)))
+    assert record["status"] == "ok", record["reason"]
+    assert len(record["steps"]["ms"]) == 6 and len(record["steps"]["loss"]) == 6
+    s = record["summary"]
+    assert s["timed_steps"] == 4 and s["first_step_ms"] == record["steps"]["ms"][0]
+    assert s["step_ms_q1"] <= s["step_ms_median"] <= s["step_ms_q3"]
+    assert s["tokens_per_s"] == pytest.approx(4 * 64 / (s["step_ms_median"] / 1000))
+    assert s["peak_rss_bytes"] > 0 and s["final_loss"] == record["steps"]["loss"][-1]
+    assert record["flags"]["applied"] == record["flags"]["after"]
+    assert record["environment"]["torch"]["version"] == torch.__version__
+    assert record["steps"]["grad_norm"] == [None] * 6  # no clipping, so no norm is computed
+
+
+def test_loss_falls_on_the_synthetic_corpus(tmp_path):
+    record = measure(spec_for(tmp_path, steps=30, lr=3e-3))
+    losses = record["steps"]["loss"]
+    assert losses[-1] < losses[0] - 1.0, losses
+
+
+def test_grad_norm_is_recorded_when_clipping(tmp_path):
+    record = measure(spec_for(tmp_path, grad_clip=1.0))
+    assert record["status"] == "ok" and all(n is not None and n > 0 for n in record["steps"]["grad_norm"])
+
+
+def test_flag_flipped_during_the_run_marks_it_invalid(tmp_path):
+    def flip(step):
+        if step == 3:
+            torch.backends.cudnn.benchmark = not torch.backends.cudnn.benchmark
+
+    try:
+        record = measure(spec_for(tmp_path), step_hook=flip)
+    finally:
+        torch.backends.cudnn.benchmark = False
+    assert record["status"] == "invalid"
+    assert "cudnn_benchmark: False -> True" in record["reason"]
+
+
+def test_same_seed_fp32_on_cpu_gives_bit_identical_losses(tmp_path):
+    first = measure(spec_for(tmp_path, run_id="a"))["steps"]["loss"]
+    second = measure(spec_for(tmp_path, run_id="b"))["steps"]["loss"]
+    assert first == second  # exact float equality, not approx
+    other_seed = measure(spec_for(tmp_path, run_id="c", seed=7))["steps"]["loss"]
+    assert other_seed != first
+
+
+@pytest.mark.parametrize("overrides, status, reason", [
+    ({"attention": "sdpa", "sdpa_backend": "efficient"}, "unsupported", "no CPU kernel"),
+    ({"compile": "reduce-overhead"}, "unsupported", "CUDA graphs"),
+    ({"device": "cuda"}, "unsupported", "no CUDA device"),
+    ({"data": "tokens:/nonexistent/file.bin"}, "error", "data file not found"),
+    ({"memory_budget_gib": 0.01}, "oom", "exceeded the memory budget"),
+])
+def test_statuses_are_honest(tmp_path, overrides, status, reason):
+    if overrides.get("device") == "cuda" and torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    record = validate(measure(spec_for(tmp_path, **overrides)))
+    assert record["status"] == status and reason in record["reason"]
+
+
+def test_tf32_on_cpu_says_it_has_no_effect(tmp_path):
+    record = measure(spec_for(tmp_path, precision="tf32"))
+    assert record["status"] == "ok" and any("on cpu this rung computes in fp32" in n for n in record["notes"])
