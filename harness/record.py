@@ -29,6 +29,15 @@ def schema() -> dict:
     return json.loads(SCHEMA_PATH.read_text())
 
 
+@lru_cache(maxsize=1)
+def _validator():
+    """The schema checked and its validator (the draft the schema declares) built once; jsonschema.validate
+    would redo both on every call, which was most of the cost of reading a record."""
+    cls = jsonschema.validators.validator_for(schema())
+    cls.check_schema(schema())
+    return cls(schema())
+
+
 def canonical_hash(obj) -> str:
     """sha256 of the canonical JSON form (sorted keys, no whitespace)."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
@@ -51,9 +60,8 @@ def validate(record: dict) -> dict:
     version = record.get("schema_version")
     if version != SCHEMA_VERSION:
         raise RecordError(f"schema_version {version!r}; this harness reads version {SCHEMA_VERSION}")
-    try:
-        jsonschema.validate(record, schema())
-    except jsonschema.ValidationError as exc:
+    exc = jsonschema.exceptions.best_match(_validator().iter_errors(record))  # the error jsonschema.validate raises
+    if exc is not None:
         where = "/".join(str(p) for p in exc.absolute_path) or "<top>"
         raise RecordError(f"{where}: {exc.message}") from None
     return record
