@@ -27,10 +27,8 @@ import numpy as np
 from tabulate import tabulate
 
 from harness import stats
-from harness.record import canonical_hash, iter_records
+from harness.record import NOT_IN_WORKLOAD_HASH, canonical_hash, iter_records
 
-# Same exclusions as harness.worker's workload_hash: they change how long or where a run went, not what.
-NOT_IN_WORKLOAD_HASH = ("device", "steps", "warmup_steps", "profile_steps", "preset")
 DEFAULT_LOSS_TOL = 0.01  # relative
 TABLES = ("ladder", "versions", "gpus", "knobs", "factors", "underneath", "libraries", "loss", "reference", "sweeps", "left-out")
 FORMATS = ("text", "markdown", "csv", "json")

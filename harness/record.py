@@ -18,6 +18,8 @@ import jsonschema
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).with_name("record.schema.json")
 STATUSES = ("ok", "invalid", "oom", "unsupported", "error")
+# Workload fields that do not change what is measured, only how long or where it ran (or what it is called).
+NOT_IN_WORKLOAD_HASH = ("device", "steps", "warmup_steps", "profile_steps", "preset")
 
 
 class RecordError(ValueError):
@@ -41,6 +43,11 @@ def _validator():
 def canonical_hash(obj) -> str:
     """sha256 of the canonical JSON form (sorted keys, no whitespace)."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def workload_hash(workload: dict) -> str:
+    """What a run measures: the workload less NOT_IN_WORKLOAD_HASH. Runs with equal hashes are comparable."""
+    return canonical_hash({k: v for k, v in workload.items() if k not in NOT_IN_WORKLOAD_HASH})
 
 
 def _json_safe(obj):

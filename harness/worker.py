@@ -22,14 +22,7 @@ from gpt.config import ConfigError, WorkloadConfig
 from gpt.data import DataError
 from gpt.train import build, resolve_device
 from harness import envinfo, explain, flags as flagmod
-from harness.record import SCHEMA_VERSION, canonical_hash, write_record
-
-# Fields that do not change what is measured, only how long or where it ran.
-NOT_IN_WORKLOAD_HASH = ("device", "steps", "warmup_steps", "profile_steps", "preset")
-
-
-def workload_hash(workload: dict) -> str:
-    return canonical_hash({k: v for k, v in workload.items() if k not in NOT_IN_WORKLOAD_HASH})
+from harness.record import SCHEMA_VERSION, canonical_hash, workload_hash, write_record
 
 
 def now() -> str:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.record import SCHEMA_VERSION, canonical_hash
-
-NOT_IN_WORKLOAD_HASH = ("device", "steps", "warmup_steps", "profile_steps", "preset")
+from harness.record import SCHEMA_VERSION, canonical_hash, workload_hash
 
 GPUS = {
     "H100": ("NVIDIA H100 80GB HBM3", "9.0"),
@@ -24,10 +22,6 @@ BASE_WORKLOAD = {
 }
 
 _counter = [0]
-
-
-def workload_hash(workload: dict) -> str:
-    return canonical_hash({k: v for k, v in workload.items() if k not in NOT_IN_WORKLOAD_HASH})
 
 
 def constant_ms(value: float, warmup: int = 2, timed: int = 10, compile_ms: float = 5000.0) -> list[float]:

@@ -18,12 +18,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from harness.record import SCHEMA_VERSION, canonical_hash, validate
+from harness.record import SCHEMA_VERSION, canonical_hash, validate, workload_hash
 
 SOURCE = "../shared/seeds/000_3624f831bf4e6e33.txt"
 PLAN = "seed-ladder"
 GPU_CLASS = "H100/H800 class"
-NOT_IN_WORKLOAD_HASH = ("device", "steps", "warmup_steps", "profile_steps", "preset")
 
 # The seed-ladder plan's rungs (harness/plans/seed-ladder.yaml), cumulative, as the log's headings.
 RUNGS = {
@@ -74,10 +73,6 @@ ALSO_IN = {
         "002 line 8: 'single H800 gpu'",
 }
 STEP = 49  # the only step the log prints
-
-
-def workload_hash(workload: dict) -> str:
-    return canonical_hash({k: v for k, v in workload.items() if k not in NOT_IN_WORKLOAD_HASH})
 
 
 def source_text(line: int, run_id: str) -> str | None:
