@@ -277,13 +277,17 @@ class Group:
 
 @dataclass
 class Filters:
+    """--env, --gpu, --plan, --rung. The user's logged numbers (kind=reference) are not an env: --env selects
+    measured runs and leaves them in, to stand beside those runs in the reference tables (`--env reference`
+    alone: the references only). --gpu, --plan and --rung select them by their own GPU class, plan and rung."""
+
     envs: list = field(default_factory=list)
     gpus: list = field(default_factory=list)
     plans: list = field(default_factory=list)
     rungs: list = field(default_factory=list)
 
     def keep(self, record: dict) -> bool:
-        if self.envs and record.get("env") not in self.envs:
+        if self.envs and record.get("env") not in self.envs and record.get("kind") != "reference":
             return False
         gpu = gpu_label(record.get("environment")).lower()
         if self.gpus and not any(g.lower() in gpu for g in self.gpus):
@@ -305,6 +309,7 @@ class Dataset:
     env_order: dict = field(default_factory=dict)  # env label -> rank (oldest torch first)
     gpu_order: dict = field(default_factory=dict)  # gpu label -> rank
     env_versions: dict = field(default_factory=dict)  # env label -> torch version
+    kept_envs: set = field(default_factory=set)  # the `env` of every record the filters kept ("reference" included)
 
     def envs(self) -> list[str]:
         return sorted(self.env_order, key=self.env_order.get)
@@ -388,7 +393,7 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
         failed=failed, left_out=left_out, notes=[], valid_records=valid, filtered=filtered,
         env_order={e: i for i, e in enumerate(env_rank)},
         gpu_order={gname: i for i, gname in enumerate(sorted(gpu_keys, key=gpu_keys.get))},
-        env_versions=env_versions,
+        env_versions=env_versions, kept_envs={r["env"] for _path, r in kept},
     )
     _note_variants(ds)
     return ds
@@ -1136,7 +1141,8 @@ def common_parser(prog: str, description: str) -> argparse.ArgumentParser:
     p.add_argument("--baseline-env", metavar="ENV", help="env every other env is compared with (default: the oldest torch)")
     p.add_argument("--baseline-gpu", metavar="GPU", help="GPU (name or unique part of it) every other GPU is compared with "
                    "(default: lowest compute capability)")
-    p.add_argument("--env", action="append", default=[], metavar="ENV", help="only this env (repeatable)")
+    p.add_argument("--env", action="append", default=[], metavar="ENV", help="only this env (repeatable); reference "
+                   "records are kept beside it (they are not an env; --env reference for them alone)")
     p.add_argument("--gpu", action="append", default=[], metavar="GPU", help="only GPUs whose name contains this (repeatable)")
     p.add_argument("--plan", action="append", default=[], metavar="PLAN", help="only this plan (repeatable)")
     p.add_argument("--rung", action="append", default=[], metavar="RUNG", help="only this rung (repeatable)")
@@ -1178,7 +1184,8 @@ def analyse(args, p: argparse.ArgumentParser, warn) -> tuple[Dataset, Compare]:
     if not ds.valid_records:
         print(f"error: no valid record found under {', '.join(args.paths)}", file=sys.stderr)
         sys.exit(1)
-    if not (ds.groups or ds.references or ds.failed or ds.left_out):
+    # References pass --env (Filters): an --env that matches no record still leaves nothing to compare.
+    if not (ds.groups or ds.references or ds.failed or ds.left_out) or (args.env and not ds.kept_envs & set(args.env)):
         print(f"error: {ds.valid_records} valid record(s), but none matches the filters", file=sys.stderr)
         sys.exit(1)
     env, gpu = resolve_baselines(p, args, ds)

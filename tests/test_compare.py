@@ -203,6 +203,31 @@ def test_exit_codes(tmp_path, capsys):
     assert code is None
 
 
+def test_env_filter_keeps_the_users_reference_records(tmp_path, capsys):
+    """--env selects measured runs; the user's logged numbers (kind=reference) are not an env and stay beside them."""
+    refs = ROOT / "results" / "reference"
+    measured = write(tmp_path / "m", [make_record(env=env, rung="vocab-50304", workload=VOCAB, ms=constant_ms(ms))
+                                      for env, ms in (("torch212", 70.0), ("nightly", 60.0))])
+    ds = load([refs, measured], warn=lambda line: None, filters=compare.Filters(envs=["nightly"]))
+    assert len(ds.references) == 21 and [g.env for g in ds.groups] == ["nightly"] and ds.filtered == 1
+    beside = [r["measured"] for r in Compare(ds).reference_table().rows if r.get("measured") not in (None, "(none)")]
+    assert beside == ["NVIDIA H100 80GB HBM3 / nightly"]  # the reference line 44 (vocab-50304, B=16) beside the filtered run
+    code, out, _err = run([refs, measured, "--env", "nightly", "--table", "reference", "--format", "json"], capsys)
+    doc = json.loads(out)
+    assert code == 0 and doc["references"] == 21 and doc["groups"] == 1
+    # filtered explicitly: --env reference keeps them alone; --rung and --gpu select them by their own rung and GPU class
+    ds = load([refs, measured], warn=lambda line: None, filters=compare.Filters(envs=["reference"]))
+    assert len(ds.references) == 21 and not ds.groups
+    ds = load([refs, measured], warn=lambda line: None, filters=compare.Filters(rungs=["fp32"]))
+    assert len(ds.references) == 2 and not ds.groups  # log lines 5 and 7
+    ds = load([refs, measured], warn=lambda line: None, filters=compare.Filters(gpus=["A100"]))
+    assert not ds.references
+    # an env that matches no record is still an error, though the references pass the filter
+    with pytest.raises(SystemExit) as exc:
+        compare.main([str(refs), str(measured), "--env", "nighty"])
+    assert exc.value.code == 1 and "none matches the filters" in capsys.readouterr().err
+
+
 def test_not_comparable_runs_are_never_mixed(tmp_path):
     recs = [
         make_record(env="torch212", rung="bf16", workload={"precision": "bf16"}, ms=constant_ms(100)),
