@@ -27,7 +27,7 @@ import numpy as np
 from tabulate import tabulate
 
 from harness import stats
-from harness.record import NOT_IN_WORKLOAD_HASH, canonical_hash, iter_records
+from harness.record import NOT_IN_WORKLOAD_HASH, canonical_hash, device_label, iter_records
 
 DEFAULT_LOSS_TOL = 0.01  # relative
 TABLES = ("ladder", "versions", "gpus", "knobs", "factors", "underneath", "libraries", "loss", "reference", "sweeps", "left-out")
@@ -64,18 +64,6 @@ def torch_version_key(version: str | None) -> tuple:
 def short_gpu(label: str) -> str:
     """'NVIDIA H100 80GB HBM3' -> 'H100 80GB HBM3' (for narrow places: charts, effect lists)."""
     return re.sub(r"^(NVIDIA|AMD)\s+(GeForce\s+)?", "", label)
-
-
-def gpu_label(environment: dict | None) -> str:
-    env = environment or {}
-    gpu = env.get("gpu")
-    if isinstance(gpu, dict) and gpu.get("name"):
-        return str(gpu["name"])
-    cpu = env.get("cpu")
-    if env.get("device") == "cpu" or isinstance(cpu, dict):
-        model = cpu.get("model") if isinstance(cpu, dict) else None
-        return f"cpu: {model or 'unknown model'}"
-    return "unknown device"
 
 
 def _gpu_sort_key(environment: dict | None, label: str) -> tuple:
@@ -289,7 +277,7 @@ class Filters:
     def keep(self, record: dict) -> bool:
         if self.envs and record.get("env") not in self.envs and record.get("kind") != "reference":
             return False
-        gpu = gpu_label(record.get("environment")).lower()
+        gpu = device_label(record.get("environment")).lower()
         if self.gpus and not any(g.lower() in gpu for g in self.gpus):
             return False
         if self.plans and record.get("plan") not in self.plans:
@@ -362,7 +350,7 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
     groups: dict[tuple, Group] = {}
     references, failed, env_versions, gpu_keys = [], [], {}, {}
     for path, r in kept:
-        gpu = gpu_label(r.get("environment"))
+        gpu = device_label(r.get("environment"))
         where = f"{path.name} ({r.get('plan')}/{r.get('rung')}, {r['env']}, {gpu})"
         if r.get("kind") == "reference":
             g = Group("reference", r["workload_hash"], r["flags"]["hash"], r["env"], gpu, [r], [path], n_boot)
@@ -537,7 +525,7 @@ class Compare:
         for _path, r in self.ds.failed:
             if r.get("sweep"):
                 continue
-            gpu = gpu_label(r.get("environment"))
+            gpu = device_label(r.get("environment"))
             env = next((e for e in self.env_rank if e == r["env"] or e.startswith(r["env"] + "@")), r["env"])
             k = (r.get("plan"), gpu, env, (r.get("workload") or {}).get("batch_size"), (r.get("workload") or {}).get("seq_len"))
             out.setdefault(k, []).append((r.get("rung_index"), r.get("rung"), r))
@@ -879,7 +867,7 @@ class Compare:
         for _path, r in self.ds.failed:
             s = r.get("sweep")
             if s:
-                table.rows.append({"sweep": f"{s.get('name')} ({s.get('field')})", "gpu": gpu_label(r.get("environment")),
+                table.rows.append({"sweep": f"{s.get('name')} ({s.get('field')})", "gpu": device_label(r.get("environment")),
                                    "env": r["env"], "value": s.get("value"), "status": r["status"]})
         if not table.rows:
             table.notes.append("no sweep records")

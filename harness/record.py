@@ -50,6 +50,19 @@ def workload_hash(workload: dict) -> str:
     return canonical_hash({k: v for k, v in workload.items() if k not in NOT_IN_WORKLOAD_HASH})
 
 
+def device_label(environment: dict | None) -> str:
+    """Where a record ran, from its `environment`: the GPU's name, else `cpu: <model>`, else 'unknown device'."""
+    env = environment or {}
+    gpu = env.get("gpu")
+    if isinstance(gpu, dict) and gpu.get("name"):
+        return str(gpu["name"])
+    cpu = env.get("cpu")
+    if env.get("device") == "cpu" or isinstance(cpu, dict):
+        model = cpu.get("model") if isinstance(cpu, dict) else None
+        return f"cpu: {model or 'unknown model'}"
+    return "unknown device"
+
+
 def _json_safe(obj):
     """NaN/inf are not JSON: store them as null (a NaN loss is still visible as a missing value)."""
     if isinstance(obj, float) and not math.isfinite(obj):

@@ -25,6 +25,8 @@ import statistics
 
 from tabulate import tabulate
 
+from harness import record as recordmod
+
 KNEE_TOLERANCE = 0.02
 KNEE_DEFINITION = ("knee = the smallest {what} whose tokens/s is within {tol:g}% of the best tokens/s among the "
                    "{among}; beyond it tokens/s rises by less than that")
@@ -45,15 +47,8 @@ class SweepError(ValueError):
 # ---------------------------------------------------------------- one record
 
 def device_label(record: dict) -> str:
-    env = record.get("environment") or {}
-    gpu = env.get("gpu")
-    if isinstance(gpu, dict) and gpu.get("name"):
-        return str(gpu["name"])
-    cpu = env.get("cpu")
-    if env.get("device") == "cpu" or isinstance(cpu, dict):
-        model = cpu.get("model") if isinstance(cpu, dict) else None
-        return f"cpu: {model or 'unknown model'}"
-    return "unknown device"
+    """The device a record ran on (harness.record.device_label: the same label as harness.compare's)."""
+    return recordmod.device_label(record.get("environment"))
 
 
 def is_cuda(record: dict) -> bool:
