@@ -1,0 +1,112 @@
+"""Check that GPU records carry the evidence docs/explain.md describes; used by scripts/gpu_check.sh.
+
+  python scripts/check_explain_records.py DIR_OR_FILE...
+
+For every measured record under the paths: it ran ok on CUDA; explain.kernels names the lm_head GEMM
+kernel; an SDPA run names its attention kernels (and a pinned SDPA backend is the one that ran);
+memory_split, power and mfu are available. At least one record must name an attention kernel (the
+naive-attention rungs have none to name). Prints one summary line per record and one FAIL line per
+problem; exit 0 when there is none, 1 otherwise. No torch import.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from harness.record import iter_records
+
+GIB = 2**30
+
+
+def _gib(value) -> str:
+    return "-" if value is None else f"{value / GIB:.2f} GiB"
+
+
+def check_record(record: dict) -> tuple[str, list[str]]:
+    """(summary line, problems) for one record."""
+    label = f"{record.get('rung')} B={(record.get('workload') or {}).get('batch_size')} ({record.get('run_id')})"
+    problems: list[str] = []
+    if record.get("status") != "ok":
+        return label + f": status {record.get('status')}", [f"{label}: status {record.get('status')}: {record.get('reason')}"]
+    environment = record.get("environment") or {}
+    if environment.get("device") != "cuda":
+        problems.append(f"{label}: ran on {environment.get('device')!r}, not cuda")
+    workload = record.get("workload") or {}
+    explain = record.get("explain") or {}
+
+    def part(name: str) -> dict:
+        p = explain.get(name) or {}
+        if not p.get("available"):
+            problems.append(f"{label}: explain.{name} not available: {p.get('reason') or 'missing'}")
+        return p
+
+    kernels = part("kernels")
+    lm_head = (kernels.get("lm_head_gemm") or {}) if kernels.get("available") else {}
+    if kernels.get("available") and not lm_head.get("name"):
+        problems.append(f"{label}: explain.kernels.lm_head_gemm names no kernel (no GEMM with N = vocab_size was recorded)")
+    attention = kernels.get("attention_kernels") or []
+    backend = kernels.get("sdpa_backend")
+    if kernels.get("available") and workload.get("attention") == "sdpa":
+        if not attention:
+            problems.append(f"{label}: attention=sdpa but explain.kernels.attention_kernels is empty (sdpa_backend {backend!r})")
+        wanted = workload.get("sdpa_backend")
+        if wanted not in (None, "auto") and backend != wanted:
+            problems.append(f"{label}: sdpa_backend {wanted!r} was pinned but the profile says {backend!r}")
+    split, power, mfu = part("memory_split"), part("power"), part("mfu")
+
+    if workload.get("attention") == "sdpa":
+        att_text = f"attention {backend}: {'; '.join(attention) or 'none'}"
+    else:
+        att_text = f"attention {workload.get('attention')} (no fused attention kernel expected)"
+    mfu_parts = []
+    if mfu.get("mfu_datasheet") is not None:
+        mfu_parts.append(f"{mfu['mfu_datasheet']:.1%} of the {(mfu.get('datasheet') or {}).get('gpu')} datasheet {mfu.get('dtype')} peak")
+    elif mfu.get("available"):
+        mfu_parts.append(f"no datasheet peak ({mfu.get('datasheet_reason')})")
+    if mfu.get("mfu_measured") is not None:
+        mfu_parts.append(f"{mfu['mfu_measured']:.1%} of the measured GEMM peak")
+    mean_w, clock = power.get("mean_w"), power.get("sm_clock_mhz_mean")
+    line = (f"{label}: lm_head {lm_head.get('name')} [{lm_head.get('precision')}] | {att_text} | "
+            f"memory tensors {_gib(split.get('tensors_bytes'))}, cache {_gib(split.get('allocator_cache_bytes'))}, "
+            f"outside {_gib(split.get('outside_allocator_bytes'))} ({split.get('method') or '-'}) | "
+            f"power {'-' if mean_w is None else f'{mean_w:.0f} W'} mean, SM {'-' if clock is None else f'{clock:.0f} MHz'}"
+            f"{', THROTTLED' if power.get('throttled') else ''} | MFU {'; '.join(mfu_parts) or '-'}")
+    return line, problems
+
+
+def check(paths, out=print) -> int:
+    records = [r for _path, r in iter_records(paths, warn=out) if r.get("kind", "measured") == "measured"]
+    if not records:
+        out(f"FAIL: no measured record under {', '.join(map(str, paths))}")
+        return 1
+    problems: list[str] = []
+    named_attention = False
+    for record in sorted(records, key=lambda r: (r.get("rung_index") or 0, str(r.get("run_id")))):
+        line, found = check_record(record)
+        out(line)
+        problems += found
+        kernels = (record.get("explain") or {}).get("kernels") or {}
+        named_attention = named_attention or bool(kernels.get("attention_kernels"))
+    if not named_attention:
+        problems.append("no record names an attention kernel (run an attention=sdpa rung, e.g. sdpa-flash)")
+    for p in problems:
+        out(f"FAIL: {p}")
+    out(f"{len(records)} record(s) checked: " + ("ok" if not problems else f"{len(problems)} problem(s)"))
+    return 1 if problems else 0
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        print("usage: " + __doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    return check(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

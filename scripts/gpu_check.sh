@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# Redo the GPU checks on any machine with an NVIDIA GPU, with the `local` env (this interpreter's torch;
+# nothing is installed, nothing is downloaded). Run from the repository root:
+#
+#   bash scripts/gpu_check.sh [RESULTS_DIR]        # default results/gpu-<hostname>-<yyyymmdd>
+#
+# Steps (GPU_CHECK_STEPS, default "explain ladder batch compare report"; the CUDA sanity check runs
+# first whenever explain, ladder or batch is selected):
+#   sanity   nvidia-smi and torch/CUDA; stops the script with one line when torch sees no CUDA device
+#   explain  seed-ladder rungs bf16 and sdpa-flash of gpt2-124m with kernel capture on; then
+#            scripts/check_explain_records.py: lm_head GEMM kernel named, attention kernel named (by the
+#            sdpa-flash rung: bf16 still has naive attention), memory_split, power and mfu available
+#   ladder   the whole seed ladder of gpt2-124m at each B in GPU_CHECK_BATCHES (default "16 32 64");
+#            one harness.run per B (--batch-size, not --sweep: sweep points stay out of compare's ladders)
+#   batch    harness.batch_search, gpt2-124m, rung fused-adamw-clip (bf16, compiled), T=1024
+#   compare  python -m harness.compare on RESULTS_DIR (and results/reference, the user's logged numbers)
+#   report   python -m harness.report on the same, into RESULTS_DIR/report
+#
+# Every run uses the preset's 50 steps (warm-up 10) and torch.compile, one fresh worker process per
+# rung; expect tens of minutes for the ladder and the batch search. OOM rungs are results, not failures.
+# Records go to RESULTS_DIR/{explain,ladder,batch-search}; each step's output also to RESULTS_DIR/logs/.
+# A relative RESULTS_DIR is taken from the directory the script is started in. The explain runs have the
+# same workload as the ladder's bf16 and sdpa-flash rungs at B=16, so compare counts them as repeats.
+# Interpreter: $HARNESS_LOCAL_PYTHON, else python3 (as nox's bench-local). Exit 0 when every selected
+# step passed, 1 when one failed (the others still run), 2 on bad settings or no CUDA device.
+
+set -uo pipefail
+
+PY="${HARNESS_LOCAL_PYTHON:-python3}"
+STEPS="${GPU_CHECK_STEPS:-explain ladder batch compare report}"
+BATCHES="${GPU_CHECK_BATCHES:-16 32 64}"
+OUT="${1:-results/gpu-${HOSTNAME:-$(uname -n)}-$(date +%Y%m%d)}"
+case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT" || exit 2
+
+die() { echo "gpu_check: $*" >&2; exit 2; }
+
+for s in $STEPS; do
+  case "$s" in
+    sanity|explain|ladder|batch|compare|report) ;;
+    *) die "unknown step '$s' in GPU_CHECK_STEPS (known: sanity explain ladder batch compare report)" ;;
+  esac
+done
+for b in $BATCHES; do
+  [[ "$b" =~ ^[1-9][0-9]*$ ]] || die "GPU_CHECK_BATCHES: '$b' is not a positive integer"
+done
+wants() { [[ " $STEPS " == *" $1 "* ]]; }
+
+LOGS="$OUT/logs"
+declare -a SUMMARY=()
+FAILED=0
+
+# logged LOGFILE CMD...: run CMD with stdout and stderr shown and appended to LOGFILE; returns CMD's status.
+logged() {
+  local log="$1"
+  shift
+  "$@" 2>&1 | tee -a "$log"
+  return "${PIPESTATUS[0]}"
+}
+
+STEP_T0=0
+begin() {
+  STEP_T0=$(date +%s)
+  echo
+  echo "=== gpu_check: $1 ($(date '+%H:%M:%S'))"
+}
+end() {  # end NAME STATUS [NOTE]
+  local secs=$(( $(date +%s) - STEP_T0 ))
+  local verdict="ok"
+  if [[ "$2" -ne 0 ]]; then
+    verdict="FAILED (exit $2)"
+    FAILED=1
+  fi
+  echo "=== gpu_check: $1: $verdict, ${secs}s${3:+ ($3)}"
+  SUMMARY+=("$(printf '%-10s %-16s %6ss  %s' "$1" "$verdict" "$secs" "${3:-}")")
+}
+
+# Python for the sanity step: exit 3 with one line when there is nothing to check.
+read -r -d '' SANITY_PY <<'PYEOF'
+import sys
+try:
+    import torch
+except Exception as exc:
+    print(f"gpu_check: {sys.executable} cannot import torch ({type(exc).__name__}: {exc})")
+    sys.exit(3)
+if not torch.cuda.is_available():
+    print(f"gpu_check: no CUDA device: torch {torch.__version__} (CUDA build {torch.version.cuda}) in {sys.executable} sees none")
+    sys.exit(3)
+print(f"python {sys.version.split()[0]} ({sys.executable})")
+print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
+      f"{torch.cuda.device_count()} device(s) visible")
+for i in range(torch.cuda.device_count()):
+    p = torch.cuda.get_device_properties(i)
+    print(f"  cuda:{i} {p.name}, capability {p.major}.{p.minor}, {p.multi_processor_count} SMs, {p.total_memory / 2**30:.1f} GiB")
+a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+c = (a @ a).float()
+torch.cuda.synchronize()
+print(f"bf16 matmul on cuda:0: mean |x| {float(c.abs().mean()):.3f}, finite: {bool(torch.isfinite(c).all())}")
+try:
+    import pynvml
+
+    pynvml.nvmlInit()
+    print(f"NVML ok, driver {pynvml.nvmlSystemGetDriverVersion()}")
+except Exception as exc:
+    print(f"warning: NVML unavailable ({type(exc).__name__}: {exc}): explain.power and explain.memory_split will not "
+          "be available (pip install nvidia-ml-py), and the explain check will fail")
+import harness.run  # noqa: F401  (the harness imports with this interpreter)
+PYEOF
+
+# ------------------------------------------------------------------ (a) sanity: a CUDA device, or stop
+if wants sanity || wants explain || wants ladder || wants batch; then
+  begin "sanity"
+  command -v "$PY" >/dev/null 2>&1 || die "no interpreter '$PY' (set HARNESS_LOCAL_PYTHON)"
+  torch_info="$("$PY" -c "$SANITY_PY" 2>&1)"
+  status=$?
+  if [[ $status -eq 3 ]]; then
+    echo "${torch_info##*$'\n'}" >&2  # its last line says why
+    exit 2
+  fi
+  mkdir -p "$LOGS"
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    logged "$LOGS/sanity.log" nvidia-smi
+    logged "$LOGS/sanity.log" nvidia-smi --query-gpu=index,name,driver_version,memory.total,memory.used,power.limit,clocks.max.sm --format=csv
+  else
+    echo "warning: nvidia-smi is not on PATH" | tee -a "$LOGS/sanity.log"
+  fi
+  printf '%s\n' "$torch_info" | tee -a "$LOGS/sanity.log"
+  end "sanity" "$status" "$LOGS/sanity.log"
+  if [[ $status -ne 0 ]]; then
+    echo "gpu_check: the torch/CUDA sanity check failed (above); not running the GPU steps" >&2
+    exit 1
+  fi
+fi
+mkdir -p "$LOGS"
+
+# ------------------------------------------------------------------ (b) explain: kernels, memory, power, MFU
+if wants explain; then
+  begin "explain"
+  logged "$LOGS/explain.log" "$PY" -m harness.run --env local --plan seed-ladder --preset gpt2-124m --rungs bf16,sdpa-flash --device cuda --set profile_steps=3 --out "$OUT/explain"
+  status=$?
+  logged "$LOGS/explain.log" "$PY" scripts/check_explain_records.py "$OUT/explain"
+  check=$?
+  end "explain" $(( status || check )) "run exit $status, record check exit $check"
+fi
+
+# ------------------------------------------------------------------ (c) the seed ladder at several B
+if wants ladder; then
+  for b in $BATCHES; do
+    begin "ladder B=$b"
+    logged "$LOGS/ladder-b$b.log" "$PY" -m harness.run --env local --plan seed-ladder --preset gpt2-124m --batch-size "$b" --device cuda --out "$OUT/ladder"
+    end "ladder-$b" $?
+  done
+fi
+
+# ------------------------------------------------------------------ (d) batch search, fused-adamw-clip, T=1024
+if wants batch; then
+  begin "batch"
+  logged "$LOGS/batch-search.log" "$PY" -m harness.batch_search --env local --plan seed-ladder --rung fused-adamw-clip --preset gpt2-124m --seq-len 1024 --device cuda --out "$OUT/batch-search"
+  status=$?
+  end "batch" "$status" "$(grep '^answer:' "$LOGS/batch-search.log" | tail -n 1)"
+fi
+
+# ------------------------------------------------------------------ (e) compare, and the report
+paths=("$OUT")
+if [[ -d results/reference ]]; then
+  paths+=("results/reference")
+fi
+if wants compare; then
+  begin "compare"
+  : > "$OUT/compare.txt"
+  logged "$OUT/compare.txt" "$PY" -m harness.compare "${paths[@]}"
+  end "compare" $? "$OUT/compare.txt"
+fi
+if wants report; then
+  begin "report"
+  logged "$LOGS/report.log" "$PY" -m harness.report "${paths[@]}" -o "$OUT/report"
+  end "report" $? "$OUT/report/report.md"
+fi
+
+echo
+echo "=== gpu_check summary: $OUT"
+printf '%s\n' ${SUMMARY[@]+"${SUMMARY[@]}"}
+exit "$FAILED"
