@@ -14,9 +14,9 @@ DEVICES = ("auto", "cpu", "cuda")
 
 # Model shapes. gpt2-124m is the seeds' model; the small ones train in seconds on a CPU.
 PRESETS: dict[str, dict] = {
-    "gpt2-124m": dict(n_layer=12, n_head=12, n_embd=768, seq_len=1024, batch_size=16, steps=50, warmup_steps=10),
-    "small": dict(n_layer=4, n_head=4, n_embd=256, seq_len=256, batch_size=8),
-    "tiny": dict(n_layer=2, n_head=2, n_embd=64, seq_len=64, batch_size=4),
+    "gpt2-124m": {"n_layer": 12, "n_head": 12, "n_embd": 768, "seq_len": 1024, "batch_size": 16, "steps": 50, "warmup_steps": 10},
+    "small": {"n_layer": 4, "n_head": 4, "n_embd": 256, "seq_len": 256, "batch_size": 8},
+    "tiny": {"n_layer": 2, "n_head": 2, "n_embd": 64, "seq_len": 64, "batch_size": 4},
 }
 
 
@@ -55,7 +55,7 @@ class WorkloadConfig:
     def tokens_per_step(self) -> int:
         return self.batch_size * self.seq_len * self.grad_accum
 
-    def validate(self) -> "WorkloadConfig":
+    def validate(self) -> WorkloadConfig:
         def one_of(name, allowed):
             value = getattr(self, name)
             if value not in allowed:

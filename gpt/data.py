@@ -76,7 +76,7 @@ def gpt2_encoding():
 
     try:
         return tiktoken.get_encoding("gpt2")
-    except Exception as exc:  # tiktoken raises requests/urllib errors or ValueError when offline
+    except Exception as exc:  # noqa: BLE001 -- tiktoken raises requests/urllib errors or ValueError when offline
         cache = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR") or "<tmp>/data-gym-cache"
         raise DataError(
             f"tiktoken's gpt2 encoding is not cached in {cache} and could not be downloaded "

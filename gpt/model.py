@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn as nn
+from torch import nn
 from torch.nn import functional as F
 
 
@@ -70,12 +70,12 @@ class GPT(nn.Module):
         super().__init__()
         self.n_layer, self.n_head, self.n_embd, self.seq_len = n_layer, n_head, n_embd, seq_len
         self.transformer = nn.ModuleDict(
-            dict(
-                wte=nn.Embedding(vocab_size, n_embd),
-                wpe=nn.Embedding(seq_len, n_embd),
-                h=nn.ModuleList(Block(n_embd, n_head, seq_len, attention) for _ in range(n_layer)),
-                ln_f=nn.LayerNorm(n_embd),
-            )
+            {
+                "wte": nn.Embedding(vocab_size, n_embd),
+                "wpe": nn.Embedding(seq_len, n_embd),
+                "h": nn.ModuleList(Block(n_embd, n_head, seq_len, attention) for _ in range(n_layer)),
+                "ln_f": nn.LayerNorm(n_embd),
+            }
         )
         self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
         self.transformer.wte.weight = self.lm_head.weight  # weight tying, as in GPT-2
@@ -93,7 +93,7 @@ class GPT(nn.Module):
             torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
     def forward(self, idx, targets=None):
-        B, T = idx.size()
+        T = idx.size(1)
         if T > self.seq_len:
             raise ValueError(f"sequence of length {T} exceeds the model's seq_len {self.seq_len}")
         pos = torch.arange(0, T, dtype=torch.long, device=idx.device)

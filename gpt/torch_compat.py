@@ -6,6 +6,7 @@ version numbers where it can. Sources: ../shared/notes/torch-builds-and-apis.md 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import sys
 
@@ -173,10 +174,8 @@ def nvml_device_index(device) -> int:
     """NVML's index for a torch CUDA device: differs from torch's under CUDA_VISIBLE_DEVICES."""
     fn = getattr(torch.cuda, "_get_nvml_device_index", None)  # private; present 2.1 .. 2.13
     if fn is not None:
-        try:
+        with contextlib.suppress(Exception):  # private API: any failure falls back to torch's index
             return int(fn(device))
-        except Exception:
-            pass
     return device.index if getattr(device, "index", None) is not None else torch.cuda.current_device()
 
 
@@ -204,7 +203,7 @@ def cudnn_version() -> int | None:
 def nccl_version() -> str | None:
     try:
         v = torch.cuda.nccl.version()
-    except Exception:  # CPU builds have no NCCL
+    except Exception:  # noqa: BLE001 -- CPU builds have no NCCL
         return None
     return ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
 

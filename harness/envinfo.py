@@ -22,7 +22,7 @@ ENV_VARS = (
     "MKL_NUM_THREADS", "TORCH_LOGS", "TIKTOKEN_CACHE_DIR", "LD_LIBRARY_PATH", "CUDA_HOME",
 )
 ENV_PREFIXES = ("TORCHINDUCTOR_", "TORCH_COMPILE_", "TORCHDYNAMO_", "TRITON_")
-SECRET_WORDS = re.compile(r"TOKEN|SECRET|PASSWORD|KEY|CREDENTIAL", re.I)
+SECRET_WORDS = re.compile(r"TOKEN|SECRET|PASSWORD|KEY|CREDENTIAL", re.IGNORECASE)
 
 
 def env_vars() -> dict:
@@ -65,8 +65,8 @@ def package_version(*names: str) -> str | None:
 def harness_commit() -> dict:
     root = Path(__file__).resolve().parent.parent
     try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=5)
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], check=False, capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], check=False, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
         return {"commit": None, "dirty": None}
     if commit.returncode:
@@ -80,7 +80,7 @@ def nvml_info() -> dict | None:
         import pynvml
 
         pynvml.nvmlInit()
-    except Exception:
+    except Exception:  # noqa: BLE001 -- best effort: a missing fact must not break the run
         return None
     try:
         handle = pynvml.nvmlDeviceGetHandleByIndex(_cuda_index())
@@ -90,7 +90,7 @@ def nvml_info() -> dict | None:
             "memory_total_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
             "power_limit_w": pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
         }
-    except Exception:
+    except Exception:  # noqa: BLE001 -- best effort: a missing fact must not break the run
         return None
 
 
@@ -107,7 +107,7 @@ def device_used_bytes() -> int | None:
 
         pynvml.nvmlInit()
         return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(_cuda_index())).used)
-    except Exception:
+    except Exception:  # noqa: BLE001 -- best effort: a missing fact must not break the run
         return None
 
 

@@ -39,7 +39,7 @@ def guarded(fn, *args, **kwargs) -> dict:
     """fn(*args) or, if it raises, an unavailable part whose reason is the error."""
     try:
         return fn(*args, **kwargs)
-    except Exception as exc:  # evidence is best effort: the measurement itself must survive
+    except Exception as exc:  # noqa: BLE001 -- evidence is best effort: the measurement itself must survive
         return unavailable(f"error: {type(exc).__name__}: {exc}".splitlines()[0][:500])
 
 
@@ -265,8 +265,7 @@ def parse_mapped_libraries(maps_text: str) -> dict[str, list[str]]:
         if len(parts) < 6 or not parts[5].startswith("/"):
             continue
         path = parts[5].strip()
-        if path.endswith(" (deleted)"):
-            path = path[: -len(" (deleted)")]
+        path = path.removesuffix(" (deleted)")
         base = os.path.basename(path)
         for key, pattern in LIBRARY_FILES.items():
             if pattern.match(base) and path not in found[key]:
@@ -382,7 +381,7 @@ def memory_split(device: torch.device) -> dict:
     reserved_now = torch.cuda.memory_reserved(device)
     try:
         used, method, note = _nvml_used_bytes(device)
-    except Exception as exc:  # no nvidia-ml-py, or NVML cannot start: the allocator half still stands
+    except Exception as exc:  # noqa: BLE001 -- no nvidia-ml-py, or NVML cannot start: the allocator half still stands
         return {"available": False, "reason": f"NVML unavailable ({type(exc).__name__}: {exc}); only the allocator split is known",
                 "tensors_bytes": tensors, "allocator_cache_bytes": peak_reserved - tensors, "outside_allocator_bytes": None,
                 "process_used_bytes": None, "method": None, **env}
@@ -434,7 +433,7 @@ class PowerSampler:
         self._thread: threading.Thread | None = None
         self._nvml = self._handle = None
 
-    def start(self) -> "PowerSampler":
+    def start(self) -> PowerSampler:
         if self.device.type != "cuda":
             self.reason = f"{NOT_ON_CPU}: NVML reads NVIDIA GPUs only"
             return self
@@ -444,7 +443,7 @@ class PowerSampler:
         except ImportError:
             self.reason = "nvidia-ml-py (pynvml) is not installed"
             return self
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- best effort: a missing fact must not break the run
             self.reason = f"NVML unavailable: {type(exc).__name__}: {exc}"
             return self
         self._sample()
@@ -455,7 +454,7 @@ class PowerSampler:
     def _read(self, fn, *args):
         try:
             return fn(self._handle, *args)
-        except Exception:  # a field this GPU/driver does not support stays None
+        except Exception:  # noqa: BLE001 -- a field this GPU/driver does not support stays None
             return None
 
     def _sample(self) -> None:

@@ -39,7 +39,7 @@ class FrozenFlags:
                 raise FlagError(f"{f.name}={getattr(self, f.name)!r}: expected true or false")
 
     @classmethod
-    def from_dict(cls, values: dict) -> "FrozenFlags":
+    def from_dict(cls, values: dict) -> FrozenFlags:
         known = {f.name for f in fields(cls)}
         unknown = set(values) - known
         if unknown:
@@ -62,11 +62,11 @@ def flags_for(workload: dict, overrides: dict | None = None) -> FrozenFlags:
     the workload enables only that backend.
     """
     ieee = workload.get("precision") == "fp32"
-    values = dict(
-        matmul_precision="highest" if ieee else "high",
-        cudnn_allow_tf32=not ieee,
-        sdpa=workload.get("sdpa_backend", "auto") if workload.get("attention") == "sdpa" else "auto",
-    )
+    values = {
+        "matmul_precision": "highest" if ieee else "high",
+        "cudnn_allow_tf32": not ieee,
+        "sdpa": workload.get("sdpa_backend", "auto") if workload.get("attention") == "sdpa" else "auto",
+    }
     values.update(overrides or {})
     return FrozenFlags.from_dict(values)
 

@@ -137,7 +137,7 @@ def run_point(spec: dict, timeout_s: float) -> dict:
         root = Path(__file__).resolve().parent.parent
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
         try:
-            proc = subprocess.run([sys.executable, "-m", "harness.worker", str(spec_path)], capture_output=True, text=True, timeout=timeout_s, env=env)
+            proc = subprocess.run([sys.executable, "-m", "harness.worker", str(spec_path)], check=False, capture_output=True, text=True, timeout=timeout_s, env=env)
         except subprocess.TimeoutExpired:
             return _record_or_failure(spec, f"worker timed out after {timeout_s:.0f} s")
         if proc.returncode != 0:

@@ -257,7 +257,7 @@ def sweep_table(records, fmt: str = "text", tolerance: float = KNEE_TOLERANCE) -
                     tablefmt="pipe" if fmt == "markdown" else "simple", disable_numparse=True)
     notes = [knee_definition(tolerance),
              "peak memory: CUDA = NVML device used, else allocator reserved; CPU = worker peak RSS",
-             "lm_head kernel: the lm_head forward GEMM from the kernel capture ('-' where none); "
-             "'kernel changed' = differs from the previous value's"]
+             ("lm_head kernel: the lm_head forward GEMM from the kernel capture ('-' where none); "
+             "'kernel changed' = differs from the previous value's")]
     sep = "\n\n" if fmt == "markdown" else "\n"
     return body + sep + sep.join(("* " if fmt == "markdown" else "  ") + n for n in notes)

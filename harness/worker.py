@@ -21,7 +21,8 @@ from gpt import torch_compat
 from gpt.config import ConfigError, WorkloadConfig
 from gpt.data import DataError
 from gpt.train import build, resolve_device
-from harness import envinfo, explain, flags as flagmod
+from harness import envinfo, explain
+from harness import flags as flagmod
 from harness.record import SCHEMA_VERSION, canonical_hash, workload_hash, write_record
 
 
@@ -175,7 +176,7 @@ def measure(spec: dict, step_hook=None) -> dict:
         record["status"], record["reason"] = "oom", str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     except (ConfigError, DataError, flagmod.FlagError) as exc:
         record["status"], record["reason"] = "error", str(exc)
-    except Exception as exc:  # any other failure is a result too; the plan goes on
+    except Exception as exc:  # noqa: BLE001 -- any other failure is a result too; the plan goes on
         if "out of memory" in str(exc).lower():
             record["status"], record["reason"] = "oom", str(exc).splitlines()[0]
         else:

@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from records_factory import make_record
 
 from harness import batch_search as bs
 from harness.record import iter_records, validate
-from records_factory import make_record
 
 ROOT = Path(__file__).resolve().parent.parent
 GIB = 2**30
@@ -25,7 +25,7 @@ def parse(*argv):
 
 
 def batch_search(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "harness.batch_search", *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "harness.batch_search", *args], check=False, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
 
 
 def fake_try(b: int, fits: bool, status: str = "ok") -> dict:
@@ -175,7 +175,7 @@ def peak_rss_mib(out: Path, batch_sizes: str) -> dict[int, float]:
     cmd = [sys.executable, "-m", "harness.run", "--preset", "tiny", "--rungs", "fp32", "--set", "compile=off",
            "--set", "profile_steps=0", "--steps", "2", "--warmup-steps", "1", "--device", "cpu",
            "--sweep", f"batch_size={batch_sizes}", "--out", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return {r["workload"]["batch_size"]: r["summary"]["peak_rss_bytes"] / 2**20 for _, r in iter_records([out])}
 
@@ -218,7 +218,7 @@ def test_real_batch_search_on_cpu_finds_the_edge_of_a_memory_budget(tmp_path):
     oks = sorted(b for b, r in records.items() if r["status"] == "ok")
     assert [records[b]["summary"]["peak_rss_bytes"] for b in oks] == sorted(records[b]["summary"]["peak_rss_bytes"] for b in oks)
     for b, r in records.items():  # table rows start with B (progress lines with "try" or "[1/1]")
-        assert re.search(rf"^{b}\s+{r['status']}\s", proc.stdout, re.M), proc.stdout
+        assert re.search(rf"^{b}\s+{r['status']}\s", proc.stdout, re.MULTILINE), proc.stdout
 
 
 @pytest.mark.slow

@@ -8,7 +8,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ PARTS = ("kernels", "libraries", "memory_split", "power", "mfu")
 VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 # A small workload that still has an lm_head GEMM with an odd vocabulary (4099) and SDPA attention.
-WORKLOAD = dict(steps=4, warmup_steps=1, profile_steps=2, vocab_size=4099, attention="sdpa", device="cpu")
+WORKLOAD = {"steps": 4, "warmup_steps": 1, "profile_steps": 2, "vocab_size": 4099, "attention": "sdpa", "device": "cpu"}
 
 MEASURE_SCRIPT = """
 import json, sys
@@ -132,7 +131,7 @@ def test_naive_attention_has_no_sdpa_backend():
 @pytest.mark.skipif(not Path(TORCH212_PYTHON).exists(), reason=f"no torch 2.1.2 venv at {TORCH212_PYTHON}")
 def test_cpu_record_under_torch_212():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([TORCH212_PYTHON, "-c", MEASURE_SCRIPT, json.dumps(WORKLOAD)], cwd=ROOT, env=env,
+    proc = subprocess.run([TORCH212_PYTHON, "-c", MEASURE_SCRIPT, json.dumps(WORKLOAD)], check=False, cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RECORD "))

@@ -11,8 +11,8 @@ from harness.worker import measure
 
 def spec_for(tmp_path, run_id="t", **overrides):
     workload = make_config("tiny", **{"steps": 6, "warmup_steps": 2, **overrides}).to_dict()
-    return dict(run_id=run_id, env="local", plan="test", rung="r", workload=workload,
-                flags=flags_for(workload).to_dict(), out=str(tmp_path), rerun="python -m harness.run ...")
+    return {"run_id": run_id, "env": "local", "plan": "test", "rung": "r", "workload": workload,
+                "flags": flags_for(workload).to_dict(), "out": str(tmp_path), "rerun": "python -m harness.run ..."}
 
 
 def test_ok_record_has_per_step_series_and_summary(tmp_path):
