@@ -124,7 +124,8 @@ def rich_dataset() -> list[dict]:
                               backend="flash" if "sdpa" in str(w.get("attention")) else None)
             explain["memory_split"] = {"available": True, "tensors_bytes": int(14e9 if rung == "bf16" else 9e9),
                                        "allocator_cache_bytes": int(3e9), "outside_allocator_bytes": int(0.6e9)}
-            explain["libraries"] = {"cublas": {"path": "/x/libcublas.so", "version": "12.1.3" if env == "torch212" else "12.4.5"}}
+            explain["libraries"] = {"available": True, "reason": None, "source": "/proc/self/maps", "disagreements": [],
+                                    "mapped": {"cublas": {"path": "/x/libcublas.so", "version": "12.1.3" if env == "torch212" else "12.4.5"}}}
             for rep in range(2):
                 records.append(make_record(env=env, gpu=gpu, rung=rung, repeat=rep, workload=w,
                                            ms=noisy_ms(ms, 0.01, seed=rep + 10 * len(records)),

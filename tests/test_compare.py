@@ -282,8 +282,8 @@ def test_kernels_and_libraries_underneath(tmp_path):
     fast = kernels("sm90_xmma_gemm_bf16_128x128", ["flash_fwd_kernel"], [("sm90_xmma_gemm_bf16_128x128", "gemm", 12000, 0.3),
                                                                           ("flash_fwd_kernel", "attention", 5000, 0.12),
                                                                           ("elementwise_kernel", "elementwise", 4000, 0.1)], backend="flash")
-    slow["libraries"] = {"cublasLt": {"version": "12.1.3.1"}}
-    fast["libraries"] = {"cublasLt": {"version": "12.4.5.8"}}
+    slow["libraries"] = {"available": True, "mapped": {"cublasLt": {"version": "12.1.3.1"}}}  # the worker's shape
+    fast["libraries"] = {"available": True, "mapped": {"cublasLt": {"version": "12.4.5.8"}}}
     recs = [make_record(env="torch212", rung="vocab-50304", workload=VOCAB, explain=slow),
             make_record(env="nightly", rung="vocab-50304", workload=VOCAB, explain=fast)]
     cmp = Compare(load([write(tmp_path / "r", recs)], warn=lambda line: None))
