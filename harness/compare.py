@@ -27,6 +27,7 @@ import numpy as np
 from tabulate import tabulate
 
 from harness import stats
+from harness import sweep as sweepmod
 from harness.record import NOT_IN_WORKLOAD_HASH, canonical_hash, device_label, iter_records
 
 DEFAULT_LOSS_TOL = 0.01  # relative
@@ -857,19 +858,27 @@ class Compare:
         return table
 
     # --- sweeps
+    def sweep_records(self) -> list[dict]:
+        """Every measured record that belongs to a sweep, ok or not (the filters applied)."""
+        records = [r for g in self.ds.groups for r in g.records] + [r for _p, r in self.ds.failed]
+        return [r for r in records if r.get("sweep")]
+
     def sweeps_table(self) -> Table:
+        """One row per swept value of each curve (harness.sweep: a sweep of one rung in one env on one device),
+        with the knee and the lm_head GEMM kernel, so a size change that switched kernels shows."""
         table = Table("sweeps", "Sweeps: throughput and memory against the swept value", [
-            ("sweep", "sweep"), ("gpu", "GPU"), ("env", "env"), ("value", "value"), ("status", "status"),
-            ("tokens_s", "tokens/s"), ("memory", "memory MiB")])
-        for g in sorted((g for g in self.ds.groups if g.sweep), key=lambda g: (str(g.sweep.get("name")), self.gpu_rank[g.gpu], self.env_rank[g.env], _value_key("", g.sweep.get("value")))):
-            table.rows.append({"sweep": f"{g.sweep.get('name')} ({g.sweep.get('field')})", "gpu": g.gpu, "env": g.env,
-                               "value": g.sweep.get("value"), "status": "ok", "tokens_s": g.throughput.point, "memory": g.memory_bytes})
-        for _path, r in self.ds.failed:
-            s = r.get("sweep")
-            if s:
-                table.rows.append({"sweep": f"{s.get('name')} ({s.get('field')})", "gpu": device_label(r.get("environment")),
-                                   "env": r["env"], "value": s.get("value"), "status": r["status"]})
-        if not table.rows:
+            ("sweep", "sweep"), ("rung", "rung"), ("gpu", "GPU"), ("env", "env"), ("value", "value"), ("status", "status"),
+            ("runs", "runs"), ("tokens_s", "tokens/s"), ("vs_best", "vs best"), ("memory", "peak MiB"),
+            ("memory_source", "memory"), ("lm_head", "lm_head kernel"), ("mark", "note")])
+        for row in sweepmod.sweep_rows(self.sweep_records()):
+            table.rows.append({"sweep": f"{row['sweep']} ({row['field']})", "rung": row["rung"], "gpu": row["device"],
+                               "env": row["env"], "value": row["value"], "status": row["status"], "runs": row["runs"],
+                               "tokens_s": row["tokens_per_s"], "vs_best": fmt_pct(row["vs_best"]),
+                               "memory": row["peak_memory_bytes"], "memory_source": row["memory_source"],
+                               "lm_head": _short(row["lm_head_kernel"], 60), "mark": row["mark"]})
+        if table.rows:
+            table.notes += sweepmod.sweep_notes()
+        else:
             table.notes.append("no sweep records")
         return table
 

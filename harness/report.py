@@ -22,6 +22,7 @@ import numpy as np
 from tabulate import tabulate
 
 from harness import stats
+from harness import sweep as sweepmod
 from harness.compare import (
     Cell,
     Compare,
@@ -281,38 +282,47 @@ def kernel_mix_chart(cmp: Compare) -> tuple[str, bytes, str] | None:
 
 
 def sweep_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
-    series: dict[str, dict] = {}
-    for g in cmp.ds.groups + [r for r in cmp.ds.references if r.first["status"] == "ok"]:
-        if not g.sweep:
-            continue
-        name, fieldname = str(g.sweep.get("name")), str(g.sweep.get("field"))
-        label = f"{short_gpu(g.gpu)} / {g.env}" + (" (user's log)" if g.kind == "reference" else "")
-        point = cmp.ref_estimate(g).point if g.kind == "reference" else g.throughput.point
-        series.setdefault(name, {"field": fieldname, "lines": {}})["lines"].setdefault(label, []).append(
-            (g.sweep.get("value"), point, g.memory_bytes, g.memory[0], g.kind))
+    """One chart per sweep (name, field): a line per curve of harness.sweep (one rung in one env on one
+    device; the knee starred), and the user's logged points of the same sweep dashed."""
+    charts_by_sweep: dict[tuple, list] = {}
+    for c in sweepmod.sweep_curves(cmp.sweep_records()):
+        pts = [(v, t, m) for v, t, m in zip(c["values"], c["tokens_per_s"], c["peak_memory_bytes"], strict=True)
+               if isinstance(v, (int, float))]
+        label = f"{c['rung']}, {short_gpu(c['device'])} / {c['env']}"
+        charts_by_sweep.setdefault((c["sweep"], c["field"]), []).append((label, pts, c["knee"], "-"))
+    refs: dict[tuple, dict] = {}
+    for g in (r for r in cmp.ds.references if r.first["status"] == "ok" and r.sweep):
+        key = (str(g.sweep.get("name")), str(g.sweep.get("field")))
+        label = f"{short_gpu(g.gpu)} / {g.env} (user's log)"
+        refs.setdefault(key, {}).setdefault(label, []).append((g.sweep.get("value"), cmp.ref_estimate(g).point, g.memory_bytes))
+    for key, lines in refs.items():
+        for label, pts in lines.items():
+            charts_by_sweep.setdefault(key, []).append((label, [p for p in pts if isinstance(p[0], (int, float))], None, "--"))
     charts = []
-    for i, (name, info) in enumerate(sorted(series.items())):
+    for i, ((name, fieldname), lines) in enumerate(sorted(charts_by_sweep.items())):
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
-        for label, pts in sorted(info["lines"].items()):
-            pts = sorted((p for p in pts if isinstance(p[0], (int, float))), key=lambda p: p[0])
-            if not pts:
-                continue
-            style = "--" if pts[0][4] == "reference" else "-"
-            a1.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=label)
-            mem = [(p[0], p[2] / 2**30) for p in pts if p[2] is not None]
+        for label, pts, knee, style in sorted(lines, key=lambda x: x[0]):
+            pts = sorted(pts, key=lambda p: p[0])
+            tps = [(v, t) for v, t, _m in pts if t is not None]
+            if tps:
+                line, = a1.plot([v for v, _ in tps], [t for _, t in tps], style, marker="o", label=label)
+                if knee is not None:
+                    a1.plot([knee], [t for v, t in tps if v == knee], "*", markersize=14, color=line.get_color())
+            mem = [(v, m / 2**30) for v, _t, m in pts if m is not None]
             if mem:
-                a2.plot([m[0] for m in mem], [m[1] for m in mem], style, marker="o", label=f"{label} ({pts[0][3]})")
-        a1.set_xlabel(info["field"])
-        a1.set_ylabel("tokens/s")
-        a1.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:,.0f}"))
-        a2.set_xlabel(info["field"])
-        a2.set_ylabel("memory (GiB)")
-        for ax in (a1, a2):
+                a2.plot([v for v, _ in mem], [m for _, m in mem], style, marker="o", label=label)
+        for ax, ylabel in ((a1, "tokens/s"), (a2, "peak memory (GiB)")):
+            ax.set_xlabel(fieldname)
+            ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
+        a1.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:,.0f}"))
         fig.suptitle(f"Sweep: {name}")
-        charts.append((f"sweep-{i}.png", _png(fig), (f"Sweep {name}: tokens/s and memory against {info['field']} "
-                       f"(dashed: the user's logged numbers).")))
+        charts.append((f"sweep-{i}.png", _png(fig), (f"Sweep {name}: tokens/s and peak memory against {fieldname}, "
+                       "one line per rung, GPU and env; star = the knee (smallest value within 2% of the line's best "
+                       "tokens/s); dashed = the user's logged numbers. Peak memory: CUDA = NVML device used, "
+                       "else allocator reserved; CPU = worker peak RSS.")))
     return charts
 
 

@@ -233,6 +233,14 @@ def _cell(key: str, value) -> str:
     return str(value)
 
 
+def sweep_notes(tolerance: float = KNEE_TOLERANCE) -> list[str]:
+    """What the knee, the memory column and the lm_head kernel column of a sweep table mean."""
+    return [knee_definition(tolerance),
+            "peak memory: CUDA = NVML device used, else allocator reserved; CPU = worker peak RSS",
+            ("lm_head kernel: the lm_head forward GEMM from the kernel capture ('-' where none); "
+            "'kernel changed' = differs from the previous value's")]
+
+
 def sweep_table(records, fmt: str = "text", tolerance: float = KNEE_TOLERANCE) -> str:
     """The sweep points of `records` as one table (columns: COLUMNS), with the knee definition below it.
 
@@ -255,9 +263,6 @@ def sweep_table(records, fmt: str = "text", tolerance: float = KNEE_TOLERANCE) -
         return "no sweep records"
     body = tabulate([[_cell(k, row[k]) for k, _ in COLUMNS] for row in rows], headers=[h for _, h in COLUMNS],
                     tablefmt="pipe" if fmt == "markdown" else "simple", disable_numparse=True)
-    notes = [knee_definition(tolerance),
-             "peak memory: CUDA = NVML device used, else allocator reserved; CPU = worker peak RSS",
-             ("lm_head kernel: the lm_head forward GEMM from the kernel capture ('-' where none); "
-             "'kernel changed' = differs from the previous value's")]
+    notes = sweep_notes(tolerance)
     sep = "\n\n" if fmt == "markdown" else "\n"
     return body + sep + sep.join(("* " if fmt == "markdown" else "  ") + n for n in notes)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from records_factory import make_record
+from records_factory import make_record, write
 
 from harness import run as runmod
 from harness import sweep as sweepmod
@@ -337,3 +337,28 @@ def test_real_cpu_sweep_one_process_and_record_per_point(tmp_path):
     assert [(r["value"], r["status"], r["memory_source"]) for r in rows] == [(2, "ok", "peak RSS"), (6, "ok", "peak RSS")]
     assert sum(r["is_knee"] for r in rows) == 1 and all(r["tokens_per_s"] > 0 for r in rows)
     assert "batch_size" in sweepmod.sweep_table(records)
+
+
+def test_compare_sweeps_table_keeps_rungs_of_one_sweep_apart_with_knee_and_kernel(tmp_path, capsys):
+    """The alignment plan's bt-b15 and bt-b16 share the sweep `alignment-bt`: compare must not merge them,
+    and its table shows the knee and the lm_head kernel (and when it changed) per point."""
+    from harness import compare
+
+    gemm_a, gemm_b = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "nvjet_tst_128x256_64x4_2x1_v_bz_TNT"
+    records = [point(t, ms, field="seq_len", name="alignment-bt", rung=rung, kernel=k)
+               for rung, pts in (("bt-b15", ((1008, 90.0, gemm_a), (1016, 80.0, gemm_a), (1024, 79.5, gemm_b))),
+                                 ("bt-b16", ((1008, 60.0, gemm_b), (1016, 61.0, gemm_b), (1024, 62.0, gemm_b))))
+               for t, ms, k in pts]
+    write(tmp_path, records)
+    cmp = compare.Compare(compare.load([tmp_path], warn=lambda _line: None))
+    table = cmp.sweeps_table()
+    rows = [(r["rung"], r["value"]) for r in table.rows]
+    assert rows == [("bt-b15", 1008), ("bt-b15", 1016), ("bt-b15", 1024), ("bt-b16", 1008), ("bt-b16", 1016), ("bt-b16", 1024)]
+    marks = {(r["rung"], r["value"]): r["mark"] for r in table.rows}
+    # tokens/s is proportional to T / ms: b15 at 1016 (12.70) is within 2% of 1024 (12.88), so the knee is 1016
+    assert marks[("bt-b15", 1016)] == "knee" and marks[("bt-b15", 1024)] == "best, kernel changed"
+    assert {r["lm_head"] for r in table.rows if r["rung"] == "bt-b16"} == {gemm_b}
+    assert any("knee = the smallest value" in n for n in table.notes)
+    assert compare.main([str(tmp_path), "--table", "sweeps"]) == 0
+    out = capsys.readouterr().out
+    assert "bt-b15" in out and "bt-b16" in out and "kernel changed" in out
