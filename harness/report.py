@@ -155,14 +155,16 @@ def ladder_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
         for (p, gpu, env, b, t), rows in ladders:
             if p != plan:
                 continue
-            values = {}
+            values, failed = {}, {}  # failed: rung -> status, written where its bar would be
             for idx, rung, g in rows:
+                rung_index.setdefault(rung, idx if idx is not None else 99)
                 if isinstance(g, Group) and rung not in values:
-                    rung_index.setdefault(rung, idx if idx is not None else 99)
                     values[rung] = (g.throughput.point, *_ci(g))
-            if values:
+                elif isinstance(g, dict):
+                    failed.setdefault(rung, g.get("status"))
+            if values or failed:
                 shapes.add((b, t))
-                series.append((f"{short_gpu(gpu)} / {env} (B={b}, T={t})", values, None))
+                series.append((f"{short_gpu(gpu)} / {env} (B={b}, T={t})", values, None, failed))
         if not series:
             continue
         refs: dict[tuple, dict] = {}
@@ -175,17 +177,21 @@ def ladder_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
                 idx = ref.first.get("rung_index")
                 rung_index.setdefault(ref.first["rung"], 99 if idx is None else idx)
         for (b, t), values in sorted(refs.items()):
-            series.append((f"user's log, {cmp.ds.references[0].gpu} (B={b}, T={t})", values, "//"))
+            series.append((f"user's log, {cmp.ds.references[0].gpu} (B={b}, T={t})", values, "//", {}))
         rungs = sorted(rung_index, key=lambda r: (rung_index[r], r))
         n = len(series)
         width = 0.8 / n
         fig, ax = plt.subplots(figsize=(max(7.0, 1.3 * len(rungs) + 0.25 * n * len(rungs)), 4.8))
         x = np.arange(len(rungs))
-        for i, (label, values, hatch) in enumerate(series):
+        for i, (label, values, hatch, failed) in enumerate(series):
             ys = [values.get(r, (np.nan, 0, 0)) for r in rungs]
-            ax.bar(x - 0.4 + width * (i + 0.5), [y[0] for y in ys], width, label=label, hatch=hatch,
+            xs = x - 0.4 + width * (i + 0.5)
+            ax.bar(xs, [y[0] for y in ys], width, label=label, hatch=hatch,
                    yerr=np.array([[y[1] for y in ys], [y[2] for y in ys]]) if not hatch else None, capsize=2,
                    edgecolor="black" if hatch else None, linewidth=0.5, alpha=0.6 if hatch else 1.0)
+            for xi, r in zip(xs, rungs, strict=True):
+                if r in failed and r not in values:  # a rung that did not run is said, not left blank
+                    ax.text(xi, 0, f" {failed[r]}", rotation=90, ha="center", va="bottom", fontsize=8, color="dimgray")
         ax.set_xticks(x, rungs, rotation=20, ha="right")
         ax.set_ylabel("tokens/s (median step; bars: 95% interval)")
         ax.set_title(f"Ladder: plan {plan}")
