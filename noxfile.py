@@ -1,9 +1,10 @@
-"""nox sessions: one `bench-<name>` per envs/<name>/env.yaml, plus `tests` and `lint`.
+"""nox sessions: one `bench-<name>` per envs/<name>/env.yaml, plus `tests`, `lint` and `report`.
 
     nox -l                                        # list
     nox -s bench-torch212 bench-nightly           # install each pinned build, check it, run the default plan
     nox -s bench-torch212 -- --preset tiny        # arguments after -- go to `python -m harness.run`
     nox -s tests -- -k envs                       # pytest, with posargs
+    nox -s report -- results/ -o report/          # the technical report (no torch needed)
 
 Every version comes from the specs through harness/envs.py; nothing is pinned here.
 Mirrors: HARNESS_TORCH_INDEX_URL (every PyTorch index) or HARNESS_TORCH_INDEX_URL_<NAME> (one env).
@@ -137,6 +138,13 @@ def tests(session: nox.Session) -> None:
     _install_spec(session, envs.load_spec(TEST_TORCH_ENV), extras="test")
     _check(session, TEST_TORCH_ENV)
     session.run("pytest", *session.posargs)
+
+
+@nox.session(default=False)
+def report(session: nox.Session) -> None:
+    """`python -m harness.report` (posargs: record paths, -o DIR); no torch: it runs where only results are."""
+    session.install("-e", ".")
+    session.run("python", "-m", "harness.report", *session.posargs)
 
 
 @nox.session
