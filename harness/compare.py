@@ -473,6 +473,21 @@ def _mem_header(groups) -> str:
     return (metrics.pop() if len(metrics) == 1 else "memory") + " MiB"
 
 
+def _mfu_header(groups) -> str:
+    """summary.mfu is against the datasheet peak where the GPU is in the table, else the measured GEMM peak
+    (harness/explain.py summary_mfu): the header says which basis the column's numbers use."""
+    bases = set()
+    for g in groups:
+        part = (g.explain or {}).get("mfu") or {}
+        if part.get("mfu_datasheet") is not None:
+            bases.add("datasheet peak")
+        elif part.get("mfu_measured") is not None:
+            bases.add("measured GEMM peak")
+    if len(bases) == 1:
+        return f"MFU ({bases.pop()})"
+    return "MFU (datasheet, else measured peak)" if bases else "MFU"
+
+
 class Compare:
     """All tables of one dataset, with the chosen baselines."""
 
@@ -544,7 +559,7 @@ class Compare:
             groups = [g for _i, _r, g in rows if isinstance(g, Group)]
             table = Table("ladder", f"Ladder: plan {plan} on {gpu} / {env} (B={b}, T={t})", [
                 ("rung", "rung"), ("runs", "runs"), ("ms", "ms/step"), ("tokens_s", "tokens/s"),
-                ("memory", _mem_header(groups) if groups else "memory MiB"), ("mfu", "MFU"),
+                ("memory", _mem_header(groups) if groups else "memory MiB"), ("mfu", _mfu_header(groups)),
                 ("vs_previous", "vs previous rung"), ("vs_first", "vs first rung")])
             first = previous = None
             rung_of = {}  # rung name -> its first ok group in this table; "previous" is the previous rung's
