@@ -4,8 +4,8 @@
 #
 #   bash scripts/gpu_check.sh [RESULTS_DIR]        # default results/gpu-<hostname>-<yyyymmdd>
 #
-# Steps (GPU_CHECK_STEPS, default "explain ladder batch compare report"; the CUDA sanity check runs
-# first whenever explain, ladder or batch is selected):
+# Steps (GPU_CHECK_STEPS, default "explain ladder batch overhead compare report"; the CUDA sanity check
+# runs first whenever explain, ladder, batch or overhead is selected):
 #   sanity   nvidia-smi and torch/CUDA; stops the script with one line when torch sees no CUDA device
 #   explain  seed-ladder rungs bf16 and sdpa-flash of gpt2-124m with kernel capture on; then
 #            scripts/check_explain_records.py: lm_head GEMM kernel named, attention kernel named (by the
@@ -13,6 +13,9 @@
 #   ladder   the whole seed ladder of gpt2-124m at each B in GPU_CHECK_BATCHES (default "16 32 64");
 #            one harness.run per B (--batch-size, not --sweep: sweep points stay out of compare's ladders)
 #   batch    harness.batch_search, gpt2-124m, rung fused-adamw-clip (bf16, compiled), T=1024
+#   overhead scripts/overhead_check.py: the harness's tokens/s against a bare loop of the same workload
+#            (gpt2-124m, fused-adamw-clip, B=64), 3 alternated rounds; fails beyond 1%. Its 3 harness
+#            records are 3 more repeats of the ladder's B=64 best rung (their agreement shows in compare)
 #   compare  python -m harness.compare on RESULTS_DIR (and results/reference, the user's logged numbers)
 #   report   python -m harness.report on the same, into RESULTS_DIR/report
 #
@@ -27,7 +30,7 @@
 set -uo pipefail
 
 PY="${HARNESS_LOCAL_PYTHON:-python3}"
-STEPS="${GPU_CHECK_STEPS:-explain ladder batch compare report}"
+STEPS="${GPU_CHECK_STEPS:-explain ladder batch overhead compare report}"
 BATCHES="${GPU_CHECK_BATCHES:-16 32 64}"
 OUT="${1:-results/gpu-${HOSTNAME:-$(uname -n)}-$(date +%Y%m%d)}"
 case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
@@ -39,8 +42,8 @@ die() { echo "gpu_check: $*" >&2; exit 2; }
 
 for s in $STEPS; do
   case "$s" in
-    sanity|explain|ladder|batch|compare|report) ;;
-    *) die "unknown step '$s' in GPU_CHECK_STEPS (known: sanity explain ladder batch compare report)" ;;
+    sanity|explain|ladder|batch|overhead|compare|report) ;;
+    *) die "unknown step '$s' in GPU_CHECK_STEPS (known: sanity explain ladder batch overhead compare report)" ;;
   esac
 done
 for b in $BATCHES; do
@@ -110,7 +113,7 @@ import harness.run  # noqa: F401  (the harness imports with this interpreter)
 PYEOF
 
 # ------------------------------------------------------------------ (a) sanity: a CUDA device, or stop
-if wants sanity || wants explain || wants ladder || wants batch; then
+if wants sanity || wants explain || wants ladder || wants batch || wants overhead; then
   begin "sanity"
   command -v "$PY" >/dev/null 2>&1 || die "no interpreter '$PY' (set HARNESS_LOCAL_PYTHON)"
   torch_info="$("$PY" -c "$SANITY_PY" 2>&1)"
@@ -162,7 +165,15 @@ if wants batch; then
   end "batch" "$status" "$(grep '^answer:' "$LOGS/batch-search.log" | tail -n 1)"
 fi
 
-# ------------------------------------------------------------------ (e) compare, and the report
+# ------------------------------------------------------------------ (e) harness vs a bare loop
+if wants overhead; then
+  begin "overhead"
+  logged "$LOGS/overhead.log" "$PY" scripts/overhead_check.py --env local --plan seed-ladder --rung fused-adamw-clip --preset gpt2-124m --batch-size 64 --device cuda --rounds 3 --tolerance 0.01 --out "$OUT/overhead-check"
+  status=$?
+  end "overhead" "$status" "$(grep '^harness / bare' "$LOGS/overhead.log" | tail -n 1)"
+fi
+
+# ------------------------------------------------------------------ (f) compare, and the report
 paths=("$OUT")
 if [[ -d results/reference ]]; then
   paths+=("results/reference")
