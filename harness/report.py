@@ -33,6 +33,7 @@ from harness.compare import (
     common_parser,
     short_gpu,
 )
+from harness.kernels import CATEGORIES
 
 DPI = 110
 MEMORY_PARTS = (("tensors_bytes", "tensors"), ("allocator_cache_bytes", "allocator cache"),
@@ -267,7 +268,10 @@ def kernel_mix_chart(cmp: Compare) -> tuple[str, bytes, str] | None:
     categories = sorted({c for items in cells.values() for _g, shares in items for c in shares})
     keys = sorted(cells, key=lambda k: (cmp.gpu_rank[k[0]], cmp.env_rank[k[1]]))[:6]
     fig, axes = plt.subplots(1, len(keys), figsize=(max(6.0, 4.2 * len(keys)), 4.8), squeeze=False, sharey=True)
-    colors = plt.get_cmap("tab20")(np.linspace(0, 1, max(2, len(categories))))
+    # one colour per category in every report (harness.kernels.CATEGORIES order), unknown ones after
+    order = list(CATEGORIES) + [c for c in categories if c not in CATEGORIES]
+    palette = plt.get_cmap("tab20")(np.linspace(0, 1, max(2, len(order))))
+    colors = [palette[order.index(c)] for c in categories]
     for ax, key in zip(axes[0], keys):
         items = sorted(cells[key], key=lambda it: (it[0].rungs[0][2] if it[0].rungs[0][2] is not None else 99, it[0].label))
         bottom = np.zeros(len(items))
