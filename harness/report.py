@@ -330,9 +330,9 @@ def sweep_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
         a1.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:,.0f}"))
         fig.suptitle(f"Sweep: {name}")
         charts.append((f"sweep-{i}.png", _png(fig), (f"Sweep {name}: tokens/s and peak memory against {fieldname}, "
-                       "one line per rung, GPU and env; star = the knee (smallest value within 2% of the line's best "
-                       "tokens/s); dashed = the user's logged numbers. Peak memory: CUDA = NVML device used, "
-                       "else allocator reserved; CPU = worker peak RSS.")))
+                       f"one line per rung, GPU and env; star = the knee (smallest value within "
+                       f"{sweepmod.KNEE_TOLERANCE:.0%} of the line's best tokens/s); dashed = the user's logged numbers. "
+                       f"{sweepmod.MEMORY_DEFINITION.capitalize()}.")))
     return charts
 
 

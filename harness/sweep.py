@@ -30,6 +30,7 @@ from harness import record as recordmod
 KNEE_TOLERANCE = 0.02
 KNEE_DEFINITION = ("knee = the smallest {what} whose tokens/s is within {tol:g}% of the best tokens/s among the "
                    "{among}; beyond it tokens/s rises by less than that")
+MEMORY_DEFINITION = "peak memory: CUDA = NVML device used, else allocator reserved; CPU = worker peak RSS"
 FORMATS = ("text", "markdown", "csv", "json")
 MISSING = "-"
 COLUMNS = (  # (row key, header)
@@ -236,7 +237,7 @@ def _cell(key: str, value) -> str:
 def sweep_notes(tolerance: float = KNEE_TOLERANCE) -> list[str]:
     """What the knee, the memory column and the lm_head kernel column of a sweep table mean."""
     return [knee_definition(tolerance),
-            "peak memory: CUDA = NVML device used, else allocator reserved; CPU = worker peak RSS",
+            MEMORY_DEFINITION,
             ("lm_head kernel: the lm_head forward GEMM from the kernel capture ('-' where none); "
             "'kernel changed' = differs from the previous value's")]
 
