@@ -6,26 +6,20 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from module_cli import assert_refused, run_module
 from records_factory import make_record
 
 from harness import batch_search as bs
 from harness.record import iter_records, validate
 
-ROOT = Path(__file__).resolve().parent.parent
 GIB = 2**30
 
 
 def parse(*argv):
     return bs.make_parser().parse_args(["--rung", "fp32", *argv])
-
-
-def batch_search(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "harness.batch_search", *args], check=False, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
 
 
 def fake_try(b: int, fits: bool, status: str = "ok") -> dict:
@@ -144,10 +138,8 @@ def test_fits_needs_ok_and_peak_plus_headroom_within_usable_memory():
     (["--rung", "fp32", "--start", "lots"], "invalid int value"),
 ])
 def test_bad_options_are_argparse_errors_and_run_nothing(tmp_path, args, message):
-    proc = batch_search("--out", str(tmp_path), *args)
-    assert proc.returncode == 2
-    assert message in proc.stderr.strip().splitlines()[-1]
-    assert not list(tmp_path.iterdir())
+    proc = run_module("harness.batch_search", "--out", str(tmp_path), *args)
+    assert_refused(proc, tmp_path, message)
 
 
 def test_each_try_is_a_harness_run_sweep_point():
@@ -172,10 +164,8 @@ TINY = ["--preset", "tiny", "--rung", "fp32", "--set", "compile=off", "--set", "
 
 def peak_rss_mib(out: Path, batch_sizes: str) -> dict[int, float]:
     """Unbudgeted tiny fp32 runs at the given B's (one worker each): their peak RSS in MiB."""
-    cmd = [sys.executable, "-m", "harness.run", "--preset", "tiny", "--rungs", "fp32", "--set", "compile=off",
-           "--set", "profile_steps=0", "--steps", "2", "--warmup-steps", "1", "--device", "cpu",
-           "--sweep", f"batch_size={batch_sizes}", "--out", str(out)]
-    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    proc = run_module("harness.run", "--preset", "tiny", "--rungs", "fp32", "--set", "compile=off", "--set", "profile_steps=0",
+                      "--steps", "2", "--warmup-steps", "1", "--device", "cpu", "--sweep", f"batch_size={batch_sizes}", "--out", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return {r["workload"]["batch_size"]: r["summary"]["peak_rss_bytes"] / 2**20 for _, r in iter_records([out])}
 
@@ -190,7 +180,7 @@ def test_real_batch_search_on_cpu_finds_the_edge_of_a_memory_budget(tmp_path):
     peaks = peak_rss_mib(tmp_path / "calibration", "4,16")
     budget = round((peaks[4] + 0.45 * (peaks[16] - peaks[4])) / 1024, 3)
     out = tmp_path / "results"
-    proc = batch_search(*TINY, "--memory-budget-gib", str(budget), "--start", "4", "--multiple", "4", "--max", "64", "--out", str(out))
+    proc = run_module("harness.batch_search", *TINY, "--memory-budget-gib", str(budget), "--start", "4", "--multiple", "4", "--max", "64", "--out", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     m = re.search(r"answer: largest B that fits = (\d+) \(resolution 4; B=(\d+) does not\); knee = (\d+)", proc.stdout)
     assert m, proc.stdout
@@ -224,7 +214,7 @@ def test_real_batch_search_on_cpu_finds_the_edge_of_a_memory_budget(tmp_path):
 @pytest.mark.slow
 def test_real_batch_search_exits_1_when_nothing_fits(tmp_path):
     out = tmp_path / "results"
-    proc = batch_search(*TINY, "--memory-budget-gib", "0.25", "--start", "4", "--max", "4", "--multiple", "4", "--out", str(out))
+    proc = run_module("harness.batch_search", *TINY, "--memory-budget-gib", "0.25", "--start", "4", "--max", "4", "--multiple", "4", "--out", str(out))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "answer: no B fits" in proc.stdout
     (record,) = [r for _, r in iter_records([out])]

@@ -1,21 +1,13 @@
 """The runner CLI: one process per rung, one record each, clear errors, nothing lost."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from module_cli import assert_refused, run_module
 
 from harness import run as runmod
 from harness.plan import PlanError, load_plan
 from harness.record import iter_records
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def harness_run(*args, timeout=900):
-    return subprocess.run([sys.executable, "-m", "harness.run", *args], check=False, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -27,10 +19,8 @@ def harness_run(*args, timeout=900):
     (["--repeats", "0"], "--repeats must be at least 1"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
-    proc = harness_run("--out", str(tmp_path), *args)
-    assert proc.returncode == 2
-    assert message in proc.stderr.strip().splitlines()[-1]
-    assert not list(tmp_path.iterdir())  # nothing was run
+    proc = run_module("harness.run", "--out", str(tmp_path), *args)
+    assert_refused(proc, tmp_path, message)
 
 
 def test_plans_are_data(tmp_path):
@@ -75,7 +65,7 @@ def test_rerun_command_names_env_and_rung():
 
 @pytest.mark.slow
 def test_tiny_ladder_compiled_on_cpu_gives_one_valid_record_per_rung(tmp_path):
-    proc = harness_run("--preset", "tiny", "--out", str(tmp_path), "--steps", "4", "--warmup-steps", "1", "--repeats", "1", "--env", "local")
+    proc = run_module("harness.run", "--preset", "tiny", "--out", str(tmp_path), "--steps", "4", "--warmup-steps", "1", "--repeats", "1", "--env", "local", timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     records = {r["rung"]: r for _, r in iter_records([tmp_path])}
     assert sorted(records) == sorted(["fp32", "tf32", "bf16", "sdpa-flash", "vocab-50304", "fused-adamw-clip"])

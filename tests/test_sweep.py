@@ -7,11 +7,9 @@ from __future__ import annotations
 import csv
 import io
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from module_cli import assert_refused, run_module
 from records_factory import make_record, write
 
 from harness import run as runmod
@@ -19,16 +17,11 @@ from harness import sweep as sweepmod
 from harness.plan import PlanError, load_plan
 from harness.record import iter_records, validate
 
-ROOT = Path(__file__).resolve().parent.parent
 GIB = 2**30
 
 
 def run_args(*argv):
     return runmod.make_parser().parse_args(list(argv))
-
-
-def harness_run(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "harness.run", *args], check=False, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
 
 
 def pow2(n: int) -> int:
@@ -73,10 +66,8 @@ def test_parse_sweep_errors(text, message):
     (["--sweep-name", "x"], "--sweep-name needs --sweep"),
 ])
 def test_bad_sweep_on_the_command_line_is_exit_2_and_runs_nothing(tmp_path, args, message):
-    proc = harness_run("--out", str(tmp_path), *args)
-    assert proc.returncode == 2
-    assert message in proc.stderr.strip().splitlines()[-1]
-    assert not list(tmp_path.iterdir())
+    proc = run_module("harness.run", "--out", str(tmp_path), *args)
+    assert_refused(proc, tmp_path, message)
 
 
 def test_cli_sweep_points_one_per_rung_value_and_repeat_and_the_value_wins():
@@ -320,7 +311,7 @@ def test_peak_and_usable_memory_per_device():
 @pytest.mark.slow
 def test_real_cpu_sweep_one_process_and_record_per_point(tmp_path):
     out = tmp_path / "results"
-    proc = harness_run("--rungs", "fp32", "--set", "compile=off", "--set", "profile_steps=0", "--steps", "3",
+    proc = run_module("harness.run", "--rungs", "fp32", "--set", "compile=off", "--set", "profile_steps=0", "--steps", "3",
                        "--warmup-steps", "1", "--sweep", "batch_size=2,6", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "fp32 batch_size=2" in proc.stdout and "fp32 batch_size=6" in proc.stdout
