@@ -170,6 +170,19 @@ def op_input_shapes(event) -> list:
     return list(getattr(event, "input_shapes", None) or [])
 
 
+def op_input_strides(event) -> list | None:
+    """Input strides as the profiler recorded them (record_shapes=True): FunctionEvent.structured_input_strides
+    in newer torch (2.15 has it); None where this torch's profiler does not give them (2.1.2)."""
+    strides = getattr(event, "structured_input_strides", None)
+    return [list(s) if isinstance(s, (list, tuple)) else s for s in strides] if strides else None
+
+
+def op_input_dtypes(event) -> list | None:
+    """Input dtypes ('float', 'c10::BFloat16', ...) where the profiler records them (FunctionEvent.input_dtypes)."""
+    dtypes = getattr(event, "input_dtypes", None)
+    return list(dtypes) if dtypes else None
+
+
 def nvml_device_index(device) -> int:
     """NVML's index for a torch CUDA device: differs from torch's under CUDA_VISIBLE_DEVICES."""
     fn = getattr(torch.cuda, "_get_nvml_device_index", None)  # private; present 2.1 .. 2.13

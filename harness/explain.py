@@ -15,6 +15,7 @@ harness/kernels.py and the datasheet table in harness/gpu_peaks.py (both torch-f
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import re
 import statistics
@@ -125,32 +126,55 @@ def _aggregate(rows, steps: int) -> tuple[list[dict], float]:
     return entries, total
 
 
-def _vocab_gemms(ops, vocab_size: int, cuda: bool, steps: int, run_dtype: str) -> list[dict]:
-    """The GEMMs with vocab_size in their shape (lm_head forward and its two backward GEMMs), each with the
-    kernel(s) it launched on CUDA, or the op itself on CPU."""
-    groups: dict[str, dict] = {}
+MAX_GEMMS = 60  # distinct GEMM signatures kept (GPT-2 has about 25: 4 per block x fwd/bwd, lm_head, attention)
+
+
+def _gemm_inventory(ops, cuda: bool, steps: int, run_dtype: str, vocab_size: int, n_embd: int | None) -> list[dict]:
+    """Every GEMM op the profiled steps ran, one entry per distinct (op, shapes, strides, dtypes), by time:
+    calls, time (CUDA: the kernels it launched; CPU: its self time), the kernels, and its lm_head role if it
+    is one of the lm_head GEMMs (vocab_size possibly padded by the compiler: kernels.vocab_gemm_role)."""
+    by_signature: dict[str, dict] = {}
     for e in ops:
-        found = kernels.vocab_gemm_role(e.name, torch_compat.op_input_shapes(e), vocab_size)
-        if found is None:
+        if kernels.classify_cpu_op(e.name) != "gemm":
             continue
-        role, shape = found
-        g = groups.setdefault(role, {"role": role, "op": e.name, "shape": shape, "calls": 0, "kernels": {}})
+        shapes, strides = torch_compat.op_input_shapes(e), torch_compat.op_input_strides(e)
+        dtypes = torch_compat.op_input_dtypes(e)
+        key = json.dumps([e.name, shapes, strides, dtypes], default=str)
+        g = by_signature.setdefault(key, {"op": e.name, "shapes": shapes, "strides": strides, "dtypes": dtypes,
+                                          "mnk": kernels.gemm_mnk(e.name, shapes), "calls": 0, "kernels": {}})
         g["calls"] += 1
         launched = torch_compat.op_kernels(e) if cuda else [(e.name, torch_compat.self_cpu_time_us(e))]
         for name, us in launched:
             g["kernels"][name] = g["kernels"].get(name, 0.0) + us
+    gemms = []
+    for g in by_signature.values():
+        by_time = sorted(g.pop("kernels").items(), key=lambda kv: -kv[1])
+        total = sum(us for _, us in by_time)
+        name = by_time[0][0] if by_time else None
+        precision = kernels.resolve_precision(kernels.gemm_precision(name), run_dtype) if (cuda and name) else (run_dtype if name else None)
+        gemms.append({**g, "name": name, "precision": precision, "total_us": total, "per_step_us": total / steps,
+                      "kernels": [k for k, _ in by_time],
+                      "lm_head": kernels.vocab_gemm_role(g["op"], g["shapes"], vocab_size, g["strides"], n_embd)})
+    gemms.sort(key=lambda g: -g["total_us"])
+    return gemms[:MAX_GEMMS]
+
+
+def _vocab_gemms(gemms: list[dict], steps: int) -> list[dict]:
+    """The lm_head's forward, backward-input and backward-weight GEMMs out of the inventory (a role seen
+    with several signatures keeps the one with the most time; all its kernels are listed)."""
     out = []
     for role in ("forward", "backward-input", "backward-weight"):
-        if role not in groups:
+        found = [g for g in gemms if (g["lm_head"] or {}).get("role") == role]
+        if not found:
             continue
-        g = groups[role]
-        by_time = sorted(g["kernels"].items(), key=lambda kv: -kv[1])
-        name = by_time[0][0] if by_time else None
-        total = sum(us for _, us in by_time)
-        precision = kernels.resolve_precision(kernels.gemm_precision(name), run_dtype) if (cuda and name) else (run_dtype if name else None)
+        main = found[0]  # gemms are sorted by time
+        total = sum(g["total_us"] for g in found)
         out.append({
-            "role": role, "name": name, "precision": precision, "total_us": total, "per_step_us": total / steps,
-            "shape": g["shape"], "op": g["op"], "calls": g["calls"], "kernels": [k for k, _ in by_time],
+            "role": role, "name": main["name"], "precision": main["precision"], "total_us": total,
+            "per_step_us": total / steps, "shape": main["lm_head"]["shape"], "op": main["op"],
+            "calls": sum(g["calls"] for g in found), "kernels": list(dict.fromkeys(k for g in found for k in g["kernels"])),
+            "strides": main["strides"], "dtypes": main["dtypes"],
+            **{k: main["lm_head"][k] for k in ("padded_to", "padding", "row_stride", "stride_padding")},
         })
     return out
 
@@ -173,10 +197,11 @@ def profile_kernels(trainer, steps: int, run_dtype: str) -> dict:
         _sync(device)
         wall_s = time.perf_counter() - t0
     return inventory(prof.events(), device.type, steps, wall_s, run_dtype,
-                     trainer.config.vocab_size, trainer.config.attention == "sdpa")
+                     trainer.config.vocab_size, trainer.config.attention == "sdpa", trainer.config.n_embd)
 
 
-def inventory(events, device_type: str, steps: int, wall_s: float, run_dtype: str, vocab_size: int, uses_sdpa: bool) -> dict:
+def inventory(events, device_type: str, steps: int, wall_s: float, run_dtype: str, vocab_size: int, uses_sdpa: bool,
+              n_embd: int | None = None) -> dict:
     """The kernels part of explain from profiler events (profile.events() of 2.1 .. 2.13)."""
     cuda = device_type == "cuda"
     ops = torch_compat.cpu_op_events(events)
@@ -222,11 +247,10 @@ def inventory(events, device_type: str, steps: int, wall_s: float, run_dtype: st
                 if not cuda and e.name not in attention_names:
                     attention_names.append(e.name)
 
-    vocab = _vocab_gemms(ops, vocab_size, cuda, steps, run_dtype)
+    gemms = _gemm_inventory(ops, cuda, steps, run_dtype, vocab_size, n_embd)
+    vocab = _vocab_gemms(gemms, steps)
     forward = next((g for g in vocab if g["role"] == "forward"), None)
-    lm_head = None
-    if forward is not None:
-        lm_head = {k: forward[k] for k in ("name", "precision", "total_us", "per_step_us", "shape", "op", "calls", "kernels")}
+    lm_head = {k: v for k, v in forward.items() if k != "role"} if forward is not None else None
 
     return {
         "available": True,
@@ -242,6 +266,7 @@ def inventory(events, device_type: str, steps: int, wall_s: float, run_dtype: st
         "by_category": by_category,
         "lm_head_gemm": lm_head,
         "vocab_gemms": vocab,
+        "gemms": gemms,
         "attention_kernels": attention_names,
         "sdpa_backend": kernels.sdpa_backend(attention_times, uses_sdpa),
     }

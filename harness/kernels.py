@@ -198,6 +198,34 @@ def sdpa_backend(attention_times: dict[str, float], uses_sdpa: bool) -> str | No
 
 # --------------------------------------------------------------------------- GEMMs that touch the vocabulary
 
+# Inductor's pad_mm (torch._inductor.config.shape_padding, on since 2.1) pads a GEMM dimension up to a
+# multiple of 16 bytes: 4 elements in fp32/TF32, 8 in bf16/fp16 (fx_passes/pad_mm.py get_alignment_size).
+# So under compile, vocab 50257 reaches the profiler as 50260 (fp32/TF32) or 50264 (bf16).
+PAD_MM_ALIGNMENTS = (4, 8)
+# comprehensive_padding (on by default from 2.4) keeps the shape and pads the row *stride* of generated
+# buffers to 128 bytes (config.padding_alignment_bytes): 32 fp32 or 64 bf16 elements (50257 -> 50272 / 50304).
+STRIDE_PAD_ALIGNMENTS = (32, 64)
+SHAPE_PADDING = "Inductor pad_mm (config.shape_padding): the GEMM's {dim} rounded up from {size} to a multiple of {align}"
+STRIDE_PADDING = ("Inductor comprehensive_padding (config.comprehensive_padding): row stride {stride} for {size} "
+                  "columns (128-byte aligned rows)")
+
+
+def round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+def padded_alignment(dim, size: int) -> int | None:
+    """The pad_mm alignment that turns `size` into `dim` (dim > size), else None."""
+    if not isinstance(dim, int) or dim == size:
+        return None
+    return next((a for a in PAD_MM_ALIGNMENTS if size % a and dim == round_up(size, a)), None)
+
+
+def _is(dim, size: int | None) -> bool:
+    """dim is `size` itself or `size` as pad_mm pads it (any size when None)."""
+    return size is None or dim == size or padded_alignment(dim, size) is not None
+
+
 def gemm_operands(op: str, shapes: list) -> tuple[list, list] | None:
     """(A shape, B shape) of a 2-D GEMM op from the profiler's recorded input shapes, else None.
 
@@ -213,21 +241,50 @@ def gemm_operands(op: str, shapes: list) -> tuple[list, list] | None:
     return list(a), list(b)
 
 
-def vocab_gemm_role(op: str, shapes: list, vocab_size: int) -> tuple[str, list[int]] | None:
-    """("forward" | "backward-input" | "backward-weight", [M, N, K]) for a GEMM with vocab_size in its shape.
-
-    forward: logits[M=B*T, N=V] = x[M, K=C] @ W^T[K, N]; backward-input: dx = dlogits @ W (K = V);
-    backward-weight: dW[M=V, N=C] = dlogits^T @ x."""
+def gemm_mnk(op: str, shapes: list) -> list[int] | None:
+    """[M, N, K] of a 2-D GEMM op (A is M x K, B is K x N), else None."""
     operands = gemm_operands(op, shapes)
     if operands is None:
         return None
     (m, k), (k2, n) = operands
-    if k != k2:
+    return [m, n, k] if k == k2 else None
+
+
+def stride_padding(shapes: list, strides: list | None, vocab_size: int) -> int | None:
+    """A row stride that is vocab_size rounded up to 128 bytes while no extent is: comprehensive padding."""
+    padded = {round_up(vocab_size, a) for a in STRIDE_PAD_ALIGNMENTS} - {vocab_size}
+    extents = {d for s in shapes or [] if isinstance(s, (list, tuple)) for d in s}
+    for s in strides or []:
+        for value in s if isinstance(s, (list, tuple)) else []:
+            if value in padded and value not in extents:
+                return value
+    return None
+
+
+def vocab_gemm_role(op: str, shapes: list, vocab_size: int, strides: list | None = None,
+                    n_embd: int | None = None) -> dict | None:
+    """Which lm_head GEMM this is, if any: {"role", "shape" [M, N, K], "padded_to", "padding", "row_stride",
+    "stride_padding"}.
+
+    forward: logits[M=B*T, N=V] = x[M, K=C] @ W^T[K, N]; backward-input: dx = dlogits @ W (K = V);
+    backward-weight: dW[M=V, N=C] = dlogits^T @ x. V may appear padded by Inductor's pad_mm (50257 ->
+    50264 in bf16, 50260 in fp32/TF32): the GEMM is still the lm_head, with padded_to and the mechanism
+    recorded. With n_embd given, the other operand dimension must be C too, so no unrelated GEMM of a
+    vocab-like size is taken for it."""
+    mnk = gemm_mnk(op, shapes)
+    if mnk is None:
         return None
-    if n == vocab_size:
-        return "forward", [m, n, k]
-    if k == vocab_size:
-        return "backward-input", [m, n, k]
-    if m == vocab_size:
-        return "backward-weight", [m, n, k]
+    m, n, k = mnk
+    roles = (("forward", n, "N", k), ("backward-input", k, "K", n), ("backward-weight", m, "M", n))
+    for role, vocab_dim, dim_name, other in roles:
+        if _is(vocab_dim, vocab_size) and _is(other, n_embd):
+            align = padded_alignment(vocab_dim, vocab_size)
+            row_stride = stride_padding(shapes, strides, vocab_size)
+            return {
+                "role": role, "shape": mnk,
+                "padded_to": vocab_dim if align else None,
+                "padding": SHAPE_PADDING.format(dim=dim_name, size=vocab_size, align=align) if align else None,
+                "row_stride": row_stride,
+                "stride_padding": STRIDE_PADDING.format(stride=row_stride, size=vocab_size) if row_stride else None,
+            }
     return None

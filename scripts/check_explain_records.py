@@ -48,7 +48,7 @@ def check_record(record: dict) -> tuple[str, list[str]]:
     kernels = part("kernels")
     lm_head = (kernels.get("lm_head_gemm") or {}) if kernels.get("available") else {}
     if kernels.get("available") and not lm_head.get("name"):
-        problems.append(f"{label}: explain.kernels.lm_head_gemm names no kernel (no GEMM with N = vocab_size was recorded)")
+        problems.append(f"{label}: explain.kernels.lm_head_gemm names no kernel (no GEMM with N = vocab_size, or vocab_size as the compiler pads it, was recorded)")
     attention = kernels.get("attention_kernels") or []
     backend = kernels.get("sdpa_backend")
     if kernels.get("available") and workload.get("attention") == "sdpa":
@@ -71,7 +71,8 @@ def check_record(record: dict) -> tuple[str, list[str]]:
     if mfu.get("mfu_measured") is not None:
         mfu_parts.append(f"{mfu['mfu_measured']:.1%} of the measured GEMM peak")
     mean_w, clock = power.get("mean_w"), power.get("sm_clock_mhz_mean")
-    line = (f"{label}: lm_head {lm_head.get('name')} [{lm_head.get('precision')}] | {att_text} | "
+    padded = f", padded to {lm_head['padded_to']}" if lm_head.get("padded_to") else ""
+    line = (f"{label}: lm_head {lm_head.get('name')} [{lm_head.get('precision')}{padded}] | {att_text} | "
             f"memory tensors {_gib(split.get('tensors_bytes'))}, cache {_gib(split.get('allocator_cache_bytes'))}, "
             f"outside {_gib(split.get('outside_allocator_bytes'))} ({split.get('method') or '-'}) | "
             f"power {'-' if mean_w is None else f'{mean_w:.0f} W'} mean, SM {'-' if clock is None else f'{clock:.0f} MHz'}"

@@ -134,17 +134,55 @@ def test_sdpa_backend_choice():
     assert kernels.sdpa_backend({"flash": 1.0}, False) is None  # naive attention
 
 
+def _role(op, shapes, vocab, strides=None, n_embd=None):
+    found = kernels.vocab_gemm_role(op, shapes, vocab, strides, n_embd)
+    return None if found is None else (found["role"], found["shape"], found["padded_to"])
+
+
 def test_vocab_gemm_roles_from_recorded_shapes():
     V = 50257
     # shapes as torch.profiler records them (record_shapes=True) for GPT-2 124M, B*T = 16384
-    assert kernels.vocab_gemm_role("aten::mm", [[16384, 768], [768, V]], V) == ("forward", [16384, V, 768])
-    assert kernels.vocab_gemm_role("aten::mm", [[16384, V], [V, 768]], V) == ("backward-input", [16384, 768, V])
-    assert kernels.vocab_gemm_role("aten::mm", [[V, 16384], [16384, 768]], V) == ("backward-weight", [V, 768, 16384])
+    assert _role("aten::mm", [[16384, 768], [768, V]], V) == ("forward", [16384, V, 768], None)
+    assert _role("aten::mm", [[16384, V], [V, 768]], V) == ("backward-input", [16384, 768, V], None)
+    assert _role("aten::mm", [[V, 16384], [16384, 768]], V) == ("backward-weight", [V, 768, 16384], None)
     # Inductor's extern mm passes out=: a third shape
-    assert kernels.vocab_gemm_role("aten::mm", [[16384, 768], [768, V], [16384, V]], V) == ("forward", [16384, V, 768])
-    assert kernels.vocab_gemm_role("aten::addmm", [[2304], [16384, 768], [768, 2304]], V) is None
-    assert kernels.vocab_gemm_role("aten::matmul", [[16, 1024, 768], [768, V]], V) is None  # composite, not the GEMM
-    assert kernels.vocab_gemm_role("aten::mm", [[16384, 768], [768, 50304]], V) is None
+    assert _role("aten::mm", [[16384, 768], [768, V], [16384, V]], V) == ("forward", [16384, V, 768], None)
+    assert _role("aten::addmm", [[2304], [16384, 768], [768, 2304]], V) is None
+    assert _role("aten::matmul", [[16, 1024, 768], [768, V]], V) is None  # composite, not the GEMM
+    # 50304 is not what the compiler pads 50257 to (pad_mm: a multiple of 4 or 8): not the lm_head of a V=50257 run
+    assert _role("aten::mm", [[16384, 768], [768, 50304]], V) is None
+
+
+def test_lm_head_gemm_named_when_inductor_pads_the_vocab():
+    """H100/H200 records (torch 2.11) of vocab 50257 under TF32/bf16 had no GEMM with N = 50257 in the
+    forward and backward-input roles: Inductor's pad_mm had padded them (../shared/notes section 1)."""
+    V = 50257
+    bf16 = kernels.vocab_gemm_role("aten::mm", [[16384, 768], [768, 50264]], V, n_embd=768)
+    assert (bf16["role"], bf16["shape"], bf16["padded_to"]) == ("forward", [16384, 50264, 768], 50264)
+    assert "pad_mm" in bf16["padding"] and "multiple of 8" in bf16["padding"]
+    tf32 = kernels.vocab_gemm_role("aten::mm", [[16384, 768], [768, 50260], [16384, 50260]], V, n_embd=768)
+    assert (tf32["role"], tf32["padded_to"]) == ("forward", 50260) and "multiple of 4" in tf32["padding"]
+    dx = kernels.vocab_gemm_role("aten::mm", [[16384, 50264], [50264, 768]], V, n_embd=768)
+    assert (dx["role"], dx["shape"], dx["padded_to"]) == ("backward-input", [16384, 768, 50264], 50264)
+    dw = kernels.vocab_gemm_role("aten::mm", [[50264, 16384], [16384, 768]], V, n_embd=768)
+    assert (dw["role"], dw["padded_to"]) == ("backward-weight", 50264)
+    # comprehensive_padding keeps the shape and pads the row stride to 128 bytes (bf16: 50304)
+    dw_stride = kernels.vocab_gemm_role("aten::mm", [[V, 16384], [16384, 768]], V, [[1, 50304], [768, 1]], n_embd=768)
+    assert (dw_stride["padded_to"], dw_stride["row_stride"]) == (None, 50304)
+    assert "comprehensive_padding" in dw_stride["stride_padding"]
+    # a stride that is the extent of another dimension is no padding
+    assert kernels.vocab_gemm_role("aten::mm", [[V, 16384], [16384, 768]], V, [[16384, 1], [768, 1]])["row_stride"] is None
+    # not padded sizes, or the other dimension is not n_embd: not the lm_head
+    assert _role("aten::mm", [[16384, 768], [768, 50272]], V, n_embd=768) is None  # 50272: no pad_mm alignment gives it
+    assert _role("aten::mm", [[16384, 3072], [3072, 50264]], V, n_embd=768) is None
+    assert _role("aten::mm", [[16384, 768], [768, 50304]], 50304, n_embd=768) == ("forward", [16384, 50304, 768], None)
+
+
+def test_padded_alignment_is_pad_mms_rule():
+    assert kernels.padded_alignment(50264, 50257) == 8 and kernels.padded_alignment(50260, 50257) == 4
+    assert kernels.padded_alignment(50257, 50257) is None and kernels.padded_alignment(50304, 50257) is None
+    assert kernels.padded_alignment(50264, 50260) == 8  # 50260 is a multiple of 4: only bf16 pads it
+    assert kernels.padded_alignment(50304, 50304) is None
 
 
 # --------------------------------------------------------------------------- datasheet peaks
@@ -408,3 +446,57 @@ def test_inventory_from_recorded_cuda_events():
     assert set(k["by_category"]) == {"gemm", "attention", "optimizer-fused", "memcpy"}
     assert k["by_category"]["gemm"]["per_step_us"] == pytest.approx(500 + 3000 + 3100 + 3200)
     assert k["step_time_us"] == pytest.approx(25_000.0)
+
+
+def test_inventory_names_the_padded_lm_head_and_keeps_every_gemm_shape():
+    """Events shaped like the H100 bf16 rung at vocab 50257 under torch 2.11 (B*T = 16384): Inductor's pad_mm
+    padded the forward and backward-input GEMMs to 50264, and the backward-weight operand carries a padded
+    row stride. Kernel names are real H100 names; which GEMM ran which is a fixture, durations too."""
+    from torch.autograd import DeviceType
+
+    from harness import explain
+
+    Kernel = namedtuple("Kernel", "name device duration")
+    V = 50257
+    fwd, dx = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT"
+    dw = ("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_256x128_32x6_nt_align8>"
+          "(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_256x128_32x6_nt_align8::Params)")
+    qkv = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT"
+
+    def op(name, shapes, strides, launched):
+        return types.SimpleNamespace(
+            name=name, device_type=DeviceType.CPU, is_async=False, input_shapes=shapes, structured_input_strides=strides,
+            input_dtypes=["c10::BFloat16"] * len(shapes), kernels=[Kernel(k, 0, d) for k, d in launched],
+            self_cpu_time_total=1.0, time_range=types.SimpleNamespace(elapsed_us=lambda: 0.0))
+
+    def kernel(name, us):
+        return types.SimpleNamespace(name=name, device_type=DeviceType.CUDA, is_async=False, input_shapes=[],
+                                     kernels=[], self_cpu_time_total=0.0,
+                                     time_range=types.SimpleNamespace(elapsed_us=lambda us=us: us))
+
+    events = []
+    for _ in range(3):
+        events += [
+            op("aten::addmm", [[2304], [16384, 768], [768, 2304]], [[1], [768, 1], [1, 768]], [(qkv, 400.0)]),
+            kernel(qkv, 400.0),
+            op("aten::mm", [[16384, 768], [768, 50264], [16384, 50264]], [[768, 1], [1, 768], [50264, 1]], [(fwd, 3000.0)]),
+            kernel(fwd, 3000.0),
+            op("aten::mm", [[16384, 50264], [50264, 768]], [[50264, 1], [768, 1]], [(dx, 2900.0)]),
+            kernel(dx, 2900.0),
+            op("aten::mm", [[V, 16384], [16384, 768]], [[1, 50304], [768, 1]], [(dw, 2400.0)]),
+            kernel(dw, 2400.0),
+        ]
+    k = explain.inventory(events, "cuda", 3, 0.1, "bf16", V, False, n_embd=768)
+    lm = k["lm_head_gemm"]
+    assert lm["name"] == fwd and lm["shape"] == [16384, 50264, 768] and lm["padded_to"] == 50264
+    assert "pad_mm" in lm["padding"] and lm["strides"] == [[768, 1], [1, 768], [50264, 1]]
+    assert lm["per_step_us"] == pytest.approx(3000.0)
+    roles = {g["role"]: g for g in k["vocab_gemms"]}
+    assert set(roles) == {"forward", "backward-input", "backward-weight"}
+    assert roles["backward-input"]["padded_to"] == 50264
+    assert roles["backward-weight"]["padded_to"] is None and roles["backward-weight"]["row_stride"] == 50304
+    # every GEMM is in the inventory with its shapes and strides, the lm_head ones marked, by time
+    assert [g["name"] for g in k["gemms"]] == [fwd, dx, dw, qkv]
+    qkv_entry = k["gemms"][-1]
+    assert qkv_entry["shapes"] == [[2304], [16384, 768], [768, 2304]] and qkv_entry["mnk"] == [16384, 2304, 768]
+    assert qkv_entry["lm_head"] is None and qkv_entry["calls"] == 3 and qkv_entry["dtypes"][0] == "c10::BFloat16"
