@@ -75,6 +75,32 @@ def get_sdpa_backends() -> dict[str, bool]:
     }
 
 
+# --- Inductor's config switches (torch._inductor.config), set before anything is compiled ---
+# Loaded in every worker: torch.optim's step imports torch._dynamo, which loads this config anyway.
+INDUCTOR_OPTION_SINCE = {"comprehensive_padding": "2.4"}  # absent in 2.1.2 and 2.3.1 (PR #120758)
+
+
+def _inductor_config():
+    from torch._inductor import config
+
+    return config
+
+
+def get_inductor_option(name: str) -> bool | None:
+    """The option's value; None where this torch's Inductor has no such option."""
+    value = getattr(_inductor_config(), name, None)
+    return None if value is None else bool(value)
+
+
+def set_inductor_option(name: str, value: bool) -> None:
+    config = _inductor_config()
+    if not hasattr(config, name):
+        since = INDUCTOR_OPTION_SINCE.get(name)
+        raise Unsupported(f"Inductor has no config.{name} in torch {torch.__version__}"
+                          + (f" (it arrived in {since})" if since else ""))
+    setattr(config, name, value)
+
+
 # --- what a device / version can run at all: None when fine, else the reason ---
 class Unsupported(RuntimeError):
     """This knob cannot run on this device or torch version; recorded as status `unsupported`."""

@@ -4,6 +4,11 @@ The hash is over the requested values, which use one vocabulary for every torch 
 sdpa="auto" rather than a version-specific list of backends), so the same intent hashes the same
 under 2.1.2 and the nightly, and different intents can never be compared by accident. What each
 torch actually reports is stored beside it (applied / after).
+
+Inductor options (inductor_*: default | on | off) are the compiler's own config switches, set on
+torch._inductor.config before anything is compiled. "default" leaves torch's own default (which differs
+between versions; applied/after say what it was) and is left out of the hash, so records made before an
+option existed hash the same as records that leave it at its default.
 """
 
 from __future__ import annotations
@@ -14,6 +19,12 @@ from harness.record import canonical_hash
 
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 SDPA_CHOICES = ("auto", "flash", "efficient", "cudnn", "math")
+INDUCTOR_CHOICES = ("default", "on", "off")
+# FrozenFlags field -> torch._inductor.config attribute (gpt/torch_compat.py sets and reads them)
+INDUCTOR_OPTIONS = {
+    "inductor_shape_padding": "shape_padding",  # pad_mm: pads GEMM shapes (vocab 50257 -> 50264 in bf16)
+    "inductor_comprehensive_padding": "comprehensive_padding",  # pads row strides of generated buffers (2.4+)
+}
 
 
 class FlagError(ValueError):
@@ -28,8 +39,13 @@ class FrozenFlags:
     cudnn_deterministic: bool = False
     sdpa: str = "auto"  # auto = every backend this torch has stays enabled; else only that one
     deterministic_algorithms: bool = False
+    inductor_shape_padding: str = "default"
+    inductor_comprehensive_padding: str = "default"
 
     def __post_init__(self):
+        for name in INDUCTOR_OPTIONS:
+            if getattr(self, name) not in INDUCTOR_CHOICES:
+                raise FlagError(f"{name}={getattr(self, name)!r}: expected one of {', '.join(INDUCTOR_CHOICES)}")
         if self.matmul_precision not in MATMUL_PRECISIONS:
             raise FlagError(f"matmul_precision={self.matmul_precision!r}: expected one of {', '.join(MATMUL_PRECISIONS)}")
         if self.sdpa not in SDPA_CHOICES:
@@ -44,6 +60,9 @@ class FrozenFlags:
         unknown = set(values) - known
         if unknown:
             raise FlagError(f"unknown flag(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
+        # YAML 1.1 reads an unquoted on/off as a boolean: take it as the word that was written
+        values = {k: ({True: "on", False: "off"}[v] if k in INDUCTOR_OPTIONS and isinstance(v, bool) else v)
+                  for k, v in values.items()}
         return cls(**values)
 
     def to_dict(self) -> dict:
@@ -51,7 +70,34 @@ class FrozenFlags:
 
     @property
     def hash(self) -> str:
-        return canonical_hash(self.to_dict())
+        return flags_hash(self.to_dict())
+
+
+def flags_hash(requested: dict) -> str:
+    """The flags hash of a requested-flags dict (the one rule for every record): Inductor options left at
+    "default" are not part of it."""
+    return canonical_hash({k: v for k, v in requested.items() if not (k in INDUCTOR_OPTIONS and v == "default")})
+
+
+def parse_assignments(items: list[str] | None) -> dict:
+    """--flag NAME=VALUE items -> typed flag overrides (true/false for switches), checked against FrozenFlags."""
+    kinds = {f.name: f.type for f in fields(FrozenFlags)}
+    values = {}
+    for item in items or []:
+        name, sep, text = item.partition("=")
+        name, text = name.strip(), text.strip()
+        if not sep or not name:
+            raise FlagError(f"--flag {item!r}: expected NAME=VALUE")
+        if name not in kinds:
+            raise FlagError(f"--flag {item!r}: unknown flag; known: {', '.join(sorted(kinds))}")
+        if kinds[name] == "bool":
+            if text.lower() not in ("true", "false"):
+                raise FlagError(f"--flag {item!r}: expected true or false")
+            values[name] = text.lower() == "true"
+        else:
+            values[name] = text
+    FrozenFlags.from_dict({**FrozenFlags().to_dict(), **values})  # names and values checked now
+    return values
 
 
 def flags_for(workload: dict, overrides: dict | None = None) -> FrozenFlags:
@@ -89,6 +135,9 @@ def apply(flags: FrozenFlags) -> dict:
     else:
         torch_compat.set_sdpa_backends({b: b == flags.sdpa for b in torch_compat.SDPA_FLAG_NAMES})
     torch.use_deterministic_algorithms(flags.deterministic_algorithms)
+    for name, option in INDUCTOR_OPTIONS.items():
+        if getattr(flags, name) != "default":  # before anything compiles; "default" leaves torch's own
+            torch_compat.set_inductor_option(option, getattr(flags, name) == "on")
     applied = read_back()
     mismatch = _mismatch(flags, applied)
     if mismatch:
@@ -109,6 +158,8 @@ def read_back() -> dict:
         "sdpa_backends_enabled": torch_compat.get_sdpa_backends(),
         "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
         "fp32_precision_api": "fp32_precision" if torch_compat.NEW_FP32_API else "allow_tf32",
+        # True/False as Inductor's config says; None where this torch's Inductor has no such option
+        **{name: torch_compat.get_inductor_option(option) for name, option in INDUCTOR_OPTIONS.items()},
     }
 
 
@@ -119,6 +170,10 @@ def _mismatch(flags: FrozenFlags, applied: dict) -> str:
         for name in ("matmul_precision", "cudnn_allow_tf32", "cudnn_benchmark", "cudnn_deterministic", "deterministic_algorithms")
         if wanted[name] != applied[name]
     ]
+    for name in INDUCTOR_OPTIONS:
+        wanted_value = {"on": True, "off": False}.get(wanted[name])
+        if wanted_value is not None and applied[name] != wanted_value:
+            problems.append(f"{name}: wanted {wanted[name]!r}, Inductor's config reports {applied[name]!r}")
     if flags.sdpa != "auto":
         enabled = [b for b, on in applied["sdpa_backends_enabled"].items() if on]
         if enabled != [flags.sdpa]:

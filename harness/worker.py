@@ -23,7 +23,7 @@ from gpt.data import DataError
 from gpt.train import build, resolve_device
 from harness import envinfo, explain
 from harness import flags as flagmod
-from harness.record import SCHEMA_VERSION, canonical_hash, workload_hash, write_record
+from harness.record import SCHEMA_VERSION, workload_hash, write_record
 
 
 def now() -> str:
@@ -103,7 +103,7 @@ def measure(spec: dict, step_hook=None) -> dict:
         "sweep": spec.get("sweep"),
         "workload": spec["workload"],
         "workload_hash": workload_hash(spec["workload"]),
-        "flags": {"requested": spec["flags"], "applied": None, "after": None, "hash": canonical_hash(spec["flags"])},
+        "flags": {"requested": spec["flags"], "applied": None, "after": None, "hash": flagmod.flags_hash(spec["flags"])},
         "environment": {},
         "steps": {"ms": [], "loss": [], "grad_norm": []},
         "summary": {},

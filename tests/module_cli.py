@@ -9,10 +9,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_module(module: str, *args, timeout: float = 600) -> subprocess.CompletedProcess:
-    """`python -m MODULE ARGS...` from the repository root, output captured."""
-    return subprocess.run([sys.executable, "-m", module, *map(str, args)], check=False, capture_output=True, text=True,
-                          cwd=ROOT, timeout=timeout)
+def run_module(module: str, *args, timeout: float = 600, python: str | None = None) -> subprocess.CompletedProcess:
+    """`python -m MODULE ARGS...` from the repository root, output captured (python: another interpreter)."""
+    return subprocess.run([python or sys.executable, "-m", module, *map(str, args)], check=False, capture_output=True,
+                          text=True, cwd=ROOT, timeout=timeout)
 
 
 def assert_refused(proc: subprocess.CompletedProcess, out_dir: Path, message: str) -> None:

@@ -69,3 +69,45 @@ def test_old_and_new_matmul_apis_are_never_mixed(monkeypatch):
     else:
         torch_compat.set_matmul_precision("high")
         assert calls == [("old", "high")]
+
+
+def test_inductor_padding_flags_are_hashed_only_when_asked_for():
+    old_style = {"matmul_precision": "high", "cudnn_allow_tf32": True, "cudnn_benchmark": False,
+                 "cudnn_deterministic": False, "sdpa": "auto", "deterministic_algorithms": False}
+    default = FrozenFlags(matmul_precision="high", cudnn_allow_tf32=True)
+    # records written before the Inductor options existed hash like records that leave them at default
+    assert flagmod.flags_hash(old_style) == default.hash == flagmod.flags_hash(default.to_dict())
+    off = FrozenFlags(matmul_precision="high", cudnn_allow_tf32=True, inductor_shape_padding="off")
+    on = FrozenFlags(matmul_precision="high", cudnn_allow_tf32=True, inductor_shape_padding="on")
+    both = FrozenFlags(matmul_precision="high", cudnn_allow_tf32=True, inductor_shape_padding="off",
+                       inductor_comprehensive_padding="off")
+    assert len({default.hash, off.hash, on.hash, both.hash}) == 4
+    with pytest.raises(FlagError, match="inductor_shape_padding='maybe'"):
+        FrozenFlags(inductor_shape_padding="maybe")
+
+
+def test_inductor_padding_flags_are_applied_and_read_back():
+    try:
+        applied = flagmod.apply(FrozenFlags(inductor_shape_padding="off", inductor_comprehensive_padding="off"))
+        assert applied["inductor_shape_padding"] is False and applied["inductor_comprehensive_padding"] is False
+        import torch._inductor.config as inductor_config
+
+        assert inductor_config.shape_padding is False and inductor_config.comprehensive_padding is False
+        applied = flagmod.apply(FrozenFlags(inductor_shape_padding="on", inductor_comprehensive_padding="on"))
+        assert applied["inductor_shape_padding"] is True and applied["inductor_comprehensive_padding"] is True
+        # "default" leaves the config as it is and reads back what it is
+        assert flagmod.apply(FrozenFlags())["inductor_shape_padding"] is True
+    finally:
+        flagmod.apply(FrozenFlags(inductor_shape_padding="on", inductor_comprehensive_padding="on"))
+    assert flagmod.changed({"inductor_shape_padding": True}, {"inductor_shape_padding": False}) == \
+        "inductor_shape_padding: True -> False"
+
+
+def test_comprehensive_padding_is_unsupported_where_inductor_lacks_it(monkeypatch):
+    import torch._inductor.config as inductor_config
+
+    monkeypatch.delattr(inductor_config, "comprehensive_padding")  # as in torch 2.1.2 and 2.3.1
+    assert torch_compat.get_inductor_option("comprehensive_padding") is None
+    assert flagmod.read_back()["inductor_comprehensive_padding"] is None
+    with pytest.raises(torch_compat.Unsupported, match=r"no config.comprehensive_padding .* arrived in 2.4"):
+        flagmod.apply(FrozenFlags(inductor_comprehensive_padding="off"))
