@@ -15,6 +15,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from harness import nvml
+
 ENV_VARS = (
     "HARNESS_ENV", "HARNESS_IMAGE", "HARNESS_IMAGE_DIGEST", "CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE",
     "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "TORCH_CUDNN_SDPA_ENABLED", "NVIDIA_TF32_OVERRIDE",
@@ -62,63 +64,60 @@ def package_version(*names: str) -> str | None:
     return None
 
 
-def harness_commit() -> dict:
+CODE_DIRS = ("gpt", "harness")  # the code that makes a measurement what it is
+CODE_SUFFIXES = (".py", ".json", ".yaml")
+
+
+def code_identity() -> dict:
+    """What code measured: a sha256 over the gpt/ and harness/ sources (relative path and content of each,
+    in order), which holds wherever the code sits (a checkout, a copy, an installed package), plus the git
+    commit only when the repository around the code is the project's own (a copy inside another checkout
+    would otherwise report that checkout's commit)."""
     root = Path(__file__).resolve().parent.parent
+    files = sorted(p for d in CODE_DIRS for p in (root / d).rglob("*")
+                   if p.is_file() and p.suffix in CODE_SUFFIXES and "__pycache__" not in p.parts)
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    identity = {"source_sha256": digest.hexdigest(), "source_files": len(files), "commit": None, "dirty": None}
     try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], check=False, capture_output=True, text=True, timeout=5)
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], check=False, capture_output=True, text=True, timeout=5)
+        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel", "HEAD"], check=False,
+                             capture_output=True, text=True, timeout=5)
+        lines = top.stdout.split()
+        if top.returncode or len(lines) != 2 or Path(lines[0]).resolve() != root:
+            identity["commit_note"] = "no git commit: the code is not at the root of its own git checkout"
+            return identity
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", *CODE_DIRS],
+                               check=False, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
-        return {"commit": None, "dirty": None}
-    if commit.returncode:
-        return {"commit": None, "dirty": None}
-    return {"commit": commit.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+        identity["commit_note"] = "no git commit: git is not available"
+        return identity
+    identity.update(commit=lines[1], dirty=bool(dirty.stdout.strip()))
+    return identity
 
 
-def nvml_info() -> dict | None:
-    """Driver version and device-level memory from NVML (nvidia-ml-py); None without a GPU/driver."""
-    try:
-        import pynvml
+def nvml_index(device) -> int:
+    """The NVML index of a torch CUDA device: the one mapping for the environment, the memory readings and
+    the power sampler (harness/nvml.py)."""
+    from gpt import torch_compat
 
-        pynvml.nvmlInit()
-    except Exception:  # noqa: BLE001 -- best effort: a missing fact must not break the run
-        return None
-    try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(_cuda_index())
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        return {
-            "driver": driver.decode() if isinstance(driver, bytes) else driver,
-            "memory_total_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
-            "power_limit_w": pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
-        }
-    except Exception:  # noqa: BLE001 -- best effort: a missing fact must not break the run
-        return None
+    return torch_compat.nvml_device_index(device)
 
 
-def _cuda_index() -> int:
-    import torch
-
-    return torch.cuda.current_device() if torch.cuda.is_available() else 0
-
-
-def device_used_bytes() -> int | None:
-    """Device-level used memory (all processes, CUDA context included) via NVML."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(_cuda_index())).used)
-    except Exception:  # noqa: BLE001 -- best effort: a missing fact must not break the run
-        return None
+def device_used_bytes(device) -> int | None:
+    """Device-level used memory (all processes, CUDA context included) of this torch device, via NVML."""
+    return nvml.device_used_bytes(nvml_index(device))
 
 
-def capture(env_name: str, device_type: str) -> dict:
+def capture(env_name: str, device) -> dict:
     import torch
 
     from gpt import torch_compat
 
+    device_type = device.type
     gpu = None
     if device_type == "cuda":
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        props = torch.cuda.get_device_properties(device)
         gpu = {
             "name": props.name,
             "capability": f"{props.major}.{props.minor}",
@@ -146,10 +145,11 @@ def capture(env_name: str, device_type: str) -> dict:
             "num_threads": torch.get_num_threads(),
         },
         "triton": package_version("triton", "pytorch-triton"),
-        "driver": {"cuda_driver_api": torch_compat.driver_version(), "nvml": nvml_info()},
+        "driver": {"cuda_driver_api": torch_compat.driver_version(),
+                   "nvml": nvml.driver_facts(nvml_index(device)) if device_type == "cuda" else None},
         "gpu": gpu,
         "container": {"image": os.environ.get("HARNESS_IMAGE"), "digest": os.environ.get("HARNESS_IMAGE_DIGEST")},
-        "harness": harness_commit(),
+        "harness": code_identity(),
         "packages": installed_packages(),
         "env_vars": env_vars(),
     }

@@ -26,7 +26,8 @@ from pathlib import Path
 import torch
 
 from gpt import torch_compat
-from harness import gpu_peaks, kernels
+from harness import envinfo, gpu_peaks, kernels
+from harness import nvml as nvmlmod
 
 TOP_KERNELS = 40
 NOT_ON_CPU = "not available on cpu"
@@ -374,17 +375,10 @@ def loaded_libraries(device_type: str, maps_path: str = "/proc/self/maps") -> di
 ALLOC_ENV = ("CUBLAS_WORKSPACE_CONFIG", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
 
 
-def _nvml():
-    import pynvml  # nvidia-ml-py
-
-    pynvml.nvmlInit()
-    return pynvml
-
-
 def _nvml_used_bytes(device: torch.device) -> tuple[int, str, str | None]:
     """(bytes, method, note): this process's usage if NVML lists it, else the whole device's."""
-    nvml = _nvml()
-    handle = nvml.nvmlDeviceGetHandleByIndex(torch_compat.nvml_device_index(device))
+    nvml = nvmlmod.module()
+    handle = nvml.nvmlDeviceGetHandleByIndex(envinfo.nvml_index(device))
     processes = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
     for p in processes:
         if p.pid == os.getpid() and p.usedGpuMemory is not None:
@@ -436,6 +430,8 @@ THROTTLE_BITS = {
 # Reasons that mean the clock was held below what the workload asked for (idle, app clocks, sync boost and
 # display do not).
 THROTTLING = {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
+SLOWDOWN = THROTTLING - {"sw_power_cap"}  # these mean throttled on their own
+CLOCK_DEFICIT = 0.02  # a power cap counts as throttling once the mean SM clock is this far below the maximum
 
 
 def throttle_reason_names(mask: int) -> list[str]:
@@ -457,14 +453,17 @@ class PowerSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._nvml = self._handle = None
+        self.max_sm_clock_mhz: int | None = None
 
     def start(self) -> PowerSampler:
         if self.device.type != "cuda":
             self.reason = f"{NOT_ON_CPU}: NVML reads NVIDIA GPUs only"
             return self
         try:
-            self._nvml = _nvml()
-            self._handle = self._nvml.nvmlDeviceGetHandleByIndex(torch_compat.nvml_device_index(self.device))
+            self._nvml = nvmlmod.module()
+            index = envinfo.nvml_index(self.device)
+            self._handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
+            self.max_sm_clock_mhz = nvmlmod.max_sm_clock_mhz(index)
         except ImportError:
             self.reason = "nvidia-ml-py (pynvml) is not installed"
             return self
@@ -515,11 +514,16 @@ class PowerSampler:
     def summary(self, window_s: float | None = None, tokens: int | None = None) -> dict:
         if self.reason:
             return unavailable(self.reason)
-        return summarize_power(self.samples, self.interval_s, window_s, tokens)
+        return summarize_power(self.samples, self.interval_s, window_s, tokens, self.max_sm_clock_mhz)
 
 
-def summarize_power(samples: list[dict], interval_s: float, window_s: float | None, tokens: int | None) -> dict:
-    """Power/clock summary of the samples in the last window_s seconds (all samples when window_s is None)."""
+def summarize_power(samples: list[dict], interval_s: float, window_s: float | None, tokens: int | None,
+                    max_sm_clock_mhz: int | None = None) -> dict:
+    """Power/clock summary of the samples in the last window_s seconds (all samples when window_s is None).
+
+    throttled: the clocks really fell. A power-cap reason alone is not enough (on an H100 it is raised while
+    the SM clock stays at 1965-1975 of 1980 MHz): the mean SM clock must be at least CLOCK_DEFICIT below the
+    device's maximum; a thermal or hardware slowdown reason counts on its own."""
     if not samples:
         return unavailable("no NVML samples were taken")
     end = samples[-1]["t"]
@@ -544,7 +548,13 @@ def summarize_power(samples: list[dict], interval_s: float, window_s: float | No
         for name in throttle_reason_names(mask):
             reason_share[name] = reason_share.get(name, 0) + 1
     reason_share = {k: v / len(masks) for k, v in reason_share.items()}
-    throttles = sorted(k for k in reason_share if k in THROTTLING)
+    mean_clock = statistics.fmean(clocks) if clocks else None
+    deficit = 1 - mean_clock / max_sm_clock_mhz if (mean_clock is not None and max_sm_clock_mhz) else None
+    clocks_fell = deficit is not None and deficit >= CLOCK_DEFICIT
+    capped = any(k in THROTTLING for k in reason_share)
+    throttled = any(k in SLOWDOWN for k in reason_share) or (capped and clocks_fell)
+    if capped and not throttled and deficit is None:
+        throttled = None  # a power cap was raised, and without the maximum clock it cannot be told whether clocks fell
     return {
         "available": bool(powers),
         "reason": None if powers else "NVML returned no power readings",
@@ -558,11 +568,15 @@ def summarize_power(samples: list[dict], interval_s: float, window_s: float | No
         "joules": joules,
         "joules_method": method,
         "joules_per_token": joules / tokens if joules is not None and tokens else None,
-        "sm_clock_mhz_mean": statistics.fmean(clocks) if clocks else None,
+        "sm_clock_mhz_mean": mean_clock,
         "sm_clock_mhz_min": min(clocks) if clocks else None,
+        "sm_clock_mhz_max": max_sm_clock_mhz,  # the device's maximum (NVML), what the deficit is measured against
+        "clock_deficit": deficit,  # 1 - mean / max
+        "throttled_rule": (f"a thermal/hardware slowdown reason, or a throttle reason with the mean SM clock "
+                           f"{CLOCK_DEFICIT:.0%}+ below the maximum"),
         "throttle_reasons": sorted(reason_share),
         "throttle_reason_share": reason_share,  # fraction of samples with each reason
-        "throttled": bool(throttles),
+        "throttled": throttled,
     }
 
 

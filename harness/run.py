@@ -25,9 +25,11 @@ from pathlib import Path
 from tabulate import tabulate
 
 from gpt.config import PRESETS, ConfigError, coerce, make_config
-from harness.flags import FlagError, flags_for
+from harness import envinfo, nvml
+from harness.flags import FlagError, flags_for, flags_hash
+from harness.flags import parse_assignments as parse_flag_assignments
 from harness.plan import PlanError, Sweep, builtin_plans, load_plan, make_sweep
-from harness.record import SCHEMA_VERSION, RecordError, read_record, write_record
+from harness.record import SCHEMA_VERSION, RecordError, read_record, workload_hash, write_record
 
 DEFAULT_TIMEOUT_S = 1800
 
@@ -68,6 +70,7 @@ def build_points(args) -> tuple[str, list[Point]]:
     plan = load_plan(args.plan)
     cli_sweep = parse_sweep(args.sweep, getattr(args, "sweep_name", None)) if getattr(args, "sweep", None) else None
     overrides = parse_assignments(args.set)
+    flag_overrides = parse_flag_assignments(getattr(args, "flag", None))
     for name in ("steps", "warmup_steps", "device", "batch_size", "seq_len"):
         value = getattr(args, name, None)
         if value is not None:
@@ -84,7 +87,7 @@ def build_points(args) -> tuple[str, list[Point]]:
         for value in sweep.values if sweep else [None]:
             swept = {sweep.field: value} if sweep else {}  # the sweep's value wins over the rung and --set
             workload = make_config(args.preset, **{**rung.settings, **overrides, **swept}).to_dict()  # the command line wins
-            flags = flags_for(workload, rung.flags).to_dict()
+            flags = flags_for(workload, {**rung.flags, **flag_overrides}).to_dict()  # --flag wins over the plan
             tag = {"name": sweep.name, "field": sweep.field, "value": value} if sweep else None
             points += [Point(rung.name, index, workload, flags, r, tag) for r in range(repeats)]
     return plan.name, points
@@ -95,6 +98,8 @@ def rerun_command(args, point: Point) -> str:
     parts = ["--plan", args.plan, "--preset", args.preset, "--rungs", point.rung, "--repeats", "1", "--out", args.out]
     for item in args.set or []:
         parts += ["--set", item]
+    for item in getattr(args, "flag", None) or []:
+        parts += ["--flag", item]
     for name in ("steps", "warmup_steps", "device", "batch_size", "seq_len"):
         if getattr(args, name, None) is not None:
             parts += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
@@ -113,14 +118,28 @@ def new_run_id(env: str, plan: str, point: Point) -> str:
     return f"{stamp}-{env}-{plan}-{label}-r{point.repeat}-{secrets.token_hex(3)}"
 
 
+def intended_environment(spec: dict) -> dict:
+    """What the runner can tell, without torch, of where the worker was meant to run: for a worker that died
+    before capturing its own environment, so its record is not an "unknown device" (the GPU from NVML, CUDA
+    device 0 as CUDA_VISIBLE_DEVICES exposes it; else the CPU)."""
+    env = {"env_name": spec["env"], "captured_by": "runner: the worker died before capturing its environment",
+           "harness": envinfo.code_identity()}
+    wanted = (spec.get("workload") or {}).get("device", "auto")
+    index = nvml.visible_index(0) if wanted in ("cuda", "auto") else None
+    gpu = nvml.gpu_identity(index) if index is not None else None
+    if gpu or wanted == "cuda":
+        return {**env, "device": "cuda", "gpu": gpu}
+    return {**env, "device": "cpu", "cpu": {"model": envinfo.cpu_model(), "count": os.cpu_count()}}
+
+
 def failure_record(spec: dict, reason: str) -> dict:
     """For a worker that died without writing its record (segfault, kill, timeout)."""
     return {
         "schema_version": SCHEMA_VERSION, "run_id": spec["run_id"], "kind": "measured", "status": "error",
         "reason": reason, "notes": [], "started_at": None, "finished_at": None, "env": spec["env"],
         "plan": spec["plan"], "rung": spec["rung"], "rung_index": spec["rung_index"], "repeat": spec["repeat"],
-        "sweep": spec["sweep"], "workload": spec["workload"], "workload_hash": "", "flags": {"requested": spec["flags"], "hash": ""},
-        "environment": {"env_name": spec["env"]}, "steps": {"ms": [], "loss": [], "grad_norm": []}, "summary": {},
+        "sweep": spec["sweep"], "workload": spec["workload"], "workload_hash": workload_hash(spec["workload"]), "flags": {"requested": spec["flags"], "hash": flags_hash(spec["flags"])},
+        "environment": intended_environment(spec), "steps": {"ms": [], "loss": [], "grad_norm": []}, "summary": {},
         "rerun": {"command": spec["rerun"]},
     }
 
@@ -212,6 +231,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, help="repeats per rung (default: the plan's, else 1)")
     p.add_argument("--rungs", help="comma-separated rung names to run (default: all)")
     p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a workload field for every rung (repeatable)")
+    p.add_argument("--flag", action="append", metavar="NAME=VALUE", help="override a frozen flag for every rung "
+                   "(repeatable; wins over the plan's), e.g. inductor_shape_padding=off (harness/flags.py lists them)")
     p.add_argument("--sweep", metavar="FIELD=V1,V2,...", help="run every rung once per value of a workload field, "
                    "each point its own process and record (the value wins over the plan and --set; replaces the plan's sweeps)")
     p.add_argument("--sweep-name", dest="sweep_name", help="the name the points' records are tagged with (default: FIELD)")

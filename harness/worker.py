@@ -116,7 +116,7 @@ def measure(spec: dict, step_hook=None) -> dict:
         config = WorkloadConfig(**spec["workload"]).validate()
         flags = flagmod.FrozenFlags.from_dict(spec["flags"])
         device = resolve_device(config.device)
-        record["environment"] = envinfo.capture(spec["env"], device.type)
+        record["environment"] = envinfo.capture(spec["env"], device)
         record["flags"]["applied"] = flagmod.apply(flags)  # before the model exists, so compile sees them
         if device.type == "cpu" and config.precision == "tf32":
             record["notes"].append("tf32 changes GPU matmuls only; on cpu this rung computes in fp32")
@@ -153,7 +153,7 @@ def measure(spec: dict, step_hook=None) -> dict:
         if device.type == "cuda":
             record["summary"]["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
             record["summary"]["peak_reserved_bytes"] = torch.cuda.max_memory_reserved(device)
-            record["summary"]["device_used_bytes"] = envinfo.device_used_bytes()
+            record["summary"]["device_used_bytes"] = envinfo.device_used_bytes(device)
         record["flags"]["after"] = flagmod.read_back()
         drift = flagmod.changed(record["flags"]["applied"], record["flags"]["after"])
         record["status"], record["reason"] = ("invalid", f"flags changed during the run: {drift}") if drift else ("ok", None)
@@ -168,8 +168,11 @@ def measure(spec: dict, step_hook=None) -> dict:
         power = record["explain"]["power"]
         if power.get("throttled"):
             throttles = [r for r in power["throttle_reasons"] if r in explain.THROTTLING]
+            deficit = power.get("clock_deficit")
             record["notes"].append(f"GPU clocks were throttled during the timed steps: {', '.join(throttles)} "
-                                   f"(SM clock min {power.get('sm_clock_mhz_min')} MHz)")
+                                   f"(SM clock mean {power.get('sm_clock_mhz_mean') or 0:.0f}, min {power.get('sm_clock_mhz_min')} "
+                                   f"of max {power.get('sm_clock_mhz_max')} MHz"
+                                   + (f", {deficit:.1%} below it)" if deficit is not None else ")"))
     except torch_compat.Unsupported as exc:
         record["status"], record["reason"] = "unsupported", str(exc)
     except (torch_compat.OutOfMemoryError, MemoryError) as exc:

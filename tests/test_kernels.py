@@ -282,14 +282,34 @@ def test_power_summary_keeps_the_timed_window_and_flags_throttling():
     # 1 s of idle-ish compile (100 W) then 0.5 s of timed steps at 700 W, power-capped in two samples
     powers = [100.0] * 10 + [700.0] * 6
     reasons = [0x1] * 10 + [0x0, 0x0, 0x4, 0x4, 0x0, 0x0]
-    s = explain.summarize_power(_samples(powers, reasons, energy_start=5_000_000), 0.1, window_s=0.5, tokens=8192)
+    s = explain.summarize_power(_samples(powers, reasons, energy_start=5_000_000), 0.1, window_s=0.5, tokens=8192,
+                                max_sm_clock_mhz=1980)
     assert s["available"] and s["samples"] == 6 and s["samples_total"] == 16
     assert s["mean_w"] == pytest.approx(700.0) and s["peak_w"] == 700.0
     assert s["joules_method"] == "nvml-energy-counter"
     assert s["joules"] == pytest.approx(350.0) and s["joules_per_token"] == pytest.approx(350.0 / 8192)
     assert s["throttle_reasons"] == ["sw_power_cap"] and s["throttled"] is True
     assert s["throttle_reason_share"]["sw_power_cap"] == pytest.approx(2 / 6)
-    assert s["sm_clock_mhz_min"] == 1980 - 150
+    assert s["sm_clock_mhz_min"] == 1980 - 150 and s["sm_clock_mhz_max"] == 1980
+    assert s["clock_deficit"] == pytest.approx(1 - 1855 / 1980)  # mean of 1880 .. 1830
+
+
+def test_power_cap_without_falling_clocks_is_not_throttling():
+    """The H100 records of torch 2.11: sw_power_cap raised in a third of the samples while the SM clock stayed
+    at 1965-1975 of 1980 MHz. That is not a throttled run; a real clock drop or a thermal reason is."""
+    from harness import explain
+
+    samples = [{"t": 100.0 + i * 0.1, "power_w": 640.0, "sm_clock_mhz": c, "reasons": r, "energy_mj": None}
+               for i, (c, r) in enumerate(zip([1980, 1975, 1965, 1980, 1980, 1975], [0, 0x4, 0x4, 0, 0, 0], strict=True))]
+    s = explain.summarize_power(samples, 0.1, window_s=None, tokens=None, max_sm_clock_mhz=1980)
+    assert s["throttle_reasons"] == ["sw_power_cap"] and s["throttled"] is False
+    assert s["clock_deficit"] == pytest.approx(1 - s["sm_clock_mhz_mean"] / 1980) and s["clock_deficit"] < 0.01
+    fell = [{**x, "sm_clock_mhz": 1500} for x in samples]  # the H200 tf32 record's 1500 MHz
+    assert explain.summarize_power(fell, 0.1, window_s=None, tokens=None, max_sm_clock_mhz=1980)["throttled"] is True
+    thermal = [{**x, "reasons": 0x20} for x in samples]  # sw thermal slowdown counts on its own
+    assert explain.summarize_power(thermal, 0.1, window_s=None, tokens=None, max_sm_clock_mhz=1980)["throttled"] is True
+    # without the maximum clock a power cap cannot be judged: neither true nor false
+    assert explain.summarize_power(samples, 0.1, window_s=None, tokens=None)["throttled"] is None
 
 
 def test_power_summary_idle_reasons_are_not_throttling_and_no_energy_counter():
@@ -326,6 +346,9 @@ class FakeNVML(types.ModuleType):
 
     def nvmlDeviceGetClockInfo(self, handle, clock):
         return 1755
+
+    def nvmlDeviceGetMaxClockInfo(self, handle, clock):
+        return 1980
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
         return 0x4

@@ -6,8 +6,9 @@ import pytest
 from module_cli import assert_refused, run_module
 
 from harness import run as runmod
+from harness.flags import flags_hash
 from harness.plan import PlanError, load_plan
-from harness.record import iter_records
+from harness.record import device_label, iter_records, workload_hash
 
 
 @pytest.mark.parametrize("args, message", [
@@ -53,6 +54,11 @@ def test_a_worker_that_dies_still_leaves_an_error_record(tmp_path):
     record = runmod.run_point(spec, timeout_s=0.5)  # far too short: the worker is killed
     assert record["status"] == "error" and "timed out" in record["reason"]
     assert json.loads((tmp_path / "dies.json").read_text())["status"] == "error"
+    # the runner records where the worker was meant to run: not an "unknown device" (the H100/H200 records' defect)
+    env = record["environment"]
+    assert env["device"] == "cpu" and env["cpu"]["model"] and "runner" in env["captured_by"]
+    assert device_label(env).startswith("cpu: ") and env["harness"]["source_sha256"]
+    assert record["workload_hash"] == workload_hash(points[0].workload) and record["flags"]["hash"] == flags_hash(points[0].flags)
 
 
 def test_rerun_command_names_env_and_rung():
