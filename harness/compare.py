@@ -565,7 +565,7 @@ class Compare:
             rung_of = {}  # rung name -> its first ok group in this table; "previous" is the previous rung's
             for _idx, rung, g in rows:
                 if not isinstance(g, Group):
-                    table.rows.append({"rung": rung, "runs": g["status"]})
+                    table.rows.append({"rung": rung, "runs": g["status"], "run_ids": [g["run_id"]]})
                     table.notes.append(f"{rung}: {g['status']}: {g.get('reason') or 'no reason given'}")
                     continue
                 if rung_of and rung not in rung_of:
@@ -575,7 +575,7 @@ class Compare:
                        "ms": g.ms_median, "tokens_s": g.throughput.point, "memory": g.memory_bytes,
                        "mfu": g.summary_median("mfu"),
                        "vs_previous": Cell(self.delta(previous, g), "ratio") if previous else None,
-                       "vs_first": Cell(self.delta(first, g), "ratio") if first else None}
+                       "vs_first": Cell(self.delta(first, g), "ratio") if first else None, "run_ids": run_ids(g)}
                 table.rows.append(row)
                 first = first or g
             tables.append(table)
@@ -612,7 +612,8 @@ class Compare:
                         "baseline": "(baseline)" if is_base else getattr(base, across),
                         "tokens_s": g.throughput.point, "memory": g.memory_bytes,
                         "d_tokens_s": None if is_base else Cell(self.delta(base, g)),
-                        "d_memory": None if is_base else Cell(self.mem_delta(base, g))}))
+                        "d_memory": None if is_base else Cell(self.mem_delta(base, g)),
+                        "run_ids": run_ids(g) if is_base else run_ids(base, g)}))
         rows.sort(key=lambda t: t[:4])
         table.rows = [r[-1] for r in rows]
         if not table.rows:
@@ -682,7 +683,7 @@ class Compare:
             for (gpu, env), (a, b, delta, _boot) in sorted(entry["cells"].items(), key=lambda kv: (self.gpu_rank[kv[0][0]], self.env_rank[kv[0][1]])):
                 table.rows.append({"knob": knob, "at": entry["at"], "gpu": gpu, "env": env,
                                    "tokens_s": f"{fmt_int(a.throughput.point)} -> {fmt_int(b.throughput.point)}",
-                                   "d_tokens_s": Cell(delta), "d_memory": Cell(self.mem_delta(a, b))})
+                                   "d_tokens_s": Cell(delta), "d_memory": Cell(self.mem_delta(a, b)), "run_ids": run_ids(a, b)})
         if not table.rows:
             table.notes.append("no two runs in one (GPU, env) cell differ in exactly one knob")
         return table
@@ -709,7 +710,8 @@ class Compare:
                     table.rows.append({
                         "knob": knob, "at": entry["at"], "gpus": f"{g1} -> {g2}", "envs": f"{v1} -> {v2}",
                         "effects": "; ".join(f"{short_gpu(g)}/{v} {Cell(cells[(g, v)][0]).brief()}" for g, v in quad),
-                        "gpu_factor": Cell(gpu_f, "pp"), "version_factor": Cell(ver_f, "pp"), "interaction": Cell(inter, "pp")})
+                        "gpu_factor": Cell(gpu_f, "pp"), "version_factor": Cell(ver_f, "pp"), "interaction": Cell(inter, "pp"),
+                        "run_ids": run_ids(*(g for q in quad for g in entry["cells"][q][:2]))})
         if not table.rows:
             table.notes.append("no knob was measured on 2 GPUs x 2 envs; run the same plan on both GPUs under both envs to split its effect")
         table.notes.append("effects in %; factors in percentage points: GPU factor = effect on GPU B minus on GPU A, averaged "
@@ -789,7 +791,8 @@ class Compare:
                     parity = "DRIFT" if any(d is not None and abs(d) > tol for d in (df, dm)) else "ok"
                 table.rows.append({"rung": g.label, "batch": g.batch, "gpu": g.gpu, "env": g.env, "steps": upto,
                                    "final": _round(f), "mean": _round(m), "d_final": None if g is base else fmt_signed_pct(df),
-                                   "d_mean": None if g is base else fmt_signed_pct(dm), "parity": parity})
+                                   "d_mean": None if g is base else fmt_signed_pct(dm), "parity": parity,
+                                   "run_ids": run_ids(g) if g is base else run_ids(base, g)})
         if not table.rows:
             table.notes.append("no comparison set ran in more than one (GPU, env) cell")
         table.notes.append(f"tolerance: {tol:.1%} relative, on the loss at the last common step and on the mean from the "
@@ -922,6 +925,11 @@ class Compare:
                 f"Loss parity tolerance: {self.loss_tol:.1%} relative.",
                 ("Baselines: env = oldest torch in each comparison (--baseline-env to choose); GPU = lowest compute "
                 "capability (--baseline-gpu). Comparable = same workload_hash and flags hash; the cells differ only in env and GPU.")]
+
+
+def run_ids(*groups: Group) -> list[str]:
+    """The run ids a table row rests on (rows carry them beside their columns; renderers show only columns)."""
+    return [r["run_id"] for g in groups for r in g.records]
 
 
 def fmt_signed_pct(x):

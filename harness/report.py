@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tabulate import tabulate
 
-from harness import stats
+from harness import findings, stats
 from harness import sweep as sweepmod
 from harness.compare import (
     Cell,
@@ -33,9 +33,17 @@ from harness.compare import (
     common_parser,
     short_gpu,
 )
+from harness.findings import Finding
 from harness.kernels import CATEGORIES
 
 DPI = 110
+FINDING_TOPICS = (  # harness.findings topics, in the order the report shows them
+    ("ladder", "Ladders"), ("tf32-memory", "Memory with TF32 on (the user's question (a))"),
+    ("vocab", "Vocab padding 50257 -> 50304 (question (b))"), ("padding-ab", "The compiler's own padding (A/B)"),
+    ("versions", "Torch builds: memory and speed"), ("batch", "How far B grows"), ("sdpa", "Which SDPA backend"),
+    ("knobs", "Knob effects"), ("factors", "The GPU or the torch version?"), ("cross", "Cross-version and cross-GPU"),
+    ("loss", "Loss parity"),
+)
 MEMORY_PARTS = (("tensors_bytes", "tensors"), ("allocator_cache_bytes", "allocator cache"),
                 ("outside_allocator_bytes", "outside the allocator"))
 
@@ -59,6 +67,10 @@ class Doc:
         if items:
             self.blocks.append(("ul", list(items)))
 
+    def findings(self, items: list[Finding]):
+        if items:
+            self.blocks.append(("findings", list(items)))
+
     def table(self, t: Table):
         self.blocks.append(("table", t))
 
@@ -80,6 +92,8 @@ def to_markdown(doc: Doc) -> str:
             out.append(b[1])
         elif b[0] == "ul":
             out.append("\n".join(f"- {i}" for i in b[1]))
+        elif b[0] == "findings":
+            out.append("\n".join(f"- {f.text}" + (f" <sub>{f.cited()}</sub>" if f.records else "") for f in b[1]))
         elif b[0] == "table":
             t = b[1]
             text = f"**{t.title}**\n\n"
@@ -99,7 +113,8 @@ h1{border-bottom:2px solid #444}h2{border-bottom:1px solid #bbb;margin-top:2em}
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em;display:block;overflow-x:auto}
 th,td{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}th{background:#f0f0f0}
 tr:nth-child(even) td{background:#fafafa}figure{margin:1em 0}figcaption,.note{color:#555;font-size:.9em}
-img{max-width:100%;border:1px solid #ddd}.caption{font-weight:600;margin-top:1em}"""
+img{max-width:100%;border:1px solid #ddd}.caption{font-weight:600;margin-top:1em}
+.cite{color:#777;font-size:.8em;word-break:break-all}"""
 
 
 def to_html(doc: Doc, title: str) -> str:
@@ -111,6 +126,9 @@ def to_html(doc: Doc, title: str) -> str:
             out.append(f"<p>{html.escape(b[1])}</p>")
         elif b[0] == "ul":
             out.append("<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in b[1]) + "</ul>")
+        elif b[0] == "findings":
+            out.append("<ul>" + "".join(f"<li>{html.escape(f.text)}" + (f" <span class='cite'>{html.escape(f.cited())}</span>"
+                                                                          if f.records else "") + "</li>" for f in b[1]) + "</ul>")
         elif b[0] == "table":
             t = b[1]
             out.append(f"<div class='caption'>{html.escape(t.title)}</div>")
@@ -336,118 +354,6 @@ def sweep_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
     return charts
 
 
-# ---------------------------------------------------------------- findings
-
-def _pct(cell_or_delta) -> str:
-    d = cell_or_delta.delta if isinstance(cell_or_delta, Cell) else cell_or_delta
-    return Cell(d).brief()
-
-
-def findings(cmp: Compare, tables: dict[str, list[Table]], effects: dict) -> list[str]:
-    out = []
-    for t in tables["ladder"]:
-        ok = [r for r in t.rows if r.get("tokens_s")]
-        if len(ok) >= 2:
-            best = max(ok, key=lambda r: r["tokens_s"])
-            steps = [r for r in ok if isinstance(r.get("vs_previous"), Cell) and r["vs_previous"].delta.value is not None]
-            big = max(steps, key=lambda r: abs(r["vs_previous"].delta.value), default=None)
-            text = (f"{t.title.removeprefix('Ladder: ')}: {ok[0]['rung']} {ok[0]['tokens_s']:,.0f} tokens/s -> "
-                    f"{ok[-1]['rung']} {ok[-1]['tokens_s']:,.0f} tokens/s ({ok[-1]['vs_first'].text()}); "
-                    f"fastest rung {best['rung']} ({best['tokens_s']:,.0f} tokens/s)")
-            if big:
-                text += f"; largest single step: {big['rung']} {big['vs_previous'].text()} vs the rung before"
-            out.append(text + ".")
-    for (knob, _ctx), entry in effects.items():
-        parts = [f"{_pct(d)} on {short_gpu(gpu)}/{env}" for (gpu, env), (_a, _b, d, _boot) in
-                 sorted(entry["cells"].items(), key=lambda kv: (cmp.gpu_rank[kv[0][0]], cmp.env_rank[kv[0][1]]))]
-        out.append(f"Knob {knob} (at {entry['at']}): tokens/s " + ", ".join(parts) + ".")
-    for r in tables["factors"][0].rows:
-        g, v, _i = r["gpu_factor"].delta, r["version_factor"].delta, r["interaction"].delta
-        real = [(name, d) for name, d in (("the GPU", g), ("the torch version", v)) if d.beyond]
-        if not real:
-            verdict = "neither factor is beyond noise"
-        elif len(real) == 1:
-            verdict = f"only {real[0][0]} factor is beyond noise"
-        else:
-            bigger = max(real, key=lambda nd: abs(nd[1].value))
-            verdict = f"both are beyond noise; the larger is {bigger[0]}"
-        out.append(f"{r['knob']} (at {r['at']}), GPUs {r['gpus']}, envs {r['envs']}: GPU factor {r['gpu_factor'].brief()}, "
-                   f"version factor {r['version_factor'].brief()}, interaction {r['interaction'].brief()} ({verdict}).")
-    for name, what in (("versions", "cross-version"), ("gpus", "cross-GPU")):
-        deltas = [r for r in tables[name][0].rows if isinstance(r.get("d_tokens_s"), Cell) and r["d_tokens_s"].delta.value is not None]
-        if deltas:
-            beyond = [r for r in deltas if r["d_tokens_s"].delta.beyond]
-            within = [r for r in deltas if r["d_tokens_s"].delta.verdict == stats.WITHIN]
-            text = (f"{what.capitalize()} tokens/s deltas: {len(beyond)} beyond noise, {len(within)} within noise, "
-                    f"{len(deltas) - len(beyond) - len(within)} without a noise estimate (too few samples)")
-            top = sorted(beyond, key=lambda r: -abs(r["d_tokens_s"].delta.value))[:3]
-            if top:
-                key = "gpu" if name == "versions" else "env"
-                other = "env" if name == "versions" else "gpu"
-                text += "; largest: " + "; ".join(
-                    f"{r['rung']} ({r['batch']}) on {short_gpu(r[key]) if key == 'gpu' else r[key]}: "
-                    f"{short_gpu(r[other]) if other == 'gpu' else r[other]} vs {short_gpu(r['baseline']) if other == 'gpu' else r['baseline']} "
-                    f"{_pct(r['d_tokens_s'])}, memory {_pct(r['d_memory'])}" for r in top)
-            out.append(text + ".")
-    loss = [r for r in tables["loss"][0].rows if r.get("parity") in ("ok", "DRIFT")]
-    if loss:
-        drift = [r for r in loss if r["parity"] == "DRIFT"]
-        text = f"Loss parity: {len(loss) - len(drift)} of {len(loss)} comparable cells within {cmp.loss_tol:.1%} of their baseline"
-        if drift:
-            text += "; drift: " + "; ".join(f"{r['rung']} {short_gpu(r['gpu'])}/{r['env']} mean {r['d_mean']}, final {r['d_final']}" for r in drift[:5])
-        out.append(text + ".")
-    out += reference_findings(cmp, tables)
-    return out
-
-
-def reference_findings(cmp: Compare, tables: dict[str, list[Table]]) -> list[str]:
-    """What the user's own logged numbers say, computed from the reference records (single samples)."""
-    out = []
-    refs = [r for r in cmp.ds.references if r.first["status"] == "ok"]
-    if not refs:
-        return out
-    by = {}
-    for r in refs:
-        info = r.first.get("reference") or {}
-        by.setdefault((r.first["rung"], r.workload.get("batch_size"), r.workload.get("compile"), info.get("torch")), []).append(r)
-
-    def first(rung, b, torch=None, compiled="default"):
-        items = by.get((rung, b, compiled, torch))
-        return min(items, key=lambda g: (g.first.get("reference") or {}).get("line") or 0) if items else None
-
-    def step(a, b):
-        return stats.ratio(cmp.ref_estimate(a), cmp.ref_estimate(b))[0]
-
-    gpu = refs[0].gpu
-    vocab = []
-    for b in sorted({r.workload.get("batch_size") for r in refs}):
-        a, v = first("sdpa-flash", b), first("vocab-50304", b)
-        if a and v:
-            vocab.append(f"B={b} {Cell(step(a, v)).brief()}")
-    if vocab:
-        out.append(f"User's log ({gpu}, torch version not stated): vocab 50257 -> 50304 on top of SDPA: tokens/s " + ", ".join(vocab) + ".")
-    old, new = first("fused-adamw-clip", 64, "2.1.2"), first("fused-adamw-clip", 64, "nightly")
-    if old and new:
-        mem = (new.memory_bytes / old.memory_bytes - 1) if old.memory_bytes and new.memory_bytes else None
-        out.append(f"User's log (002's H800 pair), fused AdamW + clip at B=64: torch 2.1.2 -> nightly tokens/s {Cell(step(old, new)).brief()}, "
-                   f"nvidia-smi memory {old.memory_bytes / 2**20:,.0f} -> {new.memory_bytes / 2**20:,.0f} MiB"
-                   + (f" ({mem * 100:+.1f}%)" if mem is not None else "") + "; first step "
-                   f"{(old.first['summary'].get('first_step_ms') or 0):,.0f} -> {(new.first['summary'].get('first_step_ms') or 0):,.0f} ms.")
-    matched = [r for r in tables["reference"][0].rows if isinstance(r.get("d_tokens_s"), Cell)]
-    by_cell: dict[str, list] = {}
-    for r in matched:
-        by_cell.setdefault(r["measured"], []).append(r)
-    for cell, rows in by_cell.items():
-        same = [r for r in rows if not r["differs"].startswith(("GPU", "torch"))]
-        out.append(f"Measured on {cell} vs the user's logged tokens/s (single samples): "
-                   + ", ".join(f"{r['rung']} {r['batch'].split(',')[0]} {r['d_tokens_s'].delta.value * 100:+.1f}%" for r in rows)
-                   + ("" if len(same) == len(rows) else "; GPU class or torch version differs from the log's")
-                   + " (Reference section: conditions that differ).")
-    if not matched:
-        out.append("No measured run matches a logged (rung, B, T) yet: the user's numbers stand alone in the Reference section.")
-    return out
-
-
 # ---------------------------------------------------------------- the report
 
 def environment_table(cmp: Compare) -> Table:
@@ -486,7 +392,15 @@ def build(cmp: Compare, paths, command: str) -> Doc:
           f"Every number and finding below is computed from those records.")
 
     doc.h(2, "1. Findings")
-    doc.ul(findings(cmp, tables, effects) or ["No measured runs yet: nothing to find."])
+    doc.p("Computed from the records above, each with the run ids it rests on (file names are <run id>.json).")
+    found = findings.compute(cmp, tables, effects)
+    for topic, title in FINDING_TOPICS:
+        items = [f for f in found if f.topic == topic]
+        if items:
+            doc.h(3, title)
+            doc.findings(items)
+    if not found:
+        doc.p("No measured runs yet: nothing to find.")
 
     doc.h(2, "2. Environments")
     doc.table(environment_table(cmp))

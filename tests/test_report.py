@@ -63,8 +63,12 @@ def test_markdown_sections_and_computed_findings(rich):
     # the knob effects and the 2x2 split are stated with numbers computed from the records
     assert re.search(r"Knob vocab_size 50257 -> 50304 .*: tokens/s \+\d+\.\d% on A100-SXM4-80GB/torch212", findings)
     assert re.search(r"GPU factor [+-]\d+\.\d pp, version factor [+-]\d+\.\d pp", findings)
-    assert "User's log (002's H800 pair), fused AdamW + clip at B=64: torch 2.1.2 -> nightly tokens/s +43.8% (single sample)" in findings
-    assert "77,425 -> 48,007 MiB (-38.0%)" in findings
+    # the user's two logged builds, found in the records (no statement about the seeds is written in)
+    assert ("The user's log, fused-adamw-clip at B=64, T=1024 on H100/H800 class: torch 2.1.2 -> nightly: tokens/s "
+            "308,130 -> 443,161 (+43.8% (single sample)); device used 77,425 -> 48,007 MiB (-38.0%)") in findings
+    # each finding cites the records it rests on
+    assert re.search(r"TF32 on \(fp32 -> tf32\) in the user's log .* <sub>records: ref-000-L005-fp32-b16, ref-000-L011-tf32-b16</sub>",
+                     findings)
     assert "Significance:" in md and "bootstrap" in md
     assert "status oom: CUDA out of memory" in md  # the OOM sweep point is reported, not dropped
 

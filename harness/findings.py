@@ -1,0 +1,452 @@
+"""The report's findings, computed from whatever records are given; each cites the records it rests on.
+
+Nothing here knows the user's log or the GPUs by name: a finding exists when the records contain the
+pairs it needs, and says so when they do not. Topics, in the report's order:
+
+  ladder       per ladder: first -> last rung, the fastest rung, the largest single step
+  tf32-memory  memory with TF32 on vs IEEE fp32, same rung otherwise (the user's question (a)), per cell and
+               in the user's log; with the compiler's padding A/B (plan `padding`) where those runs exist
+  vocab        vocab 50257 -> 50304 (question (b)) per GPU and torch version, the user's log beside it; what
+               the kernel capture saw of the lm_head GEMM; the padding A/B where present
+  versions     memory and speed between torch builds: measured envs, the user's logged builds, and our
+               measurement beside the user's numbers for the same rung and B
+  batch        how far B grows: batch searches and the user's batch sweep
+  sdpa         which SDPA backend `auto` chose, and what forcing one costs
+  knobs, factors, cross, loss   the generic tables' headlines
+
+A pair for a knob is two runs of one (GPU, env) cell (or of the user's log, one torch build) whose workloads
+differ in that field alone and whose explicit flag overrides are equal (flags that follow from the
+workload, like TF32 with precision, may differ). No torch import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+
+from harness import stats
+from harness import sweep as sweepmod
+from harness.compare import VALUE_ORDER, Cell, Compare, Group, Table, knob_fields, short_gpu
+from harness.flags import INDUCTOR_OPTIONS, flags_for
+
+MIB = 2**20
+MAX_CITED = 6  # run ids cited per finding before "and N more"
+
+
+@dataclass(frozen=True)
+class Finding:
+    topic: str
+    text: str
+    records: tuple = ()  # run ids (measured) or reference run ids the text rests on
+
+    def cited(self) -> str:
+        ids = list(dict.fromkeys(self.records))
+        if not ids:
+            return ""
+        more = f" and {len(ids) - MAX_CITED} more" if len(ids) > MAX_CITED else ""
+        return "records: " + ", ".join(ids[:MAX_CITED]) + more
+
+
+def _ids(*groups) -> list[str]:
+    return [r["run_id"] for g in groups if g is not None for r in g.records]
+
+
+def _mib(value) -> str:
+    return "?" if value is None else f"{value / MIB:,.0f}"
+
+
+def _signed_pct(a, b) -> str:
+    return "" if not a or b is None else f" ({(b / a - 1) * 100:+.1f}%)"
+
+
+# ---------------------------------------------------------------- pairs that differ in one knob
+
+def overrides(g: Group) -> dict:
+    """The group's requested flags that do not follow from its workload (plan or --flag overrides)."""
+    try:
+        implied = flags_for(g.workload).to_dict()
+    except ValueError:
+        implied = {}
+    return {k: v for k, v in g.flags.items() if implied.get(k, v) != v or k not in implied}
+
+
+def padding_setting(g: Group) -> str:
+    """'default' or e.g. 'inductor_shape_padding off, inductor_comprehensive_padding off'."""
+    changed = [f"{name} {g.flags.get(name)}" for name in INDUCTOR_OPTIONS if g.flags.get(name, "default") != "default"]
+    return ", ".join(changed) or "default"
+
+
+def _order(field: str, a: Group, b: Group) -> tuple[Group, Group]:
+    order = VALUE_ORDER.get(field)
+    va, vb = a.workload.get(field), b.workload.get(field)
+    if order and va in order and vb in order:
+        return (a, b) if order.index(va) < order.index(vb) else (b, a)
+    try:
+        return (a, b) if va <= vb else (b, a)
+    except TypeError:
+        return a, b
+
+
+def one_knob_pairs(groups: list[Group], field: str, before=None, after=None) -> list[tuple[Group, Group]]:
+    """(a, b) with workloads that differ in `field` alone and equal flag overrides; a before b in the natural
+    order of the field's values. before/after restrict the values (None: any)."""
+    out = []
+    for a, b in combinations(groups, 2):
+        wa, wb = knob_fields(a.workload), knob_fields(b.workload)
+        if {k for k in wa.keys() | wb.keys() if wa.get(k) != wb.get(k)} != {field}:
+            continue
+        if overrides(a) != overrides(b):
+            continue
+        a, b = _order(field, a, b)
+        if (before is None or a.workload.get(field) == before) and (after is None or b.workload.get(field) == after):
+            out.append((a, b))
+    return out
+
+
+def measured_pairs(cmp: Compare, field: str, before=None, after=None) -> list[tuple[tuple, Group, Group]]:
+    """One-knob pairs inside each (GPU, env) cell, ladder runs only (sweep points are curves, not rungs)."""
+    out = []
+    for (gpu, env), groups in cmp.cells().items():
+        for a, b in one_knob_pairs([g for g in groups if g.in_ladder], field, before, after):
+            out.append(((gpu, env), a, b))
+    out.sort(key=lambda t: (cmp.gpu_rank[t[0][0]], cmp.env_rank[t[0][1]], t[1].workload.get("batch_size") or 0,
+                            t[1].workload.get("seq_len") or 0, padding_setting(t[1]) != "default", t[1].label))
+    return out
+
+
+def _ref_torch(g: Group) -> str:
+    return (g.first.get("reference") or {}).get("torch") or "torch not stated"
+
+
+def _ok_references(cmp: Compare) -> list[Group]:
+    return [r for r in cmp.ds.references if r.first.get("status") == "ok"]
+
+
+def reference_pairs(cmp: Compare, field: str, before=None, after=None) -> list[tuple[Group, Group]]:
+    """One-knob pairs in the user's log, within one GPU class and one stated torch; of several logged
+    repeats of a rung, the first line."""
+    firsts: dict[tuple, Group] = {}
+    for r in sorted(_ok_references(cmp), key=lambda g: (g.first.get("reference") or {}).get("line") or 0):
+        key = (r.gpu, _ref_torch(r), r.workload.get("batch_size"), r.workload.get("seq_len"), r.first.get("rung"),
+               tuple(sorted(overrides(r).items())), bool(r.sweep))
+        firsts.setdefault(key, r)
+    by_build: dict[tuple, list[Group]] = {}
+    for (gpu, torch, *_rest), r in firsts.items():
+        by_build.setdefault((gpu, torch), []).append(r)
+    pairs = [p for groups in by_build.values() for p in one_knob_pairs(groups, field, before, after)]
+    return sorted(pairs, key=lambda p: (p[0].workload.get("batch_size") or 0, p[0].label))
+
+
+def where(cmp: Compare, gpu: str, env: str, g: Group) -> str:
+    torch = cmp.ds.env_versions.get(env)
+    return f"{short_gpu(gpu)} / {env}" + (f" (torch {torch})" if torch else "") + f", {g.batch}"
+
+
+def ref_where(r: Group) -> str:
+    return f"the user's log ({r.gpu}, {_ref_torch(r)}), {r.batch}"
+
+
+def memory_text(a: Group, b: Group) -> str:
+    """Both memory metrics a CUDA run has (allocator peak and NVML device used), else the one there is."""
+    parts = []
+    metric, _values = a.memory
+    parts.append(f"{metric} {_mib(a.memory_bytes)} -> {_mib(b.memory_bytes)} MiB{_signed_pct(a.memory_bytes, b.memory_bytes)}")
+    if a.kind == "measured":
+        da, db = a.summary_median("device_used_bytes"), b.summary_median("device_used_bytes")
+        if da is not None and db is not None and metric != "device used":
+            parts.append(f"device used {_mib(da)} -> {_mib(db)} MiB{_signed_pct(da, db)}")
+    return ", ".join(parts)
+
+
+def speed_text(cmp: Compare, a: Group, b: Group) -> str:
+    if a.kind == "reference":
+        ea, eb = cmp.ref_estimate(a), cmp.ref_estimate(b)
+        delta = stats.ratio(ea, eb)[0]
+        return f"tokens/s {ea.point:,.0f} -> {eb.point:,.0f} ({Cell(delta).brief()})"
+    return f"tokens/s {a.throughput.point:,.0f} -> {b.throughput.point:,.0f} ({Cell(cmp.delta(a, b)).brief()})"
+
+
+def lm_head_roles(g: Group) -> dict[str, dict]:
+    """role -> the kernel capture's lm_head GEMM entry (explain.kernels.vocab_gemms), when profiled."""
+    kernels = g.explain.get("kernels") or {}
+    return {v["role"]: v for v in kernels.get("vocab_gemms") or [] if isinstance(v, dict)} if kernels.get("available") else {}
+
+
+def lm_head_text(g: Group, label: str) -> str | None:
+    """What the profile saw of the lm_head GEMMs: which roles ran at N = vocab, which padded, which not seen."""
+    if not (g.explain.get("kernels") or {}).get("available"):
+        return None
+    roles = lm_head_roles(g)
+    vocab = g.workload.get("vocab_size")
+    seen = []
+    for role in ("forward", "backward-input", "backward-weight"):
+        v = roles.get(role)
+        if v is None:
+            seen.append(f"{role} not seen at {vocab}")
+        elif v.get("padded_to"):
+            seen.append(f"{role} padded to {v['padded_to']}")
+        elif v.get("row_stride"):
+            seen.append(f"{role} at {vocab} with row stride {v['row_stride']}")
+        else:
+            seen.append(f"{role} at {vocab}")
+    return f"{label}: " + ", ".join(seen)
+
+
+# ---------------------------------------------------------------- topics
+
+def tf32_memory(cmp: Compare) -> list[Finding]:
+    pairs = measured_pairs(cmp, "precision", "fp32", "tf32")
+    refs = reference_pairs(cmp, "precision", "fp32", "tf32")
+    if not pairs and not refs:
+        return []
+    out = []
+    rose = fell = 0
+    for (gpu, env), a, b in pairs:
+        if a.memory_bytes is not None and b.memory_bytes is not None:
+            rose, fell = rose + (b.memory_bytes > a.memory_bytes), fell + (b.memory_bytes < a.memory_bytes)
+        text = f"TF32 on (fp32 -> tf32) on {where(cmp, gpu, env, a)}, compiler padding {padding_setting(a)}: {memory_text(a, b)}; {speed_text(cmp, a, b)}."
+        seen = [t for t in (lm_head_text(a, "fp32 lm_head GEMMs"), lm_head_text(b, "tf32")) if t]
+        if seen:
+            text += " Kernel capture: " + "; ".join(seen) + "."
+        out.append(Finding("tf32-memory", text, tuple(_ids(a, b))))
+    for a, b in refs:
+        if a.memory_bytes is not None and b.memory_bytes is not None:
+            rose, fell = rose + (b.memory_bytes > a.memory_bytes), fell + (b.memory_bytes < a.memory_bytes)
+        out.append(Finding("tf32-memory", f"TF32 on (fp32 -> tf32) in {ref_where(a)}: {memory_text(a, b)}; {speed_text(cmp, a, b)}.",
+                           tuple(_ids(a, b))))
+    summary = (f"Memory with TF32 on against IEEE fp32, same rung otherwise: higher in {rose} and lower in {fell} of "
+               f"{len(pairs) + len(refs)} pair(s) ({len(pairs)} measured" + (f", {len(refs)} from the user's log" if refs else "") + ").")
+    out.insert(0, Finding("tf32-memory", summary, tuple(i for f in out for i in f.records)))
+    out += padding_ab(cmp, pairs, "TF32's memory rise", lambda a, b: _delta_bytes(a, b), "MiB")
+    return out
+
+
+def _delta_bytes(a: Group, b: Group) -> float | None:
+    return None if a.memory_bytes is None or b.memory_bytes is None else (b.memory_bytes - a.memory_bytes) / MIB
+
+
+def _delta_speed(cmp: Compare):
+    def delta(a: Group, b: Group) -> float | None:
+        return cmp.delta(a, b).value * 100 if cmp.delta(a, b).value is not None else None
+    return delta
+
+
+def padding_ab(cmp: Compare, pairs, what: str, measure, unit: str) -> list[Finding]:
+    """The same knob's effect with the compiler's padding at torch's default and with it switched off (plan
+    `padding`): how much of the effect is the compiler's own padding."""
+    by_cell: dict[tuple, dict[str, tuple]] = {}
+    for cell, a, b in pairs:  # the same two workloads, once per padding setting
+        by_cell.setdefault((cell, a.workload_hash, b.workload_hash), {})[padding_setting(a)] = (a, b)
+    out = []
+    for (cell, _wa, _wb), settings in by_cell.items():
+        if "default" not in settings or len(settings) < 2:
+            continue
+        a0, b0 = settings["default"]
+        base = measure(a0, b0)
+        for setting, (a, b) in settings.items():
+            if setting == "default" or base is None or measure(a, b) is None:
+                continue
+            off = measure(a, b)
+            out.append(Finding("padding-ab", (
+                f"{what} on {where(cmp, *cell, a0)}: {base:+,.1f} {unit} with the compiler's padding at torch's default, "
+                f"{off:+,.1f} {unit} with {setting}: the compiler's padding accounts for {base - off:+,.1f} {unit} of it."),
+                tuple(_ids(a0, b0, a, b))))
+    if pairs and not out:
+        out.append(Finding("padding-ab", (
+            f"No padding A/B among these records for {what}: `python -m harness.run --plan padding --preset gpt2-124m` "
+            "runs the same rungs with Inductor's shape_padding and comprehensive_padding at default and off."), ()))
+    return out
+
+
+def vocab(cmp: Compare) -> list[Finding]:
+    pairs = [p for p in measured_pairs(cmp, "vocab_size") if p[1].workload.get("vocab_size") == 50257]
+    refs = [p for p in reference_pairs(cmp, "vocab_size") if p[0].workload.get("vocab_size") == 50257]
+    out = []
+    for (gpu, env), a, b in pairs:
+        text = (f"Vocab {a.workload['vocab_size']} -> {b.workload['vocab_size']} at {a.label} on {where(cmp, gpu, env, a)}, "
+                f"compiler padding {padding_setting(a)}: {speed_text(cmp, a, b)}; {memory_text(a, b)}.")
+        seen = lm_head_text(a, f"kernel capture at {a.workload['vocab_size']}")
+        if seen:
+            text += f" {seen}."
+        out.append(Finding("vocab", text, tuple(_ids(a, b))))
+    for a, b in refs:
+        out.append(Finding("vocab", (f"Vocab {a.workload['vocab_size']} -> {b.workload['vocab_size']} at {a.label} in "
+                                     f"{ref_where(a)}: {speed_text(cmp, a, b)}; {memory_text(a, b)}."), tuple(_ids(a, b))))
+    out += padding_ab(cmp, pairs, "the vocab-padding speed-up", _delta_speed(cmp), "% tokens/s") if pairs else []
+    return out
+
+
+def versions(cmp: Compare) -> list[Finding]:
+    """Between torch builds in the user's log, and our runs beside the user's numbers for the same rung and B
+    (measured envs against each other: the cross-version finding)."""
+    out = []
+    logged: dict[tuple, dict[str, Group]] = {}
+    for r in sorted(_ok_references(cmp), key=lambda g: (g.first.get("reference") or {}).get("line") or 0):
+        key = (r.gpu, r.first.get("rung"), r.workload.get("batch_size"), r.workload.get("seq_len"), r.workload.get("compile"))
+        logged.setdefault(key, {}).setdefault(_ref_torch(r), r)
+    for (gpu, rung, b, t, _c), builds in logged.items():
+        stated = {k: v for k, v in builds.items() if k != "torch not stated"}
+        if len(stated) < 2:
+            continue
+        (ta, ra), (tb, rb) = list(stated.items())[:2]
+        first_a, first_b = (ra.first.get("summary") or {}).get("first_step_ms"), (rb.first.get("summary") or {}).get("first_step_ms")
+        text = (f"The user's log, {rung} at B={b}, T={t} on {gpu}: torch {ta} -> {tb}: {speed_text(cmp, ra, rb)}; "
+                f"{memory_text(ra, rb)}")
+        if first_a and first_b:
+            text += f"; first (compile) step {first_a:,.0f} -> {first_b:,.0f} ms"
+        out.append(Finding("versions", text + ".", tuple(_ids(ra, rb))))
+        for g in _matching_groups(cmp, rung, b, t):
+            device_used = g.summary_median("device_used_bytes")
+            out.append(Finding("versions", (
+                f"Measured beside it: {rung} at B={b} on {short_gpu(g.gpu)} / {g.env} (torch {g.torch_version}): "
+                f"{g.throughput.point:,.0f} tokens/s, {_mib(device_used)} MiB device used, against the user's "
+                f"{cmp.ref_estimate(ra).point:,.0f} / {_mib(ra.memory_bytes)} MiB (torch {ta}) and "
+                f"{cmp.ref_estimate(rb).point:,.0f} / {_mib(rb.memory_bytes)} MiB (torch {tb}) (single samples; GPU "
+                "model, driver and data may differ: the reference table lists what is known)."), tuple(_ids(g, ra, rb))))
+    return out
+
+
+def _matching_groups(cmp: Compare, rung, b, t) -> list[Group]:
+    return [g for g in cmp.ds.groups if g.in_ladder and rung in {r for _p, r, _i in g.rungs}
+            and g.workload.get("batch_size") == b and g.workload.get("seq_len") == t]
+
+
+def batch(cmp: Compare) -> list[Finding]:
+    """How far B grows: every batch_size sweep (batch searches, and the user's logged B sweep)."""
+    out = []
+    records = cmp.sweep_records()
+    for curve in sweepmod.sweep_curves(records):
+        if curve["field"] != "batch_size":
+            continue
+        points = list(zip(curve["values"], curve["tokens_per_s"], curve["peak_memory_bytes"], curve["statuses"], strict=True))
+        ran = [(v, tps, mem) for v, tps, mem, st in points if tps is not None]
+        failed = [f"{v} {st}" for v, tps, _m, st in points if tps is None]
+        if not ran:
+            continue
+        largest = max(ran, key=lambda p: p[0])
+        text = (f"Batch size, {curve['rung']} on {short_gpu(curve['device'])} / {curve['env']} ({curve['sweep']}): "
+                + ", ".join(f"B={v} {tps:,.0f} tokens/s" for v, tps, _m in ran)
+                + (f"; did not run: {', '.join(failed)}" if failed else "")
+                + f"; largest that ran: B={largest[0]} ({_mib(largest[2])} MiB {sweepmod.MEMORY_DEFINITION.split(': ')[0]});"
+                f" knee B={curve['knee']} ({sweepmod.KNEE_TOLERANCE:.0%} of the best).")
+        ids = [r["run_id"] for r in records if sweepmod.curve_key(r) == (curve["sweep"], curve["field"], curve["plan"],
+                                                                        curve["rung"], curve["env"], curve["device"])]
+        out.append(Finding("batch", text, tuple(ids)))
+    refs: dict[tuple, list[Group]] = {}
+    for r in _ok_references(cmp):
+        if r.sweep and r.sweep.get("field") == "batch_size":
+            refs.setdefault((r.sweep.get("name"), r.first.get("rung"), r.gpu), []).append(r)
+    for (name, rung, gpu), groups in refs.items():
+        groups.sort(key=lambda g: g.sweep.get("value") or 0)
+        best = max(groups, key=lambda g: cmp.ref_estimate(g).point or 0)
+        out.append(Finding("batch", (f"Batch size in the user's log ({name}), {rung} on {gpu}: "
+                                     + ", ".join(f"B={g.sweep.get('value')} {cmp.ref_estimate(g).point:,.0f} tokens/s "
+                                                 f"({_mib(g.memory_bytes)} MiB)" for g in groups)
+                                     + f"; best B={best.sweep.get('value')} (single samples)."), tuple(_ids(*groups))))
+    return out
+
+
+def sdpa(cmp: Compare) -> list[Finding]:
+    out = []
+    for (gpu, env), a, b in measured_pairs(cmp, "sdpa_backend"):
+        auto, forced = (a, b) if a.workload.get("sdpa_backend") == "auto" else (b, a) if b.workload.get("sdpa_backend") == "auto" else (None, None)
+        if auto is None:
+            continue
+        kernels = auto.explain.get("kernels") or {}
+        chose = kernels.get("sdpa_backend") if kernels.get("available") else None
+        names = kernels.get("attention_kernels") or []
+        chose_text = f"auto ran {chose} attention" + (f" ({names[0][:70]}...)" if names else "") if chose else \
+            "auto's backend is unknown (no kernel capture)"
+        out.append(Finding("sdpa", (
+            f"SDPA at {auto.label} on {where(cmp, gpu, env, auto)}: {chose_text}, {auto.throughput.point:,.0f} tokens/s; "
+            f"forcing {forced.workload.get('sdpa_backend')}: {forced.throughput.point:,.0f} tokens/s "
+            f"({Cell(cmp.delta(auto, forced)).brief()} against auto)."), tuple(_ids(auto, forced))))
+    return out
+
+
+def ladder(ladder_tables: list[Table]) -> list[Finding]:
+    out = []
+    for t in ladder_tables:
+        ok = [r for r in t.rows if r.get("tokens_s")]
+        if len(ok) < 2:
+            continue
+        best = max(ok, key=lambda r: r["tokens_s"])
+        steps = [r for r in ok if isinstance(r.get("vs_previous"), Cell) and r["vs_previous"].delta.value is not None]
+        big = max(steps, key=lambda r: abs(r["vs_previous"].delta.value), default=None)
+        text = (f"{t.title.removeprefix('Ladder: ')}: {ok[0]['rung']} {ok[0]['tokens_s']:,.0f} tokens/s -> "
+                f"{ok[-1]['rung']} {ok[-1]['tokens_s']:,.0f} tokens/s ({ok[-1]['vs_first'].text()}); "
+                f"fastest rung {best['rung']} ({best['tokens_s']:,.0f} tokens/s)")
+        if big:
+            text += f"; largest single step: {big['rung']} {big['vs_previous'].text()} vs the rung before"
+        out.append(Finding("ladder", text + ".", tuple(i for r in t.rows for i in r.get("run_ids", ()))))
+    return out
+
+
+def compute(cmp: Compare, tables: dict[str, list[Table]], effects: dict) -> list[Finding]:
+    """Every finding, in the report's order."""
+    out = ladder(tables["ladder"])
+    out += tf32_memory(cmp) + vocab(cmp) + versions(cmp) + batch(cmp) + sdpa(cmp)
+    for (knob, _ctx), entry in effects.items():
+        cells = sorted(entry["cells"].items(), key=lambda kv: (cmp.gpu_rank[kv[0][0]], cmp.env_rank[kv[0][1]]))
+        parts = [f"{Cell(d).brief()} on {short_gpu(gpu)}/{env}" for (gpu, env), (_a, _b, d, _boot) in cells]
+        out.append(Finding("knobs", f"Knob {knob} (at {entry['at']}): tokens/s " + ", ".join(parts) + ".",
+                           tuple(i for _k, (a, b, _d, _boot) in cells for i in _ids(a, b))))
+    out += factors(tables["factors"][0])
+    out += cross(tables)
+    out += loss(cmp, tables["loss"][0])
+    return out
+
+
+def factors(table: Table) -> list[Finding]:
+    out = []
+    for r in table.rows:
+        g, v, i = r["gpu_factor"].delta, r["version_factor"].delta, r["interaction"].delta
+        real = [(name, d) for name, d in (("the GPU", g), ("the torch version", v)) if d.beyond]
+        if not real:
+            verdict = "neither factor is beyond noise"
+        elif len(real) == 1:
+            verdict = f"only {real[0][0]} factor is beyond noise"
+        else:
+            bigger = max(real, key=lambda nd: abs(nd[1].value))
+            verdict = f"both are beyond noise; the larger is {bigger[0]}"
+        if i.beyond and all(abs(i.value) > abs(d.value or 0) for d in (g, v)):
+            verdict += ("; the interaction is larger than both: the effect comes from that GPU together with that "
+                        "torch build, not from either alone")
+        out.append(Finding("factors", f"{r['knob']} (at {r['at']}), GPUs {r['gpus']}, envs {r['envs']}: GPU factor "
+                                      f"{r['gpu_factor'].brief()}, version factor {r['version_factor'].brief()}, "
+                                      f"interaction {r['interaction'].brief()} ({verdict}).", tuple(r.get("run_ids", ()))))
+    return out
+
+
+def cross(tables: dict[str, list[Table]]) -> list[Finding]:
+    out = []
+    for name, what in (("versions", "cross-version"), ("gpus", "cross-GPU")):
+        deltas = [r for r in tables[name][0].rows if isinstance(r.get("d_tokens_s"), Cell) and r["d_tokens_s"].delta.value is not None]
+        if not deltas:
+            continue
+        beyond = [r for r in deltas if r["d_tokens_s"].delta.beyond]
+        within = [r for r in deltas if r["d_tokens_s"].delta.verdict == stats.WITHIN]
+        text = (f"{what.capitalize()} tokens/s deltas: {len(beyond)} beyond noise, {len(within)} within noise, "
+                f"{len(deltas) - len(beyond) - len(within)} without a noise estimate (too few samples)")
+        top = sorted(beyond, key=lambda r: -abs(r["d_tokens_s"].delta.value))[:3]
+        if top:
+            key, other = ("gpu", "env") if name == "versions" else ("env", "gpu")
+            show = (lambda v, col: short_gpu(v) if col == "gpu" else v)
+            text += "; largest: " + "; ".join(
+                f"{r['rung']} ({r['batch']}) on {show(r[key], key)}: {show(r[other], other)} vs "
+                f"{show(r['baseline'], other)} {Cell(r['d_tokens_s'].delta).brief()}, memory {Cell(r['d_memory'].delta).brief()}"
+                for r in top)
+        out.append(Finding("cross", text + ".", tuple(i for r in deltas for i in r.get("run_ids", ()))))
+    return out
+
+
+def loss(cmp: Compare, table: Table) -> list[Finding]:
+    rows = [r for r in table.rows if r.get("parity") in ("ok", "DRIFT")]
+    if not rows:
+        return []
+    drift = [r for r in rows if r["parity"] == "DRIFT"]
+    text = f"Loss parity: {len(rows) - len(drift)} of {len(rows)} comparable cells within {cmp.loss_tol:.1%} of their baseline"
+    if drift:
+        text += "; drift: " + "; ".join(f"{r['rung']} {short_gpu(r['gpu'])}/{r['env']} mean {r['d_mean']}, final {r['d_final']}"
+                                        for r in drift[:5])
+    return [Finding("loss", text + ".", tuple(i for r in rows for i in r.get("run_ids", ())))]
