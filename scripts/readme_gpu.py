@@ -1,0 +1,238 @@
+"""The README's GPU section, generated from the committed GPU records (never typed in).
+
+    python scripts/readme_gpu.py            # print the section
+    python scripts/readme_gpu.py --write    # replace it in README.md (between the gpu-section markers)
+    python scripts/readme_gpu.py --check    # exit 1 when README.md's section differs from the records
+
+tests/test_readme_gpu.py runs --check, so a number in the README that disagrees with the records fails the
+tests. Sources: results/gpu-h100-80gb-hbm3/ and results/gpu-h200/ (records, overhead YAML and logs, the peer's
+JSON lines) and results/reference/ (the user's logged numbers). No torch import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import yaml
+
+from harness import batch_search
+from harness.record import iter_records
+
+README = ROOT / "README.md"
+START, END = "<!-- gpu-section:start (python scripts/readme_gpu.py --write) -->", "<!-- gpu-section:end -->"
+GPUS = (("H100", ROOT / "results/gpu-h100-80gb-hbm3"), ("H200", ROOT / "results/gpu-h200"))
+REFERENCE = ROOT / "results/reference"
+LADDER = ("fp32", "tf32", "bf16", "sdpa-flash", "vocab-50304", "fused-adamw-clip")
+MIB = 2**20
+
+
+def _fail(line: str) -> None:
+    raise SystemExit(f"readme_gpu: {line}")  # a bad record here is a broken checkout, not something to skip
+
+
+def tok(record: dict | None) -> str:
+    if record is None:
+        return "-"
+    if record["status"] != "ok":
+        return record["status"]
+    s = record["summary"]
+    return f"{s['tokens_per_s']:,.0f} ({s['device_used_bytes'] / MIB:,.0f} MiB)"
+
+
+def first(items, **match) -> dict | None:
+    found = [r for r in items if all(_get(r, k) == v for k, v in match.items())]
+    return min(found, key=lambda r: r["run_id"]) if found else None
+
+
+def _get(record: dict, key: str):
+    if key in ("batch_size", "vocab_size", "sdpa_backend"):
+        return record["workload"][key]
+    if key == "folder":
+        return record["_folder"]
+    if key == "torch":
+        return (record.get("reference") or {}).get("torch")
+    if key == "line":
+        return (record.get("reference") or {}).get("line")
+    return record.get(key)
+
+
+def load() -> dict:
+    """The records of each GPU folder (each tagged with its sub-folder: ladder, explain, ...) and the references."""
+    data = {gpu: [dict(r, _folder=path.parent.name) for path, r in iter_records([folder], warn=_fail)] for gpu, folder in GPUS}
+    data["reference"] = [r for _path, r in iter_records([REFERENCE], warn=_fail)]
+    return data
+
+
+def ladder_table(data: dict) -> list[str]:
+    refs = data["reference"]
+    head = ["rung", "user's log B=16", "H100 B=16", "H200 B=16", "user's log B=64", "H100 B=64", "H200 B=64"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for rung in LADDER:
+        cells = [rung]
+        for b in (16, 64):
+            logged = [r for r in refs if r["rung"] == rung and r["workload"]["batch_size"] == b and r["status"] == "ok"
+                      and r["workload"].get("compile") != "off"]
+            logged.sort(key=lambda r: r["reference"]["line"])
+            cells.append("; ".join(f"{tok(r)}" + (f" torch {r['reference']['torch']}" if r["reference"].get("torch") else "")
+                                   for r in logged) or "-")
+            for gpu in ("H100", "H200"):
+                cells.append(tok(first(data[gpu], folder="ladder", rung=rung, batch_size=b)))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def batch_table(data: dict) -> list[str]:
+    tries = sorted((r for r in data["H100"] if r["_folder"] == "batch-search"), key=lambda r: r["workload"]["batch_size"])
+    args = SimpleNamespace(headroom_gib=None)  # the batch search's own default headroom
+    judged = [batch_search.judge(args, r) for r in tries]
+    fits = [j["batch_size"] for j in judged if j["fits"]]
+    knee = batch_search.sweepmod.knee([(j["batch_size"], j["tokens_per_s"]) for j in judged if j["fits"]])
+    logged = {r["workload"]["batch_size"]: r for r in data["reference"]
+              if (r.get("sweep") or {}).get("field") == "batch_size" and r["status"] == "ok"}
+    lines = ["| B | H100, torch 2.11 | fits with the default headroom | user's log (nightly) |", "|---|---|---|---|"]
+    for j in judged:
+        r = j["record"]
+        note = "yes" if j["fits"] else "no"
+        if j["batch_size"] == max(fits, default=None):
+            note += " (largest that fits)"
+        if j["batch_size"] == knee:
+            note += " (knee)"
+        if not j["fits"] and j["status"] == "ok":
+            note += f": peak {j['peak_bytes'] / 2**30:.2f} GiB + {j['headroom_bytes'] / 2**30:.0f} GiB headroom > {j['usable_bytes'] / 2**30:.2f} GiB"
+        lines.append(f"| {j['batch_size']} | {tok(r)} | {note} | {tok(logged.get(j['batch_size']))} |")
+    return lines
+
+
+def overhead_lines(data: dict) -> list[str]:
+    h200 = yaml.safe_load(next((GPUS[1][1] / "overhead-check").glob("overhead-*.yaml")).read_text())
+    log = (GPUS[0][1] / "logs/overhead.log").read_text()
+    m = re.search(r"round 1/\d+: harness ([\d,]+) tokens/s .*?bare loop ([\d,]+) tokens/s, harness/bare ([\d.]+)", log)
+    h100_record = first(data["H100"], folder="overhead-check")
+    if m is None or int(m.group(1).replace(",", "")) != round(h100_record["summary"]["tokens_per_s"]):
+        raise SystemExit("readme_gpu: the H100 overhead log and its record disagree")
+    rounds = ", ".join(f"{x['harness_tokens_per_s']:,.0f} vs {x['bare_tokens_per_s']:,.0f}" for x in h200["rounds"])
+    return [
+        (f"- H200: {len(h200['rounds'])} alternated rounds ({rounds} tokens/s, harness vs bare loop): median "
+        f"harness/bare {h200['median_ratio']:.4f}, {'PASS' if h200['passed'] else 'FAIL'} at {h200['tolerance']:.0%} "
+        "(`results/gpu-h200/overhead-check/`)."),
+        (f"- H100: one round completed (the next one's worker was lost to the machine's file sync, see its README): harness {m.group(1)} vs "
+        f"bare loop {m.group(2)} tokens/s, harness/bare {m.group(3)} (`results/gpu-h100-80gb-hbm3/logs/overhead.log`)."),
+    ]
+
+
+def peers(folder: Path) -> list[dict]:
+    lines = (folder / "peer-build-nanogpt.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.startswith("{")]  # the rest is the peer's own console output
+
+
+def peer_lines(data: dict) -> list[str]:
+    out = ["| GPU | peer build-nanogpt (SDPA: every backend on) | ours, sdpa-auto rung | ours, seed ladder's last rung (SDPA flash) |",
+           "|---|---|---|---|"]
+    for gpu, folder in GPUS:
+        runs = peers(folder)
+        peer = " / ".join(f"{p['tokens_per_s']:,.0f}" for p in runs)
+        ours_auto = first(data[gpu], folder="beyond", rung="sdpa-auto")
+        ours = first(data[gpu], folder="ladder", rung="fused-adamw-clip", batch_size=64)
+        out.append(f"| {runs[0]['gpu']} | {peer} tokens/s ({len(runs)} run{'s' if len(runs) > 1 else ''}) | "
+                   f"{tok(ours_auto) if ours_auto else 'not run'} | {tok(ours)} |")
+    return out
+
+
+def sdpa_lines(data: dict) -> list[str]:
+    auto = first(data["H200"], folder="beyond", rung="sdpa-auto")
+    cudnn = first(data["H200"], folder="beyond", rung="sdpa-cudnn")
+    flash = first(data["H200"], folder="ladder", rung="fused-adamw-clip", batch_size=64)
+    picked = auto["explain"]["kernels"]["sdpa_backend"]
+    return [(f"- H200, B=64, the seed ladder's last rung with SDPA left to choose (`auto`): it picked **{picked}** attention "
+            f"(`{auto['explain']['kernels']['attention_kernels'][0][:60]}...`), {tok(auto)}; cuDNN forced: {tok(cudnn)}; "
+            f"flash forced (the seed ladder's rung): {tok(flash)}.")]
+
+
+def section(data: dict) -> str:
+    h100 = first(data["H100"], folder="ladder")
+    env = h100["environment"]
+    parts = [
+        START,
+        "## GPU numbers (H100 and H200, torch 2.11)",
+        "",
+        (f"Measured with this project's code on 2026-11-23 on lent machines: an NVIDIA H100 80GB HBM3 and an NVIDIA H200, "
+        f"driver {env['driver']['nvml']['driver']}, torch {env['torch']['version']}, Python {env['python']['version']} "
+        "(env `local`). gpt2-124m, T=1024, synthetic data, `torch.compile` default, 50 steps of which 10 warm-up, one "
+        "worker process and one run per rung. Records, logs and how they were made: `results/gpu-h100-80gb-hbm3/` and "
+        "`results/gpu-h200/` (their READMEs). The user's numbers are their own log (`results/reference/`, H100/H800 "
+        "class, single samples). This section is generated from those files by `python scripts/readme_gpu.py --write`; "
+        "`tests/test_readme_gpu.py` fails when a number here disagrees with them. The rendered report: "
+        "`docs/report-gpu/report.md` (`python -m harness.report results/gpu-h100-80gb-hbm3 results/gpu-h200 "
+        "results/reference -o docs/report-gpu`)."),
+        "",
+        ("**The seed ladder** (cumulative rungs; tokens/s from the median timed step, and NVML device-used memory; the "
+        "user's memory is nvidia-smi's):"),
+        "",
+        *ladder_table(data),
+        "",
+        ("**Batch search** on the H100 (`python -m harness.batch_search ... --rung fused-adamw-clip --start 64`; "
+        f"headroom {batch_search.GPU_HEADROOM_GIB:.0f} GiB), beside the user's own B sweep:"),
+        "",
+        *batch_table(data),
+        "",
+        "**Which SDPA backend:**",
+        "",
+        *sdpa_lines(data),
+        "",
+        ("**The harness against a bare training loop** of the same workload and flags (`scripts/overhead_check.py`, "
+        "fused-adamw-clip, B=64):"),
+        "",
+        *overhead_lines(data),
+        "",
+        ("**A peer on the same machine, same session**: build-nanogpt's `train_gpt2.py` model and loop (B=64, T=1024, "
+        "vocab 50304, bf16 autocast, fused AdamW, compiled; its own timing, median of steps 10-49):"),
+        "",
+        *peer_lines(data),
+        END,
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def current(text: str) -> str | None:
+    if START not in text or END not in text:
+        return None
+    return text[text.index(START): text.index(END) + len(END)] + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python scripts/readme_gpu.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--write", action="store_true", help="replace the section in README.md")
+    p.add_argument("--check", action="store_true", help="exit 1 when README.md's section differs from the records")
+    p.add_argument("--readme", type=Path, default=README, help="the README to check or write (default: the repository's)")
+    args = p.parse_args(argv)
+    text = section(load())
+    readme = args.readme.read_text(encoding="utf-8")
+    if args.check:
+        if current(readme) != text:
+            print("README.md's GPU section differs from the records: run python scripts/readme_gpu.py --write", file=sys.stderr)
+            return 1
+        print("README.md's GPU section matches the records")
+        return 0
+    if args.write:
+        old = current(readme)
+        if old is None:
+            print(f"README.md has no {START} ... {END} markers", file=sys.stderr)
+            return 2
+        args.readme.write_text(readme.replace(old, text), encoding="utf-8")
+        print("README.md: GPU section written")
+        return 0
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
