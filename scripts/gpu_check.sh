@@ -4,14 +4,17 @@
 #
 #   bash scripts/gpu_check.sh [RESULTS_DIR]        # default results/gpu-<hostname>-<yyyymmdd>
 #
-# Steps (GPU_CHECK_STEPS, default "explain ladder batch overhead compare report"; the CUDA sanity check
-# runs first whenever explain, ladder, batch or overhead is selected):
+# Steps (GPU_CHECK_STEPS, default "explain ladder padding batch overhead compare report"; the CUDA sanity
+# check runs first whenever explain, ladder, padding, batch or overhead is selected):
 #   sanity   nvidia-smi and torch/CUDA; stops the script with one line when torch sees no CUDA device
 #   explain  seed-ladder rungs bf16 and sdpa-flash of gpt2-124m with kernel capture on; then
 #            scripts/check_explain_records.py: lm_head GEMM kernel named, attention kernel named (by the
 #            sdpa-flash rung: bf16 still has naive attention), memory_split, power and mfu available
 #   ladder   the whole seed ladder of gpt2-124m at each B in GPU_CHECK_BATCHES (default "16 32 64");
 #            one harness.run per B (--batch-size, not --sweep: sweep points stay out of compare's ladders)
+#   padding  plan padding of gpt2-124m (B=16): the tf32/bf16 rungs at vocab 50257 and 50304 with Inductor's
+#            shape/comprehensive padding at torch's default and off (harness/plans/padding.yaml): how much
+#            of the TF32 memory rise and of the vocab-padding speed-up is the compiler's own padding
 #   batch    harness.batch_search, gpt2-124m, rung fused-adamw-clip (bf16, compiled), T=1024
 #   overhead scripts/overhead_check.py: the harness's tokens/s against a bare loop of the same workload
 #            (gpt2-124m, fused-adamw-clip, B=64), 3 alternated rounds; fails beyond 1%. Its 3 harness
@@ -21,7 +24,7 @@
 #
 # Every run uses the preset's 50 steps (warm-up 10) and torch.compile, one fresh worker process per
 # rung; expect tens of minutes for the ladder and the batch search. OOM rungs are results, not failures.
-# Records go to RESULTS_DIR/{explain,ladder,batch-search}; each step's output also to RESULTS_DIR/logs/.
+# Records go to RESULTS_DIR/{explain,ladder,padding,batch-search}; each step's output also to RESULTS_DIR/logs/.
 # A relative RESULTS_DIR is taken from the directory the script is started in. The explain runs have the
 # same workload as the ladder's bf16 and sdpa-flash rungs at B=16, so compare counts them as repeats.
 # Interpreter: $HARNESS_LOCAL_PYTHON, else python3 (as nox's bench-local). Exit 0 when every selected
@@ -30,7 +33,7 @@
 set -uo pipefail
 
 PY="${HARNESS_LOCAL_PYTHON:-python3}"
-STEPS="${GPU_CHECK_STEPS:-explain ladder batch overhead compare report}"
+STEPS="${GPU_CHECK_STEPS:-explain ladder padding batch overhead compare report}"
 BATCHES="${GPU_CHECK_BATCHES:-16 32 64}"
 OUT="${1:-results/gpu-${HOSTNAME:-$(uname -n)}-$(date +%Y%m%d)}"
 case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
@@ -42,8 +45,8 @@ die() { echo "gpu_check: $*" >&2; exit 2; }
 
 for s in $STEPS; do
   case "$s" in
-    sanity|explain|ladder|batch|overhead|compare|report) ;;
-    *) die "unknown step '$s' in GPU_CHECK_STEPS (known: sanity explain ladder batch overhead compare report)" ;;
+    sanity|explain|ladder|padding|batch|overhead|compare|report) ;;
+    *) die "unknown step '$s' in GPU_CHECK_STEPS (known: sanity explain ladder padding batch overhead compare report)" ;;
   esac
 done
 for b in $BATCHES; do
@@ -113,7 +116,7 @@ import harness.run  # noqa: F401  (the harness imports with this interpreter)
 PYEOF
 
 # ------------------------------------------------------------------ (a) sanity: a CUDA device, or stop
-if wants sanity || wants explain || wants ladder || wants batch || wants overhead; then
+if wants sanity || wants explain || wants ladder || wants padding || wants batch || wants overhead; then
   begin "sanity"
   command -v "$PY" >/dev/null 2>&1 || die "no interpreter '$PY' (set HARNESS_LOCAL_PYTHON)"
   torch_info="$("$PY" -c "$SANITY_PY" 2>&1)"
@@ -155,6 +158,13 @@ if wants ladder; then
     logged "$LOGS/ladder-b$b.log" "$PY" -m harness.run --env local --plan seed-ladder --preset gpt2-124m --batch-size "$b" --device cuda --out "$OUT/ladder"
     end "ladder-$b" $?
   done
+fi
+
+# ------------------------------------------------------------------ (c2) the compiler's own padding, A/B
+if wants padding; then
+  begin "padding"
+  logged "$LOGS/padding.log" "$PY" -m harness.run --env local --plan padding --preset gpt2-124m --device cuda --out "$OUT/padding"
+  end "padding" $?
 fi
 
 # ------------------------------------------------------------------ (d) batch search, fused-adamw-clip, T=1024

@@ -51,7 +51,7 @@ COMMANDS = harness_commands()
 
 def test_the_script_runs_every_step_it_documents():
     modules = [m for m, _ in COMMANDS]
-    assert modules.count("harness.run") == 2  # explain, ladder
+    assert modules.count("harness.run") == 3  # explain, ladder, padding
     assert {"harness.run", "harness.batch_search", "harness.compare", "harness.report"} <= set(modules)
 
 
