@@ -81,7 +81,7 @@ def test_cpu_only_report_skips_empty_charts(tmp_path):
     for sentence in ("No cross-version heatmap", "No memory-split chart", "No kernel-mix chart", "No sweep chart"):
         assert sentence in md
     assert "cpu: Test CPU @ 2GHz / local" in md and "peak RSS MiB" in md
-    assert "fp32 81,920 tokens/s -> bf16 136,533 tokens/s (1.67x beyond)" in md  # 200 ms -> 120 ms, B=16, T=1024
+    assert "fp32 81,920 tokens/s -> bf16 136,533 tokens/s (1.67x [1.67,1.67] beyond)" in md  # 200 ms -> 120 ms, B=16, T=1024
 
 
 def test_report_needs_an_output_dir(tmp_path, capsys):
