@@ -712,7 +712,8 @@ class Compare:
                 for v in order:
                     c = row_cells[v]
                     row = {other: o, "rung": g0.label, "batch": g0.batch, across: v,
-                           "baseline": "(baseline)" if v == order[0] else f"{short_gpu(base_gpu)} / {base_env}, {g0.batch}"}
+                           "baseline": "(baseline)" if v == order[0] else f"{short_gpu(base_gpu)} / {base_env}, {g0.batch}",
+                           "base_gpu": base_gpu, "base_env": base_env}  # (not columns: for charts)
                     if isinstance(c, Group):
                         row.update(runs=c.n_text, tokens_s=c.throughput.point, memory=c.memory_bytes)
                     else:
@@ -874,10 +875,15 @@ class Compare:
                     gpu_f = stats.combine([(0.5, e21), (-0.5, e11), (0.5, e22), (-0.5, e12)], self.floor)
                     ver_f = stats.combine([(0.5, e12), (-0.5, e11), (0.5, e22), (-0.5, e21)], self.floor)
                     inter = stats.combine([(1, e22), (-1, e21), (-1, e12), (1, e11)], self.floor)
+                    values = {q: cells[q][0].value for q in quad}
+                    # the cell furthest from the mean of the other three: where an interaction comes from
+                    standout = None if None in values.values() else max(
+                        quad, key=lambda q: abs(values[q] - sum(values[o] for o in quad if o != q) / 3))
                     table.rows.append({
                         "knob": knob, "at": entry["at"], "gpus": f"{g1} -> {g2}", "envs": f"{v1} -> {v2}",
                         "effects": "; ".join(f"{short_gpu(g)}/{v} {Cell(cells[(g, v)][0]).brief()}" for g, v in quad),
-                        "gpu_factor": Cell(gpu_f, "pp"), "version_factor": Cell(ver_f, "pp"), "interaction": Cell(inter, "pp")})
+                        "gpu_factor": Cell(gpu_f, "pp"), "version_factor": Cell(ver_f, "pp"), "interaction": Cell(inter, "pp"),
+                        "cells": {q: cells[q][0] for q in quad}, "standout": standout})  # for findings and charts
         table.notes += self._unsplit_notes(effects)
         if not table.rows:
             table.notes.append("no knob was measured on 2 GPUs x 2 envs with comparable runs; run the same plan on both GPUs "
@@ -1175,7 +1181,7 @@ def _variant_labels(groups: list[Group]) -> list[str]:
     for g in groups:
         values = {**knob_fields(g.workload), **{f"flag:{k}": v for k, v in g.flags.items()}}
         parts = [f"{n.removeprefix('flag:')}={_show(values.get(n))}" for n in sorted(names)]
-        labels.append(", ".join(parts) or f"workload {g.workload_hash[:8]}, flags {g.flags_hash[:8]}")
+        labels.append(", ".join(parts) or f"workload_hash {g.workload_hash[:8]}, flags hash {g.flags_hash[:8]}")
     return labels
 
 

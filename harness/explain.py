@@ -77,34 +77,49 @@ def _seconds_per_matmul(a, b, reps: int, device: torch.device) -> float:
     return (time.perf_counter() - t0) / reps
 
 
-def calibrate_gemm_peak(device: torch.device, dtype: str, budget_s: float = 0.05) -> dict:
-    """Achievable GEMM FLOP/s on this device in this dtype: best of 3 timed bursts of square matmuls.
+CALIBRATION_SIZES = {"cuda": (2048, 4096, 8192), "cpu": (256, 512, 1024)}
+CALIBRATION_BURSTS = 7
+CALIBRATION_MAX_S = {"cuda": 2.0, "cpu": 1.0}  # a larger size is skipped when its bursts would pass this
 
-    GPU: 4096^3 (large enough for cuBLAS to reach its best kernels). CPU: the size grows from 256 until one
-    matmul takes >= 10 ms (at most 2048), so the whole calibration stays within a few hundred ms. Run after
-    the global flags are applied, so fp32 vs tf32 is the run's own setting. A short burst runs at boost
-    clock: sustained training may clock lower (see power.sm_clock_mhz_*)."""
+
+def calibrate_gemm_peak(device: torch.device, dtype: str, burst_s: float = 0.03) -> dict:
+    """Achievable GEMM FLOP/s on this device in this dtype: square matmuls at several sizes, each size timed
+    as the best of CALIBRATION_BURSTS bursts (~burst_s each); the peak is the best size's rate.
+
+    Several sizes, because where the library reaches its best kernels depends on device and dtype; the best
+    of several bursts, because a short burst on a shared machine is easily slowed by other load, which made
+    the peak too low and the MFU above 100% (the comparison tables mark such an MFU). Short: a larger size is
+    skipped when its bursts (estimated from the previous size, 8x the work) would take the calibration past
+    CALIBRATION_MAX_S. Run after the global flags are applied, so fp32 vs tf32 is the run's own setting. A
+    burst runs at boost clock: sustained training may clock lower (see power.sm_clock_mhz_*)."""
     torch_dtype = TORCH_DTYPES[dtype]
-    n = 4096 if device.type == "cuda" else 256
-    while True:
+    kind = "cuda" if device.type == "cuda" else "cpu"
+    start = time.perf_counter()
+    sizes = []
+    for n in CALIBRATION_SIZES[kind]:
+        if sizes:  # the next size does 8x the work per matmul: skip it (and larger) if its bursts would not fit
+            one = 8 * sizes[-1]["seconds_per_matmul"] * (n / (2 * sizes[-1]["n"])) ** 3
+            reps = max(1, min(50, int(burst_s / one)))
+            if time.perf_counter() - start + one * (1 + CALIBRATION_BURSTS * reps) > CALIBRATION_MAX_S[kind]:
+                break
         a = torch.randn(n, n, device=device, dtype=torch_dtype)
         b = torch.randn(n, n, device=device, dtype=torch_dtype)
         torch.matmul(a, b)  # warm-up: library load, handle, heuristics
         _sync(device)
         one = _seconds_per_matmul(a, b, 1, device)
-        if device.type == "cuda" or one >= 0.01 or n >= 2048:
-            break
-        n *= 2
-    reps = max(1, min(50, int(budget_s / max(one, 1e-6))))
-    best = min(_seconds_per_matmul(a, b, reps, device) for _ in range(3))
-    del a, b
+        reps = max(1, min(50, int(burst_s / max(one, 1e-6))))
+        best = min(_seconds_per_matmul(a, b, reps, device) for _ in range(CALIBRATION_BURSTS))
+        sizes.append({"n": n, "flops": 2.0 * n**3 / best, "seconds_per_matmul": best, "reps": reps})
+        del a, b
     if device.type == "cuda":
         torch.cuda.empty_cache()  # give the calibration blocks back before the model is built
-    flops = 2.0 * n**3 / best
+    peak = max(sizes, key=lambda s: s["flops"])
     how = "CUDA events" if device.type == "cuda" else "perf_counter"
     return {
-        "available": True, "reason": None, "dtype": dtype, "flops": flops, "n": n, "seconds_per_matmul": best,
-        "method": f"torch.matmul {n}x{n}x{n} {dtype} on {device.type}, best of 3 bursts x {reps}, {how}",
+        "available": True, "reason": None, "dtype": dtype, "flops": peak["flops"], "n": peak["n"],
+        "seconds_per_matmul": peak["seconds_per_matmul"], "sizes": sizes,
+        "method": (f"torch.matmul n x n x n {dtype} on {device.type} for n = {', '.join(str(s['n']) for s in sizes)}, "
+                   f"best of {CALIBRATION_BURSTS} bursts each, the best size's rate (n={peak['n']}), {how}"),
     }
 
 
