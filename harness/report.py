@@ -513,7 +513,7 @@ def findings(cmp: Compare, tables: dict[str, list[Table]], effects: dict) -> lis
         if deltas:
             beyond = [r for r in deltas if r["d_tokens_s"].delta.beyond]
             within = [r for r in deltas if r["d_tokens_s"].delta.verdict == stats.WITHIN]
-            text = (f"{what.capitalize()} tokens/s deltas: {len(beyond)} beyond noise, {len(within)} within noise, "
+            text = (f"{what[0].upper() + what[1:]} tokens/s deltas: {len(beyond)} beyond noise, {len(within)} within noise, "
                     f"{len(deltas) - len(beyond) - len(within)} without a noise estimate (too few samples)")
             top = sorted(beyond, key=lambda r: -abs(r["d_tokens_s"].delta.value))[:3]
             if top:

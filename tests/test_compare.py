@@ -488,3 +488,38 @@ def test_mfu_above_100_percent_is_never_shown_bare(tmp_path, capsys):
     code, out, _err = run([path, "--table", "ladder", "--format", "csv"], capsys)
     row = next(csv.DictReader(io.StringIO(out)))
     assert code == 0 and float(row["mfu_fraction"]) == pytest.approx(1.62) and row["mfu_peak_suspect"] == "True"
+
+
+def _gpu_records() -> list[Path]:
+    """The real H100 and H200 records: committed under results/, else the shared copy beside the checkout."""
+    committed = [ROOT / "results" / "gpu-h100-80gb-hbm3", ROOT / "results" / "gpu-h200"]
+    shared = [ROOT.parent / "shared" / "gpu-records" / d for d in ("h100-80gb-hbm3-torch2.11", "h200-torch2.11")]
+    for paths in (committed, shared):
+        if all(p.is_dir() for p in paths):
+            return paths
+    pytest.skip("the real GPU records are neither in results/gpu-h100-80gb-hbm3 + results/gpu-h200 nor in ../shared/gpu-records")
+
+
+def test_real_gpu_records_read_as_a_person_would():
+    cmp = Compare(load(_gpu_records(), warn=lambda line: None))
+    gpus = cmp.gpus_table()
+    order = [(r["rung"], r["batch"]) for r in gpus.rows]
+    rung_index = {rung: i for i, rung in enumerate(("fp32", "tf32", "bf16", "sdpa-flash", "vocab-50304", "fused-adamw-clip"))}
+    assert order == sorted(order, key=lambda rb: (rung_index[rb[0]], int(rb[1].split(",")[0][2:])))
+    for rung in ("fp32", "tf32", "bf16"):  # H100 B=64 ran out of memory where the H200 ran: said, not dropped
+        h100 = by(gpus, rung=rung, batch="B=64, T=1024", gpu="NVIDIA H100 80GB HBM3")
+        h200 = by(gpus, rung=rung, batch="B=64, T=1024", gpu="NVIDIA H200")
+        assert h100["runs"] == "oom" and h200["tokens_s"] > 0
+        assert h200["d_tokens_s"].text() == "n/a (the baseline ran out of memory)"
+    fp32 = by(gpus, rung="fp32", batch="B=16, T=1024", gpu="NVIDIA H200")
+    assert fp32["baseline"] == "H100 80GB HBM3 / local, B=16, T=1024" and "[" in fp32["d_tokens_s"].text()
+    ladder = next(t for t in cmp.ladder_tables() if "H100" in t.title and "B=64" in t.title)
+    assert by(ladder, rung="fused-adamw-clip")["runs"] == "3x40 pooled"
+    assert any("sweep batch-search batch_size=64" in n for n in ladder.notes)
+    assert cmp.versions_table().notes == ["only one env in these records (local): nothing to compare across envs"]
+    under = cmp.underneath_table()
+    per_pair: dict = {}
+    for r in under.rows:
+        per_pair.setdefault(r["rung"], []).append(r)
+    assert all(len(rows) <= 2 + compare.TOP_UNDERNEATH for rows in per_pair.values())
+    assert all(rows[0]["what"].startswith("lm_head GEMM") and rows[1]["what"].startswith("attention") for rows in per_pair.values())
