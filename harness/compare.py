@@ -886,8 +886,14 @@ class Compare:
                         "cells": {q: cells[q][0] for q in quad}, "standout": standout})  # for findings and charts
         table.notes += self._unsplit_notes(effects)
         if not table.rows:
-            table.notes.append("no knob was measured on 2 GPUs x 2 envs with comparable runs; run the same plan on both GPUs "
-                               "under both envs to split its effect")
+            envs, gpus = sorted({g.env for g in self.ds.groups}), sorted({g.gpu for g in self.ds.groups})
+            if len(envs) < 2 or len(gpus) < 2:
+                what, names = ("env", envs) if len(envs) < 2 else ("GPU", gpus)
+                table.notes.append(f"only one {what} in these records ({', '.join(names) or 'none'}): a knob's effect needs "
+                                   f"2 GPUs x 2 envs to be split")
+            else:
+                table.notes.append("no knob was measured on 2 GPUs x 2 envs with comparable runs; run the same plan on both "
+                                   "GPUs under both envs to split its effect")
         table.notes.append("effects in %; factors in percentage points: GPU factor = effect on GPU B minus on GPU A, averaged "
                            "over the two envs; version factor = effect under env 2 minus env 1, averaged over the two GPUs; "
                            "interaction = how much the version change differs between the GPUs")

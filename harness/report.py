@@ -378,7 +378,8 @@ def kernel_mix_chart(cmp: Compare) -> tuple[str, bytes, str] | None:
         return None
     categories = sorted({c for items in cells.values() for _g, shares in items for c in shares})
     keys = sorted(cells, key=lambda k: (cmp.gpu_rank[k[0]], cmp.env_rank[k[1]]))[:6]
-    fig, axes = plt.subplots(1, len(keys), figsize=(max(6.0, 4.2 * len(keys)), 4.8), squeeze=False, sharey=True)
+    most = max(len(cells[k]) for k in keys)  # wide enough that each bar's label has its own room
+    fig, axes = plt.subplots(1, len(keys), figsize=(max(6.0, max(4.2, 0.4 * most) * len(keys)), 5.2), squeeze=False, sharey=True)
     # one colour per category in every report (harness.kernels.CATEGORIES order), unknown ones after
     order = list(CATEGORIES) + [c for c in categories if c not in CATEGORIES]
     palette = plt.get_cmap("tab20")(np.linspace(0, 1, max(2, len(order))))
@@ -392,7 +393,7 @@ def kernel_mix_chart(cmp: Compare) -> tuple[str, bytes, str] | None:
             ax.bar(range(len(items)), values, bottom=bottom, color=colors[ci], label=cat)
             bottom += values
         ax.set_xticks(range(len(items)), [g.label + (f" B={g.workload.get('batch_size')}" if several_b else "") for g, _s in items],
-                      rotation=30, ha="right", fontsize=8)
+                      rotation=45, ha="right", fontsize=8)
         ax.set_title(f"{short_gpu(key[0])} / {key[1]}", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel("share of profiled GPU/CPU kernel time (%)")
@@ -515,13 +516,19 @@ def findings(cmp: Compare, tables: dict[str, list[Table]], effects: dict) -> lis
             within = [r for r in deltas if r["d_tokens_s"].delta.verdict == stats.WITHIN]
             text = (f"{what[0].upper() + what[1:]} tokens/s deltas: {len(beyond)} beyond noise, {len(within)} within noise, "
                     f"{len(deltas) - len(beyond) - len(within)} without a noise estimate (too few samples)")
+            no_base = [r for r in tables[name][0].rows if isinstance(r.get("d_tokens_s"), Cell)
+                       and r["d_tokens_s"].delta.value is None and r["d_tokens_s"].delta.verdict.startswith("the baseline")]
+            if no_base:
+                text += (f"; {len(no_base)} without a delta because the baseline run failed ("
+                         + ", ".join(f"{r['rung']} {r['batch'].split(',')[0]}: {r['d_tokens_s'].delta.verdict}" for r in no_base) + ")")
             top = sorted(beyond, key=lambda r: -abs(r["d_tokens_s"].delta.value))[:3]
             if top:
                 key = "gpu" if name == "versions" else "env"
                 other = "env" if name == "versions" else "gpu"
                 text += "; largest: " + "; ".join(
                     f"{r['rung']} ({r['batch']}) on {short_gpu(r[key]) if key == 'gpu' else r[key]}: "
-                    f"{short_gpu(r[other]) if other == 'gpu' else r[other]} vs {short_gpu(r['baseline']) if other == 'gpu' else r['baseline']} "
+                    f"{short_gpu(r[other]) if other == 'gpu' else r[other]} vs "
+                    f"{short_gpu(r['base_gpu']) if other == 'gpu' else r['base_env']} "
                     f"{_pct(r['d_tokens_s'])}, memory {_pct(r['d_memory'])}" for r in top)
             out.append(text + ".")
     loss = [r for r in tables["loss"][0].rows if r.get("parity") in ("ok", "DRIFT")]
