@@ -655,7 +655,7 @@ class Compare:
             for _idx, rung, g in rows:
                 if not isinstance(g, Group):
                     table.rows.append({"rung": rung, "runs": g["status"]})
-                    table.notes.append(f"{rung}: {g['status']}: {g.get('reason') or 'no reason given'}")
+                    table.notes.append(f"{rung}: {g['status']}: {_brief_reason(g.get('reason'))}")
                     continue
                 if rung_of and rung not in rung_of:
                     previous = rung_of[list(rung_of)[-1]]
@@ -1176,6 +1176,16 @@ def _differences(a: Group, b: Group) -> str:
     if a.flags_hash != b.flags_hash and not any(n.startswith("flag:") for n, _va, _vb in diff):
         parts.append(f"flags hash ({a.flags_hash[:8]} vs {b.flags_hash[:8]}) with equal requested flags")
     return "; ".join(parts) or "nothing recorded"
+
+
+def _brief_reason(reason: str | None, limit: int = 160) -> str:
+    """A failure reason cut at a sentence end near `limit` characters (the full text is under "left out")."""
+    if not reason:
+        return "no reason given"
+    if len(reason) <= limit:
+        return reason
+    cut = reason.rfind(". ", 0, limit)
+    return reason[: cut + 1 if cut > 0 else limit] + " ... (in full under left out)"
 
 
 def _variant_labels(groups: list[Group]) -> list[str]:

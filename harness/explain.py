@@ -571,7 +571,7 @@ def mfu(model, tokens_per_s: float | None, device: torch.device, run_dtype: str,
     datasheet = gpu_peaks.datasheet_peak(device_name, run_dtype) if device_name else None
     measured_peak = None
     if measured and measured.get("available"):
-        measured_peak = {k: measured[k] for k in ("dtype", "flops", "method", "n")}
+        measured_peak = {k: measured.get(k) for k in ("dtype", "flops", "method", "n", "sizes")}
     if device.type == "cuda":
         datasheet_reason = None if datasheet else f"{device_name!r} is not in harness/gpu_peaks.py"
     else:
