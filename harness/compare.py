@@ -1085,8 +1085,9 @@ class Compare:
 
     # --- sweeps
     def sweep_records(self) -> list[dict]:
-        """Every measured record that belongs to a sweep, ok or not (the filters applied)."""
-        records = [r for g in self.ds.groups for r in g.records] + [r for _p, r in self.ds.failed]
+        """Every measured record that belongs to a sweep, ok or not (the filters applied); a failed one that does
+        not say its device is under "left out" only, as everywhere."""
+        records = [r for g in self.ds.groups for r in g.records] + [r for r, _gpu, _env in self.failed_runs()]
         return [r for r in records if r.get("sweep")]
 
     def sweeps_table(self) -> Table:

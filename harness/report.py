@@ -265,7 +265,9 @@ def cross_gpu_chart(table: Table) -> tuple[str, bytes, str] | None:
     height = 0.8 / len(series)
     colors = plt.get_cmap("tab10")(np.arange(len(series)))
     fig, ax = plt.subplots(figsize=(10, max(2.8, 0.42 * len(labels) * len(series) + 1.6)))
-    top = max(max(abs(d.value), abs(d.high or 0), abs(d.low or 0)) for _l, _s, d in items if d.value is not None) * 100
+    ends = [x * 100 for _l, _s, d in items if d.value is not None for x in (d.value, d.low, d.high) if x is not None]
+    lo, hi = min(0.0, *ends), max(0.0, *ends)
+    top = max(hi - lo, 1.0)  # the span the bars cover, for text offsets and margins
     for si, name in enumerate(series):
         mine = [(labels.index(lab), d) for lab, s_, d in items if s_ == name]
         for y, d in mine:
@@ -280,7 +282,7 @@ def cross_gpu_chart(table: Table) -> tuple[str, bytes, str] | None:
             ax.text(end + (0.01 if d.value >= 0 else -0.01) * top, y, Cell(d).brief(), va="center",
                     ha="left" if d.value >= 0 else "right", fontsize=7)
     ax.axvline(0, color="black", linewidth=0.8)
-    ax.set_xlim(min(0.0, -0.25 * top), 1.3 * top)
+    ax.set_xlim(lo - (0.3 if lo < 0 else 0.1) * top, hi + (0.3 if hi > 0 else 0.1) * top)  # room for the value texts
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("delta tokens/s against the baseline GPU (%); whiskers: 95% interval")
