@@ -365,7 +365,7 @@ def memory_chart(cmp: Compare) -> tuple[str, bytes, str] | None:
     ax.invert_yaxis()
     ax.set_xlabel("GiB at peak")
     ax.set_title("Memory split: live tensors, allocator cache, memory outside the allocator")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # outside: never over a bar
     ax.grid(axis="x", alpha=0.3)
     return ("memory-split.png", _png(fig), "Where device memory goes at the peak (explain.memory_split).")
 
