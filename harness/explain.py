@@ -79,37 +79,41 @@ def _seconds_per_matmul(a, b, reps: int, device: torch.device) -> float:
 
 CALIBRATION_SIZES = {"cuda": (2048, 4096, 8192), "cpu": (256, 512, 1024)}
 CALIBRATION_BURSTS = 7
-CALIBRATION_MAX_S = {"cuda": 2.0, "cpu": 1.0}  # a larger size is skipped when its bursts would pass this
+CALIBRATION_MAX_S = {"cuda": 2.0, "cpu": 2.5}  # past this, no larger size is started and bursts are cut short
 
 
 def calibrate_gemm_peak(device: torch.device, dtype: str, burst_s: float = 0.03) -> dict:
     """Achievable GEMM FLOP/s on this device in this dtype: square matmuls at several sizes, each size timed
-    as the best of CALIBRATION_BURSTS bursts (~burst_s each); the peak is the best size's rate.
+    as the best of up to CALIBRATION_BURSTS bursts (~burst_s each); the peak is the best size's rate.
 
-    Several sizes, because where the library reaches its best kernels depends on device and dtype; the best
-    of several bursts, because a short burst on a shared machine is easily slowed by other load, which made
-    the peak too low and the MFU above 100% (the comparison tables mark such an MFU). Short: a larger size is
-    skipped when its bursts (estimated from the previous size, 8x the work) would take the calibration past
-    CALIBRATION_MAX_S. Run after the global flags are applied, so fp32 vs tf32 is the run's own setting. A
-    burst runs at boost clock: sustained training may clock lower (see power.sm_clock_mhz_*)."""
+    Several sizes, because where the library reaches its best rate depends on device, dtype and load: on a
+    busy 2-core CPU a 256^3 fp32 matmul ran at 2 GFLOP/s (thread wake-ups dominate) and a 512^3 one at 17,
+    so a peak taken from the small size alone was 8x too low and MFU came out above 100% (the comparison
+    tables mark such an MFU). The best of several bursts, because one short burst is easily slowed by other
+    load. Short: a larger size is started only when its single timed matmul (estimated as 8x the previous
+    size's) fits in CALIBRATION_MAX_S, and its bursts are cut to what fits (at least one). Run after the
+    global flags are applied, so fp32 vs tf32 is the run's own setting. A burst runs at boost clock:
+    sustained training may clock lower (see power.sm_clock_mhz_*)."""
     torch_dtype = TORCH_DTYPES[dtype]
     kind = "cuda" if device.type == "cuda" else "cpu"
+    limit = CALIBRATION_MAX_S[kind]
     start = time.perf_counter()
     sizes = []
     for n in CALIBRATION_SIZES[kind]:
-        if sizes:  # the next size does 8x the work per matmul: skip it (and larger) if its bursts would not fit
-            one = 8 * sizes[-1]["seconds_per_matmul"] * (n / (2 * sizes[-1]["n"])) ** 3
-            reps = max(1, min(50, int(burst_s / one)))
-            if time.perf_counter() - start + one * (1 + CALIBRATION_BURSTS * reps) > CALIBRATION_MAX_S[kind]:
-                break
+        if sizes and time.perf_counter() - start + 8 * sizes[-1]["seconds_per_matmul"] > limit:
+            break
         a = torch.randn(n, n, device=device, dtype=torch_dtype)
         b = torch.randn(n, n, device=device, dtype=torch_dtype)
-        torch.matmul(a, b)  # warm-up: library load, handle, heuristics
-        _sync(device)
+        if not sizes:
+            torch.matmul(a, b)  # warm-up: library load, handle, heuristics
+            _sync(device)
         one = _seconds_per_matmul(a, b, 1, device)
         reps = max(1, min(50, int(burst_s / max(one, 1e-6))))
-        best = min(_seconds_per_matmul(a, b, reps, device) for _ in range(CALIBRATION_BURSTS))
-        sizes.append({"n": n, "flops": 2.0 * n**3 / best, "seconds_per_matmul": best, "reps": reps})
+        bursts = CALIBRATION_BURSTS
+        if sizes:  # the first size always gets every burst; a later one what still fits
+            bursts = max(1, min(bursts, int((limit - (time.perf_counter() - start)) / (reps * one))))
+        best = min(_seconds_per_matmul(a, b, reps, device) for _ in range(bursts))
+        sizes.append({"n": n, "flops": 2.0 * n**3 / best, "seconds_per_matmul": best, "reps": reps, "bursts": bursts})
         del a, b
     if device.type == "cuda":
         torch.cuda.empty_cache()  # give the calibration blocks back before the model is built
@@ -118,8 +122,9 @@ def calibrate_gemm_peak(device: torch.device, dtype: str, burst_s: float = 0.03)
     return {
         "available": True, "reason": None, "dtype": dtype, "flops": peak["flops"], "n": peak["n"],
         "seconds_per_matmul": peak["seconds_per_matmul"], "sizes": sizes,
-        "method": (f"torch.matmul n x n x n {dtype} on {device.type} for n = {', '.join(str(s['n']) for s in sizes)}, "
-                   f"best of {CALIBRATION_BURSTS} bursts each, the best size's rate (n={peak['n']}), {how}"),
+        "method": (f"torch.matmul n x n x n {dtype} on {device.type}, the best of "
+                   + ", ".join(f"{s['bursts']} bursts at n={s['n']}" for s in sizes)
+                   + f"; the peak is the best size's rate (n={peak['n']}), {how}"),
     }
 
 

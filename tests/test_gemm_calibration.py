@@ -33,15 +33,23 @@ def test_peak_is_the_best_size_at_its_best_burst(monkeypatch):
     assert all(len(c) == 1 + explain.CALIBRATION_BURSTS for c in calls.values())
     assert result["n"] == 512 and result["flops"] == pytest.approx(4 * RATE[512])
     assert result["sizes"][0]["flops"] == pytest.approx(4 * RATE[256])
-    assert "n = 256, 512, 1024, best of 7 bursts each" in result["method"]
+    assert "the best of 7 bursts at n=256, 7 bursts at n=512, 7 bursts at n=1024" in result["method"]
 
 
 def test_calibration_stays_short_on_a_slow_device(monkeypatch):
+    # 2 x 256^3 at 1e10 FLOP/s x 400 = 1.3 s a matmul, 0.34 s in the fast burst: the next size (~8x that) would
+    # pass CALIBRATION_MAX_S["cpu"], so it is not started
     calls: dict = {}
-    # 2 x 256^3 at 1e10 FLOP/s x 30 = 0.1 s a matmul: the next size would take ~8x that per matmul, 8 times: skipped
-    monkeypatch.setattr(explain, "_seconds_per_matmul", fake_timer(calls, slow_factor=30))
+    monkeypatch.setattr(explain, "_seconds_per_matmul", fake_timer(calls, slow_factor=400))
     result = explain.calibrate_gemm_peak(torch.device("cpu"), "fp32")
     assert [s["n"] for s in result["sizes"]] == [256] and list(calls) == [256]
+    # x30: 256 and 512 take 0.1 and 0.2 s a matmul (7 bursts each fit); 1024 is estimated at 8 x 0.05 s (512's fast
+    # burst), so it is started, but takes 3.2 s a matmul: it gets the one burst that is left, not seven
+    calls = {}
+    monkeypatch.setattr(explain, "_seconds_per_matmul", fake_timer(calls, slow_factor=30))
+    result = explain.calibrate_gemm_peak(torch.device("cpu"), "fp32")
+    assert [(s["n"], s["bursts"]) for s in result["sizes"]] == [(256, 7), (512, 7), (1024, 1)]
+    assert result["n"] == 512  # the best size's rate
 
 
 def test_real_cpu_calibration():
