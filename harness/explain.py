@@ -79,7 +79,7 @@ def _seconds_per_matmul(a, b, reps: int, device: torch.device) -> float:
 
 CALIBRATION_SIZES = {"cuda": (2048, 4096, 8192), "cpu": (256, 512, 1024)}
 CALIBRATION_BURSTS = 7
-CALIBRATION_MAX_S = {"cuda": 2.0, "cpu": 2.5}  # past this, no larger size is started and bursts are cut short
+CALIBRATION_MAX_S = {"cuda": 2.0, "cpu": 1.5}  # past this, no larger size is started and bursts are cut short
 
 
 def calibrate_gemm_peak(device: torch.device, dtype: str, burst_s: float = 0.03) -> dict:
@@ -91,7 +91,8 @@ def calibrate_gemm_peak(device: torch.device, dtype: str, burst_s: float = 0.03)
     so a peak taken from the small size alone was 8x too low and MFU came out above 100% (the comparison
     tables mark such an MFU). The best of several bursts, because one short burst is easily slowed by other
     load. Short: a larger size is started only when its single timed matmul (estimated as 8x the previous
-    size's) fits in CALIBRATION_MAX_S, and its bursts are cut to what fits (at least one). Run after the
+    size's) fits in CALIBRATION_MAX_S, and bursts are cut to what fits (at least 3 at the first size, 1 at a
+    later one). Run after the
     global flags are applied, so fp32 vs tf32 is the run's own setting. A burst runs at boost clock:
     sustained training may clock lower (see power.sm_clock_mhz_*)."""
     torch_dtype = TORCH_DTYPES[dtype]
@@ -109,9 +110,9 @@ def calibrate_gemm_peak(device: torch.device, dtype: str, burst_s: float = 0.03)
             _sync(device)
         one = _seconds_per_matmul(a, b, 1, device)
         reps = max(1, min(50, int(burst_s / max(one, 1e-6))))
-        bursts = CALIBRATION_BURSTS
-        if sizes:  # the first size always gets every burst; a later one what still fits
-            bursts = max(1, min(bursts, int((limit - (time.perf_counter() - start)) / (reps * one))))
+        # the bursts that still fit: at least 3 for the first size (a best of several), at least 1 for a later one
+        fit = int((limit - (time.perf_counter() - start)) / (reps * one))
+        bursts = max(1 if sizes else 3, min(CALIBRATION_BURSTS, fit))
         best = min(_seconds_per_matmul(a, b, reps, device) for _ in range(bursts))
         sizes.append({"n": n, "flops": 2.0 * n**3 / best, "seconds_per_matmul": best, "reps": reps, "bursts": bursts})
         del a, b
