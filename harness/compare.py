@@ -1,8 +1,9 @@
 """Compare run records: `python -m harness.compare results/ [--format text|markdown|csv|json]`.
 
-Grouping: records are comparable when they have the same workload_hash and the same flags hash; within
-that, each (env, GPU) cell is one group, and its repeats are merged (timed steps pooled). Runs that are
-not comparable are never mixed: each table says what it left out and why. The user's transcribed logs
+Grouping: records are comparable when they have the same workload_hash and the same flags hash
+(set_key_of, the one rule every table and the report use); within that, each (env, GPU) cell is one
+group, and its repeats are merged (timed steps pooled). Runs that are not comparable are never mixed:
+each table says what it left out and why. The user's transcribed logs
 (kind "reference") never join a measured group; they have their own table.
 
 Significance: harness.stats (one rule, printed in the footer). No torch import: this runs on a laptop
@@ -28,7 +29,7 @@ from tabulate import tabulate
 
 from harness import stats
 from harness import sweep as sweepmod
-from harness.record import NOT_IN_WORKLOAD_HASH, canonical_hash, device_label, iter_records
+from harness.record import NOT_IN_WORKLOAD_HASH, canonical_hash, device_label, iter_records, workload_hash
 
 DEFAULT_LOSS_TOL = 0.01  # relative
 TABLES = ("ladder", "versions", "gpus", "knobs", "factors", "underneath", "libraries", "loss", "reference", "sweeps", "left-out")
@@ -46,6 +47,11 @@ VALUE_ORDER = {
 ENV_KEYS = ("torch.version", "torch.git", "torch.cuda", "torch.cudnn", "torch.nccl", "triton", "driver.",
             "python.version", "container.")
 GPU_KEYS = ("gpu.", "driver.")
+TOP_UNDERNEATH = 5  # "what changed underneath": ranked rows shown per pair besides lm_head GEMM and attention (--all: every row)
+STATUS_TEXT = {"oom": "ran out of memory", "unsupported": "was unsupported", "error": "failed", "invalid": "was invalid"}
+COMPARABLE_RULE = ("Comparable = same workload_hash (the workload less where and how long it ran) and same flags hash "
+                   "(the frozen global flags): such runs differ only in env and GPU, and no table or finding puts any "
+                   "other runs side by side.")
 
 
 # ---------------------------------------------------------------- loading and grouping
@@ -122,6 +128,34 @@ def memory_of(record: dict) -> tuple[str, int | None]:
 
 def knob_fields(workload: dict) -> dict:
     return {k: v for k, v in (workload or {}).items() if k not in NOT_IN_WORKLOAD_HASH}
+
+
+def set_key_of(record: dict) -> tuple[str, str]:
+    """What must be equal for two runs to be comparable: (workload_hash, flags hash). The one rule of every
+    table. A record harness.run wrote for a worker that died has empty hashes; they are computed here the
+    way the worker computes them (from its workload and requested flags)."""
+    flags = record.get("flags") or {}
+    return (record.get("workload_hash") or workload_hash(record.get("workload") or {}),
+            flags.get("hash") or canonical_hash(flags.get("requested") or {}))
+
+
+def intended_device(record: dict) -> str | None:
+    """The device label of the GPU or CPU a run was on (or, for a worker that died early, meant for), when the
+    record says which: environment.gpu.name or environment.cpu.model. None when it does not (an early failure
+    record that has only env_name, or only `device`): such a run is listed under "left out" and nowhere else."""
+    env = record.get("environment") or {}
+    gpu, cpu = env.get("gpu"), env.get("cpu")
+    if (isinstance(gpu, dict) and gpu.get("name")) or (isinstance(cpu, dict) and cpu.get("model")):
+        return device_label(env)
+    return None
+
+
+def run_origin(record: dict) -> str:
+    """Which job a run came from, as far as the record says: its plan and repeat, or the sweep it is a point of."""
+    sweep = record.get("sweep")
+    if sweep:
+        return f"sweep {sweep.get('name')} {sweep.get('field')}={sweep.get('value')}"
+    return f"plan {record.get('plan')} repeat {record.get('repeat')}"
 
 
 @dataclass
@@ -201,9 +235,23 @@ class Group:
     @property
     def n_text(self) -> str:
         counts = [len(s) for s in self.samples]
-        if len(set(counts)) == 1:
-            return f"{len(counts)}x{counts[0]}"
-        return "+".join(str(c) for c in counts)
+        text = f"{len(counts)}x{counts[0]}" if len(set(counts)) == 1 else "+".join(str(c) for c in counts)
+        return text + (" pooled" if self.pooled else "")
+
+    @property
+    def pooled(self) -> bool:
+        """Its runs are not the repeats of one invocation: repeat numbers recur, or plans or sweeps differ.
+        They are still merged (same workload and flags); the tables say so and pooled_note lists them."""
+        repeats = [r.get("repeat") for r in self.records]
+        origins = {(r.get("plan"), json.dumps(r.get("sweep"), sort_keys=True)) for r in self.records}
+        return len(self.records) > 1 and (len(set(repeats)) < len(repeats) or len(origins) > 1)
+
+    @property
+    def pooled_note(self) -> str | None:
+        if not self.pooled:
+            return None
+        return (f"{self.label} ({self.batch}): {len(self.records)} runs from separate invocations pooled (same workload "
+                f"and flags): " + "; ".join(f"{r['run_id']} ({run_origin(r)})" for r in self.records))
 
     @cached_property
     def throughput(self) -> stats.Estimate:
@@ -299,6 +347,7 @@ class Dataset:
     gpu_order: dict = field(default_factory=dict)  # gpu label -> rank
     env_versions: dict = field(default_factory=dict)  # env label -> torch version
     kept_envs: set = field(default_factory=set)  # the `env` of every record the filters kept ("reference" included)
+    env_of: dict = field(default_factory=dict)  # run_id -> env label, for every measured record (failed ones included)
 
     def envs(self) -> list[str]:
         return sorted(self.env_order, key=self.env_order.get)
@@ -349,7 +398,7 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
         return r["env"] if len(versions.get(r["env"], ())) <= 1 else f"{r['env']}@{v or '?'}"
 
     groups: dict[tuple, Group] = {}
-    references, failed, env_versions, gpu_keys = [], [], {}, {}
+    references, failed, env_versions, gpu_keys, env_of = [], [], {}, {}, {}
     for path, r in kept:
         gpu = device_label(r.get("environment"))
         where = f"{path.name} ({r.get('plan')}/{r.get('rung')}, {r['env']}, {gpu})"
@@ -357,11 +406,16 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
             g = Group("reference", r["workload_hash"], r["flags"]["hash"], r["env"], gpu, [r], [path], n_boot)
             references.append(g)
             continue
-        label = env_label(r)
-        env_versions.setdefault(label, ((r.get("environment") or {}).get("torch") or {}).get("version"))
+        label = env_of[r["run_id"]] = env_label(r)
+        if env_versions.get(label) is None:  # a failed run may not know its torch version; an ok run of the env does
+            env_versions[label] = ((r.get("environment") or {}).get("torch") or {}).get("version")
         if r["status"] != "ok":
             failed.append((path, r))
-            left_out.append((where, f"status {r['status']}: {r.get('reason') or 'no reason given'}"))
+            why = f"status {r['status']}: {r.get('reason') or 'no reason given'}"
+            if intended_device(r) is None:  # an early death: its environment was never captured
+                where = f"{path.name} ({r.get('plan')}/{r.get('rung')}, {r['env']}, device not recorded)"
+                why += "; listed here only: the record does not say which device it was meant for"
+            left_out.append((where, why))
             continue
         if not timed_ms(r):
             left_out.append((where, "no timed step times"))
@@ -382,7 +436,7 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
         failed=failed, left_out=left_out, notes=[], valid_records=valid, filtered=filtered,
         env_order={e: i for i, e in enumerate(env_rank)},
         gpu_order={gname: i for i, gname in enumerate(sorted(gpu_keys, key=gpu_keys.get))},
-        env_versions=env_versions, kept_envs={r["env"] for _path, r in kept},
+        env_versions=env_versions, kept_envs={r["env"] for _path, r in kept}, env_of=env_of,
     )
     _note_variants(ds)
     return ds
@@ -420,20 +474,25 @@ class Cell:
         return text + {stats.BEYOND: "", stats.WITHIN: " (within noise)", stats.SINGLE: " (single sample)",
                        stats.FEW: " (too few samples)", stats.ONE_RUN: " (one run)"}.get(d.verdict, "")
 
+    def _fmt(self, x: float, digits: int) -> str:
+        return f"{1 + x:.{digits}f}" if self.style == "ratio" else f"{x * 100:+.{digits}f}"
+
     def text(self) -> str:
         d = self.delta
         if d.value is None:
             return "n/a" if d.verdict == stats.NA else f"n/a ({d.verdict})"
-        fmt = {
-            "pct": lambda x: f"{x * 100:+.1f}",
-            "pp": lambda x: f"{x * 100:+.1f}",
-            "ratio": lambda x: f"{1 + x:.2f}",
-        }[self.style]
         unit = {"pct": "%", "pp": " pp", "ratio": "x"}[self.style]
-        head = fmt(d.value) + unit
+        digits = 2 if self.style == "ratio" else 1
         if d.verdict in (stats.BEYOND, stats.WITHIN):
-            ci = "" if fmt(d.low) == fmt(d.high) else f" [{fmt(d.low)},{fmt(d.high)}]"
-            return f"{head}{ci} {'beyond' if d.beyond else 'within noise'}"
+            # an interval narrower than the last digit gets more digits (up to 3 more) rather than vanishing
+            while digits < 5 and d.low != d.high and self._fmt(d.low, digits) == self._fmt(d.high, digits):
+                digits += 1
+        head = self._fmt(d.value, digits) + unit
+        if d.verdict in (stats.BEYOND, stats.WITHIN):
+            low, high = self._fmt(d.low, digits), self._fmt(d.high, digits)
+            # memory deltas carry the range over repeats, not a confidence interval: written differently
+            bounds = f"(range {low}..{high})" if d.bounds == "range" else f"[{low},{high}]"
+            return f"{head} {bounds} {'beyond' if d.beyond else 'within noise'}"
         if d.verdict == stats.SINGLE:
             return f"{head} (single sample)"
         if d.verdict == stats.FEW:
@@ -441,6 +500,26 @@ class Cell:
         if d.verdict == stats.ONE_RUN:
             return f"{head} (one run, no noise estimate)"
         return head
+
+
+@dataclass
+class Mfu:
+    """An MFU to render. Above 100% the peak it divides by is below the rate the run achieved, so that peak is
+    wrong (a calibration slowed by other load, or a datasheet entry for another variant): never shown bare."""
+
+    value: float
+
+    @property
+    def suspect(self) -> bool:
+        return self.value > 1.0
+
+    def text(self) -> str:
+        return fmt_pct(self.value) + (" (peak suspect)" if self.suspect else "")
+
+
+MFU_SUSPECT_NOTE = ("MFU above 100% is marked 'peak suspect': the GEMM peak it divides by is below the FLOP rate the run "
+                    "achieved, so that peak is wrong (a measured calibration slowed by other load, or a datasheet entry "
+                    "for another variant of the device); the run's tokens/s are not affected")
 
 
 @dataclass
@@ -492,10 +571,11 @@ class Compare:
     """All tables of one dataset, with the chosen baselines."""
 
     def __init__(self, ds: Dataset, baseline_env: str | None = None, baseline_gpu: str | None = None,
-                 noise_floor: float = stats.NOISE_FLOOR, loss_tol: float = DEFAULT_LOSS_TOL):
+                 noise_floor: float = stats.NOISE_FLOOR, loss_tol: float = DEFAULT_LOSS_TOL, show_all: bool = False):
         self.ds = ds
         self.floor = noise_floor
         self.loss_tol = loss_tol
+        self.show_all = show_all  # every row of "what changed underneath", not the top few per pair
         self.baseline_env = baseline_env
         self.baseline_gpu = baseline_gpu
         envs = ds.envs()
@@ -517,9 +597,20 @@ class Compare:
         return stats.counter(a.memory[1], b.memory[1], self.floor)
 
     def sets(self) -> dict[tuple, list[Group]]:
+        """Comparison sets: groups by set_key (set_key_of), the one comparability rule."""
         out: dict[tuple, list[Group]] = {}
         for g in self.ds.groups:
             out.setdefault(g.set_key, []).append(g)
+        return out
+
+    def failed_runs(self) -> list[tuple[dict, str, str]]:
+        """(record, device label, env label) of every run not ok whose record says which device it was meant
+        for; the others are only in "left out"."""
+        out = []
+        for _path, r in self.ds.failed:
+            gpu = intended_device(r)
+            if gpu is not None:
+                out.append((r, gpu, self.ds.env_of.get(r["run_id"], r["env"])))
         return out
 
     def cells(self) -> dict[tuple, list[Group]]:
@@ -538,11 +629,9 @@ class Compare:
             for plan, rung, idx in g.rungs:
                 k = (plan, g.gpu, g.env, g.workload.get("batch_size"), g.workload.get("seq_len"))
                 out.setdefault(k, []).append((idx, rung, g))
-        for _path, r in self.ds.failed:
+        for r, gpu, env in self.failed_runs():
             if r.get("sweep"):
                 continue
-            gpu = device_label(r.get("environment"))
-            env = next((e for e in self.env_rank if e == r["env"] or e.startswith(r["env"] + "@")), r["env"])
             k = (r.get("plan"), gpu, env, (r.get("workload") or {}).get("batch_size"), (r.get("workload") or {}).get("seq_len"))
             out.setdefault(k, []).append((r.get("rung_index"), r.get("rung"), r))
         result = []
@@ -566,59 +655,128 @@ class Compare:
             for _idx, rung, g in rows:
                 if not isinstance(g, Group):
                     table.rows.append({"rung": rung, "runs": g["status"], "run_ids": [g["run_id"]]})
-                    table.notes.append(f"{rung}: {g['status']}: {g.get('reason') or 'no reason given'}")
+                    table.notes.append(f"{rung}: {g['status']}: {_brief_reason(g.get('reason'))}")
                     continue
                 if rung_of and rung not in rung_of:
                     previous = rung_of[list(rung_of)[-1]]
                 rung_of.setdefault(rung, g)
+                mfu = g.summary_median("mfu")
                 row = {"rung": rung if rung == g.label else f"{rung} (= {g.label})", "runs": g.n_text,
                        "ms": g.ms_median, "tokens_s": g.throughput.point, "memory": g.memory_bytes,
-                       "mfu": g.summary_median("mfu"),
+                       "mfu": None if mfu is None else Mfu(mfu),
                        "vs_previous": Cell(self.delta(previous, g), "ratio") if previous else None,
                        "vs_first": Cell(self.delta(first, g), "ratio") if first else None, "run_ids": run_ids(g)}
                 table.rows.append(row)
                 first = first or g
+                if g.pooled_note and g.pooled_note not in table.notes:
+                    table.notes.append(g.pooled_note)
+            if any(isinstance(r.get("mfu"), Mfu) and r["mfu"].suspect for r in table.rows):
+                table.notes.append(MFU_SUSPECT_NOTE)
             tables.append(table)
         return tables
 
     # --- across envs / GPUs
     def _cross(self, name: str, across: str) -> Table:
-        """Same comparison set, same GPU (across=env) or same env (across=gpu): each against the baseline."""
+        """Same comparison set, same GPU (across=env) or same env (across=gpu): each against the baseline.
+        A cell whose run failed (the baseline GPU ran out of memory where the other GPU did not) is a row
+        that says so: the other cell's numbers are shown, without a delta."""
         other = "gpu" if across == "env" else "env"
         rank = self.env_rank if across == "env" else self.gpu_rank
-        what = "env" if across == "env" else "GPU"
-        table = Table(name, f"Cross-{'version' if across == 'env' else 'GPU'}: same {'GPU' if across == 'env' else 'env'} and rung; each {what} vs the baseline {what}", [
-            (other, "GPU" if other == "gpu" else "env"), ("rung", "rung"), ("batch", "B, T"), (across, what),
-            ("baseline", "baseline"), ("tokens_s", "tokens/s"), ("d_tokens_s", "delta tokens/s"),
+        other_rank = self.gpu_rank if across == "env" else self.env_rank
+        what, same = ("env", "GPU") if across == "env" else ("GPU", "env")
+        table = Table(name, f"Cross-{'version' if across == 'env' else 'GPU'}: same {same} and rung; each {what} vs the baseline {what}", [
+            (other, same), ("rung", "rung"), ("batch", "B, T"), (across, what), ("runs", "runs"),
+            ("baseline", "baseline cell (GPU / env, B, T)"), ("tokens_s", "tokens/s"), ("d_tokens_s", "delta tokens/s"),
             ("memory", "memory MiB"), ("d_memory", "delta memory")])
-        rows = []
-        for groups in self.sets().values():
-            by_other: dict[str, list[Group]] = {}
-            for g in groups:
-                by_other.setdefault(getattr(g, other), []).append(g)
-            for o, gs in by_other.items():
-                if len(gs) < 2:
+        cells: dict[tuple, dict[str, dict]] = {}  # set_key -> other value -> across value -> Group or (record, gpu, env)
+        for g in self.ds.groups:
+            cells.setdefault(g.set_key, {}).setdefault(getattr(g, other), {})[getattr(g, across)] = g
+        for r, gpu, env in self.failed_runs():
+            row_cells = cells.get(set_key_of(r), {}).get(gpu if other == "gpu" else env)
+            if row_cells is not None:  # beside an ok run of the same set only: a failure alone compares nothing
+                row_cells.setdefault(env if across == "env" else gpu, (r, gpu, env))
+        wanted = self.baseline_env if across == "env" else self.baseline_gpu
+        rows, failed_base = [], 0
+        for by_other in cells.values():
+            for o, row_cells in by_other.items():
+                if len(row_cells) < 2:
                     continue
-                gs.sort(key=lambda g: rank[getattr(g, across)])
-                wanted = self.baseline_env if across == "env" else self.baseline_gpu
-                base = gs[0]
-                if wanted and getattr(base, across) != wanted:
-                    table.notes.append(f"{o} {base.label} ({base.batch}): no run on baseline {what} {wanted}; not compared")
+                g0 = next(c for c in row_cells.values() if isinstance(c, Group))
+                order = sorted(row_cells, key=lambda v: (rank.get(v, len(rank)), v))
+                if wanted and order[0] != wanted:
+                    table.notes.append(f"{o} {g0.label} ({g0.batch}): no run on baseline {what} {wanted}; not compared")
                     continue
-                for g in gs:
-                    is_base = g is base
-                    rows.append(((self.gpu_rank.get(g.gpu, 0) if other == "gpu" else self.env_rank.get(g.env, 0)), g.rungs[0][2] or 0, g.label, rank[getattr(g, across)], {
-                        other: o, "rung": g.label, "batch": g.batch, across: getattr(g, across),
-                        "baseline": "(baseline)" if is_base else getattr(base, across),
-                        "tokens_s": g.throughput.point, "memory": g.memory_bytes,
-                        "d_tokens_s": None if is_base else Cell(self.delta(base, g)),
-                        "d_memory": None if is_base else Cell(self.mem_delta(base, g)),
-                        "run_ids": run_ids(g) if is_base else run_ids(base, g)}))
-        rows.sort(key=lambda t: t[:4])
-        table.rows = [r[-1] for r in rows]
+                base = row_cells[order[0]]
+                base_gpu, base_env = (base.gpu, base.env) if isinstance(base, Group) else base[1:]
+                failed_base += not isinstance(base, Group)
+                for v in order:
+                    c = row_cells[v]
+                    row = {other: o, "rung": g0.label, "batch": g0.batch, across: v,
+                           "baseline": "(baseline)" if v == order[0] else f"{short_gpu(base_gpu)} / {base_env}, {g0.batch}",
+                           "base_gpu": base_gpu, "base_env": base_env,  # (not columns: for charts and findings)
+                           "base_status": "ok" if isinstance(base, Group) else base[0]["status"], "is_baseline": v == order[0],
+                           "batch_size": g0.workload.get("batch_size")}
+                    if isinstance(c, Group):
+                        row.update(runs=c.n_text, tokens_s=c.throughput.point, memory=c.memory_bytes)
+                    else:
+                        row["runs"] = c[0]["status"]
+                    row["run_ids"] = [i for cell in ((c,) if v == order[0] else (base, c))
+                                      for i in (run_ids(cell) if isinstance(cell, Group) else [cell[0]["run_id"]])]
+                    if v != order[0]:
+                        row.update(self._cross_deltas(base, c))
+                    key = (other_rank.get(o, len(other_rank)), g0.rungs[0][2] if g0.rungs[0][2] is not None else 1 << 30,
+                           g0.label, g0.workload.get("batch_size") or 0, g0.workload.get("seq_len") or 0, rank.get(v, len(rank)), v)
+                    rows.append((key, row))
+        rows.sort(key=lambda kr: kr[0])
+        table.rows = [r for _k, r in rows]
+        if failed_base:
+            table.notes.append(f"{failed_base} baseline cell(s) did not run ok (their status is under 'runs'): the other "
+                               f"{what}'s runs of that rung and B are shown without a delta")
+        refused = self.refused_pairs(across)
+        table.notes += refused[:5] + ([f"... and {len(refused) - 5} more such pairs"] if len(refused) > 5 else [])
         if not table.rows:
-            table.notes.append(f"no comparison set ran on more than one {what} with the same {'GPU' if across == 'env' else 'env'}")
+            table.notes.append(self._why_no_rows(across, bool(refused)))
         return table
+
+    def _cross_deltas(self, base, c) -> dict:
+        """Delta cells of one row against its baseline cell; a failed side gives a delta that says why it has none."""
+        if isinstance(base, Group) and isinstance(c, Group):
+            return {"d_tokens_s": Cell(self.delta(base, c)), "d_memory": Cell(self.mem_delta(base, c))}
+        failed = base if not isinstance(base, Group) else c
+        status = failed[0]["status"]
+        why = f"the baseline {STATUS_TEXT.get(status, status)}" if failed is base else f"this run {STATUS_TEXT.get(status, status)}"
+        none = Cell(stats.Delta(None, verdict=why))
+        return {"d_tokens_s": none, "d_memory": none}
+
+    def refused_pairs(self, across: str) -> list[str]:
+        """Runs of one plan rung and (B, T) on the same GPU (across=env) or env (across=gpu) under two envs or GPUs
+        that the comparability rule keeps apart, with what differs: the reason their row is missing."""
+        other = "gpu" if across == "env" else "env"
+        rank = self.env_rank if across == "env" else self.gpu_rank
+        slots: dict[tuple, list[Group]] = {}
+        for g in sorted(self.ds.groups, key=lambda g: rank[getattr(g, across)]):
+            for plan, rung, _i in g.rungs:
+                slots.setdefault((getattr(g, other), plan, rung, g.workload.get("batch_size"), g.workload.get("seq_len")), []).append(g)
+        out = []
+        for (o, plan, rung, b, t), gs in slots.items():
+            for a, c in combinations(gs, 2):
+                if getattr(a, across) != getattr(c, across) and a.set_key != c.set_key:
+                    out.append(f"not compared: {o}, {plan}/{rung} (B={b}, T={t}) under {getattr(a, across)} and "
+                               f"{getattr(c, across)}: the runs differ in {_differences(a, c)}")
+        return sorted(set(out))
+
+    def _why_no_rows(self, across: str, refused: bool) -> str:
+        other = "gpu" if across == "env" else "env"
+        what, same = ("env", "GPU") if across == "env" else ("GPU", "env")
+        where: dict[str, set] = {}
+        for g in self.ds.groups:
+            where.setdefault(getattr(g, across), set()).add(getattr(g, other))
+        if len(where) < 2:
+            return f"only one {what} in these records ({', '.join(where) or 'none'}): nothing to compare across {what}s"
+        if refused:
+            return f"no rung ran under two {what}s with the same workload and flags on one {same} (the pairs above differ)"
+        return (f"no rung ran under two {what}s on the same {same}: " +
+                "; ".join(f"{k} on {', '.join(sorted(v))}" for k, v in sorted(where.items(), key=lambda kv: str(kv[0]))))
 
     def versions_table(self) -> Table:
         return self._cross("versions", "env")
@@ -666,12 +824,26 @@ class Compare:
                 knob += f" (flags: {', '.join(n for n, _va, _vb in flag_diff)})"
             elif flag_diff:
                 knob = "flags: " + ", ".join(f"{n} {_show(va)} -> {_show(vb)}" for n, va, vb in flag_diff)
-            changed = {n for n, _va, _vb in diff}
-            context = canonical_hash({k: v for k, v in knob_fields(a.workload).items() if k not in changed})
-            at = f"{a.label} ({a.batch})"
+            # One knob effect across cells only where every "before" run is one comparison set and every "after"
+            # run another (the comparability rule): a cell whose runs differ in a flag or hash is its own entry.
+            context = (a.set_key, b.set_key)
             delta, boot = stats.ratio(a.throughput, b.throughput, self.floor)
-            entry = out.setdefault((knob, context), {"at": at, "cells": {}})
+            entry = out.setdefault((knob, context), {"at": f"{a.label} ({a.batch})", "cells": {}})
             entry["cells"][(a.gpu, a.env)] = (a, b, delta, boot)
+        variants: dict[tuple, list[dict]] = {}
+        for (knob, _ctx), entry in out.items():
+            entry["at_plain"] = entry["at"]
+            variants.setdefault((knob, entry["at"]), []).append(entry)
+        for entries in variants.values():  # the same knob at the same rung, kept apart: say what differs
+            if len(entries) > 1:
+                befores = [next(iter(e["cells"].values()))[0] for e in entries]
+                afters = [next(iter(e["cells"].values()))[1] for e in entries]
+                labels = _variant_labels(befores)
+                if len(set(labels)) < len(labels):
+                    labels = _variant_labels(afters)
+                for e, label in zip(entries, labels, strict=True):
+                    e["variant"] = label
+                    e["at"] = f"{e['at_plain']} [{label}]"
         return dict(sorted(out.items(), key=lambda kv: (min(g.rungs[0][2] or 0 for g, *_ in kv[1]["cells"].values()), kv[1]["at"], kv[0][0])))
 
     def knobs_table(self, effects=None) -> Table:
@@ -707,17 +879,49 @@ class Compare:
                     gpu_f = stats.combine([(0.5, e21), (-0.5, e11), (0.5, e22), (-0.5, e12)], self.floor)
                     ver_f = stats.combine([(0.5, e12), (-0.5, e11), (0.5, e22), (-0.5, e21)], self.floor)
                     inter = stats.combine([(1, e22), (-1, e21), (-1, e12), (1, e11)], self.floor)
+                    values = {q: cells[q][0].value for q in quad}
+                    # the cell furthest from the mean of the other three: where an interaction comes from
+                    standout = None if None in values.values() else max(
+                        quad, key=lambda q: abs(values[q] - sum(values[o] for o in quad if o != q) / 3))
                     table.rows.append({
                         "knob": knob, "at": entry["at"], "gpus": f"{g1} -> {g2}", "envs": f"{v1} -> {v2}",
                         "effects": "; ".join(f"{short_gpu(g)}/{v} {Cell(cells[(g, v)][0]).brief()}" for g, v in quad),
                         "gpu_factor": Cell(gpu_f, "pp"), "version_factor": Cell(ver_f, "pp"), "interaction": Cell(inter, "pp"),
+                        "cells": {q: cells[q][0] for q in quad}, "standout": standout,  # for findings and charts
                         "run_ids": run_ids(*(g for q in quad for g in entry["cells"][q][:2]))})
+        table.notes += self._unsplit_notes(effects)
         if not table.rows:
-            table.notes.append("no knob was measured on 2 GPUs x 2 envs; run the same plan on both GPUs under both envs to split its effect")
+            envs, gpus = sorted({g.env for g in self.ds.groups}), sorted({g.gpu for g in self.ds.groups})
+            if len(envs) < 2 or len(gpus) < 2:
+                what, names = ("env", envs) if len(envs) < 2 else ("GPU", gpus)
+                table.notes.append(f"only one {what} in these records ({', '.join(names) or 'none'}): a knob's effect needs "
+                                   f"2 GPUs x 2 envs to be split")
+            else:
+                table.notes.append("no knob was measured on 2 GPUs x 2 envs with comparable runs; run the same plan on both "
+                                   "GPUs under both envs to split its effect")
         table.notes.append("effects in %; factors in percentage points: GPU factor = effect on GPU B minus on GPU A, averaged "
                            "over the two envs; version factor = effect under env 2 minus env 1, averaged over the two GPUs; "
                            "interaction = how much the version change differs between the GPUs")
         return table
+
+    def _unsplit_notes(self, effects: dict) -> list[str]:
+        """A 2x2 that exists only by mixing runs the comparability rule keeps apart is not split: say why."""
+        notes = []
+        by_at: dict[tuple, list[dict]] = {}
+        for (knob, _ctx), entry in effects.items():
+            by_at.setdefault((knob, entry["at_plain"]), []).append(entry)
+        for (knob, at), entries in by_at.items():
+            if len(entries) < 2:
+                continue
+            split = [set(e["cells"]) for e in entries]
+            cells = set().union(*split)
+            gpus, envs = {g for g, _e in cells}, {e for _g, e in cells}
+            quads = [{(g1, v1), (g1, v2), (g2, v1), (g2, v2)} for g1, g2 in combinations(gpus, 2) for v1, v2 in combinations(envs, 2)]
+            if any(q <= cells and not any(q <= part for part in split) for q in quads):
+                notes.append(f"not split: {knob} at {at}: its cells are not comparable with one another: " + "; ".join(
+                    f"{', '.join(f'{short_gpu(g)}/{v}' for g, v in sorted(e['cells']))} ran with {e['variant']}" for e in entries)
+                    + " (the same rule keeps them out of the cross-version and loss tables)")
+        return notes
 
     # --- what changed underneath
     def pairs(self) -> list[tuple[str, Group, Group]]:
@@ -732,18 +936,28 @@ class Compare:
                 for gs in by_other.values():
                     gs.sort(key=lambda g: rank[getattr(g, across)])
                     out += [(across, gs[0], g) for g in gs[1:]]
-        return out
+        return sorted(out, key=lambda t: (t[0], self.gpu_rank[t[1].gpu], self.env_rank[t[1].env],
+                                          t[1].rungs[0][2] if t[1].rungs[0][2] is not None else 1 << 30, t[1].label,
+                                          t[1].workload.get("batch_size") or 0, t[1].workload.get("seq_len") or 0,
+                                          self.gpu_rank[t[2].gpu], self.env_rank[t[2].env]))
 
     def underneath_table(self) -> Table:
-        table = Table("underneath", "What changed underneath: kernels of the same rung, baseline vs other (lm_head GEMM and attention first)", [
-            ("pair", "A -> B"), ("rung", "rung"), ("what", "what"), ("a", "A"), ("b", "B")])
+        table = Table("underneath", "What changed underneath: kernels of the same rung, baseline vs other (lm_head GEMM and "
+                      "attention first, then the largest changes in time per step)", [
+            ("pair", "A -> B"), ("rung", "rung"), ("what", "what"), ("a", "A"), ("b", "B"), ("impact", "B - A us/step")])
+        hidden = 0
         for across, a, b in self.pairs():
             pair = f"{a.gpu}: {a.env} -> {b.env}" if across == "env" else f"{a.env}: {a.gpu} -> {b.gpu}"
-            rows = kernel_diff(a.explain, b.explain)
-            if rows is None:
+            result = kernel_diff(a.explain, b.explain, top=None if self.show_all else TOP_UNDERNEATH)
+            if result is None:
                 continue
-            for what, va, vb in rows:
-                table.rows.append({"pair": pair, "rung": f"{a.label} ({a.batch})", "what": what, "a": va, "b": vb})
+            rows, more = result
+            hidden += more
+            for what, va, vb, impact in rows:
+                table.rows.append({"pair": pair, "rung": f"{a.label} ({a.batch})", "what": what, "a": va, "b": vb, "impact": impact})
+        if hidden:
+            table.notes.append(f"per pair: the lm_head GEMM, the attention kernels and the {TOP_UNDERNEATH} changes with the largest "
+                               f"|B - A| time per step; {hidden} smaller changes not shown (--all shows every row)")
         if not table.rows:
             table.notes.append("no pair of comparable runs has kernel profiles on both sides (explain.kernels)")
         return table
@@ -877,8 +1091,9 @@ class Compare:
 
     # --- sweeps
     def sweep_records(self) -> list[dict]:
-        """Every measured record that belongs to a sweep, ok or not (the filters applied)."""
-        records = [r for g in self.ds.groups for r in g.records] + [r for _p, r in self.ds.failed]
+        """Every measured record that belongs to a sweep, ok or not (the filters applied); a failed one that does
+        not say its device is under "left out" only, as everywhere."""
+        records = [r for g in self.ds.groups for r in g.records] + [r for r, _gpu, _env in self.failed_runs()]
         return [r for r in records if r.get("sweep")]
 
     def sweeps_table(self) -> Table:
@@ -924,7 +1139,7 @@ class Compare:
         return [stats.rule_text(self.floor, self.ds.groups[0].n_boot if self.ds.groups else stats.N_BOOT),
                 f"Loss parity tolerance: {self.loss_tol:.1%} relative.",
                 ("Baselines: env = oldest torch in each comparison (--baseline-env to choose); GPU = lowest compute "
-                "capability (--baseline-gpu). Comparable = same workload_hash and flags hash; the cells differ only in env and GPU.")]
+                 "capability (--baseline-gpu). " + COMPARABLE_RULE)]
 
 
 def run_ids(*groups: Group) -> list[str]:
@@ -964,6 +1179,40 @@ def _diff(a: Group, b: Group) -> list[tuple[str, object, object]]:
     return out
 
 
+def _differences(a: Group, b: Group) -> str:
+    """What keeps two groups apart under the comparability rule, in words."""
+    diff = _diff(a, b)
+    parts = [f"{'flag ' if n.startswith('flag:') else ''}{n.removeprefix('flag:')} {_show(va)} vs {_show(vb)}" for n, va, vb in diff]
+    if a.workload_hash != b.workload_hash and not any(not n.startswith("flag:") for n, _va, _vb in diff):
+        parts.append(f"workload_hash ({a.workload_hash[:8]} vs {b.workload_hash[:8]}) with equal workload fields")
+    if a.flags_hash != b.flags_hash and not any(n.startswith("flag:") for n, _va, _vb in diff):
+        parts.append(f"flags hash ({a.flags_hash[:8]} vs {b.flags_hash[:8]}) with equal requested flags")
+    return "; ".join(parts) or "nothing recorded"
+
+
+def _brief_reason(reason: str | None, limit: int = 160) -> str:
+    """A failure reason cut at a sentence end near `limit` characters (the full text is under "left out")."""
+    if not reason:
+        return "no reason given"
+    if len(reason) <= limit:
+        return reason
+    cut = reason.rfind(". ", 0, limit)
+    return reason[: cut + 1 if cut > 0 else limit] + " ... (in full under left out)"
+
+
+def _variant_labels(groups: list[Group]) -> list[str]:
+    """Short labels that tell apart groups of one rung which the comparability rule keeps apart."""
+    names: set[str] = set()
+    for a, b in combinations(groups, 2):
+        names |= {n for n, _va, _vb in _diff(a, b)}
+    labels = []
+    for g in groups:
+        values = {**knob_fields(g.workload), **{f"flag:{k}": v for k, v in g.flags.items()}}
+        parts = [f"{n.removeprefix('flag:')}={_show(values.get(n))}" for n in sorted(names)]
+        labels.append(", ".join(parts) or f"workload_hash {g.workload_hash[:8]}, flags hash {g.flags_hash[:8]}")
+    return labels
+
+
 def _flatten(obj, prefix="") -> dict:
     out = {}
     if isinstance(obj, dict):
@@ -989,42 +1238,76 @@ def _short(name, width=90):
     return name if len(name) <= width else name[: width - 3] + "..."
 
 
-def kernel_diff(ea: dict, eb: dict, share_min: float = 0.01, change_min: float = 0.2, limit: int = 8):
-    """Rows (what, A, B) describing how the kernels of B differ from A; None when neither side has a profile."""
+def _kernel_base(name: str) -> str:
+    """A kernel's short name: no return type, namespace or template arguments ('void ns::flash_fwd_kernel<...>(...)'
+    -> 'flash_fwd_kernel'), except for generic wrappers ('cutlass::Kernel2<fmha_...>' -> its first argument)."""
+    text = str(name).removeprefix("void ").replace("(anonymous namespace)::", "").strip()
+    head, _sep, args = text.partition("<")
+    base = re.split(r"[(]", head, maxsplit=1)[0].split("::")[-1].strip()
+    if re.fullmatch(r"[Kk]ernel\d*", base) and args:
+        base = re.split(r"[,<>(]", args, maxsplit=1)[0].split("::")[-1].strip() or base
+    return _short(base or text, 60)
+
+
+def kernel_diff(ea: dict, eb: dict, share_min: float = 0.01, change_min: float = 0.2, top: int | None = TOP_UNDERNEATH):
+    """How the kernels of B differ from A: (rows, hidden), rows = (what, A, B, B - A us/step). The lm_head GEMM,
+    the attention kernels and the SDPA backend come first; then category time shares that moved by 2 points or
+    more, kernels that appeared or disappeared (>= share_min of kernel time) and kernels whose per-step time
+    changed by change_min or more, ranked by time impact |B - A| per step: the first `top` (None: all), and
+    hidden = how many were left out. None when neither side has a kernel profile."""
     ka, kb = (ea or {}).get("kernels") or {}, (eb or {}).get("kernels") or {}
     if not ka.get("available") and not kb.get("available"):
         return None
     if not ka.get("available") or not kb.get("available"):
         state = lambda k: "available" if k.get("available") else (k.get("reason") or "not profiled")
-        return [("kernel profile", state(ka), state(kb))]
-    rows = []
-    gemm_a, gemm_b = (ka.get("lm_head_gemm") or {}).get("name"), (kb.get("lm_head_gemm") or {}).get("name")
-    rows.append(("lm_head GEMM" + (" (changed)" if gemm_a != gemm_b else " (same)"), _short(gemm_a), _short(gemm_b)))
+        return [("kernel profile", state(ka), state(kb), None)], 0
+
+    def us(entry: dict | None, with_share: bool = True) -> str:
+        entry = entry or {}
+        if entry.get("per_step_us") is None:
+            return "-"
+        share = f" ({fmt_pct(entry['share'])})" if with_share and entry.get("share") is not None else ""
+        return f"{entry['per_step_us']:,.0f} us/step{share}"
+
+    def impact(a: dict | None, b: dict | None) -> float | None:
+        a_us, b_us = (a or {}).get("per_step_us"), (b or {}).get("per_step_us")
+        return None if a_us is None and b_us is None else (b_us or 0.0) - (a_us or 0.0)
+
+    fixed = []
+    la, lb = ka.get("lm_head_gemm") or {}, kb.get("lm_head_gemm") or {}
+    name = lambda g: _short(g.get("name") or "not identified", 70)
+    fixed.append(("lm_head GEMM" + (" (changed)" if la.get("name") != lb.get("name") else " (same kernel)"),
+                  f"{name(la)}, {us(la, False)}", f"{name(lb)}, {us(lb, False)}", impact(la, lb)))
     att_a, att_b = ka.get("attention_kernels") or [], kb.get("attention_kernels") or []
-    rows.append(("attention kernels" + (" (changed)" if set(att_a) != set(att_b) else " (same)"),
-                 "; ".join(_short(x, 60) for x in att_a) or "none", "; ".join(_short(x, 60) for x in att_b) or "none"))
-    if ka.get("sdpa_backend") != kb.get("sdpa_backend"):
-        rows.append(("sdpa backend", ka.get("sdpa_backend"), kb.get("sdpa_backend")))
     ca, cb = ka.get("by_category") or {}, kb.get("by_category") or {}
+    same_att = set(att_a) == set(att_b)
+    names = lambda ks: ", ".join(_kernel_base(k) for k in ks) or "none"
+    fixed.append(("attention kernels" + (" (same)" if same_att else " (changed)") + ", time in attention",
+                  f"{names(att_a)}; {us(ca.get('attention'))}",
+                  f"{'same kernels' if same_att and att_b else names(att_b)}; {us(cb.get('attention'))}",
+                  impact(ca.get("attention"), cb.get("attention"))))
+    if ka.get("sdpa_backend") != kb.get("sdpa_backend"):
+        fixed.append(("sdpa backend", ka.get("sdpa_backend"), kb.get("sdpa_backend"), None))
+    ranked = []
     for cat in sorted(set(ca) | set(cb)):
         sa, sb = (ca.get(cat) or {}).get("share"), (cb.get(cat) or {}).get("share")
-        if sa is None or sb is None or abs(sa - sb) >= 0.02:
-            rows.append((f"time share: {cat}", fmt_pct(sa), fmt_pct(sb)))
+        if cat != "attention" and (sa is None or sb is None or abs(sa - sb) >= 0.02):
+            ranked.append((f"time in category {cat}", us(ca.get(cat)), us(cb.get(cat)), impact(ca.get(cat), cb.get(cat))))
     ta = {k["name"]: k for k in ka.get("top") or [] if k.get("name")}
     tb = {k["name"]: k for k in kb.get("top") or [] if k.get("name")}
-    us = lambda k: f"{k.get('per_step_us', 0):,.0f} us/step ({fmt_pct(k.get('share')) or '?'})"
-    appeared = sorted((tb[n] for n in set(tb) - set(ta) if (tb[n].get("share") or 0) >= share_min), key=lambda k: -(k.get("per_step_us") or 0))
-    gone = sorted((ta[n] for n in set(ta) - set(tb) if (ta[n].get("share") or 0) >= share_min), key=lambda k: -(k.get("per_step_us") or 0))
-    rows += [(f"appeared [{k.get('category')}]: {_short(k['name'], 70)}", "-", us(k)) for k in appeared[:limit]]
-    rows += [(f"disappeared [{k.get('category')}]: {_short(k['name'], 70)}", us(k), "-") for k in gone[:limit]]
-    changed = []
+    for n in set(tb) - set(ta):
+        if (tb[n].get("share") or 0) >= share_min:
+            ranked.append((f"appeared [{tb[n].get('category')}]: {_short(n, 70)}", "-", us(tb[n]), impact(None, tb[n])))
+    for n in set(ta) - set(tb):
+        if (ta[n].get("share") or 0) >= share_min:
+            ranked.append((f"disappeared [{ta[n].get('category')}]: {_short(n, 70)}", us(ta[n]), "-", impact(ta[n], None)))
     for n in set(ta) & set(tb):
         a_us, b_us = ta[n].get("per_step_us") or 0, tb[n].get("per_step_us") or 0
         if a_us and abs(b_us / a_us - 1) >= change_min and max(ta[n].get("share") or 0, tb[n].get("share") or 0) >= share_min:
-            changed.append((abs(b_us - a_us), n))
-    for _d, n in sorted(changed, reverse=True)[:limit]:
-        rows.append((f"changed [{ta[n].get('category')}]: {_short(n, 70)}", us(ta[n]), us(tb[n])))
-    return rows
+            ranked.append((f"changed [{ta[n].get('category')}]: {_short(n, 70)}", us(ta[n]), us(tb[n]), impact(ta[n], tb[n])))
+    ranked.sort(key=lambda r: (-abs(r[3] or 0.0), r[0]))
+    shown = ranked if top is None else ranked[:top]
+    return fixed + shown, len(ranked) - len(shown)
 
 
 def _ref_differences(ref: Group, g: Group) -> str:
@@ -1052,13 +1335,13 @@ def _display_rows(table: Table) -> list[list]:
     keys = [k for k, _h in table.columns]
     fmt = {"ms": fmt_ms, "ref_ms": fmt_ms, "first": fmt_ms,
            "tokens_s": fmt_int, "ref_tokens_s": fmt_int, "memory": fmt_mib, "ref_mem": fmt_mib, "mem": fmt_mib,
-           "mfu": fmt_pct}
+           "mfu": fmt_pct, "impact": lambda x: f"{x:+,.0f}"}
     out = []
     for row in table.rows:
         line = []
         for k in keys:
             v = row.get(k)
-            if isinstance(v, Cell):
+            if isinstance(v, (Cell, Mfu)):
                 v = v.text()
             elif k in fmt and isinstance(v, (int, float)):
                 v = fmt[k](v)
@@ -1088,6 +1371,38 @@ def _csv_value(v):
     return "" if v is None else v
 
 
+# CSV holds raw numbers: every column with a unit says it in its name (a delta column is a fraction, 0.12 = +12%).
+CSV_NAMES = {"ms": "ms_per_step", "ref_ms": "ref_ms_per_step", "first": "first_step_ms", "tokens_s": "tokens_per_s",
+             "ref_tokens_s": "ref_tokens_per_s", "memory": "memory_bytes", "ref_mem": "ref_device_used_bytes",
+             "mem": "device_used_bytes", "mfu": "mfu_fraction", "watts": "watts", "impact": "impact_us_per_step"}
+
+
+def _csv_columns(t: Table) -> list[tuple[str, list[str]]]:
+    """(row key, CSV column names) per table column."""
+    out = []
+    for k, _h in t.columns:
+        values = [r.get(k) for r in t.rows]
+        cells = [v for v in values if isinstance(v, Cell)]
+        if cells:
+            bounds = "range" if all(c.delta.bounds == "range" for c in cells) else "ci"
+            out.append((k, [f"{k}_fraction", f"{k}_{bounds}_low_fraction", f"{k}_{bounds}_high_fraction", f"{k}_verdict"]))
+        elif any(isinstance(v, Mfu) for v in values):
+            out.append((k, [CSV_NAMES[k], f"{k}_peak_suspect"]))
+        else:
+            out.append((k, [CSV_NAMES.get(k, k)]))
+    return out
+
+
+def _csv_fields(v, width: int) -> list:
+    """The CSV fields of one table cell: 4 for a delta column, 2 for an MFU column, else 1."""
+    if width == 4:
+        d = v.delta if isinstance(v, Cell) else stats.Delta(None, verdict="")
+        return [_csv_value(d.value), _csv_value(d.low), _csv_value(d.high), d.verdict]
+    if width == 2:
+        return [v.value, v.suspect] if isinstance(v, Mfu) else [_csv_value(v), ""]
+    return [_csv_value(v)]
+
+
 def render_csv(tables: list[Table]) -> str:
     buf = io.StringIO()
     for i, t in enumerate(tables):
@@ -1095,30 +1410,19 @@ def render_csv(tables: list[Table]) -> str:
             if i:
                 buf.write("\n")
             buf.write(f"# {t.name}: {t.title}\n")
-        header = []
-        for k, _h in t.columns:
-            if any(isinstance(r.get(k), Cell) for r in t.rows):
-                header += [k, f"{k}_ci_low", f"{k}_ci_high", f"{k}_verdict"]
-            else:
-                header.append(k)
+        columns = _csv_columns(t)
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow(header)
+        w.writerow([name for _k, names in columns for name in names])
         for r in t.rows:
-            line = []
-            for k, _h in t.columns:
-                v = r.get(k)
-                if f"{k}_verdict" in header:
-                    d = v.delta if isinstance(v, Cell) else stats.Delta(None, verdict="")
-                    line += [_csv_value(d.value), _csv_value(d.low), _csv_value(d.high), d.verdict if isinstance(v, Cell) else ""]
-                else:
-                    line.append(_csv_value(v))
-            w.writerow(line)
+            w.writerow([x for k, names in columns for x in _csv_fields(r.get(k), len(names))])
     return buf.getvalue()
 
 
 def _json_value(v):
     if isinstance(v, Cell):
         return {**v.delta.to_dict(), "style": v.style, "text": v.text()}
+    if isinstance(v, Mfu):
+        return {"value": v.value, "peak_suspect": v.suspect, "text": v.text()}
     return v
 
 
@@ -1172,6 +1476,8 @@ def common_parser(prog: str, description: str) -> argparse.ArgumentParser:
     p.add_argument("--loss-tol", type=float, default=DEFAULT_LOSS_TOL, metavar="FRACTION",
                    help=f"relative loss difference flagged as drift (default {DEFAULT_LOSS_TOL})")
     p.add_argument("--boot", type=int, default=stats.N_BOOT, metavar="N", help=f"bootstrap resamples (default {stats.N_BOOT})")
+    p.add_argument("--all", action="store_true", help=f"what changed underneath: every kernel change, not the {TOP_UNDERNEATH} "
+                   "largest per pair")
     return p
 
 
@@ -1210,7 +1516,7 @@ def analyse(args, p: argparse.ArgumentParser, warn) -> tuple[Dataset, Compare]:
         print(f"error: {ds.valid_records} valid record(s), but none matches the filters", file=sys.stderr)
         sys.exit(1)
     env, gpu = resolve_baselines(p, args, ds)
-    return ds, Compare(ds, env, gpu, args.noise_floor, args.loss_tol)
+    return ds, Compare(ds, env, gpu, args.noise_floor, args.loss_tol, show_all=args.all)
 
 
 def main(argv=None) -> int:

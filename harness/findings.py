@@ -397,46 +397,68 @@ def compute(cmp: Compare, tables: dict[str, list[Table]], effects: dict) -> list
     return out
 
 
+def interaction_dominates(row: dict) -> bool:
+    """The 2x2's interaction is beyond noise and larger than both factors."""
+    g, v, i = row["gpu_factor"].delta, row["version_factor"].delta, row["interaction"].delta
+    return i.beyond and all(d.value is not None and abs(i.value) > abs(d.value) for d in (g, v))
+
+
+def split_verdict(row: dict) -> str:
+    """What a 2x2 split says, in words: which factor is real and larger, or that the interaction is larger than
+    both (then the effect belongs to one GPU together with one torch build, not to either alone)."""
+    g, v, i = row["gpu_factor"].delta, row["version_factor"].delta, row["interaction"].delta
+    if interaction_dominates(row):
+        text = "the interaction is larger than both factors, so the effect is not the GPU's or the torch version's alone"
+        if row.get("standout"):
+            gpu, env = row["standout"]
+            here = row["cells"][row["standout"]]
+            others = sorted(d.value for q, d in row["cells"].items() if q != row["standout"])
+            text += (f": it comes from {short_gpu(gpu)} together with {env} ({Cell(here).brief()} there, "
+                     f"{others[0] * 100:+.1f}% to {others[-1] * 100:+.1f}% in the other three cells)")
+        return text
+    real = [(name, d) for name, d in (("the GPU", g), ("the torch version", v)) if d.beyond]
+    if not real:
+        text = "neither factor is beyond noise"
+    elif len(real) == 1:
+        text = f"only {real[0][0]} factor is beyond noise"
+    else:
+        text = f"both are beyond noise; the larger is {max(real, key=lambda nd: abs(nd[1].value))[0]}"
+    if i.beyond:
+        text += "; the interaction is beyond noise too: the version change differs between the GPUs"
+    return text
+
+
 def factors(table: Table) -> list[Finding]:
-    out = []
-    for r in table.rows:
-        g, v, i = r["gpu_factor"].delta, r["version_factor"].delta, r["interaction"].delta
-        real = [(name, d) for name, d in (("the GPU", g), ("the torch version", v)) if d.beyond]
-        if not real:
-            verdict = "neither factor is beyond noise"
-        elif len(real) == 1:
-            verdict = f"only {real[0][0]} factor is beyond noise"
-        else:
-            bigger = max(real, key=lambda nd: abs(nd[1].value))
-            verdict = f"both are beyond noise; the larger is {bigger[0]}"
-        if i.beyond and all(abs(i.value) > abs(d.value or 0) for d in (g, v)):
-            verdict += ("; the interaction is larger than both: the effect comes from that GPU together with that "
-                        "torch build, not from either alone")
-        out.append(Finding("factors", f"{r['knob']} (at {r['at']}), GPUs {r['gpus']}, envs {r['envs']}: GPU factor "
-                                      f"{r['gpu_factor'].brief()}, version factor {r['version_factor'].brief()}, "
-                                      f"interaction {r['interaction'].brief()} ({verdict}).", tuple(r.get("run_ids", ()))))
-    return out
+    return [Finding("factors", f"{r['knob']} (at {r['at']}), GPUs {r['gpus']}, envs {r['envs']}: GPU factor "
+                               f"{r['gpu_factor'].brief()}, version factor {r['version_factor'].brief()}, "
+                               f"interaction {r['interaction'].brief()} ({split_verdict(r)}).", tuple(r.get("run_ids", ())))
+            for r in table.rows]
 
 
 def cross(tables: dict[str, list[Table]]) -> list[Finding]:
     out = []
-    for name, what in (("versions", "cross-version"), ("gpus", "cross-GPU")):
-        deltas = [r for r in tables[name][0].rows if isinstance(r.get("d_tokens_s"), Cell) and r["d_tokens_s"].delta.value is not None]
+    for name, what in (("versions", "Cross-version"), ("gpus", "Cross-GPU")):
+        rows = tables[name][0].rows
+        deltas = [r for r in rows if isinstance(r.get("d_tokens_s"), Cell) and r["d_tokens_s"].delta.value is not None]
         if not deltas:
             continue
         beyond = [r for r in deltas if r["d_tokens_s"].delta.beyond]
         within = [r for r in deltas if r["d_tokens_s"].delta.verdict == stats.WITHIN]
-        text = (f"{what.capitalize()} tokens/s deltas: {len(beyond)} beyond noise, {len(within)} within noise, "
+        text = (f"{what} tokens/s deltas: {len(beyond)} beyond noise, {len(within)} within noise, "
                 f"{len(deltas) - len(beyond) - len(within)} without a noise estimate (too few samples)")
+        no_base = [r for r in rows if r.get("base_status", "ok") != "ok" and not r.get("is_baseline")]
+        if no_base:
+            text += (f"; {len(no_base)} without a delta because the baseline run failed ("
+                     + ", ".join(f"{r['rung']} B={r['batch_size']}: {r['d_tokens_s'].delta.verdict}" for r in no_base) + ")")
         top = sorted(beyond, key=lambda r: -abs(r["d_tokens_s"].delta.value))[:3]
         if top:
             key, other = ("gpu", "env") if name == "versions" else ("env", "gpu")
             show = (lambda v, col: short_gpu(v) if col == "gpu" else v)
             text += "; largest: " + "; ".join(
                 f"{r['rung']} ({r['batch']}) on {show(r[key], key)}: {show(r[other], other)} vs "
-                f"{show(r['baseline'], other)} {Cell(r['d_tokens_s'].delta).brief()}, memory {Cell(r['d_memory'].delta).brief()}"
-                for r in top)
-        out.append(Finding("cross", text + ".", tuple(i for r in deltas for i in r.get("run_ids", ()))))
+                f"{show(r['base_' + other], other)} {Cell(r['d_tokens_s'].delta).brief()}, "
+                f"memory {Cell(r['d_memory'].delta).brief()}" for r in top)
+        out.append(Finding("cross", text + ".", tuple(i for r in rows for i in r.get("run_ids", ()))))
     return out
 
 

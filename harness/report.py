@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import html
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,6 +18,8 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.colors
+import matplotlib.patches
 import matplotlib.pyplot as plt
 import numpy as np
 from tabulate import tabulate
@@ -24,6 +27,7 @@ from tabulate import tabulate
 from harness import findings, stats
 from harness import sweep as sweepmod
 from harness.compare import (
+    COMPARABLE_RULE,
     Cell,
     Compare,
     Group,
@@ -33,7 +37,7 @@ from harness.compare import (
     common_parser,
     short_gpu,
 )
-from harness.findings import Finding
+from harness.findings import Finding, interaction_dominates, split_verdict
 from harness.kernels import CATEGORIES
 
 DPI = 110
@@ -200,7 +204,7 @@ def ladder_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
         rungs = sorted(rung_index, key=lambda r: (rung_index[r], r))
         n = len(series)
         width = 0.8 / n
-        fig, ax = plt.subplots(figsize=(max(7.0, 1.3 * len(rungs) + 0.25 * n * len(rungs)), 4.8))
+        fig, ax = plt.subplots(figsize=(min(13.0, max(7.0, 1.3 * len(rungs) + 0.25 * n * len(rungs))), 4.8))
         x = np.arange(len(rungs))
         for i, (label, values, hatch, failed) in enumerate(series):
             ys = [values.get(r, (np.nan, 0, 0)) for r in rungs]
@@ -212,10 +216,12 @@ def ladder_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
                 if r in failed and r not in values:  # a rung that did not run is said, not left blank
                     ax.text(xi, 0, f" {failed[r]}", rotation=90, ha="center", va="bottom", fontsize=8, color="dimgray")
         ax.set_xticks(x, rungs, rotation=20, ha="right")
+        ax.set_xlim(-0.5, len(rungs) - 0.5)  # every rung's slot, also where only a status text stands
         ax.set_ylabel("tokens/s (median step; bars: 95% interval)")
         ax.set_title(f"Ladder: plan {plan}")
         ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:,.0f}"))
-        ax.legend(fontsize=8, loc="upper left")
+        # below the axes, so it never covers a bar
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(3, n), frameon=False)
         ax.grid(axis="y", alpha=0.3)
         charts.append((f"ladder-{plan}.png", _png(fig), (f"Throughput per rung of plan {plan}, one bar per GPU / env "
                        f"(error bars: 95% bootstrap interval, absent where too few samples give none; hatched: the user's logged "
@@ -229,7 +235,7 @@ def heatmap_chart(table: Table) -> tuple[str, bytes, str] | None:
     for r in table.rows:
         cell = r.get("d_tokens_s")
         if isinstance(cell, Cell) and cell.delta.value is not None:
-            cells[(f"{short_gpu(r['gpu'])} | {r['rung']} | {r['batch']}", f"{r['env']} vs {r['baseline']}")] = cell.delta
+            cells[(f"{short_gpu(r['gpu'])} | {r['rung']} | {r['batch']}", f"{r['env']} vs {r['base_env']}")] = cell.delta
     if not cells:
         return None
     rows = list(dict.fromkeys(k[0] for k in cells))
@@ -252,9 +258,116 @@ def heatmap_chart(table: Table) -> tuple[str, bytes, str] | None:
             "'(noise)': within noise by the significance rule)."))
 
 
+def _delta_errors(deltas: list) -> np.ndarray | None:
+    """Asymmetric error bars (percent) from the deltas' 95% intervals; zero where a delta has none."""
+    if not any(d.low is not None for d in deltas):
+        return None
+    return np.array([[max(0.0, (d.value - d.low) * 100) if d.low is not None else 0.0 for d in deltas],
+                     [max(0.0, (d.high - d.value) * 100) if d.high is not None else 0.0 for d in deltas]])
+
+
+def cross_gpu_chart(table: Table) -> tuple[str, bytes, str] | None:
+    """Cross-GPU delta in tokens/s with its 95% interval, one bar per rung and B (the table's order), one colour
+    per GPU pair; a rung whose baseline run failed is written where its bar would be, not left out."""
+    items = []  # (row label, series, Delta)
+    envs = {r["env"] for r in table.rows}
+    for r in table.rows:
+        if r["baseline"] == "(baseline)":
+            continue
+        label = f"{r['rung']}, {r['batch'].split(',')[0]}" + (f" / {r['env']}" if len(envs) > 1 else "")
+        items.append((label, f"{short_gpu(r['gpu'])} vs {short_gpu(r['base_gpu'])}", r["d_tokens_s"].delta))
+    if not any(d.value is not None for _l, _s, d in items):
+        return None
+    labels = list(dict.fromkeys(i[0] for i in items))
+    series = list(dict.fromkeys(i[1] for i in items))
+    height = 0.8 / len(series)
+    colors = plt.get_cmap("tab10")(np.arange(len(series)))
+    fig, ax = plt.subplots(figsize=(10, max(2.8, 0.42 * len(labels) * len(series) + 1.6)))
+    ends = [x * 100 for _l, _s, d in items if d.value is not None for x in (d.value, d.low, d.high) if x is not None]
+    lo, hi = min(0.0, *ends), max(0.0, *ends)
+    top = max(hi - lo, 1.0)  # the span the bars cover, for text offsets and margins
+    for si, name in enumerate(series):
+        mine = [(labels.index(lab), d) for lab, s_, d in items if s_ == name]
+        for y, d in mine:
+            y = y - 0.4 + height * (si + 0.5)
+            if d.value is None:  # e.g. the baseline ran out of memory
+                ax.text(0, y, f"  no delta: {d.verdict}", va="center", fontsize=8, color="dimgray")
+                continue
+            err = _delta_errors([d])
+            ax.barh(y, d.value * 100, height, color=colors[si], alpha=1.0 if d.beyond else 0.4,
+                    hatch=None if d.beyond else "//", edgecolor="black", linewidth=0.4, xerr=err, capsize=2)
+            end = (d.high if d.value >= 0 and d.high is not None else d.low if d.low is not None else d.value) * 100
+            ax.text(end + (0.01 if d.value >= 0 else -0.01) * top, y, Cell(d).brief(), va="center",
+                    ha="left" if d.value >= 0 else "right", fontsize=7)
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_xlim(lo - (0.3 if lo < 0 else 0.1) * top, hi + (0.3 if hi > 0 else 0.1) * top)  # room for the value texts
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("delta tokens/s against the baseline GPU (%); whiskers: 95% interval")
+    ax.grid(axis="x", alpha=0.3)
+    handles = [matplotlib.patches.Patch(color=colors[i], label=name) for i, name in enumerate(series)]
+    handles.append(matplotlib.patches.Patch(facecolor="white", edgecolor="black", hatch="//", label="within noise / no estimate"))
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    ax.set_title("Cross-GPU: tokens/s of each GPU against the baseline GPU, same env, rung and B")
+    return ("cross-gpu.png", _png(fig), ("Cross-GPU delta in tokens/s per rung and batch size (solid: beyond noise; hatched: "
+            "within noise or no noise estimate); a rung whose baseline run failed says so where its bar would be."))
+
+
+def factors_chart(table: Table) -> tuple[str, bytes, str] | None:
+    """Per 2x2 split: the knob's effect in the four cells, and its GPU factor, version factor and interaction."""
+    rows = [r for r in table.rows if r.get("cells")]
+    if not rows:
+        return None
+    shown = rows[:6]
+    fig, axes = plt.subplots(len(shown), 2, figsize=(11, 3.3 * len(shown)), squeeze=False,
+                             gridspec_kw={"width_ratios": [1.3, 1.0]})
+    for (left, right), r in zip(axes, shown, strict=True):
+        quad = list(r["cells"].items())
+        gpus = list(dict.fromkeys(g for (g, _v), _d in quad))
+        envs = list(dict.fromkeys(v for (_g, v), _d in quad))
+        deltas = [d for _q, d in quad]
+        bars = left.bar(range(4), [(d.value or 0.0) * 100 for d in deltas], capsize=3,
+                        yerr=_delta_errors(deltas) if all(d.value is not None for d in deltas) else None)
+        odd = r.get("standout") if interaction_dominates(r) else None
+        for bar, ((g, v), _d) in zip(bars, quad, strict=True):  # colour: GPU; hatch: the second env; outline: the odd cell
+            bar.set_facecolor(plt.get_cmap("Set2")(gpus.index(g)))
+            bar.set_hatch("//" if envs.index(v) else None)
+            bar.set_edgecolor("black" if (g, v) == odd else "dimgray")
+            bar.set_linewidth(2.0 if (g, v) == odd else 0.5)
+        left.set_xticks(range(4), [f"{short_gpu(g)}\n{v}" for (g, v), _d in quad], fontsize=7)
+        left.set_ylabel("effect on tokens/s (%)", fontsize=8)
+        left.set_title(textwrap.fill(f"{r['knob']} at {r['at']}: effect per cell", 70), fontsize=8)
+        parts = [("GPU factor", r["gpu_factor"].delta), ("version factor", r["version_factor"].delta),
+                 ("interaction", r["interaction"].delta)]
+        right.bar(range(3), [(d.value or 0.0) * 100 for _n, d in parts], capsize=3,
+                  color=[matplotlib.colors.to_rgba(c, 1.0 if d.beyond else 0.35)
+                         for c, (_n, d) in zip(("tab:blue", "tab:orange", "tab:red"), parts, strict=True)],
+                  yerr=_delta_errors([d for _n, d in parts if d.value is not None]) if all(d.value is not None for _n, d in parts) else None)
+        right.set_xticks(range(3), [f"{n}\n{Cell(d, 'pp').brief()}" for n, d in parts], fontsize=7)
+        right.set_ylabel("percentage points", fontsize=8)
+        right.set_title(textwrap.fill(split_verdict(r), 60), fontsize=8)
+        for ax in (left, right):
+            ax.axhline(0, color="black", linewidth=0.8)
+            ax.grid(axis="y", alpha=0.3)
+    fig.suptitle("Is it the GPU or the torch version? Each knob's effect split over 2 GPUs x 2 envs")
+    fig.tight_layout()
+    caption = ("Left: the knob's effect on tokens/s in each (GPU, env) cell (colour: GPU, hatched: the second env; outlined "
+               "where the interaction is larger than both factors: the cell the effect comes from). Right: GPU factor, version factor and their interaction in percentage points (faded: within noise "
+               "or no estimate); whiskers: 95% intervals.")
+    if len(rows) > len(shown):
+        caption += f" First {len(shown)} of {len(rows)} splits shown (all in the table)."
+    return ("factors.png", _png(fig), caption)
+
+
+def _rung_order(g: Group) -> tuple:
+    """Plan, rung order, then B and T: how the charts list a cell's groups."""
+    plan, _rung, index = g.rungs[0]
+    return (str(plan), index if index is not None else 99, g.label, g.workload.get("batch_size") or 0, g.workload.get("seq_len") or 0)
+
+
 def memory_chart(cmp: Compare) -> tuple[str, bytes, str] | None:
     bars = []
-    for g in sorted(cmp.ds.groups, key=lambda g: (cmp.gpu_rank[g.gpu], cmp.env_rank[g.env], g.rungs[0][2] or 0, g.label)):
+    for g in sorted(cmp.ds.groups, key=lambda g: (cmp.gpu_rank[g.gpu], cmp.env_rank[g.env], *_rung_order(g))):
         split = g.explain.get("memory_split") or {}
         if split.get("available") and any(split.get(k) is not None for k, _l in MEMORY_PARTS):
             bars.append((f"{short_gpu(g.gpu)} / {g.env} / {g.label} ({g.batch})", [(split.get(k) or 0) / 2**30 for k, _l in MEMORY_PARTS]))
@@ -270,7 +383,7 @@ def memory_chart(cmp: Compare) -> tuple[str, bytes, str] | None:
     ax.invert_yaxis()
     ax.set_xlabel("GiB at peak")
     ax.set_title("Memory split: live tensors, allocator cache, memory outside the allocator")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # outside: never over a bar
     ax.grid(axis="x", alpha=0.3)
     return ("memory-split.png", _png(fig), "Where device memory goes at the peak (explain.memory_split).")
 
@@ -285,19 +398,22 @@ def kernel_mix_chart(cmp: Compare) -> tuple[str, bytes, str] | None:
         return None
     categories = sorted({c for items in cells.values() for _g, shares in items for c in shares})
     keys = sorted(cells, key=lambda k: (cmp.gpu_rank[k[0]], cmp.env_rank[k[1]]))[:6]
-    fig, axes = plt.subplots(1, len(keys), figsize=(max(6.0, 4.2 * len(keys)), 4.8), squeeze=False, sharey=True)
+    most = max(len(cells[k]) for k in keys)  # wide enough that each bar's label has its own room
+    fig, axes = plt.subplots(1, len(keys), figsize=(max(6.0, max(4.2, 0.4 * most) * len(keys)), 5.2), squeeze=False, sharey=True)
     # one colour per category in every report (harness.kernels.CATEGORIES order), unknown ones after
     order = list(CATEGORIES) + [c for c in categories if c not in CATEGORIES]
     palette = plt.get_cmap("tab20")(np.linspace(0, 1, max(2, len(order))))
     colors = [palette[order.index(c)] for c in categories]
     for ax, key in zip(axes[0], keys):
-        items = sorted(cells[key], key=lambda it: (it[0].rungs[0][2] if it[0].rungs[0][2] is not None else 99, it[0].label))
+        items = sorted(cells[key], key=lambda it: _rung_order(it[0]))
+        several_b = len({g.workload.get("batch_size") for g, _s in items}) > 1
         bottom = np.zeros(len(items))
         for ci, cat in enumerate(categories):
             values = np.array([shares.get(cat, 0) * 100 for _g, shares in items])
             ax.bar(range(len(items)), values, bottom=bottom, color=colors[ci], label=cat)
             bottom += values
-        ax.set_xticks(range(len(items)), [g.label for g, _s in items], rotation=30, ha="right", fontsize=8)
+        ax.set_xticks(range(len(items)), [g.label + (f" B={g.workload.get('batch_size')}" if several_b else "") for g, _s in items],
+                      rotation=45, ha="right", fontsize=8)
         ax.set_title(f"{short_gpu(key[0])} / {key[1]}", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel("share of profiled GPU/CPU kernel time (%)")
@@ -416,9 +532,9 @@ def build(cmp: Compare, paths, command: str) -> Doc:
         "compilation) is reported separately as the first-step time."),
         "Throughput: tokens per step / median timed step time; repeats of a group are pooled.",
         stats.rule_text(cmp.floor),
-        ("Comparable runs: same workload_hash and flags hash; they may differ only in env (torch build) and GPU. "
-        "Baselines: the oldest torch for cross-version deltas, the lowest compute capability for cross-GPU deltas, "
-        "unless chosen with --baseline-env / --baseline-gpu."),
+        (COMPARABLE_RULE + " The same rule makes the comparison sets of every table, the 2x2 split and these findings. "
+         "Baselines: the oldest torch for cross-version deltas, the lowest compute capability for cross-GPU deltas, "
+         "unless chosen with --baseline-env / --baseline-gpu."),
         f"Loss parity: tolerance {cmp.loss_tol:.1%} (relative) on the final and mean loss over common steps.",
         ("Reference records (results/reference/) are the user's logged numbers, one 'Step 49' line each: single samples "
         "without a noise estimate, never merged with measured runs."),
@@ -440,10 +556,20 @@ def build(cmp: Compare, paths, command: str) -> Doc:
     else:
         doc.p("No cross-version heatmap: no rung ran under two envs on the same GPU.")
     doc.table(tables["versions"][0])
+    chart = cross_gpu_chart(tables["gpus"][0])
+    if chart:
+        doc.img(*chart)
+    else:
+        doc.p("No cross-GPU chart: no rung ran on two GPUs under the same env.")
     doc.table(tables["gpus"][0])
 
     doc.h(2, "6. Knob effects: the GPU or the torch version?")
     doc.table(tables["knobs"][0])
+    chart = factors_chart(tables["factors"][0])
+    if chart:
+        doc.img(*chart)
+    else:
+        doc.p("No 2x2 chart: no knob was measured with comparable runs on 2 GPUs x 2 envs.")
     doc.table(tables["factors"][0])
 
     doc.h(2, "7. Memory")

@@ -15,7 +15,8 @@ drift (clocks, thermals, autotuning) that a single run cannot show. A side with 
 
 Memory is a counter read once per run, not a sample: a memory delta is beyond noise when it exceeds
 the floor and the ranges over repeats of the two sides do not overlap; with one run on a side there
-is no noise estimate (peak RSS, for one, moves between identical runs).
+is no noise estimate (peak RSS, for one, moves between identical runs). Its bounds are that range
+(min..max over the repeats), not a confidence interval, and Delta.bounds says which one a delta has.
 
 numpy only (no scipy), no torch.
 """
@@ -48,8 +49,9 @@ def rule_text(noise_floor: float = NOISE_FLOOR, n_boot: int = N_BOOT) -> str:
         f"a delta is 'beyond noise' when its {CONFIDENCE:.0%} interval excludes 0 and |delta| >= "
         f"{noise_floor:.0%} (the floor; 1 pp for differences of effects), else 'within noise'. "
         f"Fewer than {MIN_SAMPLES} timed samples on a side: no noise estimate ('{SINGLE}' for one). "
-        f"Memory is a per-run counter: beyond noise when |delta| >= {noise_floor:.0%} and the ranges over "
-        f"repeats (2+ a side) do not overlap; one run on a side: no noise estimate."
+        f"Memory is a per-run counter, so its delta carries the range over repeats, '(range low..high)', not an "
+        f"interval: beyond noise when |delta| >= {noise_floor:.0%} and the ranges over repeats (2+ a side) do not "
+        f"overlap; one run on a side: no noise estimate."
     )
 
 
@@ -61,13 +63,15 @@ class Delta:
     low: float | None = None
     high: float | None = None
     verdict: str = NA
+    bounds: str = "ci"  # what low..high are: "ci" (95% bootstrap interval) or "range" (min..max over repeats)
 
     @property
     def beyond(self) -> bool:
         return self.verdict == BEYOND
 
     def to_dict(self) -> dict:
-        return {"value": self.value, "ci_low": self.low, "ci_high": self.high, "verdict": self.verdict}
+        low, high = ("range_low", "range_high") if self.bounds == "range" else ("ci_low", "ci_high")
+        return {"value": self.value, low: self.low, high: self.high, "verdict": self.verdict}
 
 
 @dataclass
@@ -170,6 +174,6 @@ def counter(a_values: list, b_values: list, floor: float = NOISE_FLOOR) -> Delta
         return Delta(None)
     value = float(np.median(b) / np.median(a) - 1.0)
     if len(a) < 2 or len(b) < 2:
-        return Delta(value, verdict=ONE_RUN)
+        return Delta(value, verdict=ONE_RUN, bounds="range")
     low, high = min(b) / max(a) - 1.0, max(b) / min(a) - 1.0
-    return Delta(value, low, high, _verdict(value, low, high, floor))
+    return Delta(value, low, high, _verdict(value, low, high, floor), bounds="range")

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from harness.compare import Mfu
 from harness.record import iter_records
 
 GIB = 2**30
@@ -65,11 +66,11 @@ def check_record(record: dict) -> tuple[str, list[str]]:
         att_text = f"attention {workload.get('attention')} (no fused attention kernel expected)"
     mfu_parts = []
     if mfu.get("mfu_datasheet") is not None:
-        mfu_parts.append(f"{mfu['mfu_datasheet']:.1%} of the {(mfu.get('datasheet') or {}).get('gpu')} datasheet {mfu.get('dtype')} peak")
+        mfu_parts.append(f"{Mfu(mfu['mfu_datasheet']).text()} of the {(mfu.get('datasheet') or {}).get('gpu')} datasheet {mfu.get('dtype')} peak")
     elif mfu.get("available"):
         mfu_parts.append(f"no datasheet peak ({mfu.get('datasheet_reason')})")
     if mfu.get("mfu_measured") is not None:
-        mfu_parts.append(f"{mfu['mfu_measured']:.1%} of the measured GEMM peak")
+        mfu_parts.append(f"{Mfu(mfu['mfu_measured']).text()} of the measured GEMM peak")  # above 100%: marked
     mean_w, clock = power.get("mean_w"), power.get("sm_clock_mhz_mean")
     padded = f", padded to {lm_head['padded_to']}" if lm_head.get("padded_to") else ""
     line = (f"{label}: lm_head {lm_head.get('name')} [{lm_head.get('precision')}{padded}] | {att_text} | "

@@ -81,6 +81,18 @@ def make_record(*, env="torch212", gpu="H100", rung="fp32", rung_index=None, pla
     return record  # validated where it is read (harness.compare.load), like any record
 
 
+def failure_record(*, env="torch212", rung="fp32", workload=None, gpu: str | None = None, reason="worker exited with code -9") -> dict:
+    """What harness.run writes for a worker that died before writing its record: empty hashes and, from the
+    old runner, an environment with env_name only; gpu="H100" gives the newer shape that names the intended
+    device (environment.device and environment.gpu from NVML)."""
+    r = make_record(env=env, rung=rung, workload=workload, status="error", reason=reason)
+    r.update(workload_hash="", flags={"requested": r["flags"]["requested"], "hash": ""}, summary={})
+    r["environment"] = {"env_name": env}
+    if gpu is not None:
+        r["environment"].update(device="cuda", gpu={"name": GPUS[gpu][0], "capability": GPUS[gpu][1]})
+    return r
+
+
 def write(directory: Path, records: list[dict]) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -93,14 +105,16 @@ def kernels(lm_head: str, attention: list[str], top: list[tuple[str, str, float,
     """An explain block; top = [(name, category, per_step_us, share)]."""
     by_cat: dict = {}
     for _n, cat, us, share in top:
-        c = by_cat.setdefault(cat, {"total_us": 0.0, "share": 0.0})
+        c = by_cat.setdefault(cat, {"total_us": 0.0, "per_step_us": 0.0, "share": 0.0})
         c["total_us"] += us
+        c["per_step_us"] += us
         c["share"] += share
     return {"kernels": {
         "available": True, "reason": None,
         "top": [{"name": n, "category": c, "precision": None, "calls": 1, "total_us": us, "per_step_us": us, "share": s}
                 for n, c, us, s in top],
-        "by_category": by_cat, "lm_head_gemm": {"name": lm_head}, "attention_kernels": attention, "sdpa_backend": backend}}
+        "by_category": by_cat, "lm_head_gemm": {"name": lm_head, "per_step_us": next((us for n, _c, us, _s in top if n == lm_head), None)},
+        "attention_kernels": attention, "sdpa_backend": backend}}
 
 
 def rich_dataset() -> list[dict]:
