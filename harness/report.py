@@ -432,8 +432,10 @@ def sweep_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
     for c in sweepmod.sweep_curves(cmp.sweep_records()):
         pts = [(v, t, m) for v, t, m in zip(c["values"], c["tokens_per_s"], c["peak_memory_bytes"], strict=True)
                if isinstance(v, (int, float))]
+        failed = [(v, st) for v, t, st in zip(c["values"], c["tokens_per_s"], c["statuses"], strict=True)
+                  if t is None and isinstance(v, (int, float))]  # shown where they are, not left out
         label = f"{c['rung']}, {short_gpu(c['device'])} / {c['env']}"
-        charts_by_sweep.setdefault((c["sweep"], c["field"]), []).append((label, pts, c["knee"], "-"))
+        charts_by_sweep.setdefault((c["sweep"], c["field"]), []).append((label, pts, c["knee"], "-", failed))
     refs: dict[tuple, dict] = {}
     for g in (r for r in cmp.ds.references if r.first["status"] == "ok" and r.sweep):
         key = (str(g.sweep.get("name")), str(g.sweep.get("field")))
@@ -441,17 +443,23 @@ def sweep_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
         refs.setdefault(key, {}).setdefault(label, []).append((g.sweep.get("value"), cmp.ref_estimate(g).point, g.memory_bytes))
     for key, lines in refs.items():
         for label, pts in lines.items():
-            charts_by_sweep.setdefault(key, []).append((label, [p for p in pts if isinstance(p[0], (int, float))], None, "--"))
+            charts_by_sweep.setdefault(key, []).append((label, [p for p in pts if isinstance(p[0], (int, float))], None, "--", []))
     charts = []
     for i, ((name, fieldname), lines) in enumerate(sorted(charts_by_sweep.items())):
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
-        for label, pts, knee, style in sorted(lines, key=lambda x: x[0]):
+        for label, pts, knee, style, failed in sorted(lines, key=lambda x: x[0]):
             pts = sorted(pts, key=lambda p: p[0])
             tps = [(v, t) for v, t, _m in pts if t is not None]
+            color = None
             if tps:
                 line, = a1.plot([v for v, _ in tps], [t for _, t in tps], style, marker="o", label=label)
+                color = line.get_color()
                 if knee is not None:
-                    a1.plot([knee], [t for v, t in tps if v == knee], "*", markersize=14, color=line.get_color())
+                    a1.plot([knee], [t for v, t in tps if v == knee], "*", markersize=14, color=color)
+            for v, status in failed:  # x at the bottom of the axes, with the status
+                a1.plot([v], [0.04], "x", color=color or "gray", markersize=9, transform=a1.get_xaxis_transform())
+                a1.text(v, 0.08, status, rotation=90, ha="center", va="bottom", fontsize=8, color=color or "gray",
+                        transform=a1.get_xaxis_transform())
             mem = [(v, m / 2**30) for v, _t, m in pts if m is not None]
             if mem:
                 a2.plot([v for v, _ in mem], [m for _, m in mem], style, marker="o", label=label)
@@ -465,7 +473,8 @@ def sweep_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
         fig.suptitle(f"Sweep: {name}")
         charts.append((f"sweep-{i}.png", _png(fig), (f"Sweep {name}: tokens/s and peak memory against {fieldname}, "
                        f"one line per rung, GPU and env; star = the knee (smallest value within "
-                       f"{sweepmod.KNEE_TOLERANCE:.0%} of the line's best tokens/s); dashed = the user's logged numbers. "
+                       f"{sweepmod.KNEE_TOLERANCE:.0%} of the line's best tokens/s); x = a value that did not run (its "
+                       f"status beside it); dashed = the user's logged numbers. "
                        f"{sweepmod.MEMORY_DEFINITION.capitalize()}.")))
     return charts
 
