@@ -1,4 +1,4 @@
-"""Frozen global performance flags: applied once before the model is built, read back after the last step.
+"""Frozen global performance flags: applied once before the model is built, read back after every step.
 
 The hash is over the requested values, which use one vocabulary for every torch version (e.g.
 sdpa="auto" rather than a version-specific list of backends), so the same intent hashes the same
@@ -8,12 +8,14 @@ torch actually reports is stored beside it (applied / after).
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, fields
 
 from harness.record import canonical_hash
 
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 SDPA_CHOICES = ("auto", "flash", "efficient", "cudnn", "math")
+TF32_ENV_OVERRIDES = ("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "NVIDIA_TF32_OVERRIDE")
 
 
 class FlagError(ValueError):
@@ -109,6 +111,9 @@ def read_back() -> dict:
         "sdpa_backends_enabled": torch_compat.get_sdpa_backends(),
         "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
         "fp32_precision_api": "fp32_precision" if torch_compat.NEW_FP32_API else "allow_tf32",
+        "cpu_fp32_precision": torch_compat.get_cpu_fp32_precision(),
+        # Read once by the CUDA libraries at startup: TF32 on (or off) whatever the Python flags say.
+        "tf32_env_overrides": {k: os.environ[k] for k in TF32_ENV_OVERRIDES if k in os.environ},
     }
 
 
@@ -126,6 +131,16 @@ def _mismatch(flags: FrozenFlags, applied: dict) -> str:
     return "; ".join(problems)
 
 
-def changed(applied: dict, after: dict) -> str:
-    """Describe any flag that differs between the two read-backs ('' when none)."""
-    return "; ".join(f"{k}: {applied.get(k)!r} -> {after.get(k)!r}" for k in sorted(set(applied) | set(after)) if applied.get(k) != after.get(k))
+def changed(applied: dict, after: dict, prefix: str = "") -> str:
+    """Describe any flag that differs between the two read-backs ('' when none); a nested setting is named
+    by its path (cpu_fp32_precision.mkldnn.matmul: 'none' -> 'bf16')."""
+    out = []
+    for k in sorted(set(applied) | set(after)):
+        old, new = applied.get(k), after.get(k)
+        if old == new:
+            continue
+        if isinstance(old, dict) and isinstance(new, dict):
+            out.append(changed(old, new, f"{prefix}{k}."))
+        else:
+            out.append(f"{prefix}{k}: {old!r} -> {new!r}")
+    return "; ".join(out)

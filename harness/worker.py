@@ -118,6 +118,10 @@ def measure(spec: dict, step_hook=None) -> dict:
         device = resolve_device(config.device)
         record["environment"] = envinfo.capture(spec["env"], device.type)
         record["flags"]["applied"] = flagmod.apply(flags)  # before the model exists, so compile sees them
+        overrides = record["flags"]["applied"].get("tf32_env_overrides")
+        if overrides:
+            record["notes"].append(f"{', '.join(f'{k}={v}' for k, v in overrides.items())} set: CUDA math libraries "
+                                   "decide TF32 from it, whatever matmul_precision says")
         if device.type == "cpu" and config.precision == "tf32":
             record["notes"].append("tf32 changes GPU matmuls only; on cpu this rung computes in fp32")
         if config.memory_budget_gib and device.type == "cuda":
@@ -133,6 +137,7 @@ def measure(spec: dict, step_hook=None) -> dict:
         timer = StepTimer(device, config.steps)
         sampler = explain.PowerSampler(device).start()  # NVML in its own thread; nothing is added to the loop
         losses, norms = [], []
+        flags_now, flag_changes = record["flags"]["applied"], []
         for i in range(config.steps):
             timer.start(i)
             loss, norm = trainer.step()
@@ -141,6 +146,12 @@ def measure(spec: dict, step_hook=None) -> dict:
             norms.append(norm)
             if step_hook:
                 step_hook(i)
+            # Every flag read back after every step, on the host outside the timed region (attribute reads,
+            # tens of microseconds, no sync): a flag flipped and restored mid-run is caught, not just the end state.
+            read = flagmod.read_back()
+            if read != flags_now:
+                flag_changes.append(f"after step {i}: {flagmod.changed(flags_now, read)}")
+                flags_now = read
         ms = timer.elapsed_ms()  # syncs once
         sampler.stop()
         record["steps"] = {
@@ -154,9 +165,13 @@ def measure(spec: dict, step_hook=None) -> dict:
             record["summary"]["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
             record["summary"]["peak_reserved_bytes"] = torch.cuda.max_memory_reserved(device)
             record["summary"]["device_used_bytes"] = envinfo.device_used_bytes()
-        record["flags"]["after"] = flagmod.read_back()
-        drift = flagmod.changed(record["flags"]["applied"], record["flags"]["after"])
-        record["status"], record["reason"] = ("invalid", f"flags changed during the run: {drift}") if drift else ("ok", None)
+        record["flags"]["after"] = flags_now
+        record["flags"]["changes"] = flag_changes
+        if flag_changes:
+            more = f" (and {len(flag_changes) - 2} more changes)" if len(flag_changes) > 2 else ""
+            record["status"], record["reason"] = "invalid", f"flags changed during the run: {'; '.join(flag_changes[:2])}{more}"
+        else:
+            record["status"], record["reason"] = "ok", None
         if record["status"] == "ok" and config.memory_budget_gib and device.type == "cpu":
             budget = config.memory_budget_gib * 2**30
             if record["summary"]["peak_rss_bytes"] > budget:
