@@ -73,7 +73,7 @@ def test_a_flag_flipped_and_restored_mid_run_marks_it_invalid(tmp_path):
     assert record["reason"] == "flags changed during the run: " + "; ".join(record["flags"]["changes"])
 
 
-@pytest.mark.skipif(torch_compat.get_cpu_fp32_precision() is None, reason="no separate oneDNN fp32 precision in this torch")
+@pytest.mark.skipif(not torch_compat.NEW_FP32_API, reason="no separate oneDNN fp32 precision before torch 2.9")
 def test_a_cpu_fp32_precision_change_mid_run_marks_it_invalid(tmp_path):
     original = torch.backends.mkldnn.matmul.fp32_precision
 
