@@ -128,14 +128,33 @@ def _make_local(spec: envs.EnvSpec):
     return nox.session(name=f"bench-{spec.name}", venv_backend="none", tags=["bench"], default=False)(bench)
 
 
-for _spec in envs.load_all().values():
+def _make_invalid(name: str, error: str):
+    def bench(session: nox.Session) -> None:
+        session.error(error)
+
+    bench.__doc__ = f"INVALID spec: {error}"
+    return nox.session(name=f"bench-{name}", venv_backend="none", tags=["bench"], default=False)(bench)
+
+
+# A spec that does not load still gets its session, which fails with the spec's error: `nox -l` names it,
+# and every other session (lint, tests, the other benches) works as before.
+SPECS, SPEC_ERRORS = envs.load_specs()
+for _spec in SPECS.values():
     globals()[f"bench_{_spec.name}"] = (_make_bench if _spec.installs else _make_local)(_spec)
+for _name, _error in SPEC_ERRORS.items():
+    globals()[f"bench_{_name}"] = _make_invalid(_name, _error)
 
 
-@nox.session(python=envs.load_spec(TEST_TORCH_ENV).python)
+def _test_spec(session: nox.Session) -> envs.EnvSpec:
+    if TEST_TORCH_ENV not in SPECS:
+        session.error(SPEC_ERRORS.get(TEST_TORCH_ENV) or f"no spec envs/{TEST_TORCH_ENV}/env.yaml for the tests' torch")
+    return SPECS[TEST_TORCH_ENV]
+
+
+@nox.session(python=SPECS[TEST_TORCH_ENV].python if TEST_TORCH_ENV in SPECS else None)
 def tests(session: nox.Session) -> None:
     """pytest (posargs go to pytest), with the project's test extra and the `latest` spec's torch."""
-    _install_spec(session, envs.load_spec(TEST_TORCH_ENV), extras="test")
+    _install_spec(session, _test_spec(session), extras="test")
     _check(session, TEST_TORCH_ENV)
     session.run("pytest", *session.posargs)
 

@@ -92,23 +92,46 @@ class WorkloadConfig:
 FIELD_TYPES = {f.name: f.type for f in fields(WorkloadConfig)}
 
 
-def coerce(name: str, text: str):
-    """Parse a command-line/YAML string value for field `name` to its type."""
+def coerce(name: str, value):
+    """A value for workload field `name` (from the command line, a plan or a sweep) as that field's type.
+
+    Strings are parsed (`--set batch_size=8`); anything else must already have the field's type (YAML's
+    `batch_size: 8`). The one type check for every source: null, a list, a bool or 2.5 where an int is
+    expected is a ConfigError naming the field, not a failure inside the worker."""
     if name not in FIELD_TYPES:
         raise ConfigError(f"unknown workload field {name!r}; known: {', '.join(sorted(FIELD_TYPES))}")
-    kind = FIELD_TYPES[name]
-    if not isinstance(text, str):
-        return text
-    try:
-        if "int" in kind and "float" not in kind:
-            return int(text)
-        if "float" in kind:
-            if text.lower() in ("none", "null", ""):
-                return None
-            return float(text)
-    except ValueError:
-        raise ConfigError(f"{name}={text!r}: expected a number") from None
-    return text
+    kinds = [k.strip() for k in FIELD_TYPES[name].split("|")]  # e.g. ["float", "None"]
+    kind = kinds[0]
+    if isinstance(value, str) and kind != "str":
+        text = value.strip()
+        if "None" in kinds and text.lower() in ("none", "null", ""):
+            return None
+        try:
+            return int(text) if kind == "int" else float(text)
+        except ValueError:
+            raise ConfigError(f"{name}={value!r}: expected {_KIND_WORDS[kind]}") from None
+    if value is None and "None" in kinds:
+        return None
+    if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if kind == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if kind == "str" and isinstance(value, str):
+        return value
+    expected = _KIND_WORDS[kind] + (" or null" if "None" in kinds else "")
+    raise ConfigError(f"{name}={value!r}: expected {expected}, got {_json_type(value)}")
+
+
+_KIND_WORDS = {"int": "an integer", "float": "a number", "str": "a string"}
+
+
+def _json_type(value) -> str:
+    """What a YAML/JSON value is, in the words a plan's author would use."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    return {int: "an integer", float: "a non-integer number", str: "a string", list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
 
 
 def make_config(preset: str = "tiny", **overrides) -> WorkloadConfig:

@@ -51,6 +51,22 @@ def get_cudnn_tf32() -> bool:
     return bool(torch.backends.cudnn.allow_tf32)
 
 
+def get_cpu_fp32_precision() -> dict | None:
+    """The CPU (oneDNN/mkldnn) float32 precision settings, where this torch has them separately (2.9+:
+    torch.backends.fp32_precision and torch.backends.mkldnn.{matmul,conv,rnn}.fp32_precision; "bf16" or
+    "tf32" there makes CPU fp32 math lower precision). None before that: oneDNN then follows
+    float32_matmul_precision, already read back as matmul_precision."""
+    if not NEW_FP32_API:
+        return None
+    mkldnn = torch.backends.mkldnn
+    found = {"generic": torch.backends.fp32_precision}
+    for op in ("matmul", "conv", "rnn"):
+        value = getattr(getattr(mkldnn, op, None), "fp32_precision", None)
+        if value is not None:
+            found[f"mkldnn.{op}"] = value
+    return found
+
+
 # --- SDPA backends: global enable flags; cuDNN attention exists only in newer versions ---
 SDPA_FLAG_NAMES = {"flash": "flash_sdp", "efficient": "mem_efficient_sdp", "math": "math_sdp", "cudnn": "cudnn_sdp"}
 

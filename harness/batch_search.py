@@ -31,10 +31,9 @@ import sys
 
 from tabulate import tabulate
 
-from gpt.config import PRESETS, ConfigError
+from gpt.config import PRESETS
 from harness import run as runmod
 from harness import sweep as sweepmod
-from harness.flags import FlagError
 from harness.plan import PlanError, builtin_plans, load_plan
 
 SWEEP_NAME = "batch-search"
@@ -205,11 +204,12 @@ def main(argv=None) -> int:
         plan = load_plan(args.plan)
         if args.rung not in {r.name for r in plan.rungs}:
             raise PlanError(f"no rung {args.rung!r} in plan {plan.name}; it has {', '.join(r.name for r in plan.rungs)}")
-        runmod.build_points(run_args(args, args.start))  # every option checked before the first worker starts
-    except (PlanError, ConfigError, FlagError) as exc:
+        runmod.check_run_args(run_args(args, args.start))  # every option checked before the first worker starts
+    except runmod.USAGE_ERRORS as exc:
         parser.error(str(exc))
 
     count = 0
+    records: list[dict] = []
 
     def attempt(b: int) -> dict:
         nonlocal count
@@ -217,14 +217,21 @@ def main(argv=None) -> int:
         try_args = run_args(args, b)
         plan_name, points = runmod.build_points(try_args)
         print(f"try {count}: B={b}", flush=True)
-        t = judge(args, runmod.run_points(try_args, plan_name, points)[0])
+        t = judge(args, runmod.run_points(try_args, plan_name, points, records)[-1])
         if t["status"] == "ok" and not t["fits"]:
             print(f"         does not fit: {t['why']}", flush=True)
         return t
 
     print(f"batch search: plan {args.plan}, rung {args.rung}, preset {args.preset}, B from {args.start} to {args.max} "
           f"(multiples of {args.multiple}), env {args.env} -> {args.out}/", flush=True)
-    result = search(args, attempt)
+    with runmod.stop_on_signals():
+        try:
+            result = search(args, attempt)
+        except runmod.Interrupted as exc:
+            print("\n".join(runmod.finished_lines(records, len(records), args.out)), flush=True)
+            print(f"python -m harness.batch_search: interrupted by {exc}: the running worker and its subprocesses were "
+                  f"stopped; finished tries: {len(records)}, their records are in {args.out}/", file=sys.stderr, flush=True)
+            return exc.exit_code
     print()
     print(report(args, result))
     return 0 if result["best"] is not None else 1

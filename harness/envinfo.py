@@ -17,19 +17,23 @@ from pathlib import Path
 
 from harness import nvml
 
+# Variables that change what a run does, recorded by exact name (these always pass)...
 ENV_VARS = (
     "HARNESS_ENV", "HARNESS_IMAGE", "HARNESS_IMAGE_DIGEST", "CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE",
     "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "TORCH_CUDNN_SDPA_ENABLED", "NVIDIA_TF32_OVERRIDE",
-    "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING", "CUDA_DEVICE_MAX_CONNECTIONS", "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS", "TORCH_LOGS", "TIKTOKEN_CACHE_DIR", "LD_LIBRARY_PATH", "CUDA_HOME",
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING", "CUDA_DEVICE_MAX_CONNECTIONS",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TORCH_LOGS", "TIKTOKEN_CACHE_DIR", "LD_LIBRARY_PATH", "CUDA_HOME",
 )
+# ...and by prefix (the compiler stack's knobs), unless the name says it holds a secret.
 ENV_PREFIXES = ("TORCHINDUCTOR_", "TORCH_COMPILE_", "TORCHDYNAMO_", "TRITON_")
-SECRET_WORDS = re.compile(r"TOKEN|SECRET|PASSWORD|KEY|CREDENTIAL", re.IGNORECASE)
+SECRET_WORDS = re.compile(r"PASS|SECRET|AUTH|KEY|TOKEN|CREDENTIAL", re.IGNORECASE)
 
 
-def env_vars() -> dict:
-    chosen = {k: v for k, v in os.environ.items() if k in ENV_VARS or k.startswith(ENV_PREFIXES)}
-    return {k: v for k, v in sorted(chosen.items()) if not SECRET_WORDS.search(k)}
+def env_vars(environ=None) -> dict:
+    """The allow-listed environment: ENV_VARS by exact name, ENV_PREFIXES names without a SECRET_WORDS word."""
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in sorted(environ.items())
+            if k in ENV_VARS or (k.startswith(ENV_PREFIXES) and not SECRET_WORDS.search(k))}
 
 
 def cpu_model() -> str:

@@ -37,6 +37,8 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from harness import record  # stdlib only at import, like this module
+
 ROOT = Path(__file__).resolve().parent.parent
 ENVS_DIR_VAR = "HARNESS_ENVS_DIR"  # where the specs live (tests point it at a copy)
 INDEX_VAR = "HARNESS_TORCH_INDEX_URL"  # mirror for every spec that names a PyTorch index
@@ -51,6 +53,7 @@ _PYTHON = re.compile(r"^3\.\d+$")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]+\])?\s*(===|==|!=|~=|<=|>=|<|>)\s*([A-Za-z0-9.*+!_-]+)$")
 _IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/-]*(:\d+)?[a-z0-9._/-]*:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+ENV_NAME = re.compile(r"[a-z][a-z0-9]*")  # it becomes bench-<name>, envs/<name> and part of record file names
 
 
 class SpecError(ValueError):
@@ -204,7 +207,7 @@ def validate_spec(data: dict, dirname: str | None = None, source: str = "<spec>"
         raise SpecError(f"{source}: {msg}")
 
     name = data["name"]
-    if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9]*", name):
+    if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
         fail(f"name={name!r}: lowercase letters and digits only (it becomes bench-<name> and envs/<name>)")
     if dirname is not None and name != dirname:
         fail(f"name={name!r} differs from its folder envs/{dirname}")
@@ -260,9 +263,33 @@ def load_spec(name: str, directory: Path | None = None) -> EnvSpec:
     return EnvSpec(**{**spec.__dict__, "path": path})
 
 
-def load_all(directory: Path | None = None) -> dict[str, EnvSpec]:
+def load_specs(directory: Path | None = None) -> tuple[dict[str, EnvSpec], dict[str, str]]:
+    """Every spec under envs/: (the ones that load, by name; {name: error} for the ones that do not). One bad
+    spec must not hide the good ones: nox still lists and runs them, and names the bad one with its error."""
     directory = directory or envs_dir()
-    return {name: load_spec(name, directory) for name in spec_names(directory)}
+    specs, errors = {}, {}
+    for name in spec_names(directory):
+        try:
+            specs[name] = load_spec(name, directory)
+        except (SpecError, OSError, UnicodeDecodeError) as exc:
+            errors[name] = str(exc) if isinstance(exc, SpecError) else f"{directory / name / 'env.yaml'}: unreadable: {exc}"
+    return specs, errors
+
+
+def load_all(directory: Path | None = None) -> dict[str, EnvSpec]:
+    """Every spec; SpecError if any does not load (where all of them are needed: tests, Dockerfiles)."""
+    specs, errors = load_specs(directory)
+    if errors:
+        raise SpecError("; ".join(errors.values()))
+    return specs
+
+
+def check_env_name(name: str) -> str:
+    """An env name as records and `bench-<name>` use it: a spec name (`local` is one). Checked before a run,
+    so `--env a/b` is refused instead of failing when its first record is written."""
+    if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
+        raise SpecError(f"--env {name!r}: an env name is lowercase letters and digits, like the folders in envs/")
+    return name
 
 
 # --------------------------------------------------------------------------- installing
@@ -580,12 +607,11 @@ def bump_nightly(date: str | None = None, timeout: float = 30.0) -> tuple[str, s
 # --------------------------------------------------------------------------- verifying a matrix run
 
 
-def _records(directory: Path):
-    for path in sorted(directory.rglob("*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
+def _records(directory: Path, warn):
+    """(path, JSON) of the record-like files under `directory`, read as harness.compare reads them (size,
+    depth and number limits; one warning per unreadable file), but not schema-validated: only the env and
+    torch facts are checked here, and jsonschema may be absent from a bare Python."""
+    for path, data in record.iter_records([directory], warn=warn, read=record.read_json):
         if isinstance(data, dict) and "schema_version" in data and "env" in data:
             yield path, data
 
@@ -605,12 +631,12 @@ def _record_packages(rec: dict) -> dict[str, str] | None:
     return found
 
 
-def verify_matrix(directory: Path, names: list[str]) -> tuple[list[str], list[str]]:
+def verify_matrix(directory: Path, names: list[str], warn=print) -> tuple[list[str], list[str]]:
     """(problems, summary lines): each named env has records in `directory`, at least one with status ok,
-    and every one captured the spec's torch version and CUDA variant."""
+    and every one captured the spec's torch version and CUDA variant. Unreadable files: one warning each."""
     problems, lines = [], []
     by_env: dict[str, list] = {}
-    for path, rec in _records(directory):
+    for path, rec in _records(directory, warn):
         by_env.setdefault(rec.get("env"), []).append((path, rec))
     for name in names:
         spec = load_spec(name)
@@ -668,10 +694,17 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.cmd == "list":
-            for spec in load_all().values():
+            specs, errors = load_specs()
+            for name in sorted({*specs, *errors}):
+                if name in errors:  # named with its error; the others are still listed
+                    print(f"{name:10} invalid: {errors[name]}")
+                    continue
+                spec = specs[name]
                 torch = f"torch {spec.torch} (CUDA {spec.cuda or 'cpu'})" if spec.installs else "interpreter's torch"
                 index = effective_index(spec) or "default index"
                 print(f"{spec.name:10} {torch:38} python {spec.python or '-':5} {index}")
+            if errors:
+                return 1
         elif args.cmd == "show":
             print(json.dumps(load_spec(args.name).to_dict(), indent=1))
         elif args.cmd == "get":
@@ -703,7 +736,7 @@ def main(argv: list[str] | None = None) -> int:
             old, new = bump_nightly(args.date)
             print(f"{NIGHTLY}: torch {old} -> {new} in {load_spec(NIGHTLY).path}")
         elif args.cmd == "verify-matrix":
-            problems, lines = verify_matrix(args.dir, args.names)
+            problems, lines = verify_matrix(args.dir, args.names, warn=lambda line: print(line, file=sys.stderr))
             print("\n".join(lines))
             if problems:
                 _fail("\n".join(problems))

@@ -1,4 +1,4 @@
-"""Frozen global performance flags: applied once before the model is built, read back after the last step.
+"""Frozen global performance flags: applied once before the model is built, read back after every step.
 
 The hash is over the requested values, which use one vocabulary for every torch version (e.g.
 sdpa="auto" rather than a version-specific list of backends), so the same intent hashes the same
@@ -13,6 +13,7 @@ option existed hash the same as records that leave it at its default.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, fields
 
 from harness.record import canonical_hash
@@ -25,6 +26,7 @@ INDUCTOR_OPTIONS = {
     "inductor_shape_padding": "shape_padding",  # pad_mm: pads GEMM shapes (vocab 50257 -> 50264 in bf16)
     "inductor_comprehensive_padding": "comprehensive_padding",  # pads row strides of generated buffers (2.4+)
 }
+TF32_ENV_OVERRIDES = ("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "NVIDIA_TF32_OVERRIDE")
 
 
 class FlagError(ValueError):
@@ -160,6 +162,9 @@ def read_back() -> dict:
         "fp32_precision_api": "fp32_precision" if torch_compat.NEW_FP32_API else "allow_tf32",
         # True/False as Inductor's config says; None where this torch's Inductor has no such option
         **{name: torch_compat.get_inductor_option(option) for name, option in INDUCTOR_OPTIONS.items()},
+        "cpu_fp32_precision": torch_compat.get_cpu_fp32_precision(),
+        # Read once by the CUDA libraries at startup: TF32 on (or off) whatever the Python flags say.
+        "tf32_env_overrides": {k: os.environ[k] for k in TF32_ENV_OVERRIDES if k in os.environ},
     }
 
 
@@ -181,6 +186,16 @@ def _mismatch(flags: FrozenFlags, applied: dict) -> str:
     return "; ".join(problems)
 
 
-def changed(applied: dict, after: dict) -> str:
-    """Describe any flag that differs between the two read-backs ('' when none)."""
-    return "; ".join(f"{k}: {applied.get(k)!r} -> {after.get(k)!r}" for k in sorted(set(applied) | set(after)) if applied.get(k) != after.get(k))
+def changed(applied: dict, after: dict, prefix: str = "") -> str:
+    """Describe any flag that differs between the two read-backs ('' when none); a nested setting is named
+    by its path (cpu_fp32_precision.mkldnn.matmul: 'none' -> 'bf16')."""
+    out = []
+    for k in sorted(set(applied) | set(after)):
+        old, new = applied.get(k), after.get(k)
+        if old == new:
+            continue
+        if isinstance(old, dict) and isinstance(new, dict):
+            out.append(changed(old, new, f"{prefix}{k}."))
+        else:
+            out.append(f"{prefix}{k}: {old!r} -> {new!r}")
+    return "; ".join(out)

@@ -14,22 +14,38 @@ Built-in plans live in harness/plans/; a path to any .yaml file works too. No to
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from gpt.config import FIELD_TYPES, ConfigError, coerce
+from gpt.config import ConfigError, coerce
 from harness.flags import FlagError, FrozenFlags
 
 PLAN_DIR = Path(__file__).with_name("plans")
 PLAN_KEYS = {"name", "description", "cumulative", "defaults", "repeats", "rungs", "sweep"}
 RUNG_KEYS = {"name", "set", "flags", "sweep"}
 SWEEP_KEYS = {"field", "values", "name"}
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # plan, rung and sweep names end up in record file names
 
 
 class PlanError(ValueError):
     pass
+
+
+def _check_name(value, where: str) -> str:
+    if not isinstance(value, str) or not NAME.fullmatch(value):
+        raise PlanError(f"{where}: {value!r}: expected a name of letters, digits, '.', '_' and '-'")
+    return value
+
+
+def _check_type(value, kind: type, where: str):
+    """A plan key's value has the type the format says (a mapping, a list, true/false, ...)."""
+    words = {dict: "a mapping", list: "a list", bool: "true or false", str: "a string", int: "an integer"}
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise PlanError(f"{where}: expected {words[kind]}, got {value!r}")
+    return value
 
 
 @dataclass
@@ -47,13 +63,7 @@ def make_sweep(field_name: str, values, name: str | None = None) -> Sweep:
         raise ConfigError(f"sweep of {field_name!r}: expected a non-empty list of values")
     if field_name == "preset":
         raise ConfigError("preset is a label, not a knob: sweep its fields (n_layer, n_embd, ...) or run each --preset")
-    typed = [coerce(field_name, v if not isinstance(v, str) else v.strip()) for v in values]  # unknown field -> ConfigError
-    kind = FIELD_TYPES[field_name]
-    for v in typed:
-        wrong = (isinstance(v, bool) or not isinstance(v, int)) if kind == "int" else \
-            (v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)))) if "float" in kind else False
-        if wrong:
-            raise ConfigError(f"sweep of {field_name}: {v!r} is not a valid {kind}")
+    typed = [coerce(field_name, v.strip() if isinstance(v, str) else v) for v in values]  # as --set and plan fields
     repeated = sorted({str(v) for v in typed if typed.count(v) > 1})
     if repeated:
         raise ConfigError(f"sweep of {field_name}: value(s) {', '.join(repeated)} given twice")
@@ -65,8 +75,10 @@ def _plan_sweep(raw, where: str) -> Sweep:
         raise PlanError(f"{where}: sweep: expected a mapping with field and values (and optionally name)")
     if set(raw) - SWEEP_KEYS:
         raise PlanError(f"{where}: sweep: unknown key(s) {', '.join(sorted(set(raw) - SWEEP_KEYS))}")
+    _check_type(raw["field"], str, f"{where}: sweep: field")
+    name = _check_name(raw["name"], f"{where}: sweep: name") if raw.get("name") is not None else None
     try:
-        return make_sweep(str(raw["field"]), raw["values"], raw.get("name"))
+        return make_sweep(raw["field"], raw["values"], name)
     except ConfigError as exc:
         raise PlanError(f"{where}: {exc}") from None
 
@@ -93,9 +105,8 @@ def builtin_plans() -> list[str]:
     return sorted(p.stem for p in PLAN_DIR.glob("*.yaml"))
 
 
-def _typed(values: dict, where: str) -> dict:
-    if not isinstance(values, dict):
-        raise PlanError(f"{where}: expected a mapping of workload fields")
+def _typed(values, where: str) -> dict:
+    _check_type(values, dict, where)
     try:
         return {k: coerce(k, v) for k, v in values.items()}
     except ConfigError as exc:
@@ -119,27 +130,31 @@ def load_plan(name_or_path: str) -> Plan:
         raise PlanError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
     if not data.get("rungs"):
         raise PlanError(f"{path}: no rungs")
+    plan_name = _check_name(data.get("name", path.stem), f"{path}: name")
+    description = _check_type(data.get("description", ""), str, f"{path}: description")
+    cumulative = _check_type(data.get("cumulative", False), bool, f"{path}: cumulative")
     base = _typed(data.get("defaults") or {}, f"{path}: defaults")
     plan_sweep = _plan_sweep(data["sweep"], str(path)) if data.get("sweep") is not None else None
     rungs, names = [], set()
-    for i, raw in enumerate(data["rungs"]):
+    for i, raw in enumerate(_check_type(data["rungs"], list, f"{path}: rungs")):
         if not isinstance(raw, dict) or "name" not in raw:
             raise PlanError(f"{path}: rung {i}: expected a mapping with a name")
+        name = _check_name(raw["name"], f"{path}: rung {i}: name")
         if set(raw) - RUNG_KEYS:
-            raise PlanError(f"{path}: rung {raw['name']}: unknown key(s) {', '.join(sorted(set(raw) - RUNG_KEYS))}")
-        if raw["name"] in names:
-            raise PlanError(f"{path}: rung name {raw['name']!r} appears twice")
-        names.add(raw["name"])
-        start = rungs[-1].settings if data.get("cumulative") and rungs else base
-        settings = {**start, **_typed(raw.get("set") or {}, f"{path}: rung {raw['name']}")}
-        flags = raw.get("flags") or {}
+            raise PlanError(f"{path}: rung {name}: unknown key(s) {', '.join(sorted(set(raw) - RUNG_KEYS))}")
+        if name in names:
+            raise PlanError(f"{path}: rung name {name!r} appears twice")
+        names.add(name)
+        start = rungs[-1].settings if cumulative and rungs else base
+        settings = {**start, **_typed(raw.get("set") or {}, f"{path}: rung {name}: set")}
+        flags = _check_type(raw.get("flags") or {}, dict, f"{path}: rung {name}: flags")
         try:
             FrozenFlags.from_dict({**FrozenFlags().to_dict(), **flags})  # names and values checked now
         except (FlagError, TypeError) as exc:
-            raise PlanError(f"{path}: rung {raw['name']}: {exc}") from None
-        sweep = _plan_sweep(raw["sweep"], f"{path}: rung {raw['name']}") if raw.get("sweep") is not None else plan_sweep
-        rungs.append(Rung(str(raw["name"]), settings, dict(flags), sweep))
+            raise PlanError(f"{path}: rung {name}: {exc}") from None
+        sweep = _plan_sweep(raw["sweep"], f"{path}: rung {name}") if raw.get("sweep") is not None else plan_sweep
+        rungs.append(Rung(name, settings, dict(flags), sweep))
     repeats = data.get("repeats", 1)
-    if not isinstance(repeats, int) or repeats < 1:
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
         raise PlanError(f"{path}: repeats must be a positive integer")
-    return Plan(str(data.get("name", path.stem)), str(data.get("description", "")), rungs, repeats, str(path), plan_sweep)
+    return Plan(plan_name, description, rungs, repeats, str(path), plan_sweep)

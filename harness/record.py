@@ -1,21 +1,26 @@
 """Run records: one JSON file per measurement. Written atomically, never overwritten; validated on read.
 
-No torch import here: records are read where only results are.
+Every record file is read through read_json (harness.compare, harness.report and harness.envs
+verify-matrix alike): a hostile or broken file (too big, nested too deep, a number too long, not
+JSON) is one RecordError, never a crash. No torch import here, and jsonschema only when validating:
+harness.envs reads records with a bare Python.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
 import os
-import tempfile
+import secrets
+import stat
 from functools import lru_cache
 from pathlib import Path
 
-import jsonschema
-
 SCHEMA_VERSION = 1
+MAX_RECORD_BYTES = 64 * 2**20  # a real record is ~20-200 KB; a larger file is refused unread
+MAX_RECORD_DEPTH = 64  # a real record nests ~6 deep; deeper JSON would overflow the stack of whatever walks it
 SCHEMA_PATH = Path(__file__).with_name("record.schema.json")
 STATUSES = ("ok", "invalid", "oom", "unsupported", "error")
 # Workload fields that do not change what is measured, only how long or where it ran (or what it is called).
@@ -35,6 +40,8 @@ def schema() -> dict:
 def _validator():
     """The schema checked and its validator (the draft the schema declares) built once; jsonschema.validate
     would redo both on every call, which was most of the cost of reading a record."""
+    import jsonschema
+
     cls = jsonschema.validators.validator_for(schema())
     cls.check_schema(schema())
     return cls(schema())
@@ -80,7 +87,12 @@ def validate(record: dict) -> dict:
     version = record.get("schema_version")
     if version != SCHEMA_VERSION:
         raise RecordError(f"schema_version {version!r}; this harness reads version {SCHEMA_VERSION}")
-    exc = jsonschema.exceptions.best_match(_validator().iter_errors(record))  # the error jsonschema.validate raises
+    import jsonschema
+
+    try:
+        exc = jsonschema.exceptions.best_match(_validator().iter_errors(record))  # the error jsonschema.validate raises
+    except RecursionError:
+        raise RecordError("nested too deeply to validate") from None
     if exc is not None:
         where = "/".join(str(p) for p in exc.absolute_path) or "<top>"
         raise RecordError(f"{where}: {exc.message}") from None
@@ -91,40 +103,123 @@ def record_filename(record: dict) -> str:
     return f"{record['run_id']}.json"
 
 
+def _create(path: Path) -> int:
+    """Open a new file for writing; fails if it exists. Mode 0666 less the umask (what any other tool would
+    create), so a results volume written as root in a container stays readable by the host user."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+
+
+def _write_new(path: Path, text: str) -> None:
+    fd = _create(path)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def write_record(record: dict, out_dir: str | os.PathLike) -> Path:
-    """Validate and write `record` into out_dir as <run_id>.json. Never replaces an existing file."""
+    """Validate `record` and write it into out_dir as <run_id>.json; return the path. Never replaces a file:
+    if that run_id is taken, the record gets a fresh one (<run_id>-<6 hex>), so the new measurement is kept
+    beside the old."""
     record = validate(_json_safe(record))
+    if Path(record["run_id"]).name != record["run_id"] or record["run_id"] in (".", ".."):
+        raise RecordError(f"run_id {record['run_id']!r} is not a plain file name")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    final = out / record_filename(record)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=out)
+    base_id = record["run_id"]
+    for _ in range(100):
+        final = out / record_filename(record)
+        if not final.exists() and _write_once(record, out, final):
+            return final
+        record["run_id"] = f"{base_id}-{secrets.token_hex(3)}"
+    raise RecordError(f"{out}: no free run_id after 100 tries from {base_id}")
+
+
+def _write_once(record: dict, out: Path, final: Path) -> bool:
+    """Write `final` whole or not at all; False if it exists. A temp file hard-linked to the final name is
+    atomic; where the filesystem has no hard links, an exclusive create of the final name, written then
+    fsynced, still never replaces anything."""
+    text = json.dumps(record, indent=1, sort_keys=False, allow_nan=False)
+    tmp = out / f".tmp-{secrets.token_hex(8)}.json"
+    _write_new(tmp, text)
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=1, sort_keys=False, allow_nan=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.link(tmp, final)  # atomic, and fails if `final` exists: a completed result is never overwritten
+        os.link(tmp, final)
+        return True
     except FileExistsError:
-        raise RecordError(f"{final} exists; records are never overwritten") from None
+        return False
+    except OSError as exc:  # EPERM, ENOTSUP, EXDEV, EMLINK...: no hard links here
+        if exc.errno == errno.EEXIST:
+            return False
     finally:
         os.unlink(tmp)
-    return final
+    try:
+        _write_new(final, text)
+    except FileExistsError:
+        return False
+    return True
+
+
+def check_writable(out_dir: str | os.PathLike) -> None:
+    """Create out_dir if needed and prove a file can be written there (RecordError otherwise): checked before
+    anything is measured, not when the first result is due."""
+    out = Path(out_dir)
+    try:
+        if out.exists() and not out.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "it is a file, not a directory")
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".tmp-{secrets.token_hex(8)}.json"
+        _write_new(probe, "{}")
+        probe.unlink()
+    except OSError as exc:
+        raise RecordError(f"{out}: cannot write records there: {exc.strerror or exc}") from None
+
+
+def read_json(path: str | os.PathLike):
+    """The JSON in a record file, read defensively: a regular file of at most MAX_RECORD_BYTES, UTF-8, at most
+    MAX_RECORD_DEPTH deep, within Python's integer-size limit. Anything else: RecordError."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO named *.json must not hang us
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise RecordError("not a regular file")
+            data = f.read(MAX_RECORD_BYTES + 1)
+    except OSError as exc:
+        raise RecordError(f"unreadable: {exc.strerror or exc}") from None
+    if len(data) > MAX_RECORD_BYTES:
+        raise RecordError(f"larger than {MAX_RECORD_BYTES // 2**20} MiB, not read")
+    try:
+        value = json.loads(data.decode("utf-8"), parse_constant=lambda c: float(c))
+    except UnicodeDecodeError as exc:
+        raise RecordError(f"unreadable: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"not JSON (truncated?): {exc.msg} at line {exc.lineno}") from None
+    except RecursionError:
+        raise RecordError(f"not a record: JSON nested deeper than {MAX_RECORD_DEPTH} levels") from None
+    except ValueError as exc:  # an integer of more than sys.get_int_max_str_digits() digits
+        raise RecordError(f"not a record: {str(exc).split(';')[0]}") from None
+    if _depth(value) > MAX_RECORD_DEPTH:
+        raise RecordError(f"not a record: JSON nested deeper than {MAX_RECORD_DEPTH} levels")
+    return value
+
+
+def _depth(value) -> int:
+    """Nesting depth of parsed JSON, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def read_record(path: str | os.PathLike) -> dict:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordError(f"unreadable: {exc}") from None
-    try:
-        record = json.loads(text, parse_constant=lambda c: float(c))
-    except json.JSONDecodeError as exc:
-        raise RecordError(f"not JSON (truncated?): {exc.msg} at line {exc.lineno}") from None
-    return validate(record)
+    return validate(read_json(path))
 
 
-def iter_records(paths, warn=print):
-    """(path, record) for every valid *.json under the paths (recursively); one warning per bad file."""
+def iter_records(paths, warn=print, read=read_record):
+    """(path, record) for every valid *.json under the paths (recursively); one warning per bad file.
+    read=read_json gives the raw JSON of every readable file, unvalidated."""
     for root in map(Path, paths):
         if not root.exists():
             warn(f"warning: {root}: no such file or directory")
@@ -132,6 +227,6 @@ def iter_records(paths, warn=print):
         files = [root] if root.is_file() else sorted(p for p in root.rglob("*.json") if not p.name.startswith(".tmp-"))
         for path in files:
             try:
-                yield path, read_record(path)
+                yield path, read(path)
             except RecordError as exc:
                 warn(f"warning: {path}: skipped: {exc}")

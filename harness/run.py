@@ -5,15 +5,25 @@
 
 No torch import in this process: flags, compile caches, CUDA context and memory statistics cannot
 leak between rungs, and an OOM or a segfault ends only its own rung.
+
+Everything that can be checked is checked before the first worker starts (plan, values, --env, --rungs,
+--timeout, that --out takes a file). Each worker runs in its own session: on a timeout, SIGTERM, SIGINT
+or SIGHUP its whole process group (compiler subprocesses included) is killed, and its temp dir removed;
+an interrupted run prints what finished and exits 128 + the signal number (143 for SIGTERM, 130 for
+SIGINT). A worker also dies with its runner if the runner itself is killed (harness.worker).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import os
+import re
 import secrets
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -26,12 +36,46 @@ from tabulate import tabulate
 
 from gpt.config import PRESETS, ConfigError, coerce, make_config
 from harness import envinfo, nvml
+from harness.envs import SpecError, check_env_name
 from harness.flags import FlagError, flags_for, flags_hash
 from harness.flags import parse_assignments as parse_flag_assignments
 from harness.plan import PlanError, Sweep, builtin_plans, load_plan, make_sweep
-from harness.record import SCHEMA_VERSION, RecordError, read_record, workload_hash, write_record
+from harness.record import SCHEMA_VERSION, RecordError, check_writable, read_record, workload_hash, write_record
 
 DEFAULT_TIMEOUT_S = 1800
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+USAGE_ERRORS = (PlanError, ConfigError, FlagError, SpecError, RecordError)
+
+
+class Interrupted(Exception):
+    """A stop signal reached the runner; the worker running then has been killed with its process group."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.finished: dict | None = None  # the record of a worker that wrote it just before the signal
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """SIGTERM, SIGINT and SIGHUP raise Interrupted in the main thread (instead of killing the runner outright
+    or a KeyboardInterrupt traceback), so the current worker group is killed and what finished is reported."""
+
+    def handler(signum, frame):
+        for sig in STOP_SIGNALS:  # the first stop signal wins; a second one must not cut the clean-up short
+            signal.signal(sig, signal.SIG_IGN)
+        raise Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 @dataclass
@@ -75,7 +119,11 @@ def build_points(args) -> tuple[str, list[Point]]:
         value = getattr(args, name, None)
         if value is not None:
             overrides[name] = value
-    wanted = set(args.rungs.split(",")) if args.rungs else None
+    wanted = None
+    if args.rungs is not None:
+        wanted = {name.strip() for name in args.rungs.split(",")}
+        if "" in wanted:
+            raise PlanError(f"--rungs {args.rungs!r}: expected rung names separated by commas (omit --rungs for all)")
     if wanted and wanted - {r.name for r in plan.rungs}:
         raise PlanError(f"no rung(s) {', '.join(sorted(wanted - {r.name for r in plan.rungs}))} in plan {plan.name}; it has {', '.join(r.name for r in plan.rungs)}")
     repeats = args.repeats or plan.repeats
@@ -112,10 +160,29 @@ def rerun_command(args, point: Point) -> str:
     return shlex.join(["nox", "-s", f"bench-{args.env}", "--", *parts])
 
 
-def new_run_id(env: str, plan: str, point: Point) -> str:
+def check_run_args(args) -> tuple[str, list[Point]]:
+    """Everything checkable before a worker starts, so bad input costs nothing and loses nothing: the plan and
+    every value in it, --env, --rungs, --timeout, and that --out takes a file. Raises one of USAGE_ERRORS."""
+    check_env_name(args.env)
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise ConfigError(f"--timeout {args.timeout:g}: expected a number of seconds above 0")
+    plan_name, points = build_points(args)
+    try:
+        check_writable(args.out)
+    except RecordError as exc:
+        raise RecordError(f"--out {exc}") from None
+    return plan_name, points
+
+
+def new_run_id(env: str, plan: str, point: Point, out: str | os.PathLike) -> str:
+    """A run id that is a plain file name (a sweep value like data=text:/a/b cannot make a path of it) and is
+    not taken in `out` yet."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     label = point.rung if point.sweep is None else f"{point.rung}-{point.sweep['field']}{point.sweep['value']}"
-    return f"{stamp}-{env}-{plan}-{label}-r{point.repeat}-{secrets.token_hex(3)}"
+    while True:
+        run_id = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{stamp}-{env}-{plan}-{label}-r{point.repeat}-{secrets.token_hex(3)}")
+        if not (Path(out) / f"{run_id}.json").exists():
+            return run_id
 
 
 def intended_environment(spec: dict) -> dict:
@@ -145,8 +212,14 @@ def failure_record(spec: dict, reason: str) -> dict:
 
 
 def run_point(spec: dict, timeout_s: float) -> dict:
-    """Run one worker process; return its record (or an error record if it died without one)."""
-    with tempfile.TemporaryDirectory(prefix="harness-worker-") as tmp:
+    """Run one worker process; return its record (or an error record if it died without one).
+
+    The worker gets its own session, so it and everything it starts (Inductor's compiler processes) are one
+    process group, killed together on a timeout or when Interrupted passes through here. Call it from a
+    thread that outlives the worker (the main thread): the worker's parent-death signal fires when the
+    thread that started it ends."""
+    with tempfile.TemporaryDirectory(prefix="harness-worker-", ignore_cleanup_errors=True) as tmp:
+        spec = dict(spec, runner_pid=os.getpid())  # the worker dies when this process does
         spec_path = Path(tmp) / "spec.json"
         spec_path.write_text(json.dumps(spec))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -155,26 +228,60 @@ def run_point(spec: dict, timeout_s: float) -> dict:
         env["TRITON_CACHE_DIR"] = str(Path(tmp) / "triton")
         root = Path(__file__).resolve().parent.parent
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+        proc = subprocess.Popen([sys.executable, "-m", "harness.worker", str(spec_path)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
         try:
-            proc = subprocess.run([sys.executable, "-m", "harness.worker", str(spec_path)], check=False, capture_output=True, text=True, timeout=timeout_s, env=env)
+            stdout, stderr = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            return _record_or_failure(spec, f"worker timed out after {timeout_s:.0f} s")
+            stdout, stderr = kill_group(proc)
+            return _record_or_failure(spec, stdout, f"worker timed out after {timeout_s:g} s")
+        except Interrupted as exc:
+            stdout, _ = kill_group(proc)
+            path = _worker_record_path(spec, stdout)  # it may have written its record just before the signal
+            with contextlib.suppress(RecordError):
+                exc.finished = read_record(path) if path else None
+            raise
+        except BaseException:  # anything else: never leave the worker group running either
+            kill_group(proc)
+            raise
         if proc.returncode != 0:
-            tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
-            return _record_or_failure(spec, f"worker exited with code {proc.returncode}: {tail}"[:800])
-        return _record_or_failure(spec, "worker exited 0 but wrote no record")
+            tail = " | ".join((stderr or stdout).strip().splitlines()[-3:])
+            return _record_or_failure(spec, stdout, f"worker exited with code {proc.returncode}: {tail}"[:800])
+        return _record_or_failure(spec, stdout, "worker exited 0 but wrote no record")
 
 
-def _record_or_failure(spec: dict, reason: str) -> dict:
-    path = Path(spec["out"]) / f"{spec['run_id']}.json"
-    if path.exists():
+def kill_group(proc: subprocess.Popen) -> tuple[str, str]:
+    """SIGKILL the worker's whole process group (it leads its own session), reap it, return what it printed."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        return proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:  # a grandchild that left the group still holds the pipes: stop reading
+        proc.kill()
+        proc.wait()
+        return "", ""
+
+
+def _worker_record_path(spec: dict, stdout: str) -> Path | None:
+    """Where the worker wrote its record: the path on its last JSON line (a taken run_id made it pick a fresh
+    one), else <run_id>.json if it exists (new_run_id made sure it did not before the worker started)."""
+    for line in reversed((stdout or "").strip().splitlines()):
+        with contextlib.suppress(ValueError):
+            reported = json.loads(line)
+            if isinstance(reported, dict) and isinstance(reported.get("record"), str):
+                return Path(reported["record"])
+    expected = Path(spec["out"]) / f"{spec['run_id']}.json"
+    return expected if expected.exists() else None
+
+
+def _record_or_failure(spec: dict, stdout: str, reason: str) -> dict:
+    path = _worker_record_path(spec, stdout)
+    if path is not None:
         try:
             return read_record(path)
         except RecordError as exc:
             reason = f"{reason}; its record is unreadable: {exc}"
-    record = failure_record(spec, reason)
-    write_record(record, spec["out"])
-    return record
+    return read_record(write_record(failure_record(spec, reason), spec["out"]))
 
 
 def fmt(value, spec: str, scale: float = 1.0) -> str:
@@ -207,16 +314,22 @@ def summary_table(records: list[dict]) -> str:
     return tabulate(rows, headers=headers, disable_numparse=True)
 
 
-def run_points(args, plan_name: str, points: list[Point]) -> list[dict]:
-    records = []
+def run_points(args, plan_name: str, points: list[Point], records: list | None = None) -> list[dict]:
+    """Run each point; append its record to `records` as it finishes (so an interrupted caller keeps them)."""
+    records = [] if records is None else records
     for i, point in enumerate(points, 1):
         spec = {
-            "run_id": new_run_id(args.env, plan_name, point), "env": args.env, "plan": plan_name,
+            "run_id": new_run_id(args.env, plan_name, point, args.out), "env": args.env, "plan": plan_name,
             "rung": point.rung, "rung_index": point.rung_index, "repeat": point.repeat, "sweep": point.sweep,
             "workload": point.workload, "flags": point.flags, "out": str(args.out), "rerun": rerun_command(args, point),
         }
         started = time.monotonic()
-        record = run_point(spec, args.timeout)
+        try:
+            record = run_point(spec, args.timeout)
+        except Interrupted as exc:
+            if exc.finished:
+                records.append(exc.finished)
+            raise
         print(progress_line(i, len(points), point, record, time.monotonic() - started), flush=True)
         records.append(record)
     return records
@@ -245,6 +358,13 @@ def make_parser() -> argparse.ArgumentParser:
     return p
 
 
+def finished_lines(records: list[dict], total: int, out) -> list[str]:
+    """For an interrupted run: which runs finished, and where their records are."""
+    return [f"finished before the stop: {len(records)} of {total} run(s)"] + [
+        f"  {r['rung']}" + (f" {r['sweep']['field']}={r['sweep']['value']}" if r.get("sweep") else "")
+        + f" #{r.get('repeat')}: {r['status']} -> {Path(out) / (r['run_id'] + '.json')}" for r in records]
+
+
 def main(argv=None) -> int:
     parser = make_parser()
     args = parser.parse_args(argv)
@@ -252,12 +372,21 @@ def main(argv=None) -> int:
         parser.error("--repeats must be at least 1")
     if args.sweep_name and not args.sweep:
         parser.error("--sweep-name needs --sweep")
-    try:
-        plan_name, points = build_points(args)
-    except (PlanError, ConfigError, FlagError) as exc:
-        parser.error(str(exc))
-    print(f"plan {plan_name}: {len(points)} run(s), env {args.env}, preset {args.preset} -> {args.out}/", flush=True)
-    records = run_points(args, plan_name, points)
+    records: list[dict] = []
+    points: list[Point] = []
+    with stop_on_signals():
+        try:
+            try:
+                plan_name, points = check_run_args(args)
+            except USAGE_ERRORS as exc:
+                parser.error(str(exc))
+            print(f"plan {plan_name}: {len(points)} run(s), env {args.env}, preset {args.preset} -> {args.out}/", flush=True)
+            run_points(args, plan_name, points, records)
+        except Interrupted as exc:
+            print("\n".join(finished_lines(records, len(points), args.out)), flush=True)
+            print(f"python -m harness.run: interrupted by {exc}: the running worker and its subprocesses were stopped; "
+                  f"{len(records)} run(s) finished, their records are in {args.out}/", file=sys.stderr, flush=True)
+            return exc.exit_code
     print()
     print(summary_table(records))
     return 1 if any(r["status"] == "error" for r in records) else 0

@@ -7,10 +7,15 @@ with nothing else in the loop; evidence (profiling, ...) is gathered only after 
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
+import os
 import resource
+import signal
 import statistics
 import sys
+import threading
 import time
 import traceback
 from datetime import datetime, timezone
@@ -24,6 +29,8 @@ from gpt.train import build, resolve_device
 from harness import envinfo, explain
 from harness import flags as flagmod
 from harness.record import SCHEMA_VERSION, workload_hash, write_record
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def now() -> str:
@@ -118,6 +125,10 @@ def measure(spec: dict, step_hook=None) -> dict:
         device = resolve_device(config.device)
         record["environment"] = envinfo.capture(spec["env"], device)
         record["flags"]["applied"] = flagmod.apply(flags)  # before the model exists, so compile sees them
+        overrides = record["flags"]["applied"].get("tf32_env_overrides")
+        if overrides:
+            record["notes"].append(f"{', '.join(f'{k}={v}' for k, v in overrides.items())} set: CUDA math libraries "
+                                   "decide TF32 from it, whatever matmul_precision says")
         if device.type == "cpu" and config.precision == "tf32":
             record["notes"].append("tf32 changes GPU matmuls only; on cpu this rung computes in fp32")
         if config.memory_budget_gib and device.type == "cuda":
@@ -133,6 +144,7 @@ def measure(spec: dict, step_hook=None) -> dict:
         timer = StepTimer(device, config.steps)
         sampler = explain.PowerSampler(device).start()  # NVML in its own thread; nothing is added to the loop
         losses, norms = [], []
+        flags_now, flag_changes = record["flags"]["applied"], []
         for i in range(config.steps):
             timer.start(i)
             loss, norm = trainer.step()
@@ -141,6 +153,12 @@ def measure(spec: dict, step_hook=None) -> dict:
             norms.append(norm)
             if step_hook:
                 step_hook(i)
+            # Every flag read back after every step, on the host outside the timed region (attribute reads,
+            # tens of microseconds, no sync): a flag flipped and restored mid-run is caught, not just the end state.
+            read = flagmod.read_back()
+            if read != flags_now:
+                flag_changes.append(f"after step {i}: {flagmod.changed(flags_now, read)}")
+                flags_now = read
         ms = timer.elapsed_ms()  # syncs once
         sampler.stop()
         record["steps"] = {
@@ -154,9 +172,13 @@ def measure(spec: dict, step_hook=None) -> dict:
             record["summary"]["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
             record["summary"]["peak_reserved_bytes"] = torch.cuda.max_memory_reserved(device)
             record["summary"]["device_used_bytes"] = envinfo.device_used_bytes(device)
-        record["flags"]["after"] = flagmod.read_back()
-        drift = flagmod.changed(record["flags"]["applied"], record["flags"]["after"])
-        record["status"], record["reason"] = ("invalid", f"flags changed during the run: {drift}") if drift else ("ok", None)
+        record["flags"]["after"] = flags_now
+        record["flags"]["changes"] = flag_changes
+        if flag_changes:
+            more = f" (and {len(flag_changes) - 2} more changes)" if len(flag_changes) > 2 else ""
+            record["status"], record["reason"] = "invalid", f"flags changed during the run: {'; '.join(flag_changes[:2])}{more}"
+        else:
+            record["status"], record["reason"] = "ok", None
         if record["status"] == "ok" and config.memory_budget_gib and device.type == "cpu":
             budget = config.memory_budget_gib * 2**30
             if record["summary"]["peak_rss_bytes"] > budget:
@@ -194,6 +216,26 @@ def measure(spec: dict, step_hook=None) -> dict:
     return record
 
 
+def die_with_runner(runner_pid: int | None) -> None:
+    """A worker never outlives the runner that started it, also when the runner is SIGKILLed. Linux: the
+    kernel sends SIGKILL when the parent dies (prctl PR_SET_PDEATHSIG); elsewhere a daemon thread polls
+    getppid() every second. Either way the worker is gone before it could write a record nobody waits for."""
+    if runner_pid is None:  # started by hand, not by harness.run
+        return
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != runner_pid:  # the runner died before the line above took effect
+        os._exit(1)
+    if not sys.platform.startswith("linux"):
+        def watch():
+            while os.getppid() == runner_pid:
+                time.sleep(1.0)
+            os.killpg(os.getpgrp(), signal.SIGKILL)  # the worker's own group: it and its compiler processes
+
+        threading.Thread(target=watch, name="runner-watch", daemon=True).start()
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
@@ -201,7 +243,11 @@ def main(argv=None) -> int:
         return 2
     with open(argv[0]) as f:
         spec = json.load(f)
+    runner_pid = spec.get("runner_pid")
+    die_with_runner(runner_pid)
     record = measure(spec)
+    if runner_pid is not None and os.getppid() != runner_pid:
+        return 1  # the runner is gone (a platform without PR_SET_PDEATHSIG): nobody asked for this record any more
     path = write_record(record, spec["out"])
     print(json.dumps({"record": str(path), "status": record["status"], "reason": record["reason"]}))
     return 0

@@ -218,6 +218,44 @@ def test_every_spec_has_a_nox_session_and_a_dockerfile_where_it_has_an_image():
     assert {"tests", "lint"} <= sessions
 
 
+def nox(*args, cwd=ROOT, timeout=120):
+    return subprocess.run([sys.executable, "-m", "nox", *args], check=False, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "HARNESS_LOCAL_PYTHON": sys.executable})
+
+
+@pytest.mark.parametrize("bad, text", [
+    ("broken", 'name: "broken"\n'),  # a new env with fields missing
+    ("latest", 'name: "latest"\ntorch: 2.15\n'),  # the tests session's own spec
+    ("torch23", b"\xff\xfe not UTF-8"),
+])
+def test_one_invalid_spec_is_named_and_the_others_still_list_and_run(envs_copy, tmp_path, bad, text):
+    (envs_copy / bad).mkdir(exist_ok=True)
+    path = envs_copy / bad / "env.yaml"
+    path.write_bytes(text) if isinstance(text, bytes) else path.write_text(text)
+    good = REQUIRED - {bad}
+
+    specs, errors = envs.load_specs()
+    assert set(specs) == good and set(errors) == {bad} and str(path) in errors[bad]
+    with pytest.raises(envs.SpecError, match=re.escape(str(path))):
+        envs.load_all()
+
+    out = run_envs("list")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    lines = {line.split()[0]: line for line in out.stdout.splitlines()}
+    assert set(lines) == good | {bad} and f"invalid: {path}" in lines[bad]
+
+    listed = nox("-l")
+    assert listed.returncode == 0, listed.stderr
+    sessions = {m.group(1): m.group(0) for m in re.finditer(r"^[*-] (\S+).*$", listed.stdout, re.MULTILINE)}
+    assert {f"bench-{n}" for n in good} | {"tests", "lint", f"bench-{bad}"} <= set(sessions)
+    assert "INVALID spec" in sessions[f"bench-{bad}"] and str(path) in sessions[f"bench-{bad}"]
+    failed = nox("-s", f"bench-{bad}", "--envdir", str(tmp_path / "nox"))
+    assert failed.returncode == 1 and f"Session bench-{bad} aborted: {path}" in failed.stdout + failed.stderr
+    local = nox("-s", "bench-local", "--no-install", "--envdir", str(tmp_path / "nox"), "--",
+                "--set", "compile=off", "--rungs", "nope", timeout=300)  # a good env still runs (up to harness.run)
+    assert "no rung(s) nope in plan seed-ladder" in local.stdout + local.stderr
+
+
 def test_runner_args_defaults_and_env_name():
     sys.path.insert(0, str(ROOT))
     import noxfile

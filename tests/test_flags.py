@@ -111,3 +111,21 @@ def test_comprehensive_padding_is_unsupported_where_inductor_lacks_it(monkeypatc
     assert flagmod.read_back()["inductor_comprehensive_padding"] is None
     with pytest.raises(torch_compat.Unsupported, match=r"no config.comprehensive_padding .* arrived in 2.4"):
         flagmod.apply(FrozenFlags(inductor_comprehensive_padding="off"))
+
+
+def test_changed_names_a_nested_setting_by_its_path():
+    before = {"cpu_fp32_precision": {"mkldnn.matmul": "none", "mkldnn.conv": "none"}, "cudnn_benchmark": False}
+    after = {"cpu_fp32_precision": {"mkldnn.matmul": "bf16", "mkldnn.conv": "none"}, "cudnn_benchmark": False}
+    assert flagmod.changed(before, after) == "cpu_fp32_precision.mkldnn.matmul: 'none' -> 'bf16'"
+
+
+def test_read_back_tracks_the_cpu_fp32_precision_and_the_tf32_env_overrides(monkeypatch):
+    monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)
+    monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1")
+    read = flagmod.read_back()
+    assert read["tf32_env_overrides"] == {"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"}
+    cpu = read["cpu_fp32_precision"]
+    if torch_compat.NEW_FP32_API:  # 2.9+: oneDNN has its own fp32_precision settings
+        assert {"generic", "mkldnn.matmul", "mkldnn.conv"} <= set(cpu)
+    else:  # 2.1.2: oneDNN follows float32_matmul_precision, read back as matmul_precision
+        assert cpu is None

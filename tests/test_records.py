@@ -1,11 +1,19 @@
 """Records: schema validation on read, atomic writes that never overwrite, NaN handling."""
 
+import errno
 import json
+import os
+import re
+import stat
 import subprocess
 import sys
+import threading
 
 import pytest
+from module_cli import run_module
+from records_factory import make_record
 
+from harness import envs, record
 from harness.record import RecordError, iter_records, read_record, validate, write_record
 
 
@@ -19,13 +27,110 @@ def minimal_record(**changes):
     return record
 
 
-def test_write_is_atomic_and_never_overwrites(tmp_path):
+def test_write_is_atomic_and_never_overwrites_and_a_taken_run_id_gets_a_fresh_one(tmp_path):
     path = write_record(minimal_record(), tmp_path)
     assert path.name == "r1.json" and read_record(path)["status"] == "ok"
-    with pytest.raises(RecordError, match="never overwritten"):
-        write_record(minimal_record(status="error"), tmp_path)
+    again = write_record(minimal_record(status="error"), tmp_path)  # same run_id: the new measurement is kept too
+    assert again != path and re.fullmatch(r"r1-[0-9a-f]{6}\.json", again.name)
     assert read_record(path)["status"] == "ok"  # the completed result survived
-    assert [p.name for p in tmp_path.iterdir()] == ["r1.json"]  # no temp file left behind
+    assert read_record(again)["status"] == "error" and read_record(again)["run_id"] == again.stem
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, again.name])  # no temp file left behind
+
+
+@pytest.mark.parametrize("err", [errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV])
+def test_a_filesystem_without_hard_links_still_gets_the_record_and_never_overwrites(tmp_path, monkeypatch, err):
+    def no_link(src, dst):
+        raise OSError(err, os.strerror(err))
+
+    monkeypatch.setattr(os, "link", no_link)
+    path = write_record(minimal_record(), tmp_path)
+    assert read_record(path)["status"] == "ok"
+    again = write_record(minimal_record(status="error"), tmp_path)  # the exclusive create found r1.json taken
+    assert again != path and read_record(path)["status"] == "ok" and read_record(again)["status"] == "error"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, again.name])
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_records_get_the_umasks_normal_mode(tmp_path, umask, mode):
+    old = os.umask(umask)
+    try:
+        path = write_record(minimal_record(), tmp_path)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == mode  # not mkstemp's 0600: a root container's results stay readable
+
+
+def test_a_run_id_that_is_not_a_file_name_is_refused(tmp_path):
+    with pytest.raises(RecordError, match="not a plain file name"):
+        write_record(minimal_record(run_id="../escape"), tmp_path)
+    assert not list(tmp_path.iterdir()) and not (tmp_path.parent / "escape.json").exists()
+
+
+def hostile_files(directory):
+    """Files that crashed every reader once, each next to a good record."""
+    (directory / "deep.json").write_text("[" * 200_000 + "]" * 200_000)  # RecursionError in json.loads
+    (directory / "bigint.json").write_text('{"schema_version": 1, "x": ' + "9" * 5000 + "}")  # ValueError: > 4300 digits
+    nested = {"x": 1}
+    for _ in range(200):  # parses, but would overflow whatever walks it
+        nested = {"x": nested}
+    (directory / "nested.json").write_text(json.dumps(minimal_record(run_id="nested", workload=nested)))
+    (directory / "latin1.json").write_bytes(b'{"run_id": "\xe9"}')
+    (directory / "dir.json").mkdir()
+    return ["deep.json", "bigint.json", "nested.json", "latin1.json", "dir.json"]
+
+
+def test_hostile_files_get_one_warning_each_and_the_rest_are_read(tmp_path):
+    write_record(minimal_record(), tmp_path)
+    bad = hostile_files(tmp_path)
+    warnings = []
+    found = [r["run_id"] for _, r in iter_records([tmp_path], warn=warnings.append)]
+    assert found == ["r1"]
+    assert len(warnings) == len(bad) and all("skipped" in w for w in warnings)
+    assert sorted(w.split(": ")[1].rsplit("/", 1)[1] for w in warnings) == sorted(bad)
+
+
+def test_a_file_over_the_size_limit_is_refused_unread(tmp_path, monkeypatch):
+    path = write_record(minimal_record(), tmp_path)
+    monkeypatch.setattr(record, "MAX_RECORD_BYTES", path.stat().st_size - 1)
+    with pytest.raises(RecordError, match="larger than"):
+        read_record(path)
+    assert record.MAX_RECORD_BYTES < 2**30
+
+
+def test_a_fifo_named_like_a_record_does_not_hang_the_reader(tmp_path):
+    os.mkfifo(tmp_path / "pipe.json")
+    warnings = []
+    reader = threading.Thread(target=lambda: list(iter_records([tmp_path], warn=warnings.append)), daemon=True)
+    reader.start()
+    reader.join(30)
+    assert not reader.is_alive() and warnings == [f"warning: {tmp_path / 'pipe.json'}: skipped: not a regular file"]
+
+
+@pytest.mark.parametrize("module, args", [
+    ("harness.compare", []),
+    ("harness.report", ["-o", "{tmp}/report"]),
+    ("harness.envs", None),  # verify-matrix
+])
+def test_hostile_files_do_not_stop_compare_report_or_verify_matrix(tmp_path, module, args):
+    records = tmp_path / "records"
+    records.mkdir()
+    for env in ("torch212", "latest"):
+        for rung in ("fp32", "tf32"):
+            r = make_record(env=env, gpu=None, rung=rung, workload={"precision": rung})
+            r["environment"]["torch"]["version"] = envs.load_spec(env).torch + ("+cu121" if env == "torch212" else "")
+            r["environment"]["torch"]["cuda"] = envs.load_spec(env).cuda
+            (records / f"{r['run_id']}.json").write_text(json.dumps(r))
+    bad = hostile_files(records)
+    argv = ["verify-matrix", records, "torch212", "latest"] if args is None else [records, *(a.format(tmp=tmp_path) for a in args)]
+    proc = run_module(module, *argv, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    warned = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("warning:") and "skipped" in line]
+    assert sorted(line.split(": ")[1].rsplit("/", 1)[1] for line in warned) == sorted(bad)
+    if module == "harness.compare":
+        assert "4 valid record(s)" in proc.stdout and "Cross-version" in proc.stdout
+    if module == "harness.envs":
+        assert "torch212: 2 records (2 ok)" in proc.stdout and "latest: 2 records (2 ok)" in proc.stdout
 
 
 def test_nan_is_stored_as_null(tmp_path):

@@ -1,14 +1,18 @@
 """The runner CLI: one process per rung, one record each, clear errors, nothing lost."""
 
 import json
+import os
+import re
+from pathlib import Path
 
 import pytest
 from module_cli import assert_refused, run_module
+from records_factory import make_record
 
 from harness import run as runmod
 from harness.flags import flags_hash
 from harness.plan import PlanError, load_plan
-from harness.record import device_label, iter_records, workload_hash
+from harness.record import device_label, iter_records, read_record, workload_hash
 
 
 @pytest.mark.parametrize("args, message", [
@@ -18,10 +22,89 @@ from harness.record import device_label, iter_records, workload_hash
     (["--set", "precision=fp8"], "precision='fp8'"),
     (["--rungs", "fp32,warp-drive"], "no rung(s) warp-drive"),
     (["--repeats", "0"], "--repeats must be at least 1"),
+    (["--env", "a/b"], "--env 'a/b'"),
+    (["--env", "Torch212"], "--env 'Torch212'"),
+    (["--rungs", ""], "--rungs ''"),
+    (["--rungs", "fp32,"], "--rungs 'fp32,'"),
+    (["--timeout", "0"], "--timeout 0"),
+    (["--timeout", "-5"], "--timeout -5"),
+    (["--timeout", "nan"], "--timeout nan"),
+    (["--set", "batch_size=2.5"], "batch_size='2.5': expected an integer"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
-    proc = run_module("harness.run", "--out", str(tmp_path), *args)
+    proc = run_module("harness.run", "--out", str(tmp_path), "--set", "compile=off", "--steps", "3", "--warmup-steps", "1", *args)
     assert_refused(proc, tmp_path, message)
+
+
+def unwritable_outs(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    outs = [(tmp_path / "a-file", "--out"), (tmp_path / "a-file" / "sub", "--out"), (Path("/proc/x"), "--out /proc/x")]
+    if os.geteuid() != 0:  # root writes into a read-only directory anyway
+        (tmp_path / "ro").mkdir(mode=0o555)
+        outs.append((tmp_path / "ro" / "results", "--out"))
+    return outs
+
+
+def test_an_out_that_cannot_take_records_is_refused_before_any_worker_runs(tmp_path):
+    for out, message in unwritable_outs(tmp_path):
+        proc = run_module("harness.run", "--out", out, "--set", "compile=off", "--steps", "3", "--warmup-steps", "1")
+        assert proc.returncode == 2, (out, proc.stdout, proc.stderr)
+        last = proc.stderr.strip().splitlines()[-1]
+        assert message in last and "cannot write records there" in last and "run(s)" not in proc.stdout
+
+
+@pytest.mark.parametrize("plan_text, message", [
+    ("rungs:\n  - name: a\n    set: {n_layer: null}\n", "rung a: set: n_layer=None: expected an integer, got null"),
+    ("rungs:\n  - name: a\n    set: {batch_size: [1, 2]}\n", "rung a: set: batch_size=[1, 2]: expected an integer, got a list"),
+    ("rungs:\n  - name: a\n    set: {batch_size: 2.5}\n", "rung a: set: batch_size=2.5: expected an integer"),
+    ("rungs:\n  - name: a\n    set: {precision: 16}\n", "rung a: set: precision=16: expected a string"),
+    ("rungs:\n  - name: a\n    set: {grad_clip: true}\n", "rung a: set: grad_clip=True: expected a number"),
+    ("defaults: {seq_len: 6.4}\nrungs:\n  - name: a\n", "defaults: seq_len=6.4: expected an integer"),
+    ("rungs:\n  - name: [1, 2]\n", "rung 0: name: [1, 2]: expected a name"),
+    ("rungs:\n  - name: a/b\n", "rung 0: name: 'a/b': expected a name"),
+    ("name: [1, 2]\nrungs:\n  - name: a\n", "name: [1, 2]: expected a name"),
+    ("cumulative: yes please\nrungs:\n  - name: a\n", "cumulative: expected true or false"),
+    ("rungs:\n  - name: a\n    flags: [x]\n", "rung a: flags: expected a mapping"),
+    ("rungs:\n  - name: a\n    sweep: {field: batch_size, values: [2, 2.5]}\n", "batch_size=2.5: expected an integer"),
+    ("sweep: {field: batch_size, values: [2], name: [x]}\nrungs:\n  - name: a\n", "sweep: name: ['x']: expected a name"),
+])
+def test_plan_values_are_type_checked_when_the_plan_is_loaded(tmp_path, plan_text, message):
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(plan_text)
+    with pytest.raises(PlanError) as caught:
+        load_plan(str(plan))
+    assert str(caught.value).startswith(f"{plan}: ") and message in str(caught.value)
+
+
+def test_a_wrongly_typed_plan_is_exit_2_naming_file_and_field(tmp_path):
+    (tmp_path / "plan.yaml").write_text("name: p\nrungs:\n  - name: a\n    set: {batch_size: 2.5}\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = run_module("harness.run", "--plan", tmp_path / "plan.yaml", "--out", out)
+    assert_refused(proc, out, f"{tmp_path / 'plan.yaml'}: rung a: set: batch_size=2.5: expected an integer")
+
+
+def test_run_ids_are_plain_file_names_and_not_taken(tmp_path):
+    args = runmod.make_parser().parse_args(["--out", str(tmp_path), "--rungs", "fp32", "--sweep", "data=text:/a/b.txt"])
+    _, points = runmod.build_points(args)
+    run_id = runmod.new_run_id("local", "seed-ladder", points[0], tmp_path)
+    assert "/" not in run_id and re.fullmatch(r"[A-Za-z0-9._-]+", run_id)
+
+
+def test_a_taken_run_id_keeps_the_new_measurement_under_a_fresh_id(tmp_path):
+    """The worker finds its run_id taken: the old record stays, the new measurement gets a fresh id, and the
+    runner returns the new one (it returned the old record as the result, and lost the measurement, before)."""
+    args = runmod.make_parser().parse_args(["--out", str(tmp_path), "--rungs", "fp32", "--set", "compile=off",
+                                            "--steps", "3", "--warmup-steps", "1"])
+    _, points = runmod.build_points(args)
+    old = make_record(run_id="taken", env="local", gpu=None, rung="fp32")
+    (tmp_path / "taken.json").write_text(json.dumps(old))
+    spec = {"run_id": "taken", "env": "local", "plan": "seed-ladder", "rung": "fp32", "rung_index": 0, "repeat": 0,
+            "sweep": None, "workload": points[0].workload, "flags": points[0].flags, "out": str(tmp_path), "rerun": "x"}
+    record = runmod.run_point(spec, timeout_s=600)
+    assert record["status"] == "ok" and record["run_id"].startswith("taken-") and record["started_at"] is not None
+    assert json.loads((tmp_path / "taken.json").read_text()) == old
+    assert read_record(tmp_path / f"{record['run_id']}.json") == record
 
 
 def test_plans_are_data(tmp_path):

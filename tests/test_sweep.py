@@ -49,7 +49,7 @@ def test_parse_sweep_types_values_like_set():
     ("batch_size=8,,16", "empty value"),
     ("batch_size=8,", "empty value"),
     ("warp=1,2", "unknown workload field 'warp'"),
-    ("batch_size=8,eight", "expected a number"),
+    ("batch_size=8,eight", "batch_size='eight': expected an integer"),
     ("batch_size=8,16,8", "given twice"),
     ("preset=tiny,small", "preset is a label"),
 ])
@@ -127,7 +127,8 @@ def test_plan_sweep_applies_to_every_rung_and_a_rung_sweep_replaces_it(tmp_path)
     ("sweep: {field: batch_size}", "expected a mapping with field and values"),
     ("sweep: {field: batch_size, values: []}", "non-empty list"),
     ("sweep: {field: batch_size, values: 8}", "non-empty list"),
-    ("sweep: {field: batch_size, values: [8, 1.5]}", "1.5 is not a valid int"),
+    ("sweep: {field: batch_size, values: [8, 1.5]}", "batch_size=1.5: expected an integer"),
+    ("sweep: {field: batch_size, values: [8, null]}", "batch_size=None: expected an integer, got null"),
     ("sweep: {field: batch_size, values: [8, 8]}", "given twice"),
     ("sweep: {field: nope, values: [1]}", "unknown workload field 'nope'"),
     ("sweep: {field: batch_size, values: [8], step: 2}", "unknown key(s) step"),

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from gpt import torch_compat
 from gpt.config import make_config
 from harness.flags import flags_for
 from harness.record import validate
@@ -50,7 +51,57 @@ def test_flag_flipped_during_the_run_marks_it_invalid(tmp_path):
     finally:
         torch.backends.cudnn.benchmark = False
     assert record["status"] == "invalid"
-    assert "cudnn_benchmark: False -> True" in record["reason"]
+    assert "after step 3: cudnn_benchmark: False -> True" in record["reason"]
+
+
+def test_a_flag_flipped_and_restored_mid_run_marks_it_invalid(tmp_path):
+    """Only the end state was compared once: tf32 for two steps and back again was `ok`."""
+    def flip(step):
+        if step == 2:
+            torch_compat.set_matmul_precision("high")
+        if step == 4:
+            torch_compat.set_matmul_precision("highest")
+
+    try:
+        record = validate(measure(spec_for(tmp_path), step_hook=flip))
+    finally:
+        torch_compat.set_matmul_precision("highest")
+    assert record["status"] == "invalid"
+    assert record["flags"]["after"] == record["flags"]["applied"]  # back as applied by the end
+    assert record["flags"]["changes"] == ["after step 2: matmul_precision: 'highest' -> 'high'",
+                                          "after step 4: matmul_precision: 'high' -> 'highest'"]
+    assert record["reason"] == "flags changed during the run: " + "; ".join(record["flags"]["changes"])
+
+
+@pytest.mark.skipif(not torch_compat.NEW_FP32_API, reason="no separate oneDNN fp32 precision before torch 2.9")
+def test_a_cpu_fp32_precision_change_mid_run_marks_it_invalid(tmp_path):
+    original = torch.backends.mkldnn.matmul.fp32_precision
+
+    def flip(step):
+        if step == 1:
+            torch.backends.mkldnn.matmul.fp32_precision = "bf16"
+        if step == 2:
+            torch.backends.mkldnn.matmul.fp32_precision = original
+
+    try:
+        record = measure(spec_for(tmp_path), step_hook=flip)
+    finally:
+        torch.backends.mkldnn.matmul.fp32_precision = original
+    assert record["status"] == "invalid"
+    assert f"after step 1: cpu_fp32_precision.mkldnn.matmul: {original!r} -> 'bf16'" in record["reason"]
+
+
+def test_an_untouched_run_reads_the_flags_back_every_step_and_stays_ok(tmp_path):
+    record = validate(measure(spec_for(tmp_path)))
+    assert record["status"] == "ok" and record["flags"]["changes"] == []
+
+
+def test_a_tf32_env_override_is_recorded_with_the_flags_and_noted(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1")
+    record = validate(measure(spec_for(tmp_path)))
+    assert record["flags"]["applied"]["tf32_env_overrides"] == {"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"}
+    assert record["environment"]["env_vars"]["TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"] == "1"
+    assert any(n.startswith("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 set") for n in record["notes"])
 
 
 def test_same_seed_fp32_on_cpu_gives_bit_identical_losses(tmp_path):

@@ -1,5 +1,7 @@
 """gpt/: config validation, presets, data sources, the model's shape and FLOPs."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -26,11 +28,18 @@ def test_presets_and_overrides():
         ({"data": "http://x"}, "expected synthetic, text:PATH or tokens:PATH"),
         ({"sdpa_backend": "flash"}, "sdpa_backend applies only to attention=sdpa"),
         ({"bogus": "1"}, "unknown workload field 'bogus'"),
-        ({"steps": "many"}, "steps='many': expected a number"),
+        ({"steps": "many"}, "steps='many': expected an integer"),
+        ({"grad_clip": "lots"}, "grad_clip='lots': expected a number"),
+        ({"n_layer": None}, "n_layer=None: expected an integer, got null"),
+        ({"batch_size": [1, 2]}, "batch_size=[1, 2]: expected an integer, got a list"),
+        ({"batch_size": 2.5}, "batch_size=2.5: expected an integer, got a non-integer number"),
+        ({"steps": True}, "steps=True: expected an integer, got true/false"),
+        ({"precision": 16}, "precision=16: expected a string, got an integer"),
+        ({"memory_budget_gib": "half"}, "memory_budget_gib='half': expected a number"),
     ],
 )
 def test_bad_config_is_one_clear_error(overrides, message):
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         make_config("tiny", **overrides)
 
 
