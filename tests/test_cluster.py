@@ -210,7 +210,8 @@ def test_status_per_cell_from_squeue_sacct_and_the_records(tmp_path, fake_slurm,
     assert rows["latest/a100"][1:6] == ["failed", "100_2", "FAILED", "1:0", "0/2"]
     assert rows["latest/h100"][1:6] == ["pending", "101_3", "PENDING", "0:0", "0/2"]
     assert out.strip().endswith("1 done, 2 failed, 0 running, 1 pending")
-    assert ["sacct", "-X", "-P", "-n", "-j", "100,101", "--format=JobID,State,ExitCode"] in calls(fake_slurm)
+    sacct = [c for c in calls(fake_slurm) if c[0] == "sacct"][-1]
+    assert sacct[:7] == ["sacct", "-X", "-P", "-n", "-j", "100,101", "--format=JobID,State,ExitCode"] and sacct[7] == "-S"
     assert matrix.progress(matrix.cells[0]).devices == ["cpu: Test CPU @ 2GHz"]
 
 
@@ -413,3 +414,12 @@ def test_real_slurm_runs_a_cell_and_collects_it(tmp_path, capsys, monkeypatch):
     matrix = find_matrix(results)
     log = (matrix.dir / "logs" / f"{matrix.submissions[0]['job_id']}_0.out").read_text()
     assert "harness.cluster: matrix" in log and "[1/1] fp32" in log
+
+
+def test_submitting_never_imports_torch(tmp_path):
+    """A login node may have no torch: building the matrix (plan, points, hashes) and the scripts must not need it."""
+    code = ("import sys; from harness.cluster.__main__ import main; "
+            f"main(['slurm', 'submit', '--envs', 'torch212,latest', '--gpus', 'a100', '--results', {str(tmp_path)!r}, '--dry-run']); "
+            "print('torch loaded' if 'torch' in sys.modules else 'no torch')")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120)
+    assert proc.stdout.strip().splitlines()[-1] == "no torch" and "#SBATCH --array=0,1" in proc.stdout

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from harness.cluster.matrix import Cell, Matrix, with_rungs
 
@@ -206,10 +206,12 @@ def parse_task_lines(text: str, source: str) -> dict[tuple[str, int], TaskState]
     return states
 
 
-def task_states(job_ids: list[str]) -> tuple[dict[tuple[str, int], TaskState], list[str]]:
+def task_states(job_ids: list[str], since: str | None = None) -> tuple[dict[tuple[str, int], TaskState], list[str]]:
     """The state of every task of these arrays, and notes on what could not be asked. squeue first (the
     controller's own view: live tasks, and finished ones for MinJobAge seconds), then sacct for the
-    rest (accounting; it can lag the controller by seconds, so squeue wins where both answer)."""
+    rest (accounting; it can lag the controller by seconds, so squeue wins where both answer). `since`
+    (local time, YYYY-MM-DDTHH:MM:SS) keeps sacct to jobs alive after the first submission: a job id
+    that Slurm handed out before (a controller whose state was reset) is not this matrix's job."""
     if not job_ids:
         return {}, []
     ids = ",".join(job_ids)
@@ -218,7 +220,8 @@ def task_states(job_ids: list[str]) -> tuple[dict[tuple[str, int], TaskState], l
     live = parse_task_lines(queue.stdout, "squeue") if queue.returncode == 0 else {}
     if queue.returncode != 0 and "Invalid job id" not in queue.stderr:  # all purged from memory: not an error
         notes.append(f"squeue: {_one_line(queue.stderr)}")
-    acct = _run(["sacct", "-X", "-P", "-n", "-j", ids, "--format=JobID,State,ExitCode"], check=False)
+    acct = _run(["sacct", "-X", "-P", "-n", "-j", ids, "--format=JobID,State,ExitCode", *(["-S", since] if since else [])],
+                check=False)
     accounted = parse_task_lines(acct.stdout, "sacct") if acct.returncode == 0 else {}
     if acct.returncode != 0:
         notes.append(f"sacct: {_one_line(acct.stderr or acct.stdout)} (finished tasks are known only while "
@@ -237,7 +240,12 @@ def latest_tasks(matrix: Matrix) -> dict[int, str]:
 
 def cell_states(matrix: Matrix) -> tuple[list[CellStatus], list[str]]:
     latest = latest_tasks(matrix)
-    states, notes = task_states(sorted({t.split("_")[0] for t in latest.values()}, key=int))
+    first = min((s["submitted_at"] for s in matrix.submissions), default=None)
+    since = None
+    if first:  # the manifest keeps UTC; sacct reads local time. A minute's margin for clock skew.
+        moment = datetime.strptime(first, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) - timedelta(minutes=1)
+        since = moment.astimezone().strftime("%Y-%m-%dT%H:%M:%S")
+    states, notes = task_states(sorted({t.split("_")[0] for t in latest.values()}, key=int), since)
     rows = []
     for cell in matrix.cells:
         task = latest.get(cell.index, "")
