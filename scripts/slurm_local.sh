@@ -143,11 +143,12 @@ start() {
   start_munge
   local mode=none
   if [ "$ACCOUNTING" = dbd ]; then
+    write_conf dbd  # first: sacctmgr, which tells when slurmdbd is up, finds slurmdbd through it
     if start_dbd; then mode=dbd; else
       say "accounting: slurmdbd/MariaDB would not start (see $DIR/log/, $DIR/apt.log); going on without it: sacct knows no jobs, squeue does"
     fi
   fi
-  write_conf "$mode"
+  [ "$mode" = dbd ] || write_conf none
   pgrep -x slurmctld >/dev/null || slurmctld -i || cannot "slurmctld would not start (see $DIR/log/slurmctld.log)"
   pgrep -x slurmd >/dev/null || slurmd || cannot "slurmd would not start (see $DIR/log/slurmd.log)"
   for _ in $(seq 60); do
