@@ -52,7 +52,7 @@ def job(matrix: Matrix, cell: Cell) -> dict:
         "spec": {
             "backoffLimit": 0,  # a failed measurement is looked at, not retried blindly (records never overwrite)
             "template": {
-                "metadata": {"labels": labels},
+                "metadata": {"labels": dict(labels)},  # a copy: no YAML anchor in the file
                 "spec": {
                     "restartPolicy": "Never",
                     "nodeSelector": {GPU_LABEL: k8s["gpu_products"][cell.gpu]},
