@@ -110,7 +110,9 @@ def test_script_runs_each_cell_with_its_envs_nox_session_and_is_valid_bash(tmp_p
     assert "#SBATCH --gres=gpu:h100:1" in text and "#SBATCH --partition=gpu" in text and "--constraint" not in text
     assert "  1)  # torch212/h100\n" in text and "  3)  # latest/h100\n" in text and "  0)" not in text
     assert f"-R -s bench-latest -- {' '.join(RUN_ARGS)} --out {tmp_path}/latest/h100" in text
-    assert "flock .nox/bench-torch212.lock" in text and "--install-only" in text
+    nox = f"{sys.executable} -m nox"  # the default: the submitting interpreter's nox, kept in the manifest
+    assert f"flock .nox/bench-torch212.lock {nox} -r -s bench-torch212 --install-only\n" in text
+    assert f"exec {nox} -R -s bench-latest -- " in text and matrix.config["slurm"]["nox"] == nox
     assert subprocess.run(["bash", "-n"], input=text, text=True, check=False).returncode == 0
 
 

@@ -14,8 +14,11 @@ point, workload (all of it, steps included) and requested flags, and a status ot
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
+import shlex
+import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -269,6 +272,10 @@ def new_matrix(envs_text: str, gpus_text: str, gpu_table: dict, config_name: str
     plan, points = expected_points(run_args)
     cells = [Cell(i, e, g) for i, (e, g) in enumerate((e, g) for e in env_names for g in gpus)]
     identity = canonical_hash([[c.env, c.gpu] for c in cells] + [run_args])[:8]
+    # `nox: null` becomes this interpreter's nox, kept in the manifest's config: a later resubmit, from
+    # whatever interpreter, renders the same command.
+    config = copy.deepcopy(config)
+    config["slurm"]["nox"] = config["slurm"]["nox"] or shlex.join([sys.executable, "-m", "nox"])
     results = str(Path(results).resolve())
     return Matrix(id=f"{plan}-{identity}", plan=plan, results=results, repo=str(REPO_ROOT), run_args=run_args,
                   cells=cells, points=points, config=config,

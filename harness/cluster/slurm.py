@@ -12,7 +12,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -48,10 +47,6 @@ class CellStatus:
 
 # ---------------------------------------------------------------- scripts and submitting
 
-def nox_command(config: dict) -> str:
-    return config["slurm"]["nox"] or shlex.join([sys.executable, "-m", "nox"])
-
-
 def gpu_option(config: dict, gpu: str) -> str:
     name = config["slurm"]["gpu_types"][gpu]
     return f"--gres=gpu:{name}:1" if config["slurm"]["gpu_select"] == "gres" else f"--constraint={name}"
@@ -68,7 +63,7 @@ def cell_lines(matrix: Matrix, cell: Cell, run_args: list[str]) -> list[str]:
         return [f"mkdir -p {shlex.quote(out)}",
                 "exec " + shlex.join(["srun", f"--container-image={image}", f"--container-mounts={matrix.results}:{mount}",
                                       "python", "-m", "harness.run", *run_args, "--env", cell.env, "--out", inside])]
-    nox = nox_command(matrix.config)
+    nox = matrix.config["slurm"]["nox"]
     session = f"bench-{cell.env}"
     lock = f".nox/{session}.lock"
     # Installs under a lock: two tasks of one env (two GPU types) share the checkout's venv, so the
