@@ -392,6 +392,8 @@ def test_status_without_a_matrix_exits_2(tmp_path):
 def _local_slurm_up() -> str | None:
     if shutil.which("sinfo") is None:
         return "no Slurm client here (scripts/slurm_local.sh start installs and starts one)"
+    if subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True, check=False).returncode != 0:
+        return "no slurmctld on this machine (scripts/slurm_local.sh start)"  # asked first: sinfo waits ~10 s for a dead one
     proc = subprocess.run(["sinfo", "-h", "-o", "%T %f"], capture_output=True, text=True, check=False, timeout=30)
     if proc.returncode != 0 or not any(s in proc.stdout for s in ("idle", "mixed")):
         return f"slurmctld not running or no idle node ({(proc.stderr or proc.stdout).strip()[:100]})"
