@@ -1,10 +1,11 @@
-"""nox sessions: one `bench-<name>` per envs/<name>/env.yaml, plus `tests`, `lint` and `report`.
+"""nox sessions: one `bench-<name>` per envs/<name>/env.yaml, plus `tests`, `lint`, `report` and `cluster`.
 
     nox -l                                        # list
     nox -s bench-torch212 bench-nightly           # install each pinned build, check it, run the default plan
     nox -s bench-torch212 -- --preset tiny        # arguments after -- go to `python -m harness.run`
     nox -s tests -- -k envs                       # pytest, with posargs
     nox -s report -- results/ -o report/          # the technical report (no torch needed)
+    nox -s cluster -- slurm status                # the matrix on Slurm (docs/cluster.md; no torch needed)
 
 Every version comes from the specs through harness/envs.py; nothing is pinned here.
 Mirrors: HARNESS_TORCH_INDEX_URL (every PyTorch index) or HARNESS_TORCH_INDEX_URL_<NAME> (one env).
@@ -164,6 +165,14 @@ def report(session: nox.Session) -> None:
     """`python -m harness.report` (posargs: record paths, -o DIR); no torch: it runs where only results are."""
     session.install("-e", ".")
     session.run("python", "-m", "harness.report", *session.posargs)
+
+
+@nox.session(default=False)
+def cluster(session: nox.Session) -> None:
+    """`python -m harness.cluster` (posargs: slurm submit|status|collect|resubmit, k8s render); no torch. nox and
+    uv are installed beside it: the Slurm tasks run `<this venv's python> -m nox -s bench-<env>` (docs/cluster.md)."""
+    session.install("-e", ".", "nox", "uv")
+    session.run("python", "-m", "harness.cluster", *session.posargs)
 
 
 @nox.session
