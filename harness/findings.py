@@ -27,9 +27,10 @@ from itertools import combinations
 from harness import stats
 from harness import sweep as sweepmod
 from harness.compare import VALUE_ORDER, Cell, Compare, Group, Table, knob_fields, short_gpu
-from harness.flags import INDUCTOR_OPTIONS, flags_for
+from harness.flags import flags_for
 
 MIB = 2**20
+PADDING_FLAGS = ("inductor_shape_padding", "inductor_comprehensive_padding")  # the compiler's own padding (plan padding)
 MAX_CITED = 6  # run ids cited per finding before "and N more"
 
 
@@ -72,7 +73,7 @@ def overrides(g: Group) -> dict:
 
 def padding_setting(g: Group) -> str:
     """'default' or e.g. 'inductor_shape_padding off, inductor_comprehensive_padding off'."""
-    changed = [f"{name} {g.flags.get(name)}" for name in INDUCTOR_OPTIONS if g.flags.get(name, "default") != "default"]
+    changed = [f"{name} {g.flags.get(name)}" for name in PADDING_FLAGS if g.flags.get(name, "default") != "default"]
     return ", ".join(changed) or "default"
 
 

@@ -87,6 +87,8 @@ class Plan:
     repeats: int = 1
     source: str = ""
     sweep: Sweep | None = None  # the plan-wide sweep, if any (already copied into rungs without their own)
+    defaults: dict = field(default_factory=dict)  # the plan's `defaults` (already merged into every rung)
+    cumulative: bool = False
 
 
 def builtin_plans() -> list[str]:
@@ -142,4 +144,5 @@ def load_plan(name_or_path: str) -> Plan:
     repeats = data.get("repeats", 1)
     if not isinstance(repeats, int) or repeats < 1:
         raise PlanError(f"{path}: repeats must be a positive integer")
-    return Plan(str(data.get("name", path.stem)), str(data.get("description", "")), rungs, repeats, str(path), plan_sweep)
+    return Plan(str(data.get("name", path.stem)), str(data.get("description", "")), rungs, repeats, str(path), plan_sweep,
+                base, bool(data.get("cumulative")))
