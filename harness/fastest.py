@@ -34,6 +34,12 @@ STARTS = {
     FASTEST_PLAN: {(FASTEST_PLAN, START_RUNG)},
     "beyond-ladder": {("beyond-ladder", "best-of-ladder"), (SEED_PLAN, "fused-adamw-clip")},
 }
+OVERVIEW_TITLE = "Fastest found vs the user's best vs the peer: "  # + the device; harness.findings reads these tables
+SPLIT_TITLE = "What explains it on "
+SEED_ROW = "the seed ladder's best run"
+BEYOND_ROW = "fastest of plan beyond-ladder (equivalent, faster than its start)"
+TUNE_ROW = "fastest found by harness.tune"
+USER_ROW = "the user's best (their log)"
 DEFAULT_HEADROOM = SimpleNamespace(headroom_gib=None)  # batch_search's own default: 5 GiB on a GPU, 0 on a CPU
 SPLIT = (  # (key, label) of the kernel-time split
     ("step_ms", "step time (median of the timed steps)"),
@@ -296,6 +302,11 @@ def split_table(title: str, before: Group, after: Group) -> Table:
             row["share_a"] = fmt_pct(va / a["busy"]) if a["busy"] else None
             row["share_b"] = fmt_pct(vb / b["busy"]) if b["busy"] else None
         t.rows.append(row)
+    compiled = [x.label for x in (before, after) if x.workload.get("compile") not in (None, "off")]
+    if b.get("device") == "cuda" and compiled and not (a["triton"] and b["triton"]):
+        t.notes.append("no Inductor-generated kernel was captured on a compiled run: profiles taken before the fix in "
+                       "gpt/torch_compat.py device_kernel_events (torch 2.4+) dropped every Triton kernel, so their time "
+                       "is in 'step time not in captured kernels' and the shares are of the rest")
     what = "GPU kernel time" if b.get("device") == "cuda" else "CPU op self time (CPU ops stand in for kernels)"
     t.notes.append(f"ms per step: the timed median for the step time, else {what} per profiled step "
                    "(explain.kernels, profiled after the timed steps); shares of all kernel time. lm_head GEMMs = the "
@@ -337,30 +348,29 @@ def gpu_overview(cmp: Compare, gpu: str, tuned: list[Search], user_best: Group |
     """One GPU's table (the seed ladder's best, beyond-ladder, harness.tune, the user's best, the peer) and the
     kernel split of the fastest found beyond the seed ladder against its start."""
     seed = _fastest([g for g in cmp.ds.groups if g.gpu == gpu and SEED_PLAN in {p for p, _r, _i in g.rungs}])
-    t = Table("fastest", f"Fastest found vs the user's best vs the peer: {gpu}", [
+    t = Table("fastest", f"{OVERVIEW_TITLE}{gpu}", [
         ("what", "what"), ("run", "run"), ("env", "env / source"), ("batch", "B, T"), ("tokens_s", "tokens/s"),
         ("vs_seed", "vs the seed ladder's best"), ("mfu_ds", "MFU (datasheet)"), ("mfu_meas", "MFU (measured GEMM peak)"),
         ("memory", "memory MiB"), ("parity", "loss vs its start")])
     seed_fits, why = fits(seed) if seed is not None else (True, None)
-    t.rows.append(_row(cmp, seed, "the seed ladder's best run", seed, "start" if seed else None,
+    t.rows.append(_row(cmp, seed, SEED_ROW, seed, "start" if seed else None,
                        run=None if seed_fits else f"{'/'.join(sorted({p for p, _r, _i in seed.rungs}))} {seed.label} "
                                                   f"(does not fit the batch search's headroom: {why})"))
     beyond = [c for c in beyond_candidates(cmp, gpu) if c.eligible]
     best_beyond = max(beyond, key=lambda c: c.tokens_per_s) if beyond else None
-    t.rows.append(_row(cmp, seed, "fastest of plan beyond-ladder (equivalent, faster than its start)",
-                       best_beyond.group if best_beyond else None, best_beyond.parity_text(cmp.loss_tol) if best_beyond else None))
+    t.rows.append(_row(cmp, seed, BEYOND_ROW, best_beyond.group if best_beyond else None, best_beyond.parity_text(cmp.loss_tol) if best_beyond else None))
     found = [s.best for s in tuned if s.best is not None]
     best_tuned = max(found, key=lambda c: c.tokens_per_s) if found else None
-    t.rows.append(_row(cmp, seed, "fastest found by harness.tune", best_tuned.group if best_tuned else None,
+    t.rows.append(_row(cmp, seed, TUNE_ROW, best_tuned.group if best_tuned else None,
                        best_tuned.parity_text(cmp.loss_tol) if best_tuned else None,
                        run=None if best_tuned else "none: no `python -m harness.tune` run (plan fastest) on this GPU in these records"))
     if user_best is not None:
         info = user_best.first.get("reference") or {}
-        t.rows.append(_row(cmp, seed, "the user's best (their log)", user_best,
+        t.rows.append(_row(cmp, seed, USER_ROW, user_best,
                            run=f"{user_best.label} (torch {info.get('torch') or 'not stated'})",
                            source=f"{user_best.gpu}, {info.get('source', '?')}:{info.get('line', '?')}"))
     else:
-        t.rows.append(_row(cmp, seed, "the user's best (their log)", None))
+        t.rows.append(_row(cmp, seed, USER_ROW, None))
     peers = [p for p in cmp.ds.peers if p.gpu == gpu]
     for p in peers:
         info = p.first.get("peer") or {}
@@ -385,7 +395,7 @@ def gpu_overview(cmp: Compare, gpu: str, tuned: list[Search], user_best: Group |
     tables = [t]
     shown = max((c for c in (best_tuned, best_beyond) if c is not None), key=lambda c: c.tokens_per_s, default=None)
     if shown is not None:
-        tables.append(split_table(f"What explains it on {gpu}: {shown.group.label} ({shown.group.batch}) against its start "
+        tables.append(split_table(f"{SPLIT_TITLE}{gpu}: {shown.group.label} ({shown.group.batch}) against its start "
                                   f"{shown.partner.label} at the same B and T", shown.partner, shown.group))
     return tables
 

@@ -26,7 +26,7 @@ from harness.record import SCHEMA_VERSION, canonical_hash, validate, workload_ha
 STEPS, FIRST_TIMED = 50, 10  # the README: 50 steps, median of steps 10-49
 PEERS = {  # peer name (the .jsonl's stem after "peer-") -> what the README beside it says of how it ran
     "build-nanogpt": {
-        "program": "build-nanogpt train_gpt2.py: its GPT (model code unchanged) with its own training loop",
+        "program": "build-nanogpt train_gpt2.py (its GPT, model code unchanged, and its own loop)",
         "workload": {"precision": "bf16", "attention": "sdpa", "sdpa_backend": "auto", "lm_head_loss": "plain",
                      "optimizer": "fused", "grad_clip": 1.0},
         "flags": {"matmul_precision": "high", "sdpa": "auto"},
