@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from harness import batch_search, stats
-from harness.compare import Cell, Compare, Group, Table, fmt_mib, fmt_pct, fmt_signed_pct, knob_fields, run_ids
+from harness.compare import Cell, Compare, Group, Mfu, Table, fmt_mib, fmt_pct, fmt_signed_pct, knob_fields, run_ids
 from harness.flags import flags_for
 from harness.record import ADDED_FIELD_DEFAULTS
 
@@ -241,9 +241,10 @@ def _median(values) -> float | None:
     return statistics.median(values) if values else None
 
 
-def mfu(g: Group, key: str) -> float | None:
-    """mfu_datasheet or mfu_measured from explain.mfu, median over the group's runs."""
-    return _median(((r.get("explain") or {}).get("mfu") or {}).get(key) for r in g.records)
+def mfu(g: Group, key: str) -> Mfu | None:
+    """mfu_datasheet or mfu_measured from explain.mfu, median over the group's runs (above 100%: 'peak suspect')."""
+    value = _median(((r.get("explain") or {}).get("mfu") or {}).get(key) for r in g.records)
+    return None if value is None else Mfu(value)
 
 
 def memory_text(g: Group) -> str | None:
@@ -338,9 +339,10 @@ def _row(cmp: Compare, seed: Group | None, what: str, g: Group | None, parity: s
     if g is None:
         return {"what": what, "run": run or "none in these records"}
     vs = Cell(stats.ratio(_estimate(seed), _estimate(g), cmp.floor)[0]) if seed is not None and g is not seed else None
-    return {"what": what, "run": run or f"{'/'.join(sorted({p for p, _r, _i in g.rungs}))} {g.label}",
+    pooled = f" ({len(g.records)} runs pooled)" if len(g.records) > 1 else ""
+    return {"what": what, "run": (run or f"{'/'.join(sorted({p for p, _r, _i in g.rungs}))} {g.label}") + pooled,
             "env": source or g.env, "batch": g.batch, "tokens_s": _estimate(g).point, "vs_seed": vs,
-            "mfu_ds": fmt_pct(mfu(g, "mfu_datasheet")), "mfu_meas": fmt_pct(mfu(g, "mfu_measured")),
+            "mfu_ds": mfu(g, "mfu_datasheet"), "mfu_meas": mfu(g, "mfu_measured"),
             "memory": memory_text(g), "parity": parity, "run_ids": run_ids(g)}
 
 

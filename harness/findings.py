@@ -380,12 +380,13 @@ def fastest(tables: list[Table]) -> list[Finding]:
         if seed.get("tokens_s") is None:
             continue
         text = (f"{short_gpu(gpu)}: the seed ladder's best run is {seed['run']} ({seed['batch']}), {seed['tokens_s']:,.0f} "
-                f"tokens/s, MFU {seed.get('mfu_ds') or 'n/a'} of the datasheet peak")
+                f"tokens/s, MFU {seed['mfu_ds'].text() if seed.get('mfu_ds') else 'n/a'} of the datasheet peak")
         found = [r for r in t.rows if r["what"] in (BEYOND_ROW, TUNE_ROW) and r.get("tokens_s") is not None]
         best = max(found, key=lambda r: r["tokens_s"], default=None)
         if best is not None:
             text += (f"; the fastest found beyond it: {best['run']} ({best['batch']}), {best['tokens_s']:,.0f} tokens/s, "
-                     f"{best['vs_seed'].brief() if best.get('vs_seed') else 'n/a'} against it, MFU {best.get('mfu_ds') or 'n/a'}, "
+                     f"{best['vs_seed'].brief() if best.get('vs_seed') else 'n/a'} against it, MFU "
+                     f"{best['mfu_ds'].text() if best.get('mfu_ds') else 'n/a'}, "
                      f"loss {best['parity']}")
             split = tables[i + 1] if i + 1 < len(tables) and tables[i + 1].title.startswith(SPLIT_TITLE) else None
             parts = {r["what"]: r for r in split.rows} if split else {}

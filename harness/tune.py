@@ -38,7 +38,7 @@ import yaml
 from gpt.config import PRESETS, ConfigError
 from harness import batch_search, fastest, stats
 from harness import run as runmod
-from harness.compare import Cell, Compare, fmt_int, fmt_pct, load, render_text
+from harness.compare import Cell, Compare, fmt_int, load, render_text
 from harness.flags import FlagError
 from harness.flags import parse_assignments as parse_flag_assignments
 from harness.plan import PlanError, builtin_plans, load_plan
@@ -178,8 +178,9 @@ def answer(cmp: Compare, s: fastest.Search) -> tuple[list, list[str]]:
                  f"{start.batch}) {fmt_int(start.throughput.point)} tokens/s: {Cell(gain).text()}")
     b0, b = start.workload.get("batch_size"), g.workload.get("batch_size")
     lines.append(f"  changes: {fastest.changes(start, g)}" + (f"; B {b0} -> {b}" if b != b0 else ""))
-    lines.append(f"  MFU: {fmt_pct(fastest.mfu(g, 'mfu_datasheet')) or 'n/a'} of the datasheet peak, "
-                 f"{fmt_pct(fastest.mfu(g, 'mfu_measured')) or 'n/a'} of the measured GEMM peak; memory: "
+    ds, measured = fastest.mfu(g, "mfu_datasheet"), fastest.mfu(g, "mfu_measured")
+    lines.append(f"  MFU: {ds.text() if ds else 'n/a'} of the datasheet peak, "
+                 f"{measured.text() if measured else 'n/a'} of the measured GEMM peak; memory: "
                  f"{fastest.memory_text(g) or 'n/a'} (start: {fastest.memory_text(start) or 'n/a'})")
     lines.append(f"  loss against the start at the same B: {best.parity_text(cmp.loss_tol)}")
     if s.winner is not None and not s.winner.is_start and best.shape != s.winner.shape:
