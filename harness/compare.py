@@ -31,6 +31,7 @@ from tabulate import tabulate
 from harness import stats
 from harness import sweep as sweepmod
 from harness.record import (
+    ADDED_FIELD_DEFAULTS,
     NOT_IN_WORKLOAD_HASH,
     canonical_hash,
     device_label,
@@ -1207,7 +1208,10 @@ def _value_key(name: str, v) -> tuple:
 
 def _diff(a: Group, b: Group) -> list[tuple[str, object, object]]:
     wa, wb = knob_fields(a.workload), knob_fields(b.workload)
-    out = [(k, wa.get(k), wb.get(k)) for k in sorted(set(wa) | set(wb)) if wa.get(k) != wb.get(k)]
+    # a field added after a record was written reads as its default there (lm_head_loss: plain)
+    keys = sorted(set(wa) | set(wb))
+    out = [(k, wa.get(k, ADDED_FIELD_DEFAULTS.get(k)), wb.get(k, ADDED_FIELD_DEFAULTS.get(k))) for k in keys]
+    out = [(k, va, vb) for k, va, vb in out if va != vb]
     if a.flags_hash != b.flags_hash:
         fa, fb = a.flags, b.flags
         out += [(f"flag:{k}", fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]

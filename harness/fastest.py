@@ -46,7 +46,7 @@ SPLIT = (  # (key, label) of the kernel-time split
     ("busy", "all captured kernels (summed per profiled step)"),
     ("uncaptured", "step time not in captured kernels (idle gaps, uncaptured kernels)"),
     ("attention", "attention kernels"),
-    ("gemm", "GEMMs (cuBLAS/CUTLASS), all"),
+    ("gemm", "GEMMs, all"),
     ("lm_head_gemm", "lm_head GEMMs (part of the GEMMs above)"),
     ("lm_head_loss", "fused lm_head loss kernels (Liger/CCE)"),
     ("triton", "Inductor-generated kernels"),
@@ -218,8 +218,8 @@ def search_table(cmp: Compare, s: Search) -> Table:
                        "parity": c.parity_text(cmp.loss_tol), "memory": peak or None,
                        "fits": "yes" if c.fits else f"no: {c.why_not}", "mark": mark, "run_ids": run_ids(c.group)})
     for r in sorted(s.failed, key=lambda r: r["run_id"]):
-        t.rows.append({"rung": r.get("rung"), "changes": "", "batch": (r.get("workload") or {}).get("batch_size"),
-                       "status": f"{r['status']}: {r.get('reason') or 'no reason given'}", "run_ids": [r["run_id"]]})
+        t.rows.append({"rung": r.get("rung"), "batch": (r.get("workload") or {}).get("batch_size"), "status": r["status"],
+                       "mark": r.get("reason") or "no reason given", "run_ids": [r["run_id"]]})
     t.notes += [
         (f"equivalent = loss within {cmp.loss_tol:.1%} of the start run at the same B and T (final and mean, the loss rule "
          "of every table); faster = tokens/s beyond noise and higher than that start run's; fits = peak memory + "

@@ -390,7 +390,7 @@ def fastest(tables: list[Table]) -> list[Finding]:
                      f"loss {best['parity']}")
             split = tables[i + 1] if i + 1 < len(tables) and tables[i + 1].title.startswith(SPLIT_TITLE) else None
             parts = {r["what"]: r for r in split.rows} if split else {}
-            named = [(k, label) for k, label in (("attention kernels", "attention"), ("GEMMs (cuBLAS/CUTLASS), all", "GEMMs"),
+            named = [(k, label) for k, label in (("attention kernels", "attention"), ("GEMMs, all", "GEMMs"),
                                                  ("lm_head GEMMs (part of the GEMMs above)", "lm_head GEMMs"))
                      if parts.get(k, {}).get("a") is not None]
             if named:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,26 @@ def test_a_missing_library_is_recorded_unsupported(monkeypatch):
     record = measure(_beyond_point("lm-head-cce-torch-compile"))
     assert record["status"] == "unsupported"
     assert "lm_head_loss=cce-torch-compile needs cut-cross-entropy, which is not installed in this env" in record["reason"]
+
+
+TORCH212_PYTHON = os.environ.get("HARNESS_TORCH212_PYTHON", "/tmp/v212/bin/python")
+OLD_TORCH_SCRIPT = """
+import json, torch
+from gpt import torch_compat
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    inside = str(torch_compat.autocast_dtype("cpu"))
+print(json.dumps({"torch": torch.__version__, "inside": inside, "outside": torch_compat.autocast_dtype("cpu"),
+                  "liger": torch_compat.lm_head_loss_unsupported("liger", "cuda")}))
+"""
+
+
+@pytest.mark.skipif(not Path(TORCH212_PYTHON).is_file(), reason=f"no torch 2.1.2 interpreter at {TORCH212_PYTHON}")
+def test_torch_212_reads_autocast_through_its_own_api_and_lacks_the_libraries():
+    """torch 2.1.2 has no device-generic autocast getters (2.4+), and its env does not install the libraries
+    (liger-kernel would replace the triton 2.1.0 it needs): the fused losses are unsupported there, saying why."""
+    out = subprocess.run([TORCH212_PYTHON, "-c", OLD_TORCH_SCRIPT], cwd=ROOT, capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["torch"].startswith("2.1.2")
+    assert got["inside"] == "torch.bfloat16" and got["outside"] is None
+    assert "needs liger-kernel, which is not installed in this env (torch 2.1.2" in got["liger"]

@@ -67,7 +67,7 @@ def test_the_search_steps_with_known_numbers(tmp_path, monkeypatch, capsys):
     assert "helped (equivalent and faster than the start): sdpa-auto, inductor-coordinate-descent" in text
     assert "best: combined [batch_size=48] at B=48, T=1024" in text
     assert "NOT EQUIVALENT: loss final +5.00%" in text and "not equivalent (faster, but its loss drifts): lm-head-liger" in text
-    assert "unsupported: Triton has no kernel here" in text
+    assert "Triton has no kernel here" in text
     assert "What explains it: combined [batch_size=48] against the start at the same B" in text
     assert "no kernel profile (explain.kernels)" in text  # these stand-in records have none; real workers' do
     # the records: tagged plan fastest, each rerun command naming the plan file the search wrote
@@ -117,6 +117,5 @@ def test_tune_end_to_end_on_cpu(tmp_path, capsys):
     assert "Triton has no cpu backend" in reasons["lm-head-liger"] or "not installed" in reasons["lm-head-liger"]
     assert any(k.endswith("@8") for k in records)  # the batch search tried B=8 on the winner
     assert "best: " in text and "tokens/s" in text and "MFU:" in text
-    for line in ("unsupported: SDPA backend 'cudnn' has no CPU kernel",):
-        assert line in text
+    assert "SDPA backend 'cudnn' has no CPU kernel" in text
     json.dumps(records["start"])
