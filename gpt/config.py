@@ -10,6 +10,11 @@ ATTENTIONS = ("naive", "sdpa")
 SDPA_BACKENDS = ("auto", "flash", "efficient", "cudnn", "math")
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 OPTIMIZERS = ("foreach", "fused")
+# plain: logits = lm_head(x), then F.cross_entropy. The others compute the loss from the final hidden states and
+# the lm_head weight without materialising the (B*T x vocab) logits: liger = Liger-Kernel's fused linear
+# cross-entropy (Triton), cce = Apple's Cut Cross-Entropy kernel (Triton), cce-torch-compile = CCE's own
+# torch.compile implementation (runs wherever torch.compile does, CPU included; Inductor decides what it keeps).
+LM_HEAD_LOSSES = ("plain", "liger", "cce", "cce-torch-compile")
 DEVICES = ("auto", "cpu", "cuda")
 
 # Model shapes. gpt2-124m is the seeds' model; the small ones train in seconds on a CPU.
@@ -37,6 +42,7 @@ class WorkloadConfig:
     precision: str = "fp32"
     attention: str = "naive"
     sdpa_backend: str = "auto"
+    lm_head_loss: str = "plain"  # LM_HEAD_LOSSES; the libraries are optional (gpt/torch_compat.py says where they run)
     compile: str = "off"
     optimizer: str = "foreach"
     grad_clip: float = 0.0  # 0 turns clipping off
@@ -66,6 +72,7 @@ class WorkloadConfig:
         one_of("sdpa_backend", SDPA_BACKENDS)
         one_of("compile", COMPILE_MODES)
         one_of("optimizer", OPTIMIZERS)
+        one_of("lm_head_loss", LM_HEAD_LOSSES)
         one_of("device", DEVICES)
         for name in ("n_layer", "n_head", "n_embd", "vocab_size", "seq_len", "batch_size", "grad_accum", "steps"):
             if getattr(self, name) < 1:

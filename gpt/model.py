@@ -3,6 +3,8 @@
 lm_head is tied to the token embedding; weights use GPT-2's init (normal 0.02, residual projections
 scaled by 1/sqrt(2 * n_layer)). Attention is either the naive masked softmax or
 F.scaled_dot_product_attention; which SDPA backend runs is a global flag the harness freezes.
+The loss is either lm_head then F.cross_entropy (lm_head_loss="plain") or a fused linear + cross-entropy
+from a library (gpt/torch_compat.py), fed the final hidden states and the tied lm_head weight.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import math
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from gpt import torch_compat
 
 
 class CausalSelfAttention(nn.Module):
@@ -66,7 +70,8 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, n_layer: int, n_head: int, n_embd: int, vocab_size: int, seq_len: int, attention: str):
+    def __init__(self, n_layer: int, n_head: int, n_embd: int, vocab_size: int, seq_len: int, attention: str,
+                 lm_head_loss: str = "plain"):
         super().__init__()
         self.n_layer, self.n_head, self.n_embd, self.seq_len = n_layer, n_head, n_embd, seq_len
         self.transformer = nn.ModuleDict(
@@ -79,6 +84,8 @@ class GPT(nn.Module):
         )
         self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
         self.transformer.wte.weight = self.lm_head.weight  # weight tying, as in GPT-2
+        # None: logits, then F.cross_entropy. Else (hidden [N, C], weight [V, C], targets [N]) -> mean loss.
+        self.fused_loss = None if lm_head_loss == "plain" else torch_compat.linear_cross_entropy(lm_head_loss)
         self.apply(self._init_weights)
 
     def _init_weights(self, module):
@@ -100,7 +107,11 @@ class GPT(nn.Module):
         x = self.transformer.wte(idx) + self.transformer.wpe(pos)
         for block in self.transformer.h:
             x = block(x)
-        logits = self.lm_head(self.transformer.ln_f(x))
+        x = self.transformer.ln_f(x)
+        if targets is not None and self.fused_loss is not None:
+            # the (B*T x vocab) logits are never materialised: the library fuses lm_head and the cross-entropy
+            return None, self.fused_loss(x.reshape(-1, x.size(-1)), self.lm_head.weight, targets.reshape(-1))
+        logits = self.lm_head(x)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib
+import importlib.util
 import sys
 
 import torch
@@ -145,6 +147,72 @@ def compile_unsupported() -> str | None:
     return None
 
 
+# --- fused lm_head + cross-entropy (workload field lm_head_loss): optional libraries, pinned only in the env
+# specs whose torch and triton they fit (envs/<name>/env.yaml extra_pins); absent elsewhere, and then unsupported.
+LM_HEAD_LOSS_LIBRARIES = {  # lm_head_loss -> (module, PyPI package)
+    "liger": ("liger_kernel", "liger-kernel"),
+    "cce": ("cut_cross_entropy", "cut-cross-entropy"),
+    "cce-torch-compile": ("cut_cross_entropy", "cut-cross-entropy"),
+}
+
+
+def lm_head_loss_unsupported(kind: str, device_type: str) -> str | None:
+    """Why this device / env cannot run lm_head_loss=kind, or None. The device is checked before the library is
+    imported (Liger-Kernel's import alone takes seconds)."""
+    if kind == "plain":
+        return None
+    module, package = LM_HEAD_LOSS_LIBRARIES[kind]
+    if importlib.util.find_spec(module) is None:
+        return (f"lm_head_loss={kind} needs {package}, which is not installed in this env (torch {torch.__version__}); "
+                "the env specs it fits pin it (envs/<name>/env.yaml extra_pins)")
+    if kind == "liger" and device_type != "cuda":
+        return f"Liger-Kernel's fused linear cross-entropy is Triton code, and Triton has no {device_type} backend"
+    if kind == "cce" and device_type != "cuda":
+        return (f"CCE's fused kernel (impl cce) is Triton code, and Triton has no {device_type} backend "
+                "(lm_head_loss=cce-torch-compile runs CCE's torch.compile implementation there)")
+    if kind == "cce-torch-compile" and compile_unsupported():
+        return f"lm_head_loss=cce-torch-compile is compiled by torch.compile: {compile_unsupported()}"
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 -- an incompatible torch/triton shows up as any import error
+        return f"{package} cannot be imported with torch {torch.__version__}: {type(exc).__name__}: {exc}".splitlines()[0]
+    return None
+
+
+def autocast_dtype(device_type: str) -> torch.dtype | None:
+    """The dtype autocast computes in on this device type, None where autocast is off (2.4+ has one device-generic API)."""
+    if hasattr(torch, "get_autocast_dtype"):
+        return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
+    if device_type == "cuda":
+        return torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else None
+    return torch.get_autocast_cpu_dtype() if torch.is_autocast_cpu_enabled() else None
+
+
+def linear_cross_entropy(kind: str):
+    """(hidden [N, C], weight [V, C], targets [N]) -> mean cross-entropy of hidden @ weight.T, from the library.
+
+    Kept out of the model's torch.compile graph (torch.compiler.disable, in torch 2.1 onwards): the libraries
+    launch their own Triton kernels, and CCE's torch.compile implementation compiles itself."""
+    if kind == "liger":
+        from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
+
+        def loss(hidden, weight, targets):
+            return liger_fused_linear_cross_entropy(hidden, weight, targets)  # handles autocast itself (amp_custom_fwd)
+    elif kind in ("cce", "cce-torch-compile"):
+        from cut_cross_entropy import linear_cross_entropy as cce
+
+        impl = "cce" if kind == "cce" else "torch_compile"
+
+        def loss(hidden, weight, targets):
+            dtype = autocast_dtype(hidden.device.type)  # CCE's kernels do not see autocast: use the dtype the
+            if dtype is not None:                         # plain path's lm_head GEMM runs in under it
+                hidden, weight = hidden.to(dtype), weight.to(dtype)
+            return cce(hidden, weight, targets, impl=impl)
+    else:
+        raise ValueError(f"lm_head_loss={kind!r} has no fused implementation")
+    return torch.compiler.disable(loss)
+
+
 def grad_scaler(device_type: str, enabled: bool):
     if hasattr(torch.amp, "GradScaler"):  # 2.3+: device-generic; torch.cuda.amp.GradScaler is deprecated
         return torch.amp.GradScaler(device_type, enabled=enabled)
@@ -180,11 +248,16 @@ def device_kernel_events(events) -> list[tuple[str, float]]:
 
     Both 2.1 and 2.13 list device activities as events with device_type CUDA, timed by time_range.
     Left out: the GPU-side copies of record_function ranges (gpu_user_annotation, e.g.
-    "Optimizer.step#AdamW.step"), which span kernels and would count them twice; 2.4+ flags them with
-    is_user_annotation, 2.1 does not, so a name that is also a CPU-side event is dropped as well."""
+    "Optimizer.step#AdamW.step"), which span kernels and would count them twice. 2.4+ flags them with
+    is_user_annotation, and there the flag alone decides: Inductor records every Triton launch as a CPU-side
+    event named like its kernel (_RecordFunctionFast(kernel_name) in triton_heuristics.py), so dropping device
+    names also seen on the CPU drops every Triton kernel (the torch 2.11 H100/H200 records show none). 2.1 has
+    no flag: there a name that is also a CPU-side event is dropped (its Triton kernels are named triton__0d1d..,
+    unlike their CPU-side events)."""
     from torch.autograd import DeviceType
 
-    cpu_names = {e.name for e in events if e.device_type == DeviceType.CPU}
+    flagged = any(hasattr(e, "is_user_annotation") for e in events)
+    cpu_names = set() if flagged else {e.name for e in events if e.device_type == DeviceType.CPU}
     return [
         (e.name, float(e.time_range.elapsed_us()))
         for e in events

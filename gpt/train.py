@@ -45,6 +45,7 @@ def check_supported(config: WorkloadConfig, device: torch.device) -> None:
             reasons.append(f"SDPA backend {config.sdpa_backend!r} does not exist in torch {torch.__version__}")
         elif device.type == "cpu" and config.sdpa_backend not in ("flash", "math"):
             reasons.append(f"SDPA backend {config.sdpa_backend!r} has no CPU kernel (CPU has flash and math)")
+    reasons.append(torch_compat.lm_head_loss_unsupported(config.lm_head_loss, device.type))
     if config.compile in ("reduce-overhead",) and device.type == "cpu":
         reasons.append("compile mode reduce-overhead uses CUDA graphs; there are none on CPU")
     reasons = [r for r in reasons if r]
@@ -107,7 +108,8 @@ def build(config: WorkloadConfig) -> Trainer:
     check_supported(config, device)
     torch.manual_seed(config.seed)
     corpus = load_corpus(config.data, config.seed, config.vocab_size)
-    model = GPT(config.n_layer, config.n_head, config.n_embd, config.vocab_size, config.seq_len, config.attention)
+    model = GPT(config.n_layer, config.n_head, config.n_embd, config.vocab_size, config.seq_len, config.attention,
+                config.lm_head_loss)
     model.to(device)
     forward = model
     if config.compile != "off":

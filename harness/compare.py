@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib
 import io
 import json
 import math
@@ -29,10 +30,19 @@ from tabulate import tabulate
 
 from harness import stats
 from harness import sweep as sweepmod
-from harness.record import NOT_IN_WORKLOAD_HASH, canonical_hash, device_label, iter_records, workload_hash
+from harness.record import (
+    ADDED_FIELD_DEFAULTS,
+    NOT_IN_WORKLOAD_HASH,
+    canonical_hash,
+    device_label,
+    iter_records,
+    measured_workload,
+    workload_hash,
+)
 
 DEFAULT_LOSS_TOL = 0.01  # relative
-TABLES = ("ladder", "versions", "gpus", "knobs", "factors", "underneath", "libraries", "loss", "reference", "sweeps", "left-out")
+TABLES = ("ladder", "versions", "gpus", "knobs", "factors", "underneath", "libraries", "loss", "reference", "sweeps",
+          "fastest", "left-out")
 FORMATS = ("text", "markdown", "csv", "json")
 # Natural "before -> after" order of knob values (anything else: numbers ascending, then text).
 VALUE_ORDER = {
@@ -41,6 +51,7 @@ VALUE_ORDER = {
     "sdpa_backend": ("auto", "math", "efficient", "flash", "cudnn"),
     "compile": ("off", "default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune"),
     "optimizer": ("foreach", "fused"),
+    "lm_head_loss": ("plain", "cce-torch-compile", "cce", "liger"),
     "matmul_precision": ("highest", "high", "medium"),
 }
 # Environment keys worth comparing between two envs (dotted paths, prefix match) and between two GPUs.
@@ -127,7 +138,7 @@ def memory_of(record: dict) -> tuple[str, int | None]:
 
 
 def knob_fields(workload: dict) -> dict:
-    return {k: v for k, v in (workload or {}).items() if k not in NOT_IN_WORKLOAD_HASH}
+    return measured_workload(workload)
 
 
 def set_key_of(record: dict) -> tuple[str, str]:
@@ -314,9 +325,9 @@ class Group:
 
 @dataclass
 class Filters:
-    """--env, --gpu, --plan, --rung. The user's logged numbers (kind=reference) are not an env: --env selects
-    measured runs and leaves them in, to stand beside those runs in the reference tables (`--env reference`
-    alone: the references only). --gpu, --plan and --rung select them by their own GPU class, plan and rung."""
+    """--env, --gpu, --plan, --rung. The user's logged numbers (kind=reference) and a peer's (kind=peer) are not an
+    env: --env selects measured runs and leaves them in, to stand beside those runs (`--env reference` alone: the
+    references only). --gpu, --plan and --rung select them by their own GPU class, plan and rung."""
 
     envs: list = field(default_factory=list)
     gpus: list = field(default_factory=list)
@@ -324,7 +335,7 @@ class Filters:
     rungs: list = field(default_factory=list)
 
     def keep(self, record: dict) -> bool:
-        if self.envs and record.get("env") not in self.envs and record.get("kind") != "reference":
+        if self.envs and record.get("env") not in self.envs and record.get("kind") not in ("reference", "peer"):
             return False
         gpu = device_label(record.get("environment")).lower()
         if self.gpus and not any(g.lower() in gpu for g in self.gpus):
@@ -348,6 +359,7 @@ class Dataset:
     env_versions: dict = field(default_factory=dict)  # env label -> torch version
     kept_envs: set = field(default_factory=set)  # the `env` of every record the filters kept ("reference" included)
     env_of: dict = field(default_factory=dict)  # run_id -> env label, for every measured record (failed ones included)
+    peers: list = field(default_factory=list)  # kind=peer, one group per record (never merged, never compared as runs)
 
     def envs(self) -> list[str]:
         return sorted(self.env_order, key=self.env_order.get)
@@ -387,7 +399,7 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
 
     versions: dict[str, set] = {}
     for _path, r in kept:
-        if r.get("kind") != "reference":
+        if r.get("kind") == "measured":
             v = ((r.get("environment") or {}).get("torch") or {}).get("version")
             versions.setdefault(r["env"], set())
             if v:
@@ -398,13 +410,13 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
         return r["env"] if len(versions.get(r["env"], ())) <= 1 else f"{r['env']}@{v or '?'}"
 
     groups: dict[tuple, Group] = {}
-    references, failed, env_versions, gpu_keys, env_of = [], [], {}, {}, {}
+    references, peers, failed, env_versions, gpu_keys, env_of = [], [], [], {}, {}, {}
     for path, r in kept:
         gpu = device_label(r.get("environment"))
         where = f"{path.name} ({r.get('plan')}/{r.get('rung')}, {r['env']}, {gpu})"
-        if r.get("kind") == "reference":
-            g = Group("reference", r["workload_hash"], r["flags"]["hash"], r["env"], gpu, [r], [path], n_boot)
-            references.append(g)
+        if r.get("kind") in ("reference", "peer"):  # beside the measurements, never one of them
+            g = Group(r["kind"], r["workload_hash"], r["flags"]["hash"], r["env"], gpu, [r], [path], n_boot)
+            (references if r["kind"] == "reference" else peers).append(g)
             continue
         label = env_of[r["run_id"]] = env_label(r)
         if env_versions.get(label) is None:  # a failed run may not know its torch version; an ok run of the env does
@@ -437,6 +449,7 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
         env_order={e: i for i, e in enumerate(env_rank)},
         gpu_order={gname: i for i, gname in enumerate(sorted(gpu_keys, key=gpu_keys.get))},
         env_versions=env_versions, kept_envs={r["env"] for _path, r in kept}, env_of=env_of,
+        peers=sorted(peers, key=lambda g: (g.gpu, g.first["run_id"])),
     )
     _note_variants(ds)
     return ds
@@ -980,6 +993,13 @@ class Compare:
         return table
 
     # --- loss parity
+    def pair_parity(self, base: Group, other: Group) -> dict:
+        """The loss rule of loss_table for two groups (a knob's run against its starting point): over their common
+        steps, from the longer warm-up of the two."""
+        upto = min((g.loss_steps for g in (base, other) if g.loss_steps), default=None)
+        start = max(((r.get("workload") or {}).get("warmup_steps") or 0 for g in (base, other) for r in g.records), default=0)
+        return loss_parity(base, other, upto, start, self.loss_tol)
+
     def loss_table(self) -> Table:
         tol = self.loss_tol
         table = Table("loss", f"Loss parity: same workload, flags and steps across cells; flagged when final or mean loss differs from the baseline cell by more than {tol:.1%} (relative)", [
@@ -992,20 +1012,12 @@ class Compare:
             upto = min((g.loss_steps for g in groups if g.loss_steps), default=None)
             start = max(((r.get("workload") or {}).get("warmup_steps") or 0 for g in groups for r in g.records), default=0)
             base = groups[0]
-            bf, bm = base.losses(upto, start)
             for g in groups:
-                f, m = g.losses(upto, start)
-                df = None if None in (f, bf) or not bf else (f - bf) / abs(bf)
-                dm = None if None in (m, bm) or not bm else (m - bm) / abs(bm)
-                if g is base:
-                    parity = "baseline"
-                elif df is None and dm is None:
-                    parity = "no loss"
-                else:
-                    parity = "DRIFT" if any(d is not None and abs(d) > tol for d in (df, dm)) else "ok"
+                p = loss_parity(base, g, upto, start, tol)
                 table.rows.append({"rung": g.label, "batch": g.batch, "gpu": g.gpu, "env": g.env, "steps": upto,
-                                   "final": _round(f), "mean": _round(m), "d_final": None if g is base else fmt_signed_pct(df),
-                                   "d_mean": None if g is base else fmt_signed_pct(dm), "parity": parity,
+                                   "final": _round(p["final"]), "mean": _round(p["mean"]),
+                                   "d_final": None if g is base else fmt_signed_pct(p["d_final"]),
+                                   "d_mean": None if g is base else fmt_signed_pct(p["d_mean"]), "parity": p["parity"],
                                    "run_ids": run_ids(g) if g is base else run_ids(base, g)})
         if not table.rows:
             table.notes.append("no comparison set ran in more than one (GPU, env) cell")
@@ -1115,6 +1127,12 @@ class Compare:
             table.notes.append("no sweep records")
         return table
 
+    # --- the fastest found (harness.fastest builds on this module, hence imported here)
+    def fastest_tables(self) -> list[Table]:
+        from harness import fastest
+
+        return fastest.overview(self) + [fastest.search_table(self, s) for s in fastest.searches(self)]
+
     def left_out_table(self) -> Table:
         table = Table("left-out", "Left out, and why", [("what", "record"), ("why", "why")])
         table.rows = [{"what": w, "why": y} for w, y in self.ds.left_out]
@@ -1127,7 +1145,8 @@ class Compare:
             "ladder": self.ladder_tables, "versions": self.versions_table, "gpus": self.gpus_table,
             "knobs": lambda: self.knobs_table(effects), "factors": lambda: self.factors_table(effects),
             "underneath": self.underneath_table, "libraries": self.libraries_table, "loss": self.loss_table,
-            "reference": lambda: [self.reference_table(), *self.reference_ladder_tables()], "sweeps": self.sweeps_table, "left-out": self.left_out_table,
+            "reference": lambda: [self.reference_table(), *self.reference_ladder_tables()], "sweeps": self.sweeps_table,
+            "fastest": self.fastest_tables, "left-out": self.left_out_table,
         }
         out = []
         for name in names:
@@ -1140,6 +1159,23 @@ class Compare:
                 f"Loss parity tolerance: {self.loss_tol:.1%} relative.",
                 ("Baselines: env = oldest torch in each comparison (--baseline-env to choose); GPU = lowest compute "
                  "capability (--baseline-gpu). " + COMPARABLE_RULE)]
+
+
+def loss_parity(base: Group, g: Group, upto: int | None, start: int, tol: float) -> dict:
+    """The loss rule: g's loss at step upto-1 and its mean over steps start..upto-1 (repeats averaged), each relative
+    to base's; parity "DRIFT" when either differs by more than tol, "ok" otherwise ("baseline" for base itself,
+    "no loss" when neither can be computed). Keys: final, mean, d_final, d_mean, parity, steps."""
+    bf, bm = base.losses(upto, start)
+    f, m = g.losses(upto, start)
+    df = None if None in (f, bf) or not bf else (f - bf) / abs(bf)
+    dm = None if None in (m, bm) or not bm else (m - bm) / abs(bm)
+    if g is base:
+        parity = "baseline"
+    elif df is None and dm is None:
+        parity = "no loss"
+    else:
+        parity = "DRIFT" if any(d is not None and abs(d) > tol for d in (df, dm)) else "ok"
+    return {"final": f, "mean": m, "d_final": df, "d_mean": dm, "parity": parity, "steps": upto}
 
 
 def run_ids(*groups: Group) -> list[str]:
@@ -1172,7 +1208,10 @@ def _value_key(name: str, v) -> tuple:
 
 def _diff(a: Group, b: Group) -> list[tuple[str, object, object]]:
     wa, wb = knob_fields(a.workload), knob_fields(b.workload)
-    out = [(k, wa.get(k), wb.get(k)) for k in sorted(set(wa) | set(wb)) if wa.get(k) != wb.get(k)]
+    # a field added after a record was written reads as its default there (lm_head_loss: plain)
+    keys = sorted(set(wa) | set(wb))
+    out = [(k, wa.get(k, ADDED_FIELD_DEFAULTS.get(k)), wb.get(k, ADDED_FIELD_DEFAULTS.get(k))) for k in keys]
+    out = [(k, va, vb) for k, va, vb in out if va != vb]
     if a.flags_hash != b.flags_hash:
         fa, fb = a.flags, b.flags
         out += [(f"flag:{k}", fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
@@ -1440,7 +1479,8 @@ def render_json(tables: list[Table], ds: Dataset, footer: list[str], warnings: l
 def header_lines(ds: Dataset, paths) -> list[str]:
     ok = sum(len(g.records) for g in ds.groups)
     lines = [f"{ds.valid_records} valid record(s) under {', '.join(map(str, paths))}: {ok} ok measured run(s) in "
-             f"{len(ds.groups)} comparable group(s), {len(ds.references)} reference(s), {len(ds.failed)} not ok"
+             f"{len(ds.groups)} comparable group(s), {len(ds.references)} reference(s), "
+             + (f"{len(ds.peers)} peer record(s), " if ds.peers else "") + f"{len(ds.failed)} not ok"
              + (f", {ds.filtered} filtered out" if ds.filtered else "") + "."]
     if ds.env_order:
         lines.append("envs (oldest torch first): " + ", ".join(f"{e} ({ds.env_versions.get(e) or '?'})" for e in ds.envs()))
@@ -1512,7 +1552,7 @@ def analyse(args, p: argparse.ArgumentParser, warn) -> tuple[Dataset, Compare]:
         print(f"error: no valid record found under {', '.join(args.paths)}", file=sys.stderr)
         sys.exit(1)
     # References pass --env (Filters): an --env that matches no record still leaves nothing to compare.
-    if not (ds.groups or ds.references or ds.failed or ds.left_out) or (args.env and not ds.kept_envs & set(args.env)):
+    if not (ds.groups or ds.references or ds.peers or ds.failed or ds.left_out) or (args.env and not ds.kept_envs & set(args.env)):
         print(f"error: {ds.valid_records} valid record(s), but none matches the filters", file=sys.stderr)
         sys.exit(1)
     env, gpu = resolve_baselines(p, args, ds)
@@ -1542,4 +1582,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run as harness.compare, not __main__: harness.fastest builds its tables from this module's classes
+    sys.exit(importlib.import_module("harness.compare").main())

@@ -12,6 +12,8 @@ pairs it needs, and says so when they do not. Topics, in the report's order:
                measurement beside the user's numbers for the same rung and B
   batch        how far B grows: batch searches and the user's batch sweep
   sdpa         which SDPA backend `auto` chose, and what forcing one costs
+  fastest      per GPU: the seed ladder's best, the fastest found beyond it (plan beyond-ladder, harness.tune), the
+               user's best and the peer, and the kernel time that explains the gain (harness.fastest's tables)
   knobs, factors, cross, loss   the generic tables' headlines
 
 A pair for a knob is two runs of one (GPU, env) cell (or of the user's log, one torch build) whose workloads
@@ -27,9 +29,11 @@ from itertools import combinations
 from harness import stats
 from harness import sweep as sweepmod
 from harness.compare import VALUE_ORDER, Cell, Compare, Group, Table, knob_fields, short_gpu
-from harness.flags import INDUCTOR_OPTIONS, flags_for
+from harness.fastest import BEYOND_ROW, OVERVIEW_TITLE, SEED_ROW, SPLIT_TITLE, TUNE_ROW, USER_ROW
+from harness.flags import flags_for
 
 MIB = 2**20
+PADDING_FLAGS = ("inductor_shape_padding", "inductor_comprehensive_padding")  # the compiler's own padding (plan padding)
 MAX_CITED = 6  # run ids cited per finding before "and N more"
 
 
@@ -72,7 +76,7 @@ def overrides(g: Group) -> dict:
 
 def padding_setting(g: Group) -> str:
     """'default' or e.g. 'inductor_shape_padding off, inductor_comprehensive_padding off'."""
-    changed = [f"{name} {g.flags.get(name)}" for name in INDUCTOR_OPTIONS if g.flags.get(name, "default") != "default"]
+    changed = [f"{name} {g.flags.get(name)}" for name in PADDING_FLAGS if g.flags.get(name, "default") != "default"]
     return ", ".join(changed) or "default"
 
 
@@ -364,6 +368,46 @@ def sdpa(cmp: Compare) -> list[Finding]:
     return out
 
 
+def fastest(tables: list[Table]) -> list[Finding]:
+    """One finding per GPU from harness.fastest's overview table and the kernel split after it."""
+    out = []
+    for i, t in enumerate(tables):
+        if not t.title.startswith(OVERVIEW_TITLE):
+            continue
+        gpu = t.title.removeprefix(OVERVIEW_TITLE)
+        rows = {r["what"]: r for r in t.rows}
+        seed = rows.get(SEED_ROW) or {}
+        if seed.get("tokens_s") is None:
+            continue
+        text = (f"{short_gpu(gpu)}: the seed ladder's best run is {seed['run']} ({seed['batch']}), {seed['tokens_s']:,.0f} "
+                f"tokens/s, MFU {seed['mfu_ds'].text() if seed.get('mfu_ds') else 'n/a'} of the datasheet peak")
+        found = [r for r in t.rows if r["what"] in (BEYOND_ROW, TUNE_ROW) and r.get("tokens_s") is not None]
+        best = max(found, key=lambda r: r["tokens_s"], default=None)
+        if best is not None:
+            text += (f"; the fastest found beyond it: {best['run']} ({best['batch']}), {best['tokens_s']:,.0f} tokens/s, "
+                     f"{best['vs_seed'].brief() if best.get('vs_seed') else 'n/a'} against it, MFU "
+                     f"{best['mfu_ds'].text() if best.get('mfu_ds') else 'n/a'}, "
+                     f"loss {best['parity']}")
+            split = tables[i + 1] if i + 1 < len(tables) and tables[i + 1].title.startswith(SPLIT_TITLE) else None
+            parts = {r["what"]: r for r in split.rows} if split else {}
+            named = [(k, label) for k, label in (("attention kernels", "attention"), ("GEMMs, all", "GEMMs"),
+                                                 ("lm_head GEMMs (part of the GEMMs above)", "lm_head GEMMs"))
+                     if parts.get(k, {}).get("a") is not None]
+            if named:
+                text += ("; kernel time per step against its start: " + ", ".join(
+                    f"{label} {parts[k]['a']} -> {parts[k]['b']} ms" for k, label in named))
+        if (rows.get(TUNE_ROW) or {}).get("tokens_s") is None:
+            text += "; no harness.tune run is in these records"
+        others = [r for r in t.rows if (r["what"] == USER_ROW or r["what"].startswith("peer")) and r.get("tokens_s") is not None]
+        if others:
+            text += "; beside it: " + "; ".join(
+                f"{r['what']} {r['tokens_s']:,.0f} tokens/s ({r['run'] + ', ' if r['what'] == USER_ROW else ''}{r['batch']})"
+                for r in others)
+        ids = [x for r in t.rows for x in r.get("run_ids", ())]
+        out.append(Finding("fastest", text + ".", tuple(ids)))
+    return out
+
+
 def ladder(ladder_tables: list[Table]) -> list[Finding]:
     out = []
     for t in ladder_tables:
@@ -385,7 +429,7 @@ def ladder(ladder_tables: list[Table]) -> list[Finding]:
 def compute(cmp: Compare, tables: dict[str, list[Table]], effects: dict) -> list[Finding]:
     """Every finding, in the report's order."""
     out = ladder(tables["ladder"])
-    out += tf32_memory(cmp) + vocab(cmp) + versions(cmp) + batch(cmp) + sdpa(cmp)
+    out += tf32_memory(cmp) + vocab(cmp) + versions(cmp) + batch(cmp) + sdpa(cmp) + fastest(tables.get("fastest", []))
     for (knob, _ctx), entry in effects.items():
         cells = sorted(entry["cells"].items(), key=lambda kv: (cmp.gpu_rank[kv[0][0]], cmp.env_rank[kv[0][1]]))
         parts = [f"{Cell(d).brief()} on {short_gpu(gpu)}/{env}" for (gpu, env), (_a, _b, d, _boot) in cells]

@@ -25,6 +25,8 @@ INDUCTOR_CHOICES = ("default", "on", "off")
 INDUCTOR_OPTIONS = {
     "inductor_shape_padding": "shape_padding",  # pad_mm: pads GEMM shapes (vocab 50257 -> 50264 in bf16)
     "inductor_comprehensive_padding": "comprehensive_padding",  # pads row strides of generated buffers (2.4+)
+    "inductor_coordinate_descent_tuning": "coordinate_descent_tuning",  # tunes Triton block sizes (llm.c's --compile sets it)
+    "inductor_aggressive_fusion": "aggressive_fusion",  # fuses nodes even where they share no reads
 }
 TF32_ENV_OVERRIDES = ("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "NVIDIA_TF32_OVERRIDE")
 
@@ -43,6 +45,8 @@ class FrozenFlags:
     deterministic_algorithms: bool = False
     inductor_shape_padding: str = "default"
     inductor_comprehensive_padding: str = "default"
+    inductor_coordinate_descent_tuning: str = "default"
+    inductor_aggressive_fusion: str = "default"
 
     def __post_init__(self):
         for name in INDUCTOR_OPTIONS:

@@ -4,8 +4,9 @@ Pure functions on names, no torch: compare/report and the tests import this with
 patterns come from real Ampere/Hopper traces (../shared/notes/torch-builds-and-apis.md section 4);
 tests/test_kernels.py holds the names they were checked against.
 
-Categories: gemm, attention, triton (Inductor-generated code), optimizer-fused, optimizer-foreach,
-elementwise, reduction, normalization, memcpy (copies and memsets), communication, other.
+Categories: gemm, attention, triton (Inductor-generated code), lm-head-loss (a fused linear + cross-entropy
+library's kernels), optimizer-fused, optimizer-foreach, elementwise, reduction, normalization, memcpy (copies and
+memsets), communication, other.
 
 GEMM precision tags: fp32-simt (no tensor cores), fp32 (fp32 storage and math, tensor-core use not
 stated by the name), tf32, bf16, fp16, fp8, fp64, or an ambiguous pair ("fp32/tf32") where the name
@@ -17,9 +18,14 @@ from __future__ import annotations
 import re
 
 CATEGORIES = (
-    "gemm", "attention", "triton", "optimizer-fused", "optimizer-foreach", "elementwise", "reduction",
+    "gemm", "attention", "triton", "lm-head-loss", "optimizer-fused", "optimizer-foreach", "elementwise", "reduction",
     "normalization", "memcpy", "communication", "other",
 )
+# The Triton kernels of the fused lm_head losses (gpt/torch_compat.py linear_cross_entropy), named as in the
+# libraries' sources (liger-kernel 0.8.5 ops/fused_linear_cross_entropy.py; cut-cross-entropy 25.1.1): a Triton
+# kernel carries its Python function's name. Not yet checked against a real trace.
+LM_HEAD_LOSS_KERNELS = ("liger_cross_entropy_kernel", "element_mul_kernel", "_cce_lse_forward_kernel",
+                        "_cce_backward_kernel", "_indexed_neg_dot_forward_kernel")
 SDPA_BACKENDS = ("flash", "efficient", "cudnn", "math")
 
 
@@ -100,6 +106,8 @@ def classify_kernel(name: str) -> tuple[str, str | None]:
         return "triton", None
     if attention_backend(name):
         return "attention", _tensor_dtype(n)
+    if any(k in n for k in LM_HEAD_LOSS_KERNELS):  # before reduction: liger's kernel name says cross_entropy
+        return "lm-head-loss", None
     if "fusedadam" in n or "fused_adam" in n or "fusedsgd" in n or "fused_sgd" in n:
         return "optimizer-fused", None  # multi_tensor_apply_kernel<..., FusedAdamMathFunctor<...>>
     if "multi_tensor_apply" in n or "foreach" in n:

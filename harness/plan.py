@@ -99,6 +99,8 @@ class Plan:
     repeats: int = 1
     source: str = ""
     sweep: Sweep | None = None  # the plan-wide sweep, if any (already copied into rungs without their own)
+    defaults: dict = field(default_factory=dict)  # the plan's `defaults` (already merged into every rung)
+    cumulative: bool = False
 
 
 def builtin_plans() -> list[str]:
@@ -157,4 +159,4 @@ def load_plan(name_or_path: str) -> Plan:
     repeats = data.get("repeats", 1)
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
         raise PlanError(f"{path}: repeats must be a positive integer")
-    return Plan(plan_name, description, rungs, repeats, str(path), plan_sweep)
+    return Plan(plan_name, description, rungs, repeats, str(path), plan_sweep, base, cumulative)

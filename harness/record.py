@@ -25,6 +25,9 @@ SCHEMA_PATH = Path(__file__).with_name("record.schema.json")
 STATUSES = ("ok", "invalid", "oom", "unsupported", "error")
 # Workload fields that do not change what is measured, only how long or where it ran (or what it is called).
 NOT_IN_WORKLOAD_HASH = ("device", "steps", "warmup_steps", "profile_steps", "preset")
+# Workload fields added after records existed, with the value every earlier record ran with: at that value they are
+# left out of the hash (and of knob comparisons), so earlier records stay comparable with runs that leave them alone.
+ADDED_FIELD_DEFAULTS = {"lm_head_loss": "plain"}
 
 
 class RecordError(ValueError):
@@ -52,9 +55,16 @@ def canonical_hash(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def measured_workload(workload: dict) -> dict:
+    """The fields that say what a run measures: the workload less NOT_IN_WORKLOAD_HASH and less the added fields
+    left at their ADDED_FIELD_DEFAULTS value."""
+    return {k: v for k, v in (workload or {}).items()
+            if k not in NOT_IN_WORKLOAD_HASH and not (k in ADDED_FIELD_DEFAULTS and v == ADDED_FIELD_DEFAULTS[k])}
+
+
 def workload_hash(workload: dict) -> str:
-    """What a run measures: the workload less NOT_IN_WORKLOAD_HASH. Runs with equal hashes are comparable."""
-    return canonical_hash({k: v for k, v in workload.items() if k not in NOT_IN_WORKLOAD_HASH})
+    """What a run measures (measured_workload). Runs with equal hashes are comparable."""
+    return canonical_hash(measured_workload(workload))
 
 
 def device_label(environment: dict | None) -> str:

@@ -45,6 +45,7 @@ FINDING_TOPICS = (  # harness.findings topics, in the order the report shows the
     ("ladder", "Ladders"), ("tf32-memory", "Memory with TF32 on (the user's question (a))"),
     ("vocab", "Vocab padding 50257 -> 50304 (question (b))"), ("padding-ab", "The compiler's own padding (A/B)"),
     ("versions", "Torch builds: memory and speed"), ("batch", "How far B grows"), ("sdpa", "Which SDPA backend"),
+    ("fastest", "Fastest found vs the user's best vs the peer"),
     ("knobs", "Knob effects"), ("factors", "The GPU or the torch version?"), ("cross", "Cross-version and cross-GPU"),
     ("loss", "Loss parity"),
 )
@@ -509,6 +510,7 @@ def build(cmp: Compare, paths, command: str) -> Doc:
         "knobs": [cmp.knobs_table(effects)], "factors": [cmp.factors_table(effects)], "underneath": [cmp.underneath_table()],
         "libraries": [cmp.libraries_table()], "loss": [cmp.loss_table()], "reference": [cmp.reference_table()],
         "reference_ladders": cmp.reference_ladder_tables(), "sweeps": [cmp.sweeps_table()], "left-out": [cmp.left_out_table()],
+        "fastest": cmp.fastest_tables(),
     }
     doc.h(1, "GPT-2 training performance: optimisation ladder, torch versions and GPUs")
     doc.p(f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `{command}` from {', '.join(map(str, paths))}: "
@@ -558,7 +560,15 @@ def build(cmp: Compare, paths, command: str) -> Doc:
     for t in tables["ladder"]:
         doc.table(t)
 
-    doc.h(2, "5. Torch versions and GPUs")
+    doc.h(2, "5. Fastest found vs the user's best vs the peer")
+    doc.p("Per device: the seed ladder's best run, the fastest loss-equivalent run found beyond it (plan beyond-ladder, "
+          "and `python -m harness.tune`, plan fastest), the user's best logged number and the peer's, each with tokens/s, "
+          "MFU and memory; then the kernel time per step that explains the gain, against its start at the same B and T "
+          "(harness.fastest; docs/beyond.md).")
+    for t in tables["fastest"]:
+        doc.table(t)
+
+    doc.h(2, "6. Torch versions and GPUs")
     chart = heatmap_chart(tables["versions"][0])
     if chart:
         doc.img(*chart)
@@ -572,7 +582,7 @@ def build(cmp: Compare, paths, command: str) -> Doc:
         doc.p("No cross-GPU chart: no rung ran on two GPUs under the same env.")
     doc.table(tables["gpus"][0])
 
-    doc.h(2, "6. Knob effects: the GPU or the torch version?")
+    doc.h(2, "7. Knob effects: the GPU or the torch version?")
     doc.table(tables["knobs"][0])
     chart = factors_chart(tables["factors"][0])
     if chart:
@@ -581,14 +591,14 @@ def build(cmp: Compare, paths, command: str) -> Doc:
         doc.p("No 2x2 chart: no knob was measured with comparable runs on 2 GPUs x 2 envs.")
     doc.table(tables["factors"][0])
 
-    doc.h(2, "7. Memory")
+    doc.h(2, "8. Memory")
     chart = memory_chart(cmp)
     if chart:
         doc.img(*chart)
     else:
         doc.p("No memory-split chart: no record has explain.memory_split (it needs a CUDA run).")
 
-    doc.h(2, "8. What changed underneath")
+    doc.h(2, "9. What changed underneath")
     chart = kernel_mix_chart(cmp)
     if chart:
         doc.img(*chart)
@@ -596,7 +606,7 @@ def build(cmp: Compare, paths, command: str) -> Doc:
         doc.p("No kernel-mix chart: no record has a kernel profile (explain.kernels).")
     doc.table(tables["underneath"][0])
 
-    doc.h(2, "9. Sweeps")
+    doc.h(2, "10. Sweeps")
     charts = sweep_charts(cmp)
     for name, png, caption in charts:
         doc.img(name, png, caption)
@@ -604,15 +614,15 @@ def build(cmp: Compare, paths, command: str) -> Doc:
         doc.p("No sweep chart: no record has a sweep field.")
     doc.table(tables["sweeps"][0])
 
-    doc.h(2, "10. Loss parity")
+    doc.h(2, "11. Loss parity")
     doc.table(tables["loss"][0])
 
-    doc.h(2, "11. The user's own numbers (reference)")
+    doc.h(2, "12. The user's own numbers (reference)")
     doc.table(tables["reference"][0])
     for t in tables["reference_ladders"]:
         doc.table(t)
 
-    doc.h(2, "12. Left out")
+    doc.h(2, "13. Left out")
     doc.table(tables["left-out"][0])
     doc.ul(cmp.footer())
     return doc

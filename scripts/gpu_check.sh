@@ -5,7 +5,7 @@
 #   bash scripts/gpu_check.sh [RESULTS_DIR]        # default results/gpu-<hostname>-<yyyymmdd>
 #
 # Steps (GPU_CHECK_STEPS, default "explain ladder padding batch overhead compare report"; the CUDA sanity
-# check runs first whenever explain, ladder, padding, batch or overhead is selected):
+# check runs first whenever explain, ladder, padding, batch, overhead or tune is selected):
 #   sanity   nvidia-smi and torch/CUDA; stops the script with one line when torch sees no CUDA device
 #   explain  seed-ladder rungs bf16 and sdpa-flash of gpt2-124m with kernel capture on; then
 #            scripts/check_explain_records.py: lm_head GEMM kernel named, attention kernel named (by the
@@ -19,6 +19,9 @@
 #   overhead scripts/overhead_check.py: the harness's tokens/s against a bare loop of the same workload
 #            (gpt2-124m, fused-adamw-clip, B=64), 3 alternated rounds; fails beyond 1%. Its 3 harness
 #            records are 3 more repeats of the ladder's B=64 best rung (their agreement shows in compare)
+#   tune     (not in the default list: GPU_CHECK_STEPS="tune compare report") python -m harness.tune on gpt2-124m
+#            from the seed ladder's fused-adamw-clip at B=64: every beyond-ladder knob alone, the ones that
+#            helped together, the batch search on the winner (docs/beyond.md); records in RESULTS_DIR/fastest
 #   compare  python -m harness.compare on RESULTS_DIR (and results/reference, the user's logged numbers)
 #   report   python -m harness.report on the same, into RESULTS_DIR/report
 #
@@ -45,8 +48,8 @@ die() { echo "gpu_check: $*" >&2; exit 2; }
 
 for s in $STEPS; do
   case "$s" in
-    sanity|explain|ladder|padding|batch|overhead|compare|report) ;;
-    *) die "unknown step '$s' in GPU_CHECK_STEPS (known: sanity explain ladder padding batch overhead compare report)" ;;
+    sanity|explain|ladder|padding|batch|overhead|tune|compare|report) ;;
+    *) die "unknown step '$s' in GPU_CHECK_STEPS (known: sanity explain ladder padding batch overhead tune compare report)" ;;
   esac
 done
 for b in $BATCHES; do
@@ -116,7 +119,7 @@ import harness.run  # noqa: F401  (the harness imports with this interpreter)
 PYEOF
 
 # ------------------------------------------------------------------ (a) sanity: a CUDA device, or stop
-if wants sanity || wants explain || wants ladder || wants padding || wants batch || wants overhead; then
+if wants sanity || wants explain || wants ladder || wants padding || wants batch || wants overhead || wants tune; then
   begin "sanity"
   command -v "$PY" >/dev/null 2>&1 || die "no interpreter '$PY' (set HARNESS_LOCAL_PYTHON)"
   torch_info="$("$PY" -c "$SANITY_PY" 2>&1)"
@@ -181,6 +184,14 @@ if wants overhead; then
   logged "$LOGS/overhead.log" "$PY" scripts/overhead_check.py --env local --plan seed-ladder --rung fused-adamw-clip --preset gpt2-124m --batch-size 64 --device cuda --rounds 3 --tolerance 0.01 --out "$OUT/overhead-check"
   status=$?
   end "overhead" "$status" "$(grep '^harness / bare' "$LOGS/overhead.log" | tail -n 1)"
+fi
+
+# ------------------------------------------------------------------ (e2) the fastest equivalent configuration
+if wants tune; then
+  begin "tune"
+  logged "$LOGS/tune.log" "$PY" -m harness.tune --env local --preset gpt2-124m --batch-size 64 --device cuda --out "$OUT/fastest"
+  status=$?
+  end "tune" "$status" "$(grep '^best:' "$LOGS/tune.log" | tail -n 1)"
 fi
 
 # ------------------------------------------------------------------ (f) compare, and the report

@@ -5,14 +5,13 @@
     python scripts/readme_gpu.py --check    # exit 1 when README.md's section differs from the records
 
 tests/test_readme_gpu.py runs --check, so a number in the README that disagrees with the records fails the
-tests. Sources: results/gpu-h100-80gb-hbm3/ and results/gpu-h200/ (records, overhead YAML and logs, the peer's
-JSON lines) and results/reference/ (the user's logged numbers). No torch import.
+tests. Sources: results/gpu-h100-80gb-hbm3/ and results/gpu-h200/ (records, the peer's records transcribed from its
+JSON lines, overhead YAML and logs) and results/reference/ (the user's logged numbers). No torch import.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
@@ -129,20 +128,20 @@ def overhead_lines(data: dict) -> list[str]:
     ]
 
 
-def peers(folder: Path) -> list[dict]:
-    lines = (folder / "peer-build-nanogpt.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines if line.startswith("{")]  # the rest is the peer's own console output
+def peers(records: list[dict]) -> list[dict]:
+    """The peer's runs: records of kind peer (results/transcribe_peers.py), in the order of their source lines."""
+    return sorted((r for r in records if r["kind"] == "peer"), key=lambda r: r["peer"]["line"])
 
 
 def peer_lines(data: dict) -> list[str]:
     out = ["| GPU | peer build-nanogpt (SDPA: every backend on) | ours, sdpa-auto rung | ours, seed ladder's last rung (SDPA flash) |",
            "|---|---|---|---|"]
-    for gpu, folder in GPUS:
-        runs = peers(folder)
-        peer = " / ".join(f"{p['tokens_per_s']:,.0f}" for p in runs)
+    for gpu, _folder in GPUS:
+        runs = peers(data[gpu])
+        peer = " / ".join(f"{p['summary']['tokens_per_s']:,.0f}" for p in runs)
         ours_auto = first(data[gpu], folder="beyond", rung="sdpa-auto")
         ours = first(data[gpu], folder="ladder", rung="fused-adamw-clip", batch_size=64)
-        out.append(f"| {runs[0]['gpu']} | {peer} tokens/s ({len(runs)} run{'s' if len(runs) > 1 else ''}) | "
+        out.append(f"| {runs[0]['environment']['gpu']['name']} | {peer} tokens/s ({len(runs)} run{'s' if len(runs) > 1 else ''}) | "
                    f"{tok(ours_auto) if ours_auto else 'not run'} | {tok(ours)} |")
     return out
 

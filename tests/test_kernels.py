@@ -523,3 +523,35 @@ def test_inventory_names_the_padded_lm_head_and_keeps_every_gemm_shape():
     qkv_entry = k["gemms"][-1]
     assert qkv_entry["shapes"] == [[2304], [16384, 768], [768, 2304]] and qkv_entry["mnk"] == [16384, 2304, 768]
     assert qkv_entry["lm_head"] is None and qkv_entry["calls"] == 3 and qkv_entry["dtypes"][0] == "c10::BFloat16"
+
+
+# The fused lm_head losses' Triton kernels, named as the libraries' sources name them (not from a real trace: see
+# harness/kernels.py LM_HEAD_LOSS_KERNELS); liger's says cross_entropy, which would otherwise read as a reduction.
+@pytest.mark.parametrize("name", ["liger_cross_entropy_kernel", "element_mul_kernel", "_cce_lse_forward_kernel",
+                                  "_cce_backward_kernel", "_indexed_neg_dot_forward_kernel"])
+def test_fused_lm_head_loss_kernels_have_their_own_category(name):
+    assert kernels.classify_kernel(name) == ("lm-head-loss", None)
+    assert "lm-head-loss" in kernels.CATEGORIES
+
+
+def test_triton_kernels_named_like_their_cpu_side_event_are_kept():
+    """torch 2.4+ flags GPU copies of record_function ranges with is_user_annotation; Inductor also records each
+    Triton launch as a CPU-side event of the kernel's own name, which must not drop the kernel (torch 2.11's
+    H100/H200 records show no Triton kernel at all). Without the flag (2.1) the name rule still applies."""
+    from torch.autograd import DeviceType
+
+    from gpt import torch_compat
+
+    def event(name, device, annotation=None, us=10.0):
+        e = types.SimpleNamespace(name=name, device_type=device, time_range=types.SimpleNamespace(elapsed_us=lambda: us))
+        if annotation is not None:
+            e.is_user_annotation = annotation
+        return e
+
+    new = [event("triton_poi_fused_add_0", DeviceType.CPU, False), event("triton_poi_fused_add_0", DeviceType.CUDA, False),
+           event("Optimizer.step#AdamW.step", DeviceType.CPU, False), event("Optimizer.step#AdamW.step", DeviceType.CUDA, True),
+           event("nvjet_tst_128x64", DeviceType.CUDA, False, 30.0)]
+    assert torch_compat.device_kernel_events(new) == [("triton_poi_fused_add_0", 10.0), ("nvjet_tst_128x64", 30.0)]
+    old = [event("Optimizer.step#AdamW.step", DeviceType.CPU), event("Optimizer.step#AdamW.step", DeviceType.CUDA),
+           event("triton__0d1d2d", DeviceType.CUDA)]
+    assert torch_compat.device_kernel_events(old) == [("triton__0d1d2d", 10.0)]

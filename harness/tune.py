@@ -1,0 +1,332 @@
+"""The fastest configuration on the device this runs on: `python -m harness.tune`.
+
+  python -m harness.tune --preset gpt2-124m --batch-size 64 --device cuda --out results/fastest
+  python -m harness.tune --preset tiny --set compile=off --knobs sdpa-auto,lm-head-liger --steps 6 --device cpu --out /tmp/t
+
+Every run is a fresh worker (harness.run's), its record in --out tagged plan `fastest`:
+  1. start: one rung of a plan (default: the seed ladder's fused-adamw-clip, its best rung on the H100 and H200
+     records in results/gpu-*), at the preset's B or --batch-size;
+  2. each knob alone on top of the start: the rungs of --knobs-plan (default beyond-ladder: SDPA backends, compile
+     modes, fused lm_head losses, Inductor options), each rung's change against that plan's defaults;
+  3. when two or more knobs helped, all of them together (rung `combined`; of knobs that change the same field or
+     flag, the faster);
+  4. the batch search (harness.batch_search's) on the winner at the start's B, from that B up to --max-batch;
+  5. where the fastest batch size that fits has no start run, the start at that B: the loss is compared only at
+     the same B.
+What helped, the winner and the best are harness.fastest's rules (the report uses the same): a run counts when its
+loss is within --loss-tol of the start's at the same B (harness.compare's loss rule) and its tokens/s are beyond
+noise above it; a faster run whose loss drifts is reported as not equivalent and never chosen. At the end: every
+run against the start, the best configuration with its tokens/s, MFU (datasheet and measured GEMM peak), memory,
+and the kernel-time split against the start at the same B.
+
+The rungs are written to a plan file in --out (fastest-<time>.yaml) that every record's rerun command names.
+Exit 0 when the start ran, 1 when it did not (nothing to compare against), 2 on bad options (all checked first).
+No torch import here: every measurement is a worker process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+from gpt.config import PRESETS
+from harness import batch_search, fastest, stats
+from harness import run as runmod
+from harness.compare import Cell, Compare, fmt_int, load, render_text
+from harness.flags import parse_assignments as parse_flag_assignments
+from harness.plan import PlanError, builtin_plans, load_plan
+
+
+def knobs_of(plan) -> dict[str, dict]:
+    """Each rung of a (non-cumulative) plan as a knob: {name: {"set": fields it changes against the plan's defaults,
+    "flags": its flag overrides}}; rungs that change nothing (the plan's own start) are not knobs."""
+    if plan.cumulative:
+        raise PlanError(f"plan {plan.name} is cumulative: its rungs are not single knobs")
+    out = {}
+    for rung in plan.rungs:
+        changed = {k: v for k, v in rung.settings.items() if plan.defaults.get(k) != v}
+        if changed or rung.flags:
+            out[rung.name] = {"set": changed, "flags": dict(rung.flags)}
+    return out
+
+
+class Session:
+    """One search: its plan file (rewritten as rungs are added; rungs once written never change) and its records."""
+
+    def __init__(self, args, defaults: dict, base_flags: dict, knobs: dict):
+        self.args, self.defaults, self.base_flags, self.knobs = args, defaults, base_flags, knobs
+        self.rungs = [{"name": fastest.START_RUNG, **({"flags": base_flags} if base_flags else {})}]
+        for name, knob in knobs.items():
+            self.rungs.append(self._rung(name, knob["set"], knob["flags"]))
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        out = Path(args.out)
+        self.plan_path = out / f"fastest-{stamp}.yaml"
+        n = 1
+        while self.plan_path.exists():
+            n += 1
+            self.plan_path = out / f"fastest-{stamp}-{n}.yaml"
+        self.records: list[dict] = []
+
+    def _rung(self, name: str, sets: dict, flags: dict) -> dict:
+        rung: dict = {"name": name}
+        if sets:
+            rung["set"] = dict(sets)
+        if self.base_flags or flags:
+            rung["flags"] = {**self.base_flags, **flags}
+        return rung
+
+    def add_rung(self, name: str, sets: dict, flags: dict) -> None:
+        self.rungs.append(self._rung(name, sets, flags))
+        self.write_plan()
+
+    def write_plan(self) -> None:
+        a = self.args
+        data = {
+            "name": fastest.FASTEST_PLAN,
+            "description": (f"written by python -m harness.tune: start = {a.start_plan}/{a.start_rung}, knobs = the rungs "
+                            f"of {a.knobs_plan}, each alone, then together where they helped"),
+            "cumulative": False, "defaults": self.defaults, "rungs": self.rungs,
+        }
+        self.plan_path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".yaml", dir=self.plan_path.parent)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"# {data['description']}; rerun a record with its rerun.command\n")
+            yaml.safe_dump(data, f, sort_keys=False)
+        os.replace(tmp, self.plan_path)
+
+    def run_args(self, rungs: list[str], sweep: str | None = None) -> argparse.Namespace:
+        a = self.args
+        return argparse.Namespace(
+            plan=str(self.plan_path), preset=a.preset, out=a.out, env=a.env, repeats=a.repeats, rungs=",".join(rungs),
+            set=None, flag=None, sweep=sweep, sweep_name=batch_search.SWEEP_NAME if sweep else None, steps=a.steps,
+            warmup_steps=a.warmup_steps, batch_size=None, seq_len=None, device=a.device, timeout=a.timeout)
+
+    def run(self, rungs: list[str], sweep: str | None = None) -> list[dict]:
+        ns = self.run_args(rungs, sweep)
+        plan_name, points = runmod.build_points(ns)
+        records: list[dict] = []
+        try:
+            runmod.run_points(ns, plan_name, points, records)  # fills `records` as runs finish
+        finally:
+            self.records += records  # an interrupted search still lists what finished
+        return records
+
+    def analyse(self) -> tuple[Compare, fastest.Search | None]:
+        paths = [Path(self.args.out) / f"{r['run_id']}.json" for r in self.records]
+        ds = load(paths, warn=lambda line: print(line, file=sys.stderr))
+        cmp = Compare(ds, noise_floor=self.args.noise_floor, loss_tol=self.args.loss_tol)
+        found = fastest.searches(cmp)
+        return cmp, (found[0] if found else None)
+
+
+def combine(session: Session, search: fastest.Search) -> tuple[list[str], dict, dict]:
+    """The knobs that helped, fastest first, leaving out one whose field or flag a faster one already changes."""
+    chosen, taken, sets, flags = [], set(), {}, {}
+    for c in search.helped:
+        knob = session.knobs.get(c.group.label)
+        if knob is None:
+            continue
+        keys = set(knob["set"]) | {f"flag:{k}" for k in knob["flags"]}
+        if keys & taken:
+            continue
+        chosen.append(c.group.label)
+        taken |= keys
+        sets.update(knob["set"])
+        flags.update(knob["flags"])
+    return chosen, sets, flags
+
+
+def batch(session: Session, winner: fastest.Candidate) -> None:
+    """The batch search on the winner, from its B: the winner's own run is the first try."""
+    a = session.args
+    b0 = winner.shape[0]
+    bs = argparse.Namespace(plan=str(session.plan_path), preset=a.preset, out=a.out, env=a.env, rung=winner.group.label,
+                            set=[], memory_budget_gib=None, steps=a.steps, warmup_steps=a.warmup_steps, seq_len=None,
+                            device=a.device, timeout=a.timeout, start=b0, max=a.max_batch, multiple=a.multiple,
+                            headroom_gib=None)
+
+    def attempt(b: int) -> dict:
+        if b == b0:
+            return batch_search.judge(bs, winner.group.first)
+        ns = batch_search.run_args(bs, b)
+        plan_name, points = runmod.build_points(ns)
+        print(f"batch search on {winner.group.label}: B={b}", flush=True)
+        record = runmod.run_points(ns, plan_name, points)[0]
+        session.records.append(record)
+        return batch_search.judge(bs, record)
+
+    result = batch_search.search(bs, attempt)
+    print(batch_search.report(argparse.Namespace(max=a.max_batch, multiple=a.multiple,
+                                                 knee_tolerance=batch_search.sweepmod.KNEE_TOLERANCE), result), flush=True)
+
+
+def answer(cmp: Compare, s: fastest.Search) -> tuple[list, list[str]]:
+    """The tables and the closing lines: every run, the best against the start, and what explains it."""
+    tables = [fastest.search_table(cmp, s)]
+    lines = []
+    best, start = s.best, s.start
+    if best is None:
+        lines.append("best: none (no run fits)")
+        return tables, lines
+    g = best.group
+    gain = stats.ratio(start.throughput, g.throughput, cmp.floor)[0]
+    lines.append(f"best: {g.label} at {g.batch}: {fmt_int(g.throughput.point)} tokens/s; the start ({start.label} at "
+                 f"{start.batch}) {fmt_int(start.throughput.point)} tokens/s: {Cell(gain).text()}")
+    b0, b = start.workload.get("batch_size"), g.workload.get("batch_size")
+    lines.append(f"  changes: {fastest.changes(start, g)}" + (f"; B {b0} -> {b}" if b != b0 else ""))
+    ds, measured = fastest.mfu(g, "mfu_datasheet"), fastest.mfu(g, "mfu_measured")
+    lines.append(f"  MFU: {ds.text() if ds else 'n/a'} of the datasheet peak, "
+                 f"{measured.text() if measured else 'n/a'} of the measured GEMM peak; memory: "
+                 f"{fastest.memory_text(g) or 'n/a'} (start: {fastest.memory_text(start) or 'n/a'})")
+    lines.append(f"  loss against the start at the same B: {best.parity_text(cmp.loss_tol)}")
+    if s.winner is not None and not s.winner.is_start and best.shape != s.winner.shape:
+        w = s.winner
+        lines.append(f"  of which the knobs at {start.batch}: {w.group.label} {Cell(w.delta).text()}; then the batch size "
+                     f"{w.shape[0]} -> {best.shape[0]}")
+    not_equivalent = [c for c in s.candidates if c.faster and not c.equivalent]
+    for c in not_equivalent:
+        lines.append(f"  not equivalent (faster, but its loss drifts): {c.group.label} at {c.group.batch}: "
+                     f"{c.parity_text(cmp.loss_tol)}")
+    if best.partner is not None and not best.is_start:
+        tables.append(fastest.split_table(f"What explains it: {g.label} against the start at the same B ({g.batch})",
+                                          best.partner, g))
+    return tables, lines
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m harness.tune", description=(
+        "Find the fastest equivalent configuration on this device: the start rung, each knob alone, the knobs that "
+        "helped together, the batch search on the winner; each run a fresh worker and its own record."))
+    p.add_argument("--start-plan", default="seed-ladder", help="plan of the starting rung (default seed-ladder)")
+    p.add_argument("--start-rung", default="fused-adamw-clip", help="the starting rung (default fused-adamw-clip)")
+    p.add_argument("--knobs-plan", default="beyond-ladder", help=f"plan whose rungs are the knobs ({', '.join(builtin_plans())} "
+                   "or a .yaml path; default beyond-ladder)")
+    p.add_argument("--knobs", help="comma-separated knob (rung) names to try (default: every rung that changes something)")
+    p.add_argument("--preset", default="tiny", choices=sorted(PRESETS), help="model shape (default: tiny)")
+    p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a workload field of the start (repeatable; knobs win)")
+    p.add_argument("--flag", action="append", metavar="NAME=VALUE", help="override a frozen flag of the start (repeatable; knobs win)")
+    p.add_argument("--batch-size", dest="batch_size", type=int, help="B of the start (default: the preset's)")
+    p.add_argument("--seq-len", dest="seq_len", type=int, help="T (default: the preset's)")
+    p.add_argument("--steps", type=int, help="steps per run (default: the preset's)")
+    p.add_argument("--warmup-steps", dest="warmup_steps", type=int, help="warm-up steps excluded from the summary")
+    p.add_argument("--repeats", type=int, default=1, help="repeats of the start, knob and combined runs (default 1)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="device (default: cuda if available, else cpu)")
+    p.add_argument("--no-batch-search", dest="batch_search", action="store_false", help="skip the batch search on the winner")
+    p.add_argument("--max-batch", dest="max_batch", type=int, default=1024, help="largest B the batch search tries (default 1024)")
+    p.add_argument("--multiple", type=int, default=8, help="batch search resolution (default 8)")
+    p.add_argument("--loss-tol", dest="loss_tol", type=float, default=0.01, help="relative loss tolerance (default 0.01)")
+    p.add_argument("--noise-floor", dest="noise_floor", type=float, default=stats.NOISE_FLOOR,
+                   help=f"smallest relative gain that counts (default {stats.NOISE_FLOOR})")
+    p.add_argument("--out", default="results", help="directory for the records and the plan file (default: results/)")
+    p.add_argument("--env", default=os.environ.get("HARNESS_ENV", "local"), help="env name the records belong to (default: $HARNESS_ENV or local)")
+    p.add_argument("--timeout", type=float, default=runmod.DEFAULT_TIMEOUT_S, help="seconds per run before its worker is killed")
+    return p
+
+
+def prepare(p: argparse.ArgumentParser, args) -> Session:
+    """Everything checked before the first worker starts: plans, rungs, knobs, fields, flags; every point built."""
+    for name in ("repeats", "max_batch", "multiple"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.loss_tol <= 0 or not 0 <= args.noise_floor < 1:
+        p.error("--loss-tol must be positive and --noise-floor in [0, 1)")
+    try:
+        runmod.check_writable(args.out)  # the plan file goes there first: a bad --out is one line, not a traceback
+        start_plan = load_plan(args.start_plan)
+        rung = next((r for r in start_plan.rungs if r.name == args.start_rung), None)
+        if rung is None:
+            raise PlanError(f"no rung {args.start_rung!r} in plan {start_plan.name}; it has {', '.join(r.name for r in start_plan.rungs)}")
+        knobs = knobs_of(load_plan(args.knobs_plan))
+        if args.knobs:
+            wanted = [k.strip() for k in args.knobs.split(",") if k.strip()]
+            missing = [k for k in wanted if k not in knobs]
+            if missing:
+                raise PlanError(f"no knob(s) {', '.join(missing)} in plan {args.knobs_plan}; it has {', '.join(knobs)}")
+            knobs = {k: knobs[k] for k in wanted}
+        clash = {fastest.START_RUNG, fastest.COMBINED_RUNG} & set(knobs)
+        if clash:
+            raise PlanError(f"plan {args.knobs_plan}: rung name(s) {', '.join(sorted(clash))} are harness.tune's own")
+        defaults = {**rung.settings, **runmod.parse_assignments(args.set)}
+        for name in ("batch_size", "seq_len"):
+            if getattr(args, name) is not None:
+                defaults[name] = getattr(args, name)
+        base_flags = {**rung.flags, **parse_flag_assignments(args.flag)}
+        # a knob that changes nothing against this start would only repeat it
+        same = [k for k, v in knobs.items() if all(defaults.get(f) == x for f, x in v["set"].items())
+                and all(base_flags.get(f, "default") == x for f, x in v["flags"].items())]
+        for k in same:
+            print(f"knob {k}: already part of the start configuration, not run", flush=True)
+            del knobs[k]
+        session = Session(args, defaults, base_flags, knobs)
+        session.write_plan()
+        try:
+            # every point valid, --env/--out/--timeout usable, or exit 2 now (before any worker)
+            runmod.check_run_args(session.run_args([r["name"] for r in session.rungs]))
+        except runmod.USAGE_ERRORS:
+            session.plan_path.unlink()
+            raise
+    except runmod.USAGE_ERRORS as exc:
+        p.error(str(exc))
+    return session
+
+
+def main(argv=None) -> int:
+    p = make_parser()
+    args = p.parse_args(argv)
+    session = prepare(p, args)
+    with runmod.stop_on_signals():
+        try:
+            return search_and_report(session, args)
+        except runmod.Interrupted as exc:  # the running worker and its group are already stopped
+            print("\n".join(runmod.finished_lines(session.records, len(session.records), args.out)), flush=True)
+            print(f"python -m harness.tune: interrupted by {exc}: finished runs: {len(session.records)}, their records "
+                  f"are in {args.out}/ (plan file {session.plan_path})", file=sys.stderr, flush=True)
+            return exc.exit_code
+
+
+def search_and_report(session: Session, args) -> int:
+    knobs = list(session.knobs)
+    print(f"tune: start {args.start_plan}/{args.start_rung}, {len(knobs)} knob(s) of {args.knobs_plan}: {', '.join(knobs) or 'none'}; "
+          f"preset {args.preset}, env {args.env} -> {args.out}/ (plan file {session.plan_path})", flush=True)
+    session.run([fastest.START_RUNG, *knobs])
+    cmp, search = session.analyse()
+    if search is None:
+        start = next((r for r in session.records if r["rung"] == fastest.START_RUNG), None)
+        print(f"\nthe start did not run ({start['status'] if start else 'no record'}: {(start or {}).get('reason')}): "
+              "nothing to compare the knobs against")
+        return 1
+    chosen, sets, flags = combine(session, search)
+    print(f"\nhelped (equivalent and faster than the start): {', '.join(c.group.label for c in search.helped) or 'none'}", flush=True)
+    if len(chosen) >= 2:
+        print(f"together: {', '.join(chosen)}", flush=True)
+        session.add_rung(fastest.COMBINED_RUNG, sets, flags)
+        session.run([fastest.COMBINED_RUNG])
+        cmp, search = session.analyse()
+    print(f"winner at the start's B: {search.winner.group.label}", flush=True)
+    if args.batch_search and search.winner.shape[0] <= args.max_batch:
+        batch(session, search.winner)
+        started: set[int] = set()
+        while True:  # the loss is compared at the same B only: run the start where the fastest B has none
+            cmp, search = session.analyse()
+            c = search.unchecked
+            if c is None or c.shape[0] in started:
+                break
+            started.add(c.shape[0])
+            print(f"start at B={c.shape[0]}, to check the loss of {c.group.label} there", flush=True)
+            session.run([fastest.START_RUNG], sweep=f"batch_size={c.shape[0]}")
+    cmp, search = session.analyse()
+    tables, lines = answer(cmp, search)
+    print()
+    header = f"harness.tune on {search.gpu} / {search.env}: {len(session.records)} run(s); plan file {session.plan_path}"
+    print(render_text(tables, [header], lines + [stats.rule_text(cmp.floor)]), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""harness.fastest: which runs count as faster and equivalent, the best found, and the report's per-GPU section, on
+hand-built records with known numbers and on the real H100/H200 records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from records_factory import make_record, noisy_ms, write
+
+from harness import fastest
+from harness.compare import Compare, load
+from harness.flags import flags_for
+
+ROOT = Path(__file__).resolve().parent.parent
+GIB = 2**30
+START = {"precision": "bf16", "attention": "sdpa", "sdpa_backend": "flash", "vocab_size": 50304, "optimizer": "fused",
+         "grad_clip": 1.0, "batch_size": 16}
+LOSS = [10.0 - 0.1 * i for i in range(12)]
+
+
+def run(rung, ms, *, batch=16, sets=None, flags=None, loss=None, status="ok", sweep=False, seed=0) -> dict:
+    workload = dict(START, **(sets or {}), batch_size=batch)
+    r = make_record(env="local", gpu="H100", rung=rung, plan=fastest.FASTEST_PLAN, workload=workload,
+                    flags=flags_for(workload, flags).to_dict(), ms=noisy_ms(ms, 0.005, seed=seed), loss=loss or LOSS,
+                    status=status, reason="SDPA backend 'cudnn' has no kernel here" if status != "ok" else None,
+                    sweep={"name": "batch-search", "field": "batch_size", "value": batch} if sweep else None,
+                    run_id=f"{rung}-b{batch}-{seed}")
+    r["environment"]["gpu"]["memory_bytes"] = 80 * GIB
+    if status == "ok":
+        r["summary"]["device_used_bytes"] = int(batch * 1.5 * GIB)
+    return r
+
+
+def session(with_start_at_48=True) -> list[dict]:
+    records = [
+        run("start", 100.0, seed=1),
+        run("sdpa-auto", 90.0, sets={"sdpa_backend": "auto"}, seed=2),
+        run("inductor-coordinate-descent", 95.0, flags={"inductor_coordinate_descent_tuning": "on"}, seed=3),
+        run("lm-head-liger", 85.0, sets={"lm_head_loss": "liger"}, loss=[x * 1.05 for x in LOSS], seed=4),  # faster, drifts
+        run("sdpa-cudnn", 0, sets={"sdpa_backend": "cudnn"}, status="unsupported"),
+        run("combined", 86.0, sets={"sdpa_backend": "auto"}, flags={"inductor_coordinate_descent_tuning": "on"}, seed=5),
+    ]
+    for b, factor in ((32, 0.95), (48, 0.93), (56, 0.92)):  # the batch search on the winner; 56 does not fit
+        records.append(run("combined", 86.0 * b / 16 * factor, batch=b, sets={"sdpa_backend": "auto"},
+                           flags={"inductor_coordinate_descent_tuning": "on"}, sweep=True, seed=b))
+    if with_start_at_48:
+        records.append(run("start", 100.0 * 48 / 16 * 0.93, batch=48, sweep=True, seed=99))
+    return records
+
+
+def analyse(tmp_path, records) -> tuple[Compare, fastest.Search]:
+    cmp = Compare(load([write(tmp_path / "r", records)], warn=lambda line: None))
+    found = fastest.searches(cmp)
+    assert len(found) == 1
+    return cmp, found[0]
+
+
+def test_helped_winner_best_and_the_drifting_knob(tmp_path):
+    cmp, s = analyse(tmp_path, session())
+    assert s.start.label == "start" and s.start.workload["batch_size"] == 16
+    assert [c.group.label for c in s.helped] == ["sdpa-auto", "inductor-coordinate-descent"]
+    assert s.winner.group.label == "combined"
+    liger = next(c for c in s.candidates if c.group.label == "lm-head-liger")
+    assert liger.faster and not liger.equivalent and not liger.eligible  # faster, never chosen
+    assert liger.parity_text(cmp.loss_tol).startswith("NOT EQUIVALENT: loss final +5.00%")
+    assert s.best.group.label == "combined [batch_size=48]" and s.best.partner.workload["batch_size"] == 48
+    assert s.unchecked is None
+    fits = {c.group.label: c.fits for c in s.candidates}
+    assert fits["combined [batch_size=56]"] is False and fits["combined [batch_size=48]"] is True
+    assert [r["rung"] for r in s.failed] == ["sdpa-cudnn"]
+    assert fastest.changes(s.start, s.best.group) == ("sdpa_backend flash -> auto; flag inductor_coordinate_descent_tuning "
+                                                      "default -> on")
+    assert fastest.changes(s.start, liger.group) == "lm_head_loss plain -> liger"
+    table = fastest.search_table(cmp, s)
+    marks = {r["rung"]: r.get("mark") for r in table.rows}
+    assert marks["combined [batch_size=48]"] == "BEST" and "helped" in marks["sdpa-auto"]
+    assert any(r["status"] == "unsupported" and r["mark"].startswith("SDPA backend 'cudnn'") for r in table.rows)
+
+
+def test_a_batch_size_without_a_start_run_is_not_chosen(tmp_path):
+    """The loss is compared at the same B only: the fastest B stays unchecked until the start has run there."""
+    cmp, s = analyse(tmp_path, session(with_start_at_48=False))
+    assert s.unchecked is not None and s.unchecked.group.label == "combined [batch_size=48]"
+    assert s.best.group.label == "combined"  # the winner at the start's B
+    assert "unchecked: no start run at B=48" in s.unchecked.parity_text(cmp.loss_tol)
+
+
+def test_nothing_helped_leaves_the_start(tmp_path):
+    records = [run("start", 100.0, seed=1), run("sdpa-auto", 100.2, sets={"sdpa_backend": "auto"}, seed=2)]
+    _cmp, s = analyse(tmp_path, records)
+    assert s.helped == [] and s.winner.is_start and s.best.is_start
+
+
+def test_overview_on_the_real_gpu_records():
+    """Today's records: no harness.tune run; the H200's fastest equivalent run beyond the ladder is cuDNN attention
+    (beyond-ladder sdpa-cudnn, B=64), explained by its attention kernels against the seed ladder's last rung."""
+    cmp = Compare(load([ROOT / "results" / "gpu-h100-80gb-hbm3", ROOT / "results" / "gpu-h200", ROOT / "results" / "reference"],
+                       warn=lambda line: None))
+    tables = {t.title: t for t in fastest.overview(cmp)}
+    h200 = {r["what"]: r for r in tables[fastest.OVERVIEW_TITLE + "NVIDIA H200"].rows}
+    assert h200[fastest.BEYOND_ROW]["run"] == "beyond-ladder sdpa-cudnn" and round(h200[fastest.BEYOND_ROW]["tokens_s"]) == 532624
+    assert h200[fastest.BEYOND_ROW]["parity"].startswith("ok")
+    assert h200[fastest.TUNE_ROW]["run"].startswith("none: no `python -m harness.tune` run")
+    assert round(h200[fastest.USER_ROW]["tokens_s"]) == 452606  # the user's best: B=96, nightly
+    assert round(h200["peer: build-nanogpt"]["tokens_s"]) == 533862
+    assert h200[fastest.SEED_ROW]["run"] == "seed-ladder fused-adamw-clip (3 runs pooled)"  # the ladder run and the overhead check
+    h100 = tables[fastest.OVERVIEW_TITLE + "NVIDIA H100 80GB HBM3"]
+    assert [round(r["tokens_s"]) for r in h100.rows if r["what"].startswith("peer")] == [475826, 476082]
+    seed = next(r for r in h100.rows if r["what"] == fastest.SEED_ROW)
+    assert round(seed["tokens_s"]) == 473340 and "does not fit" in seed["run"]  # B=104 ran, past the 5 GiB headroom
+    assert any("no harness.tune run exists in these records yet" in n for n in h100.notes)
+    split = tables["What explains it on NVIDIA H200: sdpa-cudnn (B=64, T=1024) against its start fused-adamw-clip at the same B and T"]
+    attention = next(r for r in split.rows if r["what"] == "attention kernels")
+    assert float(attention["b"]) < float(attention["a"])
+    assert any("no Inductor-generated kernel was captured" in n for n in split.notes)
+
+
+def test_report_section_and_finding_per_gpu(tmp_path):
+    from harness import report
+
+    paths = [ROOT / "results" / d for d in ("gpu-h100-80gb-hbm3", "gpu-h200", "reference")]
+    assert report.main([*map(str, paths), "-o", str(tmp_path)]) == 0
+    md = (tmp_path / "report.md").read_text()
+    section = md.split("## 5. Fastest found vs the user's best vs the peer")[1].split("## 6.")[0]
+    for gpu in ("NVIDIA H100 80GB HBM3", "NVIDIA H200"):
+        assert f"**{fastest.OVERVIEW_TITLE}{gpu}**" in section
+    assert "none: no `python -m harness.tune` run (plan fastest) on this GPU in these records" in section
+    assert "the fastest measured so far is sdpa-cudnn (B=64, T=1024, plan beyond-ladder)" in section
+    findings = md.split("### Fastest found vs the user's best vs the peer")[1].split("###")[0]
+    h200 = next(line for line in findings.splitlines() if line.startswith("- H200:"))
+    assert "the fastest found beyond it: beyond-ladder sdpa-cudnn (B=64, T=1024), 532,624 tokens/s" in h200
+    assert "no harness.tune run is in these records" in h200 and "peer: build-nanogpt 533,862 tokens/s" in h200
+    assert "20261123T085044Z-local-beyond-ladder-sdpa-cudnn-r0-2e60fd" in h200  # cites the run it rests on

@@ -1,0 +1,131 @@
+"""python -m harness.tune: the search's steps with workers stood in by known numbers (fast, exact), and end to end
+on a CPU with real workers (slow): the CUDA-only knobs recorded as unsupported, the answer printed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from module_cli import run_module
+from records_factory import make_record, noisy_ms, write
+
+from harness import fastest, tune
+from harness import run as runmod
+from harness.plan import load_plan
+from harness.record import iter_records
+
+GIB = 2**30
+MS = {"start": 100.0, "sdpa-auto": 90.0, "inductor-coordinate-descent": 95.0, "lm-head-liger": 85.0, "combined": 86.0}
+BATCH_FACTOR = {16: 1.0, 32: 0.95, 48: 0.93, 56: 0.92, 64: 0.92}  # larger B: a little faster per token
+LOSS = [10.0 - 0.1 * i for i in range(12)]
+
+
+def fake_run_points(calls):
+    """harness.run.run_points with every worker replaced by a record of known numbers, written where the worker
+    would write it: lm-head-cce unsupported, lm-head-liger faster but its loss drifts 5%, memory 1.5 GiB per B."""
+    def run_points(args, plan_name, points, records=None):
+        records = [] if records is None else records
+        for p in points:
+            calls.append((p.rung, p.workload["batch_size"], p.sweep))
+            b = p.workload["batch_size"]
+            status = "unsupported" if p.rung == "lm-head-cce" else "ok"
+            ms = MS.get(p.rung, 100.0) * b / 16 * BATCH_FACTOR[b]
+            loss = [x * 1.05 for x in LOSS] if p.rung == "lm-head-liger" else LOSS
+            r = make_record(env=args.env, gpu="H100", rung=p.rung, plan=plan_name, workload=p.workload, flags=p.flags,
+                            ms=noisy_ms(ms, 0.005, seed=len(calls)), loss=loss, status=status, sweep=p.sweep,
+                            reason="Triton has no kernel here" if status != "ok" else None,
+                            run_id=runmod.new_run_id(args.env, plan_name, p, args.out))
+            r["rerun"] = {"command": runmod.rerun_command(args, p)}
+            r["environment"]["gpu"]["memory_bytes"] = 80 * GIB
+            if status == "ok":
+                r["summary"]["device_used_bytes"] = int(b * 1.5 * GIB)
+            write(Path(args.out), [r])
+            records.append(r)
+        return records
+    return run_points
+
+
+def test_the_search_steps_with_known_numbers(tmp_path, monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(runmod, "run_points", fake_run_points(calls))
+    out = tmp_path / "tune"
+    rc = tune.main(["--preset", "gpt2-124m", "--steps", "12", "--warmup-steps", "2", "--batch-size", "16", "--max-batch", "64",
+                    "--knobs", "sdpa-auto,inductor-coordinate-descent,lm-head-liger,lm-head-cce", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    rungs = [(r, b) for r, b, _s in calls]
+    # 1. the start and each knob alone at B=16
+    assert rungs[:5] == [("start", 16), ("sdpa-auto", 16), ("inductor-coordinate-descent", 16), ("lm-head-liger", 16),
+                         ("lm-head-cce", 16)]
+    # 2. the two that helped together (liger is faster but not equivalent; cce unsupported)
+    assert rungs[5] == ("combined", 16)
+    # 3. the batch search on the winner from B=16 (its own run is the first try): 32, 64 (too big), 48, 56 (too big)
+    assert rungs[6:10] == [("combined", 32), ("combined", 64), ("combined", 48), ("combined", 56)]
+    # 4. the start at the fastest B that fits, for the loss comparison, and nothing after
+    assert rungs[10:] == [("start", 48)]
+    assert all(s and s["name"] == "batch-search" for _r, _b, s in calls[6:])
+    assert "helped (equivalent and faster than the start): sdpa-auto, inductor-coordinate-descent" in text
+    assert "best: combined [batch_size=48] at B=48, T=1024" in text
+    assert "NOT EQUIVALENT: loss final +5.00%" in text and "not equivalent (faster, but its loss drifts): lm-head-liger" in text
+    assert "Triton has no kernel here" in text
+    assert "What explains it: combined [batch_size=48] against the start at the same B" in text
+    assert "no kernel profile (explain.kernels)" in text  # these stand-in records have none; real workers' do
+    # the records: tagged plan fastest, each rerun command naming the plan file the search wrote
+    plan_file = next(out.glob("fastest-*.yaml"))
+    plan = load_plan(str(plan_file))
+    assert plan.name == fastest.FASTEST_PLAN
+    assert [r.name for r in plan.rungs] == ["start", "sdpa-auto", "inductor-coordinate-descent", "lm-head-liger", "lm-head-cce",
+                                            "combined"]
+    combined = next(r for r in plan.rungs if r.name == "combined")
+    assert combined.settings["sdpa_backend"] == "auto" and combined.flags == {"inductor_coordinate_descent_tuning": "on"}
+    records = [r for _p, r in iter_records([out])]
+    assert len(records) == 11 and {r["plan"] for r in records} == {"fastest"}
+    assert all(f"--plan {plan_file}" in r["rerun"]["command"] for r in records)
+
+
+def test_bad_options_stop_before_any_worker(tmp_path, monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(runmod, "run_points", fake_run_points(calls))
+    for argv, message in ((["--knobs", "no-such-knob"], "no knob(s) no-such-knob"),
+                          (["--start-rung", "nope"], "no rung 'nope' in plan seed-ladder"),
+                          (["--knobs-plan", "seed-ladder"], "cumulative"),
+                          (["--set", "lm_head_loss=fused"], "lm_head_loss='fused'")):
+        with pytest.raises(SystemExit) as exc:
+            tune.main([*argv, "--out", str(tmp_path / "x")])
+        assert exc.value.code == 2
+        assert message in capsys.readouterr().err
+    assert calls == []
+    assert not list(tmp_path.rglob("fastest-*.yaml"))  # no plan file left behind
+
+
+@pytest.mark.slow
+def test_tune_end_to_end_on_cpu(tmp_path, capsys):
+    """Real workers on the tiny preset, not compiled: the start, a knob that runs on a CPU, the CUDA-only knobs
+    (unsupported, with their reasons), the batch search on the winner; the answer printed."""
+    out = tmp_path / "tune"
+    rc = tune.main(["--preset", "tiny", "--set", "compile=off", "--steps", "6", "--warmup-steps", "2", "--device", "cpu",
+                    "--knobs", "sdpa-auto,sdpa-cudnn,lm-head-liger,lm-head-cce", "--max-batch", "8", "--multiple", "4",
+                    "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    records = {r["rung"] + (f"@{r['sweep']['value']}" if r.get("sweep") else ""): r for _p, r in iter_records([out])}
+    assert records["start"]["status"] == "ok" and records["start"]["plan"] == "fastest"
+    assert records["sdpa-auto"]["status"] == "ok"
+    reasons = {k: records[k]["reason"] for k in ("sdpa-cudnn", "lm-head-liger", "lm-head-cce")}
+    assert all(records[k]["status"] == "unsupported" for k in reasons), reasons
+    assert "has no CPU kernel" in reasons["sdpa-cudnn"]
+    assert "Triton has no cpu backend" in reasons["lm-head-liger"] or "not installed" in reasons["lm-head-liger"]
+    assert any(k.endswith("@8") for k in records)  # the batch search tried B=8 on the winner
+    assert "best: " in text and "tokens/s" in text and "MFU:" in text
+    assert "SDPA backend 'cudnn' has no CPU kernel" in text
+    json.dumps(records["start"])
+
+
+def test_a_bad_out_is_refused_before_anything_runs(tmp_path):
+    """--out that cannot hold records: one line and exit 2 before the plan file or any worker (as harness.run)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    proc = run_module("harness.tune", "--preset", "tiny", "--device", "cpu", "--out", str(blocker / "sub"))
+    assert proc.returncode == 2 and "cannot write records there" in proc.stderr.strip().splitlines()[-1]
+    assert blocker.read_text() == ""
