@@ -170,8 +170,13 @@ def tests(session: nox.Session) -> None:
 @nox.session(default=False)
 def compare(session: nox.Session) -> None:
     """`python -m harness.compare` (posargs: record paths and options); no torch: the light deps only."""
+    if not session.posargs:
+        shipped = " ".join(sorted(str(p.relative_to(ROOT)) for p in (ROOT / "results").iterdir()
+                                  if p.is_dir() and p.name != "runs"))
+        session.error(f"which records? e.g. nox -s compare -- {DEFAULT_RUN_ARGS['--out']} results/cpu-amd-epyc-2core "
+                      f"(your runs beside the shipped ones; shipped: {shipped})")
     session.install("-e", ".")
-    session.run("python", "-m", "harness.compare", *(session.posargs or [DEFAULT_RUN_ARGS["--out"], "results/reference"]))
+    session.run("python", "-m", "harness.compare", *session.posargs)
 
 
 @nox.session(default=False)

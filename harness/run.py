@@ -230,6 +230,9 @@ def failure_record(spec: dict, reason: str) -> dict:
     }
 
 
+PHASES = {"calibrating": "measuring the GEMM peak (for MFU)", "building": "building the model and optimizer"}
+
+
 class Progress:
     """The worker's progress, relayed as it comes, one line each, prefixed with the run's place in the plan:
     started, compiling, the first step's time (the compile), step i/N with its ms (at most every STEP_LINE_S),
@@ -255,6 +258,8 @@ class Progress:
         if kind == "started":
             self.enter("setting up", f"started: torch {event.get('torch')}, {event.get('device')}, "
                                      f"{event.get('threads')} thread(s)")
+        elif kind in PHASES:  # said only if it lasts (tick)
+            self.enter(PHASES[kind])
         elif kind in ("compiling", "first step"):
             text = "compiling (torch.compile works during the first step) ..." if kind == "compiling" else "first step ..."
             self.enter(kind, text)

@@ -109,7 +109,8 @@ def measure(spec: dict, step_hook=None, progress=None) -> dict:
 
     step_hook(i) is called after step i, outside the timed region (tests use it to tamper with flags).
     progress(event, **fields), if given, hears what is happening as it happens (main() prints it for the
-    runner): started, compiling, each step (with its ms on CPU), profiling. Called outside the timed region."""
+    runner): started, calibrating, building, compiling (or first step), each step (with its ms on CPU), profiling.
+    Called outside the timed region."""
     progress = progress or (lambda event, **fields: None)
     record = {
         "schema_version": SCHEMA_VERSION,
@@ -157,7 +158,9 @@ def measure(spec: dict, step_hook=None, progress=None) -> dict:
             torch.cuda.set_per_process_memory_fraction(min(1.0, config.memory_budget_gib * 2**30 / total), device)
         # Measured GEMM peak for MFU: short, before the model exists, with the run's flags already applied.
         run_dtype = explain.gemm_dtype(config.precision, record["flags"]["applied"].get("matmul_precision"), device.type)
+        progress("calibrating")
         calibration = explain.guarded(explain.calibrate_gemm_peak, device, run_dtype)
+        progress("building")
         trainer = build(config)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
