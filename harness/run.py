@@ -242,7 +242,7 @@ class Progress:
         self.prefix = prefix
         self.write = write or (lambda line: print(line, flush=True))
         self.phase = "starting (importing torch)"
-        self.phase_since = self.last = time.monotonic()
+        self.started = self.phase_since = self.last = time.monotonic()
 
     def say(self, text: str) -> None:
         self.write(f"{self.prefix}: {text}")
@@ -276,7 +276,10 @@ class Progress:
     def tick(self) -> None:
         now = time.monotonic()
         if now - self.last >= QUIET_S:
-            self.say(f"still {self.phase} ({now - self.phase_since:.0f} s)")
+            if now - self.phase_since >= QUIET_S:
+                self.say(f"still {self.phase} ({now - self.phase_since:.0f} s)")
+            else:  # a phase that began since the last line
+                self.say(f"{self.phase} ({now - self.started:.0f} s since the worker started)")
 
 
 class WorkerOutput:

@@ -28,22 +28,27 @@ def test_progress_lines_say_what_the_worker_does_and_fill_silences(monkeypatch):
     lines = []
     p = runmod.Progress("[1/4] fp32", lines.append)
     p.event({"progress": "started", "torch": "2.15.0", "device": "cpu", "threads": 2})
+    p.event({"progress": "calibrating"})
+    clock.now += 7
     p.event({"progress": "building"})
-    clock.now += 9
+    clock.now += 2
     p.tick()
     assert len(lines) == 1  # 9 s of quiet: nothing yet
     clock.now += 2
+    p.tick()  # the phase began 4 s ago, the worker 11 s ago
+    assert lines[-1] == "[1/4] fp32: building the model and optimizer (11 s since the worker started)"
+    clock.now += 10
     p.tick()
-    assert lines[-1] == "[1/4] fp32: still building the model and optimizer (11 s)"
+    assert lines[-1] == "[1/4] fp32: still building the model and optimizer (14 s)"
     p.event({"progress": "compiling", "steps": 20})
     for _ in range(6):  # a minute of compiling: a line every 10 s
         clock.now += 10
         p.tick()
-    assert lines[-1] == "[1/4] fp32: still compiling (60 s)" and len(lines) == 9
+    assert lines[-1] == "[1/4] fp32: still compiling (60 s)" and len(lines) == 10
     p.event({"progress": "step", "step": 1, "steps": 20, "ms": 61000.0, "first_step_s": 61.2})
     assert lines[-1] == "[1/4] fp32: first step done in 61.2 s (compile included)"
     p.event({"progress": "step", "step": 2, "steps": 20, "ms": 140.0})
-    assert len(lines) == 10  # steps are told every few seconds, not every 140 ms
+    assert len(lines) == 11  # steps are told every few seconds, not every 140 ms
     clock.now += 3
     p.event({"progress": "step", "step": 9, "steps": 20, "ms": 141.5})
     p.event({"progress": "step", "step": 20, "steps": 20, "ms": 139.0})
