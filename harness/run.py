@@ -270,8 +270,10 @@ class Progress:
             elif i == n or time.monotonic() - self.last >= STEP_LINE_S:
                 self.say(f"step {i}/{n}" + (f", {ms:,.1f} ms" if isinstance(ms, (int, float)) else ""))
             self.phase = f"running steps ({i}/{n} done)"
-        elif kind == "profiling":
+        elif kind == "profiling" and event.get("steps"):
             self.enter("profiling", f"profiling {event.get('steps')} more step(s) for the evidence (explain) ...")
+        elif kind == "profiling":
+            self.enter("gathering the evidence (explain)")
 
     def tick(self) -> None:
         now = time.monotonic()

@@ -57,6 +57,8 @@ def test_progress_lines_say_what_the_worker_does_and_fill_silences(monkeypatch):
     clock.now += 10
     p.tick()
     assert lines[-1] == "[1/4] fp32: still profiling (10 s)"
+    p.event({"progress": "profiling", "steps": 0})  # profile_steps=0: the other evidence only, said if it lasts
+    assert lines[-1] == "[1/4] fp32: still profiling (10 s)" and p.phase == "gathering the evidence (explain)"
 
 
 def test_worker_output_is_relayed_as_it_comes_not_when_the_worker_ends():
