@@ -30,11 +30,11 @@ nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["lint", "tests"]  # `nox` alone never starts a multi-GB install
 
 DEFAULT_RUN_ARGS = {"--plan": "seed-ladder", "--out": "results/runs"}  # results/runs is git-ignored
-# Without --plan or --rungs, a bench session runs these rungs of the seed ladder (the Quick start): each one
-# knob after the one before (fp32 -> bf16 -> SDPA flash; tf32 computes fp32 on a CPU, the record says so),
-# about a minute each on 2 CPU cores, most of it torch.compile. Left out: tf32, vocab-50304 (on a CPU its
-# effect is within noise: results/cpu-amd-epyc-2core) and fused-adamw-clip. --plan seed-ladder runs all six.
-QUICK_START_RUNGS = "fp32,bf16,sdpa-flash"
+# Without --plan or --rungs, a bench session runs these rungs of the seed ladder (the Quick start): the user's
+# questions a CPU can answer too, each one knob after the one before (fp32 -> bf16 -> SDPA flash -> vocab
+# 50304), 35-40 s each on 2 idle CPU cores, most of it torch.compile. Left out: tf32 (it computes fp32 on a
+# CPU; the record says so) and fused-adamw-clip. --plan seed-ladder runs all six.
+QUICK_START_RUNGS = "fp32,bf16,sdpa-flash,vocab-50304"
 TEST_TORCH_ENV = "latest"  # the tests session takes its torch from this spec
 
 

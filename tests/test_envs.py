@@ -262,7 +262,7 @@ def test_runner_args_defaults_and_env_name():
 
     # no --plan and no --rungs: the Quick start's rungs of the seed ladder, into the git-ignored results/runs
     assert noxfile.runner_args("torch212", ["--preset", "tiny"]) == [
-        "--preset", "tiny", "--rungs", "fp32,bf16,sdpa-flash", "--plan", "seed-ladder", "--out",
+        "--preset", "tiny", "--rungs", "fp32,bf16,sdpa-flash,vocab-50304", "--plan", "seed-ladder", "--out",
         "results/runs", "--env", "torch212"]
     assert noxfile.runner_args("latest", ["--plan=x", "--out", "o", "--env", "latest"]) == [
         "--plan=x", "--out", "o", "--env", "latest"]
