@@ -1,9 +1,10 @@
-"""nox sessions: one `bench-<name>` per envs/<name>/env.yaml, plus `tests`, `lint`, `report` and `cluster`.
+"""nox sessions: one `bench-<name>` per envs/<name>/env.yaml, plus `tests`, `lint`, `compare`, `report` and `cluster`.
 
     nox -l                                        # list
-    nox -s bench-torch212 bench-nightly           # install each pinned build, check it, run the default plan
-    nox -s bench-torch212 -- --preset tiny        # arguments after -- go to `python -m harness.run`
-    nox -s tests -- -k envs                       # pytest, with posargs
+    nox -s bench-torch212 bench-nightly           # install each pinned build, check it, run the Quick start rungs
+    nox -s bench-torch212 -- --plan seed-ladder   # arguments after -- go to `python -m harness.run`
+    nox -s tests                                  # the fast tests; nox -s tests -- -m slow: the slow ones
+    nox -s compare -- results/runs results/reference   # the tables (no torch needed)
     nox -s report -- results/ -o report/          # the technical report (no torch needed)
     nox -s cluster -- slurm status                # the matrix on Slurm (docs/cluster.md; no torch needed)
 
@@ -29,7 +30,12 @@ nox.needs_version = ">=2024.4.15"
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["lint", "tests"]  # `nox` alone never starts a multi-GB install
 
-DEFAULT_RUN_ARGS = {"--plan": "seed-ladder", "--out": "results/"}
+DEFAULT_RUN_ARGS = {"--plan": "seed-ladder", "--out": "results/runs"}  # results/runs is git-ignored
+# Without --plan or --rungs, a bench session runs these rungs of the seed ladder (the Quick start): the user's
+# questions a CPU can answer too, each one knob after the one before (fp32 -> bf16 -> SDPA flash -> vocab
+# 50304), 35-40 s each on 2 idle CPU cores, most of it torch.compile. Left out: tf32 (it computes fp32 on a
+# CPU; the record says so) and fused-adamw-clip. --plan seed-ladder runs all six.
+QUICK_START_RUNGS = "fp32,bf16,sdpa-flash,vocab-50304"
 TEST_TORCH_ENV = "latest"  # the tests session takes its torch from this spec
 
 
@@ -52,6 +58,8 @@ def runner_args(name: str, posargs: list[str]) -> list[str]:
     if given is not None and given != name:
         raise ValueError(f"--env {given} contradicts the session's env {name}")
     args = list(posargs)
+    if not (_has_option(args, "--plan") or _has_option(args, "--rungs")):
+        args += ["--rungs", QUICK_START_RUNGS]
     for option, value in DEFAULT_RUN_ARGS.items():
         if not _has_option(args, option):
             args += [option, value]
@@ -154,10 +162,23 @@ def _test_spec(session: nox.Session) -> envs.EnvSpec:
 
 @nox.session(python=SPECS[TEST_TORCH_ENV].python if TEST_TORCH_ENV in SPECS else None)
 def tests(session: nox.Session) -> None:
-    """pytest (posargs go to pytest), with the project's test extra and the `latest` spec's torch."""
+    """pytest with the project's test extra and the `latest` spec's torch: the fast tests by default (posargs go
+    to pytest instead: `-- -m slow` for the slow ones, which run real compiled training; `-- -m ""` for all)."""
     _install_spec(session, _test_spec(session), extras="test")
     _check(session, TEST_TORCH_ENV)
-    session.run("pytest", *session.posargs)
+    session.run("pytest", *(session.posargs or ["-m", "not slow"]))
+
+
+@nox.session(default=False)
+def compare(session: nox.Session) -> None:
+    """`python -m harness.compare` (posargs: record paths and options); no torch: the light deps only."""
+    if not session.posargs:
+        shipped = " ".join(sorted(str(p.relative_to(ROOT)) for p in (ROOT / "results").iterdir()
+                                  if p.is_dir() and p.name != "runs"))
+        session.error(f"which records? e.g. nox -s compare -- {DEFAULT_RUN_ARGS['--out']} results/cpu-amd-epyc-2core "
+                      f"(your runs beside the shipped ones; shipped: {shipped})")
+    session.install("-e", ".")
+    session.run("python", "-m", "harness.compare", *session.posargs)
 
 
 @nox.session(default=False)

@@ -124,6 +124,11 @@ class Unsupported(RuntimeError):
     """This knob cannot run on this device or torch version; recorded as status `unsupported`."""
 
 
+class ToolMissing(RuntimeError):
+    """A tool the run needs is not installed on this machine (a C++ compiler for torch.compile on CPU): an
+    `error` with one line saying what to install, not a traceback from deep inside the compiler."""
+
+
 def fused_adamw_unsupported(device_type: str) -> str | None:
     if device_type == "cpu" and TORCH_VERSION < (2, 4):
         return f"fused AdamW is CUDA-only in torch {torch.__version__} (CPU support arrived in 2.4)"
@@ -305,6 +310,37 @@ def nvml_device_index(device) -> int:
         with contextlib.suppress(Exception):  # private API: any failure falls back to torch's index
             return int(fn(device))
     return device.index if getattr(device, "index", None) is not None else torch.cuda.current_device()
+
+
+# --- CPU: the kernel path and the C++ compiler torch.compile needs ---
+def cpu_capability() -> str | None:
+    """The CPU kernel path ATen dispatches to ("AVX512", "AVX2", "DEFAULT", ...; ATEN_CPU_CAPABILITY can lower
+    it): torch.backends.cpu.get_cpu_capability(), present in 2.1.2 and later; None where absent."""
+    fn = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
+    try:
+        return str(fn()) if fn else None
+    except Exception:  # noqa: BLE001 -- a fact for the record, never a reason to fail the run
+        return None
+
+
+def cpp_compiler_missing() -> str | None:
+    """None when Inductor finds its C++ compiler (torch.compile on CPU builds every kernel with it), else one
+    line saying what to install. The search moved: codecache.cpp_compiler() (2.1 .. 2.4), then
+    cpp_builder.get_cpp_compiler(); both try config.cpp.cxx (CXX, else g++)."""
+    from torch._inductor import config
+
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler as find
+    except ImportError:
+        from torch._inductor.codecache import cpp_compiler as find
+    try:
+        find()
+        return None
+    except Exception:  # noqa: BLE001 -- InvalidCxxCompiler, or whatever a torch version raises instead
+        names = config.cpp.cxx if isinstance(config.cpp.cxx, (list, tuple)) else [config.cpp.cxx]
+        tried = ", ".join(str(n) for n in names if n) or "g++"
+        return (f"torch.compile on CPU needs a C++ compiler and none was found (tried {tried}): install one "
+                f"(e.g. apt-get install g++) or point CXX at it; or run with --set compile=off")
 
 
 # --- library versions as torch reports them ---

@@ -106,6 +106,10 @@ def build(config: WorkloadConfig) -> Trainer:
     """Everything for training, on the configured device. Global flags must already be frozen."""
     device = resolve_device(config.device)
     check_supported(config, device)
+    if config.compile != "off" and device.type == "cpu":
+        missing = torch_compat.cpp_compiler_missing()
+        if missing:
+            raise torch_compat.ToolMissing(missing)
     torch.manual_seed(config.seed)
     corpus = load_corpus(config.data, config.seed, config.vocab_size)
     model = GPT(config.n_layer, config.n_head, config.n_embd, config.vocab_size, config.seq_len, config.attention,

@@ -1,6 +1,6 @@
 """Batch search: the largest batch size B that runs, with memory headroom, each try in a fresh worker.
 
-  python -m harness.batch_search --preset gpt2-124m --rung fused-adamw-clip --out results/
+  python -m harness.batch_search --preset gpt2-124m --rung fused-adamw-clip --out results/runs
   python -m harness.batch_search --preset tiny --rung fp32 --set compile=off --memory-budget-gib 0.9 --start 4 --multiple 4
 
 Stepping, then bisecting: B = start, 2*start, 4*start, ... (never past --max; --max itself is tried
@@ -169,9 +169,10 @@ def make_parser() -> argparse.ArgumentParser:
                    help="cap usable memory (emulate a smaller card): CUDA per-process fraction, CPU peak-RSS check")
     p.add_argument("--knee-tolerance", dest="knee_tolerance", type=float, default=sweepmod.KNEE_TOLERANCE,
                    help=f"knee: smallest B within this fraction of the best tokens/s (default {sweepmod.KNEE_TOLERANCE})")
-    p.add_argument("--out", default="results", help="directory for the records (default: results/)")
+    p.add_argument("--out", default=runmod.DEFAULT_OUT, help=f"directory for the records (default: {runmod.DEFAULT_OUT}/)")
     p.add_argument("--env", default=os.environ.get("HARNESS_ENV", "local"), help="env name the records belong to (default: $HARNESS_ENV or local)")
     p.add_argument("--timeout", type=float, default=runmod.DEFAULT_TIMEOUT_S, help="seconds per try before its worker is killed")
+    p.add_argument("--threads", type=int, help="torch threads in each worker (default: the CPUs this process may use)")
     return p
 
 
@@ -183,7 +184,7 @@ def run_args(args, b: int) -> argparse.Namespace:
     return argparse.Namespace(
         plan=args.plan, preset=args.preset, out=args.out, env=args.env, repeats=1, rungs=args.rung, set=sets,
         sweep=f"batch_size={b}", sweep_name=SWEEP_NAME, steps=args.steps, warmup_steps=args.warmup_steps,
-        batch_size=None, seq_len=args.seq_len, device=args.device, timeout=args.timeout)
+        batch_size=None, seq_len=args.seq_len, device=args.device, timeout=args.timeout, threads=args.threads)
 
 
 def main(argv=None) -> int:
@@ -194,6 +195,8 @@ def main(argv=None) -> int:
             parser.error(f"--{name} must be at least 1")
     if args.start > args.max:
         parser.error(f"--start {args.start} is above --max {args.max}")
+    if args.threads is not None and args.threads < 1:
+        parser.error("--threads must be at least 1")
     if args.headroom_gib is not None and args.headroom_gib < 0:
         parser.error("--headroom-gib must be >= 0")
     if args.memory_budget_gib is not None and args.memory_budget_gib <= 0:

@@ -28,13 +28,14 @@ from pathlib import Path
 import numpy as np
 from tabulate import tabulate
 
-from harness import stats
+from harness import contention, stats
 from harness import sweep as sweepmod
 from harness.record import (
     ADDED_FIELD_DEFAULTS,
     NOT_IN_WORKLOAD_HASH,
     canonical_hash,
     device_label,
+    isa_tag,
     iter_records,
     measured_workload,
     workload_hash,
@@ -56,8 +57,11 @@ VALUE_ORDER = {
 }
 # Environment keys worth comparing between two envs (dotted paths, prefix match) and between two GPUs.
 ENV_KEYS = ("torch.version", "torch.git", "torch.cuda", "torch.cudnn", "torch.nccl", "triton", "driver.",
-            "python.version", "container.")
-GPU_KEYS = ("gpu.", "driver.")
+            "python.version", "container.", "cpu.torch_capability")
+GPU_KEYS = ("gpu.", "driver.", "cpu.", "machine.", "threads.torch")
+CONTENDED_NOTE = ("'contended': measured while other work ran on the machine (record.contention: other processes' "
+                  "CPU time on the worker's CPUs, steal, other GPU processes); its times are slower than the machine "
+                  "can do, and a delta against it says so much about the load as about the change")
 TOP_UNDERNEATH = 5  # "what changed underneath": ranked rows shown per pair besides lm_head GEMM and attention (--all: every row)
 STATUS_TEXT = {"oom": "ran out of memory", "unsupported": "was unsupported", "error": "failed", "invalid": "was invalid"}
 COMPARABLE_RULE = ("Comparable = same workload_hash (the workload less where and how long it ran) and same flags hash "
@@ -247,7 +251,19 @@ class Group:
     def n_text(self) -> str:
         counts = [len(s) for s in self.samples]
         text = f"{len(counts)}x{counts[0]}" if len(set(counts)) == 1 else "+".join(str(c) for c in counts)
-        return text + (" pooled" if self.pooled else "")
+        busy = len(self.contended)
+        mark = "" if not busy else " contended" if busy == len(self.records) else f" ({busy} contended)"
+        return text + (" pooled" if self.pooled else "") + mark
+
+    @property
+    def contended(self) -> list[dict]:
+        """Its runs measured under contention (record.contention; older records do not say, and are not flagged)."""
+        return [r for r in self.records if (r.get("contention") or {}).get("contended")]
+
+    @property
+    def contended_notes(self) -> list[str]:
+        return [f"contended: {self.label} ({self.batch}) on {self.gpu} / {self.env}, {r['run_id']}: "
+                f"{contention.describe(r.get('contention'))}" for r in self.contended]
 
     @property
     def pooled(self) -> bool:
@@ -683,8 +699,11 @@ class Compare:
                 first = first or g
                 if g.pooled_note and g.pooled_note not in table.notes:
                     table.notes.append(g.pooled_note)
+                table.notes += [n for n in g.contended_notes if n not in table.notes]
             if any(isinstance(r.get("mfu"), Mfu) and r["mfu"].suspect for r in table.rows):
                 table.notes.append(MFU_SUSPECT_NOTE)
+            if any(g.contended for g in groups):
+                table.notes.append(CONTENDED_NOTE)
             tables.append(table)
         return tables
 
@@ -709,7 +728,7 @@ class Compare:
             if row_cells is not None:  # beside an ok run of the same set only: a failure alone compares nothing
                 row_cells.setdefault(env if across == "env" else gpu, (r, gpu, env))
         wanted = self.baseline_env if across == "env" else self.baseline_gpu
-        rows, failed_base = [], 0
+        rows, failed_base, contended, isa_notes = [], 0, [], {}
         for by_other in cells.values():
             for o, row_cells in by_other.items():
                 if len(row_cells) < 2:
@@ -731,8 +750,14 @@ class Compare:
                            "batch_size": g0.workload.get("batch_size")}
                     if isinstance(c, Group):
                         row.update(runs=c.n_text, tokens_s=c.throughput.point, memory=c.memory_bytes)
+                        contended += [n for n in c.contended_notes if n not in contended]
                     else:
                         row["runs"] = c[0]["status"]
+                    if across == "gpu" and v != order[0]:
+                        isa = isa_difference(base_env_of(base), base_env_of(c))
+                        if isa:
+                            row["isa"] = isa
+                            isa_notes.setdefault(f"{short_gpu(base_gpu)} vs {short_gpu(v)}: {isa}", None)
                     row["run_ids"] = [i for cell in ((c,) if v == order[0] else (base, c))
                                       for i in (run_ids(cell) if isinstance(cell, Group) else [cell[0]["run_id"]])]
                     if v != order[0]:
@@ -745,6 +770,9 @@ class Compare:
         if failed_base:
             table.notes.append(f"{failed_base} baseline cell(s) did not run ok (their status is under 'runs'): the other "
                                f"{what}'s runs of that rung and B are shown without a delta")
+        table.notes += list(isa_notes)
+        if contended:
+            table.notes += contended + [CONTENDED_NOTE]
         refused = self.refused_pairs(across)
         table.notes += refused[:5] + ([f"... and {len(refused) - 5} more such pairs"] if len(refused) > 5 else [])
         if not table.rows:
@@ -1176,6 +1204,37 @@ def loss_parity(base: Group, g: Group, upto: int | None, start: int, tol: float)
     else:
         parity = "DRIFT" if any(d is not None and abs(d) > tol for d in (df, dm)) else "ok"
     return {"final": f, "mean": m, "d_final": df, "d_mean": dm, "parity": parity, "steps": upto}
+
+
+def base_env_of(cell) -> dict:
+    """The environment of a cross-table cell: a Group, or a failed run's (record, device, env)."""
+    return cell.environment if isinstance(cell, Group) else (cell[0].get("environment") or {})
+
+
+def isa_difference(env_a: dict, env_b: dict) -> str | None:
+    """'different CPU ISA: ...' when two CPU records' ISA flags (environment.cpu.isa) or torch's kernel path
+    differ; None when they agree or either record does not say (an older record, a GPU)."""
+    cpu_a, cpu_b = env_a.get("cpu") or {}, env_b.get("cpu") or {}
+    if env_a.get("gpu") or env_b.get("gpu"):
+        return None
+    isa_a, isa_b = cpu_a.get("isa"), cpu_b.get("isa")
+    known_a, known_b = isinstance(isa_a, dict) and bool(isa_a), isinstance(isa_b, dict) and bool(isa_b)
+    if known_a != known_b:
+        return (f"CPU ISA recorded for one side only ({isa_tag(isa_a if known_a else isa_b)}): the other record does "
+                f"not say, so a difference in ISA can be neither named nor ruled out")
+    if not known_a:
+        return None
+    only_a = sorted(k for k, v in isa_a.items() if v and not isa_b.get(k))
+    only_b = sorted(k for k, v in isa_b.items() if v and not isa_a.get(k))
+    cap_a, cap_b = cpu_a.get("torch_capability"), cpu_b.get("torch_capability")
+    parts = [f"{isa_tag(isa_a)} vs {isa_tag(isa_b)}"] if isa_tag(isa_a) != isa_tag(isa_b) else []
+    if only_a:
+        parts.append(f"only the first has {', '.join(only_a)}")
+    if only_b:
+        parts.append(f"only the second has {', '.join(only_b)}")
+    if cap_a and cap_b and cap_a != cap_b:
+        parts.append(f"torch's CPU kernels {cap_a} vs {cap_b}")
+    return "different CPU ISA: " + "; ".join(parts) if parts else None
 
 
 def run_ids(*groups: Group) -> list[str]:

@@ -34,8 +34,8 @@ TEMPLATE = """\
 #
 # Build (from the repository root):  docker build -f envs/{name}/Dockerfile -t envs/{name} .
 #                               or:  python -m harness.docker build {name}
-# Run (default plan, records into ./results):
-#   docker run --gpus all -v "$PWD/results:/results" envs/{name}
+# Run (default plan, records into ./results/runs; the host's machine id, so records say which machine ran them):
+#   docker run --gpus all -v "$PWD/results/runs:/results" -v /etc/machine-id:/etc/machine-id:ro envs/{name}
 #   extra arguments go to python -m harness.run, e.g. ... envs/{name} --preset tiny
 FROM {image}
 
@@ -62,7 +62,7 @@ RUN apt-get update \\
  && rm -rf /var/lib/apt/lists/*
 COPY --from={uv_image} /uv /uvx /usr/local/bin/
 
-# Only pyproject.toml, gpt/, harness/ and envs/ are in the context (envs/{name}/Dockerfile.dockerignore).
+# Only pyproject.toml, gpt/, harness/ and envs/ are in the context (.dockerignore; BuildKit: envs/{name}/Dockerfile.dockerignore).
 COPY . /opt/harness
 WORKDIR /opt/harness
 RUN python3 -m harness.envs install "${{HARNESS_ENV}}" --venv /opt/venv --project /opt/harness \\
@@ -77,8 +77,10 @@ CMD []
 """
 
 DOCKERIGNORE = """\
-# Build context for envs/*/Dockerfile (BuildKit reads <Dockerfile>.dockerignore; harness.docker build too):
-# only what the image needs, never results/, .nox/ or .git/.
+# Build context for envs/*/Dockerfile: only what the image needs, never results/, .nox/, .venv/ or .git/.
+# BuildKit reads envs/<name>/Dockerfile.dockerignore, the legacy builder (no BuildKit) only this file at the
+# root of the context; harness.docker build uses the former. All are written from one source by
+# `python -m harness.docker render` (harness/docker.py DOCKERIGNORE) and checked by `... check`.
 *
 !pyproject.toml
 !gpt
@@ -100,6 +102,15 @@ def dockerfile_path(name: str) -> Path:
     return envs.envs_dir() / name / "Dockerfile"
 
 
+def root_dockerignore() -> Path:
+    """The context's own .dockerignore: the one the legacy builder reads for `docker build -f envs/<name>/Dockerfile .`."""
+    return envs.ROOT / ".dockerignore"
+
+
+def ignore_patterns(text: str = DOCKERIGNORE) -> list[str]:
+    return [p.strip() for p in text.splitlines() if p.strip() and not p.startswith("#")]
+
+
 def render_dockerfile(spec: envs.EnvSpec) -> str:
     if not spec.base_image:
         raise envs.SpecError(f"{spec.name}: no base_image, so no Dockerfile")
@@ -118,6 +129,9 @@ def render(names: list[str] | None = None) -> list[Path]:
         path.write_text(render_dockerfile(spec))
         path.with_name("Dockerfile.dockerignore").write_text(DOCKERIGNORE)
         written.append(path)
+    if written:
+        root_dockerignore().write_text(DOCKERIGNORE)
+        written.append(root_dockerignore())
     return written
 
 
@@ -304,9 +318,9 @@ def check_all(names: list[str] | None = None) -> dict[str, list[str]]:
         problems = check_dockerfile(path.read_text(), spec)
         if path.read_text() != render_dockerfile(spec):
             problems.append(f"{path} differs from its rendering; run python -m harness.docker render {name}")
-        ignore = path.with_name("Dockerfile.dockerignore")
-        if not ignore.is_file() or ignore.read_text() != DOCKERIGNORE:
-            problems.append(f"{ignore} is missing or stale; run python -m harness.docker render {name}")
+        for ignore in (path.with_name("Dockerfile.dockerignore"), root_dockerignore()):
+            if not ignore.is_file() or ignore.read_text() != DOCKERIGNORE:
+                problems.append(f"{ignore} is missing or stale; run python -m harness.docker render {name}")
         out[name] = problems
     return out
 
@@ -346,8 +360,7 @@ def build_context(name: str) -> io.BytesIO:
     from docker.utils import build as docker_build
 
     ignore = dockerfile_path(name).with_name("Dockerfile.dockerignore")
-    patterns = [p.strip() for p in ignore.read_text().splitlines() if p.strip() and not p.startswith("#")]
-    return docker_build.tar(str(envs.ROOT), exclude=patterns, gzip=False)
+    return docker_build.tar(str(envs.ROOT), exclude=ignore_patterns(ignore.read_text()), gzip=False)
 
 
 def build(name: str, tag: str | None = None, no_cache: bool = False) -> str:
@@ -384,9 +397,11 @@ def run(name: str, runner_args: list[str], results: Path, gpus: bool = True, tag
     results = results.resolve()
     results.mkdir(parents=True, exist_ok=True)
     device_requests = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if gpus else None
+    volumes = {str(results): {"bind": RESULTS_IN_IMAGE, "mode": "rw"}}
+    if Path("/etc/machine-id").is_file():  # the host's: records name the machine, not the image (harness.envinfo.machine_id)
+        volumes["/etc/machine-id"] = {"bind": "/etc/machine-id", "mode": "ro"}
     container = c.containers.run(
-        image.id, command=runner_args, detach=True, device_requests=device_requests,
-        volumes={str(results): {"bind": RESULTS_IN_IMAGE, "mode": "rw"}},
+        image.id, command=runner_args, detach=True, device_requests=device_requests, volumes=volumes,
         environment={"HARNESS_IMAGE": tag, "HARNESS_IMAGE_DIGEST": image.id}, ipc_mode="host")
     try:
         for line in container.logs(stream=True, follow=True):
@@ -409,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="run the image's default plan; records land in --results")
     r.add_argument("name")
     r.add_argument("--tag")
-    r.add_argument("--results", type=Path, default=Path("results"))
+    r.add_argument("--results", type=Path, default=Path("results/runs"), help="where the records land (default: results/runs)")
     r.add_argument("--no-gpus", action="store_true", help="do not request GPUs (CPU run)")
     r.add_argument("runner_args", nargs=argparse.REMAINDER, help="after --: arguments for harness.run")
     c = sub.add_parser("check", help="static checks of the Dockerfiles (no engine needed)")

@@ -7,6 +7,7 @@ name / capability / SM count / memory only.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import platform
 import re
@@ -44,6 +45,60 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+# The CPU features that decide how fast each precision runs (x86 /proc/cpuinfo "flags", aarch64 "Features"):
+# the vector width fp32 gets, and whether bf16/fp16 have native instructions or run emulated (bf16 on a CPU
+# without avx512_bf16/amx_bf16 is converted in software, tens of times slower).
+ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+             "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8", "amx_fp16",  # x86
+             "asimd", "asimdhp", "bf16", "i8mm", "sve", "sve2", "svebf16")  # aarch64
+
+
+def cpu_isa(cpuinfo: str | None = None) -> dict | None:
+    """{flag: present} for every ISA_FLAGS entry of the CPU's architecture, from /proc/cpuinfo; None where it
+    cannot be read (not Linux). Absent flags are recorded as false, so two records say what one CPU lacks."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return None
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in ("flags", "Features"):
+            present = set(value.split())
+            arm = key.strip() == "Features"
+            names = ISA_FLAGS[ISA_FLAGS.index("asimd"):] if arm else ISA_FLAGS[:ISA_FLAGS.index("asimd")]
+            return {name: name in present for name in names}
+    return None
+
+
+MACHINE_ID_SOURCES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
+MACHINE_ID_APP = b"gpt-harness machine id v1"  # the id is an HMAC of the raw id with this, as systemd's app-specific ids
+
+
+def machine_id(sources=MACHINE_ID_SOURCES, environ=None) -> dict:
+    """A stable, non-identifying id of the machine, so records of two machines never pass for repeats of one:
+    HMAC-SHA256(raw id, MACHINE_ID_APP), 12 hex digits; never the raw id. The raw id: HARNESS_MACHINE_ID (set it
+    to the host's value in containers, whose /etc/machine-id is the image's, or to name a machine yourself),
+    else /etc/machine-id (systemd), else the D-Bus copy. None where there is none (then the label shows none)."""
+    environ = os.environ if environ is None else environ
+    candidates = [("HARNESS_MACHINE_ID", environ.get("HARNESS_MACHINE_ID"))]
+    for path in sources:
+        try:
+            candidates.append((path, Path(path).read_text().strip()))
+        except OSError:
+            continue
+    for source, raw in candidates:
+        if raw and raw.strip():
+            digest = hmac.new(raw.strip().encode(), MACHINE_ID_APP, hashlib.sha256).hexdigest()
+            return {"id": digest[:12], "source": source}
+    return {"id": None, "source": None}
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask: a container's or taskset's cpuset), else all."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def host_ram_bytes() -> int | None:
@@ -135,7 +190,9 @@ def capture(env_name: str, device) -> dict:
         "device": device_type,
         "python": {"version": platform.python_version(), "implementation": platform.python_implementation(), "executable": sys.executable},
         "os": {"platform": platform.platform(), "kernel": platform.release()},
-        "cpu": {"model": cpu_model(), "count": os.cpu_count(), "usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None},
+        "cpu": {"model": cpu_model(), "count": os.cpu_count(), "usable": usable_cpus(), "isa": cpu_isa(),
+                "torch_capability": torch_compat.cpu_capability()},
+        "machine": machine_id(),
         "host_ram_bytes": host_ram_bytes(),
         "torch": {
             "version": torch.__version__,

@@ -67,17 +67,45 @@ def workload_hash(workload: dict) -> str:
     return canonical_hash(measured_workload(workload))
 
 
+# What decides CPU speed per precision, in a device label: the widest vector ISA, and whether bf16/fp16 have
+# native instructions (bf16 on a CPU without them is converted in software: tens of times slower).
+VECTOR_ISA = (("avx512f", "AVX512"), ("avx2", "AVX2"), ("avx", "AVX"), ("sve2", "SVE2"), ("sve", "SVE"), ("asimd", "NEON"))
+NATIVE_LOW_PRECISION = ("avx512_bf16", "avx512_fp16", "amx_bf16", "amx_fp16", "bf16", "svebf16")
+
+
+def isa_tag(isa) -> str | None:
+    """A short name for a CPU's recorded ISA flags (environment.cpu.isa): "AVX512+avx512_bf16",
+    "AVX2, no native bf16"; None without flags (an older record, not Linux)."""
+    if not isinstance(isa, dict) or not isa:
+        return None
+    base = next((name for flag, name in VECTOR_ISA if isa.get(flag)), "scalar")
+    extras = [n for n in NATIVE_LOW_PRECISION if isa.get(n)]
+    return "+".join([base, *extras]) if extras else f"{base}, no native bf16"
+
+
 def device_label(environment: dict | None) -> str:
-    """Where a record ran, from its `environment`: the GPU's name, else `cpu: <model>`, else 'unknown device'."""
+    """Where a record ran, from its `environment`: the GPU's name, else `cpu: <model>`, else 'unknown device';
+    then, where the record has them, what tells two machines with that name apart: a CPU's ISA tag and torch
+    thread count, and the machine id (environment.machine). Records without them (older ones) keep the plain
+    name. The one rule: compare's cells, sweeps and reports all group by this label, so runs of two machines,
+    or of two CPUs that differ in ISA, are never pooled as repeats."""
     env = environment or {}
-    gpu = env.get("gpu")
+    gpu, cpu = env.get("gpu"), env.get("cpu")
+    machine = (env.get("machine") or {}).get("id") if isinstance(env.get("machine"), dict) else None
+    details = []
     if isinstance(gpu, dict) and gpu.get("name"):
-        return str(gpu["name"])
-    cpu = env.get("cpu")
-    if env.get("device") == "cpu" or isinstance(cpu, dict):
+        name = str(gpu["name"])
+    elif env.get("device") == "cpu" or isinstance(cpu, dict):
         model = cpu.get("model") if isinstance(cpu, dict) else None
-        return f"cpu: {model or 'unknown model'}"
-    return "unknown device"
+        name = f"cpu: {model or 'unknown model'}"
+        if isinstance(cpu, dict):
+            threads = (env.get("threads") or {}).get("torch") if isinstance(env.get("threads"), dict) else None
+            details += [d for d in (isa_tag(cpu.get("isa")), f"{threads} threads" if threads else None) if d]
+    else:
+        return "unknown device"
+    if machine:
+        details.append(f"machine {str(machine)[:8]}")
+    return f"{name} [{'; '.join(details)}]" if details else name
 
 
 def _json_safe(obj):

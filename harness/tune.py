@@ -1,6 +1,6 @@
 """The fastest configuration on the device this runs on: `python -m harness.tune`.
 
-  python -m harness.tune --preset gpt2-124m --batch-size 64 --device cuda --out results/fastest
+  python -m harness.tune --preset gpt2-124m --batch-size 64 --device cuda --out results/runs/fastest
   python -m harness.tune --preset tiny --set compile=off --knobs sdpa-auto,lm-head-liger --steps 6 --device cpu --out /tmp/t
 
 Every run is a fresh worker (harness.run's), its record in --out tagged plan `fastest`:
@@ -105,7 +105,8 @@ class Session:
         return argparse.Namespace(
             plan=str(self.plan_path), preset=a.preset, out=a.out, env=a.env, repeats=a.repeats, rungs=",".join(rungs),
             set=None, flag=None, sweep=sweep, sweep_name=batch_search.SWEEP_NAME if sweep else None, steps=a.steps,
-            warmup_steps=a.warmup_steps, batch_size=None, seq_len=None, device=a.device, timeout=a.timeout)
+            warmup_steps=a.warmup_steps, batch_size=None, seq_len=None, device=a.device, timeout=a.timeout,
+            threads=a.threads)
 
     def run(self, rungs: list[str], sweep: str | None = None) -> list[dict]:
         ns = self.run_args(rungs, sweep)
@@ -149,7 +150,7 @@ def batch(session: Session, winner: fastest.Candidate) -> None:
     bs = argparse.Namespace(plan=str(session.plan_path), preset=a.preset, out=a.out, env=a.env, rung=winner.group.label,
                             set=[], memory_budget_gib=None, steps=a.steps, warmup_steps=a.warmup_steps, seq_len=None,
                             device=a.device, timeout=a.timeout, start=b0, max=a.max_batch, multiple=a.multiple,
-                            headroom_gib=None)
+                            headroom_gib=None, threads=a.threads)
 
     def attempt(b: int) -> dict:
         if b == b0:
@@ -223,9 +224,10 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--loss-tol", dest="loss_tol", type=float, default=0.01, help="relative loss tolerance (default 0.01)")
     p.add_argument("--noise-floor", dest="noise_floor", type=float, default=stats.NOISE_FLOOR,
                    help=f"smallest relative gain that counts (default {stats.NOISE_FLOOR})")
-    p.add_argument("--out", default="results", help="directory for the records and the plan file (default: results/)")
+    p.add_argument("--out", default=runmod.DEFAULT_OUT, help=f"directory for the records and the plan file (default: {runmod.DEFAULT_OUT}/)")
     p.add_argument("--env", default=os.environ.get("HARNESS_ENV", "local"), help="env name the records belong to (default: $HARNESS_ENV or local)")
     p.add_argument("--timeout", type=float, default=runmod.DEFAULT_TIMEOUT_S, help="seconds per run before its worker is killed")
+    p.add_argument("--threads", type=int, help="torch threads in each worker (default: the CPUs this process may use)")
     return p
 
 
@@ -234,6 +236,8 @@ def prepare(p: argparse.ArgumentParser, args) -> Session:
     for name in ("repeats", "max_batch", "multiple"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.threads is not None and args.threads < 1:
+        p.error("--threads must be at least 1")
     if args.loss_tol <= 0 or not 0 <= args.noise_floor < 1:
         p.error("--loss-tol must be positive and --noise-floor in [0, 1)")
     try:

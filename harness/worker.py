@@ -26,7 +26,7 @@ from gpt import torch_compat
 from gpt.config import ConfigError, WorkloadConfig
 from gpt.data import DataError
 from gpt.train import build, resolve_device
-from harness import envinfo, explain
+from harness import contention, envinfo, explain
 from harness import flags as flagmod
 from harness.record import SCHEMA_VERSION, workload_hash, write_record
 
@@ -89,10 +89,29 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
-def measure(spec: dict, step_hook=None) -> dict:
+def emit_progress(event: str, **fields) -> None:
+    """One JSON line on stdout, as it happens, for harness.run to relay (the record's path is the last line)."""
+    print(json.dumps({"progress": event, **fields}), flush=True)
+
+
+def set_threads(requested: int | None) -> dict:
+    """torch's intra-op thread count, set on purpose before anything runs: `requested` (--threads), else the
+    CPUs this process may use. What torch would have picked is kept beside it."""
+    default = torch.get_num_threads()
+    usable = envinfo.usable_cpus()
+    torch.set_num_threads(requested or usable)
+    return {"torch": torch.get_num_threads(), "interop": torch.get_num_interop_threads(), "torch_default": default,
+            "chosen": f"--threads {requested}" if requested else f"default: the usable CPUs ({usable})"}
+
+
+def measure(spec: dict, step_hook=None, progress=None) -> dict:
     """Run one measurement and return its record (never raises for a failed run: the status says it).
 
-    step_hook(i) is called after step i, outside the timed region (tests use it to tamper with flags)."""
+    step_hook(i) is called after step i, outside the timed region (tests use it to tamper with flags).
+    progress(event, **fields), if given, hears what is happening as it happens (main() prints it for the
+    runner): started, calibrating, building, compiling (or first step), each step (with its ms on CPU), profiling.
+    Called outside the timed region."""
+    progress = progress or (lambda event, **fields: None)
     record = {
         "schema_version": SCHEMA_VERSION,
         "run_id": spec["run_id"],
@@ -123,7 +142,10 @@ def measure(spec: dict, step_hook=None) -> dict:
         config = WorkloadConfig(**spec["workload"]).validate()
         flags = flagmod.FrozenFlags.from_dict(spec["flags"])
         device = resolve_device(config.device)
+        threads = set_threads(spec.get("threads"))
         record["environment"] = envinfo.capture(spec["env"], device)
+        record["environment"]["threads"] = threads
+        progress("started", torch=torch.__version__, device=device.type, threads=threads["torch"])
         record["flags"]["applied"] = flagmod.apply(flags)  # before the model exists, so compile sees them
         overrides = record["flags"]["applied"].get("tf32_env_overrides")
         if overrides:
@@ -136,21 +158,34 @@ def measure(spec: dict, step_hook=None) -> dict:
             torch.cuda.set_per_process_memory_fraction(min(1.0, config.memory_budget_gib * 2**30 / total), device)
         # Measured GEMM peak for MFU: short, before the model exists, with the run's flags already applied.
         run_dtype = explain.gemm_dtype(config.precision, record["flags"]["applied"].get("matmul_precision"), device.type)
+        progress("calibrating")
         calibration = explain.guarded(explain.calibrate_gemm_peak, device, run_dtype)
+        progress("building")
         trainer = build(config)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
 
         timer = StepTimer(device, config.steps)
         sampler = explain.PowerSampler(device).start()  # NVML in its own thread; nothing is added to the loop
+        gpu_index = envinfo.nvml_index(device) if device.type == "cuda" else None
         losses, norms = [], []
         flags_now, flag_changes = record["flags"]["applied"], []
+        busy_before = None
+        progress("compiling" if config.compile != "off" else "first step", steps=config.steps)
+        first_started = time.perf_counter()
         for i in range(config.steps):
+            if i == config.warmup_steps:  # how busy the machine is, over the timed steps only
+                busy_before = contention.sample(gpu_index)
             timer.start(i)
             loss, norm = trainer.step()
             timer.stop(i)
             losses.append(loss)
             norms.append(norm)
+            # Progress, outside the timed region: CPU steps are timed already (host clock); a CUDA step's time is
+            # known only after the final sync, so only its count is told (the first step's host time: the compile).
+            progress("step", step=i + 1, steps=config.steps,
+                     ms=(timer.wall[i][1] - timer.wall[i][0]) * 1000 if not timer.cuda else None,
+                     first_step_s=time.perf_counter() - first_started if i == 0 else None)
             if step_hook:
                 step_hook(i)
             # Every flag read back after every step, on the host outside the timed region (attribute reads,
@@ -160,7 +195,13 @@ def measure(spec: dict, step_hook=None) -> dict:
                 flag_changes.append(f"after step {i}: {flagmod.changed(flags_now, read)}")
                 flags_now = read
         ms = timer.elapsed_ms()  # syncs once
+        busy_after = contention.sample(gpu_index)
         sampler.stop()
+        if busy_before is not None:
+            record["contention"] = contention.window(busy_before, busy_after, threads["torch"], envinfo.usable_cpus())
+            line = contention.describe(record["contention"])
+            if line:
+                record["notes"].append(f"measured under contention: {line}")
         record["steps"] = {
             "ms": ms,
             "loss": [float(x) for x in losses],
@@ -185,6 +226,7 @@ def measure(spec: dict, step_hook=None) -> dict:
                 record["status"] = "oom"
                 record["reason"] = f"peak RSS {record['summary']['peak_rss_bytes'] / 2**30:.2f} GiB exceeded the memory budget {config.memory_budget_gib} GiB"
         # Evidence, after the timed steps and their readout: each part fails on its own, never the measurement.
+        progress("profiling", steps=config.profile_steps)
         record["explain"] = explain.capture(trainer, config, record["summary"], ms[config.warmup_steps:], sampler, calibration, run_dtype)
         record["summary"]["mfu"] = explain.summary_mfu(record["explain"]["mfu"])
         power = record["explain"]["power"]
@@ -199,7 +241,7 @@ def measure(spec: dict, step_hook=None) -> dict:
         record["status"], record["reason"] = "unsupported", str(exc)
     except (torch_compat.OutOfMemoryError, MemoryError) as exc:
         record["status"], record["reason"] = "oom", str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    except (ConfigError, DataError, flagmod.FlagError) as exc:
+    except (ConfigError, DataError, flagmod.FlagError, torch_compat.ToolMissing) as exc:
         record["status"], record["reason"] = "error", str(exc)
     except Exception as exc:  # noqa: BLE001 -- any other failure is a result too; the plan goes on
         if "out of memory" in str(exc).lower():
@@ -245,7 +287,7 @@ def main(argv=None) -> int:
         spec = json.load(f)
     runner_pid = spec.get("runner_pid")
     die_with_runner(runner_pid)
-    record = measure(spec)
+    record = measure(spec, progress=emit_progress)
     if runner_pid is not None and os.getppid() != runner_pid:
         return 1  # the runner is gone (a platform without PR_SET_PDEATHSIG): nobody asked for this record any more
     path = write_record(record, spec["out"])

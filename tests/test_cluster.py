@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from module_cli import ROOT, assert_refused, run_module
+from records_factory import make_record, write
 
 from harness.cluster import k8s, slurm
 from harness.cluster.__main__ import main
 from harness.cluster.matrix import Matrix, find_matrix, load_config, new_matrix
 from harness.run import build_points
-from module_cli import ROOT, assert_refused, run_module
-from records_factory import make_record, write
 
 DATA = Path(__file__).parent / "data" / "slurm"
 LOCAL_CONFIG = ROOT / "scripts" / "slurm_local.yaml"

@@ -137,6 +137,40 @@ def test_dockerignore_keeps_results_and_venvs_out():
         assert {"!pyproject.toml", "!gpt", "!harness", "!envs"} <= set(lines)
 
 
+def test_root_dockerignore_keeps_nox_venv_runs_and_git_out_for_the_legacy_builder(tmp_path):
+    """`docker build -f envs/nightly/Dockerfile .` without BuildKit reads only the context's root .dockerignore.
+    The context is computed by the docker SDK's own matcher (docker.utils.build.exclude_paths) on a checkout after
+    the Quick start: what the Dockerfiles COPY is in, .nox/.venv/results/.git are out."""
+    pytest.importorskip("docker")
+    from docker.utils.build import exclude_paths
+
+    assert (ROOT / ".dockerignore").read_text() == hdocker.DOCKERIGNORE
+    tree = tmp_path / "checkout"
+    for rel in ("pyproject.toml", "gpt/model.py", "harness/run.py", "harness/plans/seed-ladder.yaml",
+                "envs/nightly/env.yaml", "envs/nightly/Dockerfile", "README.md", ".nox/bench-latest/lib/torch.so",
+                ".venv/bin/python", "results/runs/r.json", "results/cpu-amd-epyc-2core/r.json", ".git/HEAD",
+                "tests/test_x.py", "harness/__pycache__/run.cpython-311.pyc"):
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text("x")
+    (tree / ".dockerignore").write_text((ROOT / ".dockerignore").read_text())
+    sent = exclude_paths(str(tree), hdocker.ignore_patterns((tree / ".dockerignore").read_text()),
+                         dockerfile="envs/nightly/Dockerfile")
+    copied = [line for line in (ROOT / "envs/nightly/Dockerfile").read_text().splitlines() if line.startswith("COPY ")]
+    assert copied == ["COPY --from=ghcr.io/astral-sh/uv:0.13.9 /uv /uvx /usr/local/bin/", "COPY . /opt/harness"]
+    # COPY . takes the whole context: it must hold what harness.envs install and the worker read
+    assert {"pyproject.toml", "gpt/model.py", "harness/run.py", "harness/plans/seed-ladder.yaml",
+            "envs/nightly/env.yaml", "envs/nightly/Dockerfile"} <= sent
+    assert not [p for p in sent if p.split("/")[0] in (".nox", ".venv", "results", ".git", "tests")], sorted(sent)
+    assert not [p for p in sent if "__pycache__" in p]
+
+
+def test_render_and_check_keep_the_root_dockerignore(tmp_path, monkeypatch):
+    monkeypatch.setattr(hdocker, "root_dockerignore", lambda: tmp_path / ".dockerignore")
+    assert any("is missing or stale" in p for p in hdocker.check_all(["nightly"])["nightly"])
+    (tmp_path / ".dockerignore").write_text(hdocker.DOCKERIGNORE)
+    assert hdocker.check_all(["nightly"])["nightly"] == []
+
+
 def test_build_context_holds_only_the_project():
     pytest.importorskip("docker")
     import tarfile

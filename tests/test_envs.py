@@ -260,10 +260,14 @@ def test_runner_args_defaults_and_env_name():
     sys.path.insert(0, str(ROOT))
     import noxfile
 
+    # no --plan and no --rungs: the Quick start's rungs of the seed ladder, into the git-ignored results/runs
     assert noxfile.runner_args("torch212", ["--preset", "tiny"]) == [
-        "--preset", "tiny", "--plan", "seed-ladder", "--out", "results/", "--env", "torch212"]
+        "--preset", "tiny", "--rungs", "fp32,bf16,sdpa-flash,vocab-50304", "--plan", "seed-ladder", "--out",
+        "results/runs", "--env", "torch212"]
     assert noxfile.runner_args("latest", ["--plan=x", "--out", "o", "--env", "latest"]) == [
         "--plan=x", "--out", "o", "--env", "latest"]
+    assert noxfile.runner_args("latest", ["--rungs", "tf32"]) == [
+        "--rungs", "tf32", "--plan", "seed-ladder", "--out", "results/runs", "--env", "latest"]
     with pytest.raises(ValueError, match="contradicts"):
         noxfile.runner_args("latest", ["--env", "torch212"])
 

@@ -98,6 +98,7 @@ def test_environment_memory_and_power_read_the_same_gpu(fake, monkeypatch):
 
 
 def test_the_runner_names_the_gpu_a_dead_worker_was_meant_for(fake, monkeypatch):
+    from harness import envinfo
     from harness import run as runmod
     from harness.record import device_label
 
@@ -105,6 +106,8 @@ def test_the_runner_names_the_gpu_a_dead_worker_was_meant_for(fake, monkeypatch)
     spec = {"env": "local", "workload": {"device": "auto"}}
     env = runmod.intended_environment(spec)
     assert env["device"] == "cuda" and env["gpu"]["name"] == "NVIDIA H100 80GB HBM3" and env["gpu"]["capability"] == "9.0"
-    assert device_label(env) == "NVIDIA H100 80GB HBM3" and fake.asked == [1]
+    assert fake.asked == [1]
+    # the same label as the worker's own records of that machine: its machine id, like theirs (harness.envinfo)
+    assert device_label(env) == device_label({"gpu": {"name": "NVIDIA H100 80GB HBM3"}, "machine": envinfo.machine_id()})
     cpu = runmod.intended_environment({"env": "local", "workload": {"device": "cpu"}})
     assert cpu["device"] == "cpu" and device_label(cpu).startswith("cpu: ")

@@ -91,6 +91,7 @@ def test_run_ids_are_plain_file_names_and_not_taken(tmp_path):
     assert "/" not in run_id and re.fullmatch(r"[A-Za-z0-9._-]+", run_id)
 
 
+@pytest.mark.slow
 def test_a_taken_run_id_keeps_the_new_measurement_under_a_fresh_id(tmp_path):
     """The worker finds its run_id taken: the old record stays, the new measurement gets a fresh id, and the
     runner returns the new one (it returned the old record as the result, and lost the measurement, before)."""
@@ -147,7 +148,7 @@ def test_a_worker_that_dies_still_leaves_an_error_record(tmp_path):
 def test_rerun_command_names_env_and_rung():
     args = runmod.make_parser().parse_args(["--env", "torch212", "--preset", "tiny", "--set", "batch_size=2"])
     _, points = runmod.build_points(args)
-    assert runmod.rerun_command(args, points[2]) == "nox -s bench-torch212 -- --plan seed-ladder --preset tiny --rungs bf16 --repeats 1 --out results --set batch_size=2"
+    assert runmod.rerun_command(args, points[2]) == "nox -s bench-torch212 -- --plan seed-ladder --preset tiny --rungs bf16 --repeats 1 --out results/runs --set batch_size=2"
     args.env = "local"
     assert runmod.rerun_command(args, points[2]).startswith("python -m harness.run --env local --plan seed-ladder")
 

@@ -11,7 +11,8 @@ from harness.worker import measure
 
 
 def spec_for(tmp_path, run_id="t", **overrides):
-    workload = make_config("tiny", **{"steps": 6, "warmup_steps": 2, **overrides}).to_dict()
+    """A tiny eager run; no profiling after the steps unless asked (explain has its own tests): seconds, not tens."""
+    workload = make_config("tiny", **{"steps": 6, "warmup_steps": 2, "profile_steps": 0, **overrides}).to_dict()
     return {"run_id": run_id, "env": "local", "plan": "test", "rung": "r", "workload": workload,
                 "flags": flags_for(workload).to_dict(), "out": str(tmp_path), "rerun": "python -m harness.run ..."}
 
@@ -30,6 +31,7 @@ def test_ok_record_has_per_step_series_and_summary(tmp_path):
     assert record["steps"]["grad_norm"] == [None] * 6  # no clipping, so no norm is computed
 
 
+@pytest.mark.slow
 def test_loss_falls_on_the_synthetic_corpus(tmp_path):
     record = measure(spec_for(tmp_path, steps=30, lr=3e-3))
     losses = record["steps"]["loss"]
@@ -104,6 +106,7 @@ def test_a_tf32_env_override_is_recorded_with_the_flags_and_noted(tmp_path, monk
     assert any(n.startswith("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 set") for n in record["notes"])
 
 
+@pytest.mark.slow
 def test_same_seed_fp32_on_cpu_gives_bit_identical_losses(tmp_path):
     first = measure(spec_for(tmp_path, run_id="a"))["steps"]["loss"]
     second = measure(spec_for(tmp_path, run_id="b"))["steps"]["loss"]
