@@ -1472,7 +1472,8 @@ def _csv_value(v):
 # CSV holds raw numbers: every column with a unit says it in its name (a delta column is a fraction, 0.12 = +12%).
 CSV_NAMES = {"ms": "ms_per_step", "ref_ms": "ref_ms_per_step", "first": "first_step_ms", "tokens_s": "tokens_per_s",
              "ref_tokens_s": "ref_tokens_per_s", "memory": "memory_bytes", "ref_mem": "ref_device_used_bytes",
-             "mem": "device_used_bytes", "mfu": "mfu_fraction", "watts": "watts", "impact": "impact_us_per_step"}
+             "mem": "device_used_bytes", "mfu": "mfu_fraction", "mfu_ds": "mfu_datasheet_fraction",
+             "mfu_meas": "mfu_measured_fraction", "watts": "watts", "impact": "impact_us_per_step"}
 
 
 def _csv_columns(t: Table) -> list[tuple[str, list[str]]]:
@@ -1485,7 +1486,7 @@ def _csv_columns(t: Table) -> list[tuple[str, list[str]]]:
             bounds = "range" if all(c.delta.bounds == "range" for c in cells) else "ci"
             out.append((k, [f"{k}_fraction", f"{k}_{bounds}_low_fraction", f"{k}_{bounds}_high_fraction", f"{k}_verdict"]))
         elif any(isinstance(v, Mfu) for v in values):
-            out.append((k, [CSV_NAMES[k], f"{k}_peak_suspect"]))
+            out.append((k, [CSV_NAMES.get(k, k), f"{k}_peak_suspect"]))
         else:
             out.append((k, [CSV_NAMES.get(k, k)]))
     return out
