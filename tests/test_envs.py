@@ -110,6 +110,18 @@ def test_spec_loader_takes_any_yaml_spelling(envs_copy):
         load_spec("torch212")
 
 
+def test_without_pyyaml_missing_deps_runs_and_specs_fail_in_one_line():
+    """bench-local asks an interpreter that may lack PyYAML what it lacks; reading a spec there is one line."""
+    code = ("import runpy, sys; sys.modules['yaml'] = None; sys.argv[0] = 'harness.envs'; "
+            "runpy.run_module('harness.envs', run_name='__main__')")
+    missing = subprocess.run([sys.executable, "-c", code, "missing-deps"], check=False, cwd=ROOT, capture_output=True,
+                             text=True, timeout=60)
+    assert missing.returncode == 0, missing.stderr
+    show = subprocess.run([sys.executable, "-c", code, "show", "latest"], check=False, cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert show.returncode == 1 and show.stderr.count("\n") == 1 and "needs PyYAML" in show.stderr, show.stderr
+
+
 def _data(**changes):
     base = parse_spec((envs_dir() / "torch212" / "env.yaml").read_text())
     return {**base, **changes}

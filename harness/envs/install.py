@@ -1,7 +1,8 @@
 """Installing an env: the index it installs from (mirror variables), the pip/uv arguments, the reachability
 probe, and `install` (a venv with the spec's Python, torch, the extra pins and the project: Docker builds).
 
-Standard library and harness.envs.spec only: the Docker bootstrap runs this with the base image's python3.
+Standard library (and PyYAML, through the spec): the Docker bootstrap runs it with the base image's python3
+and python3-yaml.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import urllib.parse
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -74,7 +75,11 @@ class EnvSpec:
 def parse_spec(text: str, source: str = "<spec>") -> dict:
     """The mapping in a spec file, read by PyYAML; SpecError with the file and line for anything it cannot read,
     and for a key given twice (YAML would keep the last one silently; bump-nightly rewrites the first)."""
-    import yaml  # here, not at import: `missing-deps` must run in an interpreter that lacks PyYAML
+    try:
+        import yaml  # here, not at import: `missing-deps` must run in an interpreter that lacks PyYAML
+    except ImportError:
+        raise SpecError(f"{source}: reading a spec needs PyYAML, which {sys.executable} lacks "
+                        "(pip install pyyaml; nox installs it for its noxfile itself)") from None
 
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
