@@ -252,6 +252,11 @@ def check_dockerfile(text: str, spec: EnvSpec) -> list[str]:
         problems.append("no RUN ... -m harness.envs install: the torch install must come from the spec")
     elif not any(re.search(r"-m harness\.envs check\b", i.value) for i in instructions if i.keyword == "RUN"):
         problems.append("no RUN ... -m harness.envs check after the install")
+    else:  # harness.envs reads the spec with PyYAML, which a base image's python3 lacks
+        yaml_first = [i for i in instructions if i.keyword == "RUN" and i.line < installs[0].line
+                      and re.search(r"\bpython3-yaml\b|\bpyyaml\b", i.value, re.IGNORECASE)]
+        if not yaml_first:
+            problems.append("nothing installs PyYAML (python3-yaml) before RUN ... -m harness.envs install")
     args = {i.value.split("=", 1)[0]: i.value.split("=", 1)[1] if "=" in i.value else None
             for i in instructions if i.keyword == "ARG"}
     if args.get("HARNESS_ENV") != spec.name:

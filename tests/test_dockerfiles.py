@@ -96,6 +96,7 @@ def _mutate(old: str, new: str) -> list[str]:
     ('RUN python3 -m harness.envs install "${HARNESS_ENV}"', 'RUN pip install "torch>=2" && true',
      "torch version is written"),
     ('RUN python3 -m harness.envs install "${HARNESS_ENV}"', "RUN echo", "harness.envs install"),
+    (" python3 python3-yaml ca-certificates", " python3 ca-certificates", "installs PyYAML"),
     ('"--out", "/results"]', '"--out", "/tmp/out"]', "--out /results"),
     ('ENTRYPOINT ["python", "-m", "harness.run",', 'ENTRYPOINT ["python", "-m", "other",', "harness.run"),
     ('ENTRYPOINT ["python", "-m", "harness.run", "--plan", "seed-ladder", "--out", "/results"]',
