@@ -1,4 +1,8 @@
-"""nox sessions: one `bench-<name>` per envs/<name>/env.yaml, plus `tests`, `lint`, `compare`, `report` and `cluster`.
+# /// script
+# dependencies = ["nox>=2025.2.9", "pyyaml>=6"]
+# ///
+"""nox sessions: one `bench-<name>` per envs/<name>/env.yaml, plus `tests`, `lint`, `compare`, `report`, `verify-matrix`
+and `cluster`.
 
     nox -l                                        # list
     nox -s bench-torch212 bench-nightly           # install each pinned build, check it, run the Quick start rungs
@@ -6,10 +10,14 @@
     nox -s tests                                  # the fast tests; nox -s tests -- -m slow: the slow ones
     nox -s compare -- results/runs results/reference   # the tables (no torch needed)
     nox -s report -- results/ -o report/          # the technical report (no torch needed)
+    nox -s verify-matrix -- results/runs torch212 latest   # the records show each env's pinned torch
     nox -s cluster -- slurm status                # the matrix on Slurm (docs/cluster.md; no torch needed)
 
-Every version comes from the specs through harness/envs.py; nothing is pinned here.
+Every version comes from the specs through harness/envs/; nothing is pinned here.
 Mirrors: HARNESS_TORCH_INDEX_URL (every PyTorch index) or HARNESS_TORCH_INDEX_URL_<NAME> (one env).
+The script block above is for nox itself: the specs are YAML, so nox's own interpreter needs PyYAML. When it is
+missing (`pip install nox uv` brings none), nox makes .nox/_nox_script_mode with nox and PyYAML and re-runs itself
+there (nox >= 2025.2.9; --script-mode none turns that off).
 """
 
 from __future__ import annotations
@@ -24,9 +32,10 @@ from nox.command import CommandFailed
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-from harness import envs
+from harness.envs.install import install_args, probe_index, project_args
+from harness.envs.spec import EnvSpec, load_specs
 
-nox.needs_version = ">=2024.4.15"
+nox.needs_version = ">=2025.2.9"  # reads the script block above
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["lint", "tests"]  # `nox` alone never starts a multi-GB install
 
@@ -74,15 +83,15 @@ def _no_install(session: nox.Session) -> bool:
     return bool(getattr(config, "no_install", False))
 
 
-def _install_spec(session: nox.Session, spec: envs.EnvSpec, extras: str = "") -> None:
+def _install_spec(session: nox.Session, spec: EnvSpec, extras: str = "") -> None:
     """Install exactly the spec's torch build, then the project with its pins still in force."""
     reused = getattr(session.virtualenv, "_reused", False)
     if not (_no_install(session) and reused):
-        error = envs.probe_index(spec)  # seconds, not a resolver timeout, when the index is unreachable
+        error = probe_index(spec)  # seconds, not a resolver timeout, when the index is unreachable
         if error:
             session.error(error)
-    session.install(*envs.install_args(spec))
-    session.install(*envs.project_args(spec, ".", extras))
+    session.install(*install_args(spec))
+    session.install(*project_args(spec, ".", extras))
 
 
 def _check(session: nox.Session, name: str, python: str = "python") -> None:
@@ -92,7 +101,7 @@ def _check(session: nox.Session, name: str, python: str = "python") -> None:
         session.error(f"python -m harness.envs check {name} failed: see the line above (spec: envs/{name}/env.yaml)")
 
 
-def _make_bench(spec: envs.EnvSpec):
+def _make_bench(spec: EnvSpec):
     def bench(session: nox.Session) -> None:
         try:
             args = runner_args(spec.name, session.posargs)
@@ -112,7 +121,7 @@ def _local_python() -> str:
     return chosen or sys.executable
 
 
-def _make_local(spec: envs.EnvSpec):
+def _make_local(spec: EnvSpec):
     def bench(session: nox.Session) -> None:
         """No venv, no torch install: the interpreter's own environment. The harness's light deps are
         installed only if missing, and a failed install (offline machine) is a warning, not an error."""
@@ -147,14 +156,14 @@ def _make_invalid(name: str, error: str):
 
 # A spec that does not load still gets its session, which fails with the spec's error: `nox -l` names it,
 # and every other session (lint, tests, the other benches) works as before.
-SPECS, SPEC_ERRORS = envs.load_specs()
+SPECS, SPEC_ERRORS = load_specs()
 for _spec in SPECS.values():
     globals()[f"bench_{_spec.name}"] = (_make_bench if _spec.installs else _make_local)(_spec)
 for _name, _error in SPEC_ERRORS.items():
     globals()[f"bench_{_name}"] = _make_invalid(_name, _error)
 
 
-def _test_spec(session: nox.Session) -> envs.EnvSpec:
+def _test_spec(session: nox.Session) -> EnvSpec:
     if TEST_TORCH_ENV not in SPECS:
         session.error(SPEC_ERRORS.get(TEST_TORCH_ENV) or f"no spec envs/{TEST_TORCH_ENV}/env.yaml for the tests' torch")
     return SPECS[TEST_TORCH_ENV]
@@ -186,6 +195,13 @@ def report(session: nox.Session) -> None:
     """`python -m harness.report` (posargs: record paths, -o DIR); no torch: it runs where only results are."""
     session.install("-e", ".")
     session.run("python", "-m", "harness.report", *session.posargs)
+
+
+@nox.session(name="verify-matrix", default=False)
+def verify_matrix(session: nox.Session) -> None:
+    """`python -m harness.envs verify-matrix` (posargs: DIR NAME...): the records show each env's pinned torch; no torch."""
+    session.install("-e", ".")
+    session.run("python", "-m", "harness.envs", "verify-matrix", *session.posargs)
 
 
 @nox.session(default=False)

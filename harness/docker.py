@@ -6,323 +6,24 @@
     python -m harness.docker render [NAME...]     # rewrite the Dockerfiles from their specs (after a base bump)
 
 build/run talk to the engine through the docker SDK and exit 2 with one line when none is reachable.
-Parsing and checking need neither an engine nor the SDK.
+Rendering, parsing and checking live in harness.dockerfiles and need neither an engine nor the SDK.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
-import json
-import re
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-from harness import envs
+from harness.dockerfiles import RESULTS_IN_IMAGE, check_all, dockerfile_path, ignore_patterns, render
+from harness.envs.spec import ROOT, SpecError, load_spec
 
-RESULTS_IN_IMAGE = "/results"
 ENGINE_UNREACHABLE_EXIT = 2
-UV_IMAGE = "ghcr.io/astral-sh/uv:0.13.9"  # the uv binary copied into every image (pinned tag)
-
-TEMPLATE = """\
-# The {name} environment as an image. Every version comes from envs/{name}/env.yaml: this file installs
-# from it (harness.envs install) and repeats none of it. It is rendered from the spec by
-# `python -m harness.docker render {name}`; tests/test_dockerfiles.py fails when the two drift apart.
-# {digest_note}
-#
-# Build (from the repository root):  docker build -f envs/{name}/Dockerfile -t envs/{name} .
-#                               or:  python -m harness.docker build {name}
-# Run (default plan, records into ./results/runs; the host's machine id, so records say which machine ran them):
-#   docker run --gpus all -v "$PWD/results/runs:/results" -v /etc/machine-id:/etc/machine-id:ro envs/{name}
-#   extra arguments go to python -m harness.run, e.g. ... envs/{name} --preset tiny
-FROM {image}
-
-ARG HARNESS_ENV={name}
-ARG HARNESS_GIT_COMMIT=unknown
-LABEL org.opencontainers.image.title="envs/{name}" \\
-      org.opencontainers.image.revision="${{HARNESS_GIT_COMMIT}}" \\
-      org.opencontainers.image.source="envs/{name}/env.yaml"
-ENV DEBIAN_FRONTEND=noninteractive \\
-    PYTHONUNBUFFERED=1 \\
-    HARNESS_ENV=${{HARNESS_ENV}} \\
-    HARNESS_IMAGE=envs/${{HARNESS_ENV}} \\
-    HARNESS_IMAGE_REVISION=${{HARNESS_GIT_COMMIT}} \\
-    UV_PYTHON_INSTALL_DIR=/opt/python \\
-    UV_LINK_MODE=copy \\
-    UV_NO_CACHE=1 \\
-    TIKTOKEN_CACHE_DIR=/opt/tiktoken \\
-    PATH=/opt/venv/bin:${{PATH}}
-
-# python3 only runs harness.envs (stdlib only); the env's own Python comes from uv, as the spec says.
-# The devel base brings gcc/g++, which torch.compile needs.
-RUN apt-get update \\
- && apt-get install -y --no-install-recommends python3 ca-certificates \\
- && rm -rf /var/lib/apt/lists/*
-COPY --from={uv_image} /uv /uvx /usr/local/bin/
-
-# Only pyproject.toml, gpt/, harness/ and envs/ are in the context (.dockerignore; BuildKit: envs/{name}/Dockerfile.dockerignore).
-COPY . /opt/harness
-WORKDIR /opt/harness
-RUN python3 -m harness.envs install "${{HARNESS_ENV}}" --venv /opt/venv --project /opt/harness \\
- && python -m harness.envs check "${{HARNESS_ENV}}"
-# Offline runs need tiktoken's gpt2 encoding (text data); bake it when the build has network.
-RUN python -c "import tiktoken; tiktoken.get_encoding('gpt2')" \\
- || echo "warning: tiktoken gpt2 encoding not baked (no network); synthetic and tokens: data still work"
-
-VOLUME {results}
-ENTRYPOINT ["python", "-m", "harness.run", "--plan", "seed-ladder", "--out", "{results}"]
-CMD []
-"""
-
-DOCKERIGNORE = """\
-# Build context for envs/*/Dockerfile: only what the image needs, never results/, .nox/, .venv/ or .git/.
-# BuildKit reads envs/<name>/Dockerfile.dockerignore, the legacy builder (no BuildKit) only this file at the
-# root of the context; harness.docker build uses the former. All are written from one source by
-# `python -m harness.docker render` (harness/docker.py DOCKERIGNORE) and checked by `... check`.
-*
-!pyproject.toml
-!gpt
-!harness
-!envs
-**/__pycache__
-**/*.pyc
-"""
-
 
 class DockerError(RuntimeError):
     """No engine, no SDK, or a failed build/run."""
-
-
-# --------------------------------------------------------------------------- rendering
-
-
-def dockerfile_path(name: str) -> Path:
-    return envs.envs_dir() / name / "Dockerfile"
-
-
-def root_dockerignore() -> Path:
-    """The context's own .dockerignore: the one the legacy builder reads for `docker build -f envs/<name>/Dockerfile .`."""
-    return envs.ROOT / ".dockerignore"
-
-
-def ignore_patterns(text: str = DOCKERIGNORE) -> list[str]:
-    return [p.strip() for p in text.splitlines() if p.strip() and not p.startswith("#")]
-
-
-def render_dockerfile(spec: envs.EnvSpec) -> str:
-    if not spec.base_image:
-        raise envs.SpecError(f"{spec.name}: no base_image, so no Dockerfile")
-    note = ("base image pinned by tag and digest." if spec.base_image_digest else
-            "base image pinned by tag only: its digest is unknown (base_image_digest: null in the spec).")
-    return TEMPLATE.format(name=spec.name, image=spec.image_ref, uv_image=UV_IMAGE, results=RESULTS_IN_IMAGE,
-                           digest_note=note)
-
-
-def render(names: list[str] | None = None) -> list[Path]:
-    written = []
-    for name, spec in envs.load_all().items():
-        if names and name not in names or not spec.base_image:
-            continue
-        path = dockerfile_path(name)
-        path.write_text(render_dockerfile(spec))
-        path.with_name("Dockerfile.dockerignore").write_text(DOCKERIGNORE)
-        written.append(path)
-    if written:
-        root_dockerignore().write_text(DOCKERIGNORE)
-        written.append(root_dockerignore())
-    return written
-
-
-# --------------------------------------------------------------------------- parsing
-
-
-@dataclass(frozen=True)
-class Instruction:
-    keyword: str  # upper case: FROM, RUN, ...
-    flags: dict  # --from=..., --platform=...
-    value: str  # the rest, continuation lines joined
-    line: int  # 1-based line the instruction starts on
-
-    def exec_form(self) -> list[str] | None:
-        """The JSON array of an exec-form ENTRYPOINT/CMD/RUN/VOLUME, or None for shell form."""
-        text = self.value.strip()
-        if not text.startswith("["):
-            return None
-        try:
-            value = json.loads(text)
-        except ValueError:
-            return None
-        return value if isinstance(value, list) and all(isinstance(v, str) for v in value) else None
-
-
-KEYWORDS = {"FROM", "RUN", "CMD", "LABEL", "MAINTAINER", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT", "VOLUME",
-            "USER", "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL"}
-
-
-def parse_dockerfile(text: str) -> list[Instruction]:
-    """Instructions of a Dockerfile (backslash continuations, comments, parser directives).
-
-    Raises ValueError on an unknown instruction, a dangling continuation or a file without FROM.
-    Heredocs are not supported (none of ours uses them)."""
-    out: list[Instruction] = []
-    buf, start = "", 0
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        stripped = raw.strip()
-        if stripped.startswith("#") or (not stripped and buf):
-            continue  # comments (and directives) may sit between continuation lines
-        if not stripped:
-            continue
-        if not buf:
-            start = lineno
-        if stripped.endswith("\\"):
-            buf += stripped[:-1].rstrip() + " "
-            continue
-        buf += stripped
-        keyword, _, rest = buf.partition(" ")
-        keyword = keyword.upper()
-        if keyword not in KEYWORDS:
-            raise ValueError(f"line {start}: unknown instruction {keyword!r}")
-        flags = {}
-        rest = rest.strip()
-        while rest.startswith("--"):
-            token, _, rest = rest.partition(" ")
-            key, _, val = token[2:].partition("=")
-            flags[key] = val
-            rest = rest.strip()
-        if "<<" in rest and keyword in ("RUN", "COPY", "ADD") and re.search(r"<<-?\s*['\"]?[A-Z]+", rest):
-            raise ValueError(f"line {start}: heredocs are not supported by this parser")
-        out.append(Instruction(keyword, flags, rest, start))
-        buf = ""
-    if buf:
-        raise ValueError("the file ends inside a continued line")
-    if not out or out[0].keyword not in ("FROM", "ARG"):
-        raise ValueError("a Dockerfile must start with FROM (or ARG before FROM)")
-    if not any(i.keyword == "FROM" for i in out):
-        raise ValueError("no FROM instruction")
-    return out
-
-
-def split_image_ref(ref: str) -> tuple[str, str | None, str | None]:
-    """(repository, tag, digest) of an image reference; tag/digest None when absent."""
-    digest = None
-    if "@" in ref:
-        ref, digest = ref.split("@", 1)
-    last = ref.rsplit("/", 1)[-1]
-    if ":" in last:
-        repo, tag = ref.rsplit(":", 1)
-    else:
-        repo, tag = ref, None
-    return repo, tag, digest
-
-
-def image_references(instructions: list[Instruction]) -> list[tuple[int, str]]:
-    """(line, image) for every image a build pulls: FROM images and COPY --from=<image>, not stage names."""
-    stages, refs = set(), []
-    for ins in instructions:
-        if ins.keyword == "FROM":
-            parts = ins.value.split()
-            refs.append((ins.line, parts[0]))
-            if len(parts) >= 3 and parts[1].lower() == "as":
-                stages.add(parts[2])
-        elif ins.keyword in ("COPY", "ADD") and "from" in ins.flags:
-            source = ins.flags["from"]
-            if source not in stages and not source.isdigit():
-                refs.append((ins.line, source))
-    return refs
-
-
-def check_dockerfile(text: str, spec: envs.EnvSpec) -> list[str]:
-    """Problems with an env's Dockerfile, checked statically (empty list = fine)."""
-    try:
-        instructions = parse_dockerfile(text)
-    except ValueError as exc:
-        return [f"does not parse: {exc}"]
-    problems = []
-    froms = [i for i in instructions if i.keyword == "FROM"]
-    base = froms[0].value.split()[0]
-    if base != spec.image_ref:
-        problems.append(f"FROM {base} differs from the spec's base image {spec.image_ref}")
-    for line, ref in image_references(instructions):
-        if "$" in ref:
-            problems.append(f"line {line}: image {ref} is computed from a variable; pin it literally")
-            continue
-        _, tag, digest = split_image_ref(ref)
-        if tag is None and digest is None:
-            problems.append(f"line {line}: image {ref} has no tag (floats to :latest)")
-        elif tag is not None and tag.startswith(("latest", "nightly", "main", "master", "edge")) and digest is None:
-            problems.append(f"line {line}: image {ref} uses the floating tag :{tag}")
-    # Nothing the spec pins may be written here: the install comes from the spec.
-    pinned = [spec.torch, *spec.extra_pins, spec.index_url] if spec.installs else []
-    body = "\n".join(i.value for i in instructions if i.keyword != "FROM")
-    for value in filter(None, pinned):
-        if value in text.replace(spec.image_ref or "\0", ""):
-            problems.append(f"the spec's pin {value!r} is written in the Dockerfile; install from the spec instead")
-    if re.search(r"\btorch\s*(==|>=|<=|~=|<|>|!=)", body) or re.search(r"\btorch-\d", body):
-        problems.append("a torch version is written in the Dockerfile; install it through harness.envs")
-    if "download.pytorch.org" in body:
-        problems.append("an index URL is written in the Dockerfile; it belongs in the spec")
-    installs = [i for i in instructions if i.keyword == "RUN" and re.search(r"-m harness\.envs install\b", i.value)]
-    if not installs:
-        problems.append("no RUN ... -m harness.envs install: the torch install must come from the spec")
-    elif not any(re.search(r"-m harness\.envs check\b", i.value) for i in instructions if i.keyword == "RUN"):
-        problems.append("no RUN ... -m harness.envs check after the install")
-    args = {i.value.split("=", 1)[0]: i.value.split("=", 1)[1] if "=" in i.value else None
-            for i in instructions if i.keyword == "ARG"}
-    if args.get("HARNESS_ENV") != spec.name:
-        problems.append(f"ARG HARNESS_ENV default is {args.get('HARNESS_ENV')!r}, expected {spec.name!r}")
-    env_text = " ".join(i.value for i in instructions if i.keyword == "ENV")
-    for var in ("HARNESS_ENV", "HARNESS_IMAGE"):
-        if not re.search(rf"(^|\s){var}=\S", env_text):
-            problems.append(f"ENV {var} is not set (the records' env / image identity)")
-    entrypoints = [i for i in instructions if i.keyword == "ENTRYPOINT"]
-    if not entrypoints:
-        problems.append("no ENTRYPOINT")
-    else:
-        argv = entrypoints[-1].exec_form()
-        if argv is None:
-            problems.append("ENTRYPOINT is not in exec form (signals and extra arguments would be lost)")
-        else:
-            joined = " ".join(argv)
-            if not re.match(r"^(\S*/)?python3? -m harness\.run\b", joined):
-                problems.append(f"ENTRYPOINT {argv} does not run python -m harness.run")
-            if f"--out {RESULTS_IN_IMAGE}" not in joined:
-                problems.append(f"ENTRYPOINT {argv} does not write to --out {RESULTS_IN_IMAGE}")
-            if "--plan" not in argv:
-                problems.append(f"ENTRYPOINT {argv} names no --plan (the default plan)")
-    volumes = []
-    for ins in instructions:
-        if ins.keyword == "VOLUME":
-            volumes += ins.exec_form() or ins.value.split()
-    if RESULTS_IN_IMAGE not in volumes:
-        problems.append(f"no VOLUME {RESULTS_IN_IMAGE}")
-    return problems
-
-
-def check_all(names: list[str] | None = None) -> dict[str, list[str]]:
-    """{env: problems} for every spec with a base image (a missing Dockerfile is a problem), and for every
-    envs/*/Dockerfile without a spec image."""
-    out = {}
-    specs = envs.load_all()
-    for name, spec in specs.items():
-        if names and name not in names:
-            continue
-        path = dockerfile_path(name)
-        if not spec.base_image:
-            out[name] = [f"{path} exists but the spec has no base_image"] if path.exists() else []
-            continue
-        if not path.is_file():
-            out[name] = [f"{path} is missing"]
-            continue
-        problems = check_dockerfile(path.read_text(), spec)
-        if path.read_text() != render_dockerfile(spec):
-            problems.append(f"{path} differs from its rendering; run python -m harness.docker render {name}")
-        for ignore in (path.with_name("Dockerfile.dockerignore"), root_dockerignore()):
-            if not ignore.is_file() or ignore.read_text() != DOCKERIGNORE:
-                problems.append(f"{ignore} is missing or stale; run python -m harness.docker render {name}")
-        out[name] = problems
-    return out
 
 
 # --------------------------------------------------------------------------- engine (docker SDK)
@@ -349,7 +50,7 @@ def client():
 
 def _git_commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=envs.ROOT, capture_output=True, text=True,
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                               check=True).stdout.strip() or "unknown"
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -360,11 +61,11 @@ def build_context(name: str) -> io.BytesIO:
     from docker.utils import build as docker_build
 
     ignore = dockerfile_path(name).with_name("Dockerfile.dockerignore")
-    return docker_build.tar(str(envs.ROOT), exclude=ignore_patterns(ignore.read_text()), gzip=False)
+    return docker_build.tar(str(ROOT), exclude=ignore_patterns(ignore.read_text()), gzip=False)
 
 
 def build(name: str, tag: str | None = None, no_cache: bool = False) -> str:
-    spec = envs.load_spec(name)
+    spec = load_spec(name)
     problems = check_all([name]).get(name) or []
     if problems:
         raise DockerError(f"{dockerfile_path(name)}: {problems[0]}")
@@ -450,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "run":
             extra = args.runner_args[1:] if args.runner_args[:1] == ["--"] else args.runner_args
             return run(args.name, extra, args.results, gpus=not args.no_gpus, tag=args.tag)
-    except envs.SpecError as exc:
+    except SpecError as exc:
         print(str(exc), file=sys.stderr)
         return 1
     except DockerError as exc:

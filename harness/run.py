@@ -37,7 +37,7 @@ from tabulate import tabulate
 
 from gpt.config import PRESETS, ConfigError, coerce, make_config
 from harness import contention, envinfo, nvml
-from harness.envs import SpecError, check_env_name
+from harness.envs.spec import SpecError, check_env_name
 from harness.flags import FlagError, flags_for, flags_hash
 from harness.flags import parse_assignments as parse_flag_assignments
 from harness.plan import PlanError, Sweep, builtin_plans, load_plan, make_sweep

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from harness import docker as hdocker
-from harness import envs
+from harness import dockerfiles
+from harness.envs.spec import ENVS_DIR_VAR, load_all, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
-IMAGE_SPECS = [name for name, spec in envs.load_all().items() if spec.base_image]
+IMAGE_SPECS = [name for name, spec in load_all().items() if spec.base_image]
 
 
 def dockerfile(name: str) -> str:
@@ -22,22 +23,22 @@ def dockerfile(name: str) -> str:
 
 def test_every_env_with_an_image_has_a_dockerfile():
     assert {"torch212", "torch23", "latest", "nightly"} <= set(IMAGE_SPECS)
-    for name, spec in envs.load_all().items():
+    for name, spec in load_all().items():
         assert (ROOT / "envs" / name / "Dockerfile").is_file() == bool(spec.base_image), name
 
 
 @pytest.mark.parametrize("name", IMAGE_SPECS)
 def test_dockerfile_passes_the_static_checks(name):
-    assert hdocker.check_dockerfile(dockerfile(name), envs.load_spec(name)) == []
+    assert dockerfiles.check_dockerfile(dockerfile(name), load_spec(name)) == []
 
 
 @pytest.mark.parametrize("name", IMAGE_SPECS)
 def test_dockerfile_parses_into_the_expected_shape(name):
-    spec = envs.load_spec(name)
-    instructions = hdocker.parse_dockerfile(dockerfile(name))
+    spec = load_spec(name)
+    instructions = dockerfiles.parse_dockerfile(dockerfile(name))
     froms = [i for i in instructions if i.keyword == "FROM"]
     assert len(froms) == 1 and froms[0].value == spec.image_ref
-    repo, tag, digest = hdocker.split_image_ref(froms[0].value)
+    repo, tag, digest = dockerfiles.split_image_ref(froms[0].value)
     assert repo == "nvidia/cuda" and "devel" in tag  # torch.compile needs the compiler of a devel image
     assert digest == spec.base_image_digest  # None while unknown: tag-only pin, allowed
     entry = [i for i in instructions if i.keyword == "ENTRYPOINT"][-1].exec_form()
@@ -46,17 +47,17 @@ def test_dockerfile_parses_into_the_expected_shape(name):
     assert entry[entry.index("--plan") + 1] == "seed-ladder"
     volumes = [v for i in instructions if i.keyword == "VOLUME" for v in (i.exec_form() or i.value.split())]
     assert volumes == ["/results"]
-    for line, ref in hdocker.image_references(instructions):
-        _, tag, digest = hdocker.split_image_ref(ref)
+    for line, ref in dockerfiles.image_references(instructions):
+        _, tag, digest = dockerfiles.split_image_ref(ref)
         assert (tag and tag != "latest") or digest, f"line {line}: {ref} floats"
 
 
 @pytest.mark.parametrize("name", IMAGE_SPECS)
 def test_spec_and_dockerfile_cannot_drift(name):
     """The file is exactly what the spec renders to, and none of the spec's pins is written in it."""
-    spec = envs.load_spec(name)
+    spec = load_spec(name)
     text = dockerfile(name)
-    assert text == hdocker.render_dockerfile(spec), f"run: python -m harness.docker render {name}"
+    assert text == dockerfiles.render_dockerfile(spec), f"run: python -m harness.docker render {name}"
     for value in filter(None, [spec.torch, spec.index_url, *spec.extra_pins]):
         assert value not in text
     assert "torch==" not in text and "download.pytorch.org" not in text
@@ -67,25 +68,25 @@ def test_changing_the_spec_base_image_is_caught(tmp_path, monkeypatch):
     import shutil
 
     shutil.copytree(ROOT / "envs", target)
-    monkeypatch.setenv(envs.ENVS_DIR_VAR, str(target))
+    monkeypatch.setenv(ENVS_DIR_VAR, str(target))
     spec_path = target / "torch23" / "env.yaml"
-    old = envs.load_spec("torch23").base_image
+    old = load_spec("torch23").base_image
     spec_path.write_text(spec_path.read_text().replace(old, old.replace("12.1.1", "12.1.0")))
-    problems = hdocker.check_all(["torch23"])["torch23"]
+    problems = dockerfiles.check_all(["torch23"])["torch23"]
     assert any("differs from the spec's base image" in p for p in problems)
     assert any("differs from its rendering" in p for p in problems)
-    hdocker.render(["torch23"])
-    assert hdocker.check_all(["torch23"])["torch23"] == []
+    dockerfiles.render(["torch23"])
+    assert dockerfiles.check_all(["torch23"])["torch23"] == []
 
 
 def _spec():
-    return envs.load_spec("nightly")
+    return load_spec("nightly")
 
 
 def _mutate(old: str, new: str) -> list[str]:
     text = dockerfile("nightly")
     assert old in text, old
-    return hdocker.check_dockerfile(text.replace(old, new, 1), _spec())
+    return dockerfiles.check_dockerfile(text.replace(old, new, 1), _spec())
 
 
 @pytest.mark.parametrize("old, new, message", [
@@ -95,6 +96,7 @@ def _mutate(old: str, new: str) -> list[str]:
     ('RUN python3 -m harness.envs install "${HARNESS_ENV}"', 'RUN pip install "torch>=2" && true',
      "torch version is written"),
     ('RUN python3 -m harness.envs install "${HARNESS_ENV}"', "RUN echo", "harness.envs install"),
+    (" python3 python3-yaml ca-certificates", " python3 ca-certificates", "installs PyYAML"),
     ('"--out", "/results"]', '"--out", "/tmp/out"]', "--out /results"),
     ('ENTRYPOINT ["python", "-m", "harness.run",', 'ENTRYPOINT ["python", "-m", "other",', "harness.run"),
     ('ENTRYPOINT ["python", "-m", "harness.run", "--plan", "seed-ladder", "--out", "/results"]',
@@ -115,19 +117,19 @@ def test_static_check_catches_a_pin_written_twice():
 
 
 def test_parser():
-    parsed = hdocker.parse_dockerfile(
+    parsed = dockerfiles.parse_dockerfile(
         "# comment\nFROM a:1 AS build\nRUN echo 1 \\\n  # inner comment\n  && echo 2\n"
         "COPY --from=build /x /y\nCOPY --from=b/c:2 --chown=1 /u /v\nENTRYPOINT [\"x\", \"y\"]\n")
     assert [i.keyword for i in parsed] == ["FROM", "RUN", "COPY", "COPY", "ENTRYPOINT"]
     assert parsed[1].value == "echo 1 && echo 2" and parsed[1].line == 3
     assert parsed[3].flags == {"from": "b/c:2", "chown": "1"}
     assert parsed[4].exec_form() == ["x", "y"]
-    assert hdocker.image_references(parsed) == [(2, "a:1"), (7, "b/c:2")]  # the stage name is not an image
+    assert dockerfiles.image_references(parsed) == [(2, "a:1"), (7, "b/c:2")]  # the stage name is not an image
     for bad in ("RUN echo\n", "FROM a:1\nFROBNICATE x\n", "FROM a:1\nRUN x \\\n"):
         with pytest.raises(ValueError):
-            hdocker.parse_dockerfile(bad)
-    assert hdocker.split_image_ref("localhost:5000/a/b:1@sha256:ab") == ("localhost:5000/a/b", "1", "sha256:ab")
-    assert hdocker.split_image_ref("localhost:5000/a") == ("localhost:5000/a", None, None)
+            dockerfiles.parse_dockerfile(bad)
+    assert dockerfiles.split_image_ref("localhost:5000/a/b:1@sha256:ab") == ("localhost:5000/a/b", "1", "sha256:ab")
+    assert dockerfiles.split_image_ref("localhost:5000/a") == ("localhost:5000/a", None, None)
 
 
 def test_dockerignore_keeps_results_and_venvs_out():
@@ -144,7 +146,7 @@ def test_root_dockerignore_keeps_nox_venv_runs_and_git_out_for_the_legacy_builde
     pytest.importorskip("docker")
     from docker.utils.build import exclude_paths
 
-    assert (ROOT / ".dockerignore").read_text() == hdocker.DOCKERIGNORE
+    assert (ROOT / ".dockerignore").read_text() == dockerfiles.DOCKERIGNORE
     tree = tmp_path / "checkout"
     for rel in ("pyproject.toml", "gpt/model.py", "harness/run.py", "harness/plans/seed-ladder.yaml",
                 "envs/nightly/env.yaml", "envs/nightly/Dockerfile", "README.md", ".nox/bench-latest/lib/torch.so",
@@ -153,7 +155,7 @@ def test_root_dockerignore_keeps_nox_venv_runs_and_git_out_for_the_legacy_builde
         (tree / rel).parent.mkdir(parents=True, exist_ok=True)
         (tree / rel).write_text("x")
     (tree / ".dockerignore").write_text((ROOT / ".dockerignore").read_text())
-    sent = exclude_paths(str(tree), hdocker.ignore_patterns((tree / ".dockerignore").read_text()),
+    sent = exclude_paths(str(tree), dockerfiles.ignore_patterns((tree / ".dockerignore").read_text()),
                          dockerfile="envs/nightly/Dockerfile")
     copied = [line for line in (ROOT / "envs/nightly/Dockerfile").read_text().splitlines() if line.startswith("COPY ")]
     assert copied == ["COPY --from=ghcr.io/astral-sh/uv:0.13.9 /uv /uvx /usr/local/bin/", "COPY . /opt/harness"]
@@ -165,10 +167,10 @@ def test_root_dockerignore_keeps_nox_venv_runs_and_git_out_for_the_legacy_builde
 
 
 def test_render_and_check_keep_the_root_dockerignore(tmp_path, monkeypatch):
-    monkeypatch.setattr(hdocker, "root_dockerignore", lambda: tmp_path / ".dockerignore")
-    assert any("is missing or stale" in p for p in hdocker.check_all(["nightly"])["nightly"])
-    (tmp_path / ".dockerignore").write_text(hdocker.DOCKERIGNORE)
-    assert hdocker.check_all(["nightly"])["nightly"] == []
+    monkeypatch.setattr(dockerfiles, "root_dockerignore", lambda: tmp_path / ".dockerignore")
+    assert any("is missing or stale" in p for p in dockerfiles.check_all(["nightly"])["nightly"])
+    (tmp_path / ".dockerignore").write_text(dockerfiles.DOCKERIGNORE)
+    assert dockerfiles.check_all(["nightly"])["nightly"] == []
 
 
 def test_build_context_holds_only_the_project():
@@ -177,7 +179,7 @@ def test_build_context_holds_only_the_project():
 
     with tarfile.open(fileobj=hdocker.build_context("nightly")) as tar:
         names = tar.getnames()
-    assert "pyproject.toml" in names and "harness/envs.py" in names and "envs/nightly/Dockerfile" in names
+    assert "pyproject.toml" in names and "harness/envs/install.py" in names and "envs/nightly/Dockerfile" in names
     assert not [n for n in names if n.startswith(("results/", ".nox/", ".git/", "tests/"))]
 
 

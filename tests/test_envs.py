@@ -14,8 +14,23 @@ import time
 from pathlib import Path
 
 import pytest
+from records_factory import make_record
 
-from harness import envs
+from harness.envs.install import effective_index, install_args, probe_index, probe_url, project_args
+from harness.envs.nightly import nightly_builds
+from harness.envs.pins import check_torch, missing_dependencies, pin_satisfied, project_dependencies
+from harness.envs.spec import (
+    ENVS_DIR_VAR,
+    SpecError,
+    envs_dir,
+    load_all,
+    load_spec,
+    load_specs,
+    parse_spec,
+    spec_names,
+    validate_spec,
+)
+from harness.envs.verify import verify_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIRED = {"torch212", "torch23", "latest", "nightly", "local"}
@@ -32,7 +47,7 @@ def envs_copy(tmp_path, monkeypatch):
     """A private copy of envs/ that harness.envs reads (HARNESS_ENVS_DIR), for tests that rewrite specs."""
     target = tmp_path / "envs"
     shutil.copytree(ROOT / "envs", target)
-    monkeypatch.setenv(envs.ENVS_DIR_VAR, str(target))
+    monkeypatch.setenv(ENVS_DIR_VAR, str(target))
     return target
 
 
@@ -40,7 +55,7 @@ def envs_copy(tmp_path, monkeypatch):
 
 
 def test_required_specs_exist_and_validate():
-    specs = envs.load_all()
+    specs = load_all()
     assert REQUIRED <= set(specs)
     assert specs["torch212"].torch == "2.1.2" and specs["torch212"].cuda == "12.1"
     assert specs["torch23"].torch == "2.3.1" and specs["torch23"].cuda == "12.1"
@@ -52,28 +67,63 @@ def test_required_specs_exist_and_validate():
     assert {"numpy<2", "setuptools<70"} <= set(specs["torch212"].extra_pins)
 
 
-def test_spec_files_are_plain_yaml():
-    """The stdlib subset parser reads exactly what a YAML parser reads."""
-    yaml = pytest.importorskip("yaml")
-    for name in envs.spec_names():
-        text = (envs.envs_dir() / name / "env.yaml").read_text()
-        assert envs.parse_spec_yaml(text) == yaml.safe_load(text), name
+def test_spec_files_are_read_as_yaml():
+    """What the loader returns is what PyYAML reads from the file, field for field."""
+    import yaml
+
+    for name in spec_names():
+        path = envs_dir() / name / "env.yaml"
+        assert {k: v for k, v in load_spec(name).to_dict().items() if k != "path"} == yaml.safe_load(path.read_text())
 
 
-@pytest.mark.parametrize("line, message", [
-    ("torch: 2.10", "quoted string"),
-    ("  torch: \"2.1.2\"", "top-level"),
-    ("extra_pins: [\"numpy<2\"", "one line"),
-    ("torch: {a: 1}", "unsupported"),
-    ("name: a\nname: b", "twice"),
+TORCH212_PINS = 'extra_pins: ["numpy<2", "setuptools<70"]'
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('torch: "2.1.2"', "torch: 2.10", r"YAML read 2\.1 as a number; write it as a quoted string"),
+    ('torch: "2.1.2"', "torch: 2026-11-20", "torch must be a string or null"),
+    ('torch: "2.1.2"', "torch: {a: 1}", "torch must be a string or null"),
+    ('torch: "2.1.2"', 'torch: "2.1.2"\ntorch: "2.3.1"', r"env\.yaml:\d+: torch given twice"),
+    (TORCH212_PINS, 'extra_pins: ["numpy<2"', r"env\.yaml:\d+: not valid YAML"),
+    (TORCH212_PINS, "extra_pins: [1, 2]", "extra_pins must be a list of strings"),
 ])
-def test_parser_rejects_what_it_does_not_understand(line, message):
-    with pytest.raises(envs.SpecError, match=message):
-        envs.parse_spec_yaml(line)
+def test_spec_loader_refuses_yaml_it_cannot_use(envs_copy, old, new, message):
+    """Real YAML in, one-line SpecError naming the file out: numbers and dates where strings belong, a key given
+    twice (YAML would keep the last silently), a file that is not YAML."""
+    path = envs_copy / "torch212" / "env.yaml"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+    with pytest.raises(SpecError, match=message) as info:
+        load_spec("torch212")
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_spec_loader_takes_any_yaml_spelling(envs_copy):
+    """A block list or a top-level list file: YAML decides the structure, not a line format."""
+    path = envs_copy / "torch212" / "env.yaml"
+    text = path.read_text()
+    path.write_text(text.replace(TORCH212_PINS, "extra_pins:\n  - numpy<2\n  - 'setuptools<70'"))
+    assert load_spec("torch212").extra_pins == ("numpy<2", "setuptools<70")
+    path.write_text("- name\n- torch\n")
+    with pytest.raises(SpecError, match="expected `key: value` lines"):
+        load_spec("torch212")
+
+
+def test_without_pyyaml_missing_deps_runs_and_specs_fail_in_one_line():
+    """bench-local asks an interpreter that may lack PyYAML what it lacks; reading a spec there is one line."""
+    code = ("import runpy, sys; sys.modules['yaml'] = None; sys.argv[0] = 'harness.envs'; "
+            "runpy.run_module('harness.envs', run_name='__main__')")
+    missing = subprocess.run([sys.executable, "-c", code, "missing-deps"], check=False, cwd=ROOT, capture_output=True,
+                             text=True, timeout=60)
+    assert missing.returncode == 0, missing.stderr
+    show = subprocess.run([sys.executable, "-c", code, "show", "latest"], check=False, cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert show.returncode == 1 and show.stderr.count("\n") == 1 and "needs PyYAML" in show.stderr, show.stderr
 
 
 def _data(**changes):
-    base = envs.parse_spec_yaml((envs.envs_dir() / "torch212" / "env.yaml").read_text())
+    base = parse_spec((envs_dir() / "torch212" / "env.yaml").read_text())
     return {**base, **changes}
 
 
@@ -95,46 +145,46 @@ def _data(**changes):
     ({"pinned": "x"}, "unknown field"),
 ])
 def test_validation_rejects_bad_specs(changes, message):
-    with pytest.raises(envs.SpecError, match=message):
-        envs.validate_spec(_data(**changes), "torch212")
+    with pytest.raises(SpecError, match=message):
+        validate_spec(_data(**changes), "torch212")
 
 
 def test_validation_rejects_missing_field_and_local_with_pins():
     data = _data()
     del data["cuda"]
-    with pytest.raises(envs.SpecError, match="missing field"):
-        envs.validate_spec(data, "torch212")
-    with pytest.raises(envs.SpecError, match="cannot be set"):
-        envs.validate_spec(_data(name="local", torch=None, python=None, extra_pins=[], base_image=None), "local")
+    with pytest.raises(SpecError, match="missing field"):
+        validate_spec(data, "torch212")
+    with pytest.raises(SpecError, match="cannot be set"):
+        validate_spec(_data(name="local", torch=None, python=None, extra_pins=[], base_image=None), "local")
 
 
 def test_unknown_env_names_the_known_ones():
-    with pytest.raises(envs.SpecError, match="known: .*torch212"):
-        envs.load_spec("torch999")
+    with pytest.raises(SpecError, match="known: .*torch212"):
+        load_spec("torch999")
 
 
 # --------------------------------------------------------------------------- install arguments, mirrors
 
 
 def test_install_args():
-    specs = envs.load_all()
-    assert envs.install_args(specs["torch212"], {}) == ["torch==2.1.2", "numpy<2", "setuptools<70"]
+    specs = load_all()
+    assert install_args(specs["torch212"], {}) == ["torch==2.1.2", "numpy<2", "setuptools<70"]
     nightly = specs["nightly"]
-    assert envs.install_args(nightly, {}) == [f"torch=={nightly.torch}", "--index-url", nightly.index_url, "--pre"]
-    assert envs.install_args(specs["local"], {}) == []
-    assert envs.project_args(specs["torch212"], ".", "test") == ["-e", ".[test]", "numpy<2", "setuptools<70"]
+    assert install_args(nightly, {}) == [f"torch=={nightly.torch}", "--index-url", nightly.index_url, "--pre"]
+    assert install_args(specs["local"], {}) == []
+    assert project_args(specs["torch212"], ".", "test") == ["-e", ".[test]", "numpy<2", "setuptools<70"]
 
 
 def test_mirror_variables():
-    specs = envs.load_all()
+    specs = load_all()
     nightly, latest = specs["nightly"], specs["latest"]
-    assert envs.effective_index(nightly, {"HARNESS_TORCH_INDEX_URL": "https://m/whl"}) == "https://m/whl"
+    assert effective_index(nightly, {"HARNESS_TORCH_INDEX_URL": "https://m/whl"}) == "https://m/whl"
     both = {"HARNESS_TORCH_INDEX_URL": "https://m/whl", "HARNESS_TORCH_INDEX_URL_NIGHTLY": "https://n/whl"}
-    assert envs.effective_index(nightly, both) == "https://n/whl"
+    assert effective_index(nightly, both) == "https://n/whl"
     # the global mirror is for PyTorch indexes: PyPI-default specs keep pip/uv's own configuration ...
-    assert envs.effective_index(latest, {"HARNESS_TORCH_INDEX_URL": "https://m/whl"}) is None
+    assert effective_index(latest, {"HARNESS_TORCH_INDEX_URL": "https://m/whl"}) is None
     # ... unless pointed at one explicitly
-    assert "--index-url" in envs.install_args(latest, {"HARNESS_TORCH_INDEX_URL_LATEST": "https://p/simple"})
+    assert "--index-url" in install_args(latest, {"HARNESS_TORCH_INDEX_URL_LATEST": "https://p/simple"})
 
 
 def test_command_line_prints_the_specs_values():
@@ -150,15 +200,16 @@ def test_command_line_prints_the_specs_values():
 
 def _install_files():
     """Files that install or run environments; a pin written in any of them would be a second copy."""
-    files = [ROOT / "noxfile.py", ROOT / ".ci" / "run", ROOT / "pyproject.toml", ROOT / "harness" / "envs.py",
-             ROOT / "harness" / "docker.py", ROOT / "tests" / "test_dockerfiles.py", ROOT / "docs" / "envs.md"]
+    files = [ROOT / "noxfile.py", ROOT / ".ci" / "run", ROOT / "pyproject.toml", *sorted((ROOT / "harness" / "envs").glob("*.py")),
+             ROOT / "harness" / "docker.py", ROOT / "harness" / "dockerfiles.py", ROOT / "tests" / "test_dockerfiles.py",
+             ROOT / "docs" / "envs.md"]
     files += sorted((ROOT / "envs").glob("*/Dockerfile*"))
     return [f for f in files if f.is_file()]
 
 
 def _pins():
     pins = {}
-    for spec in envs.load_all().values():
+    for spec in load_all().values():
         for value in [spec.torch, *spec.extra_pins, spec.index_url]:
             if value:
                 pins.setdefault(value, []).append(spec.name)
@@ -197,7 +248,7 @@ def test_no_torch_install_pin_anywhere_else():
 
 def test_pins_live_only_in_env_yaml():
     """Within envs/, each spec's own file is the only place its torch version appears."""
-    for spec in envs.load_all().values():
+    for spec in load_all().values():
         if not spec.installs:
             continue
         for path in (ROOT / "envs").rglob("*"):
@@ -212,7 +263,7 @@ def test_every_spec_has_a_nox_session_and_a_dockerfile_where_it_has_an_image():
     out = subprocess.run([sys.executable, "-m", "nox", "-l"], check=False, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     sessions = {m.group(1) for m in re.finditer(r"^[*-] (\S+)", out.stdout, re.MULTILINE)}
-    for name, spec in envs.load_all().items():
+    for name, spec in load_all().items():
         assert f"bench-{name}" in sessions
         assert (ROOT / "envs" / name / "Dockerfile").is_file() == bool(spec.base_image), name
     assert {"tests", "lint"} <= sessions
@@ -234,10 +285,10 @@ def test_one_invalid_spec_is_named_and_the_others_still_list_and_run(envs_copy, 
     path.write_bytes(text) if isinstance(text, bytes) else path.write_text(text)
     good = REQUIRED - {bad}
 
-    specs, errors = envs.load_specs()
+    specs, errors = load_specs()
     assert set(specs) == good and set(errors) == {bad} and str(path) in errors[bad]
-    with pytest.raises(envs.SpecError, match=re.escape(str(path))):
-        envs.load_all()
+    with pytest.raises(SpecError, match=re.escape(str(path))):
+        load_all()
 
     out = run_envs("list")
     assert out.returncode == 1 and "Traceback" not in out.stderr
@@ -292,9 +343,9 @@ def test_nightly_session_fails_fast_on_unreachable_index(tmp_path):
 
 
 def test_probe_fails_fast_and_names_index_and_mirror_variable():
-    spec = envs.load_spec("nightly")
+    spec = load_spec("nightly")
     start = time.monotonic()
-    error = envs.probe_index(spec, {"HARNESS_TORCH_INDEX_URL_NIGHTLY": "http://127.0.0.1:9/whl"}, timeout=3)
+    error = probe_index(spec, {"HARNESS_TORCH_INDEX_URL_NIGHTLY": "http://127.0.0.1:9/whl"}, timeout=3)
     assert time.monotonic() - start < 5
     assert error and "\n" not in error
     assert "http://127.0.0.1:9/whl" in error and "HARNESS_TORCH_INDEX_URL_NIGHTLY" in error
@@ -309,7 +360,7 @@ def test_probe_timeout_bounds_a_silent_server():
     try:
         url = f"http://127.0.0.1:{server.getsockname()[1]}/whl/"
         start = time.monotonic()
-        reason = envs.probe_url(url, timeout=1)
+        reason = probe_url(url, timeout=1)
         assert reason is not None and time.monotonic() - start < 3
     finally:
         server.close()
@@ -317,9 +368,9 @@ def test_probe_timeout_bounds_a_silent_server():
 
 def test_probe_accepts_a_reachable_file_index(tmp_path):
     (tmp_path / "torch").mkdir()
-    spec = envs.load_spec("nightly")
-    assert envs.probe_index(spec, {"HARNESS_TORCH_INDEX_URL_NIGHTLY": tmp_path.as_uri()}) is None
-    assert envs.probe_index(envs.load_spec("latest"), {}) is None  # default index: not probed
+    spec = load_spec("nightly")
+    assert probe_index(spec, {"HARNESS_TORCH_INDEX_URL_NIGHTLY": tmp_path.as_uri()}) is None
+    assert probe_index(load_spec("latest"), {}) is None  # default index: not probed
 
 
 def test_probe_command_exit_code():
@@ -331,19 +382,19 @@ def test_probe_command_exit_code():
 
 
 def test_check_torch_matches_and_mismatches():
-    specs = envs.load_all()
+    specs = load_all()
     t212 = specs["torch212"]
     ok_pins = {"numpy": "1.26.4", "setuptools": "69.5.1"}
-    assert envs.check_torch(t212, "2.1.2+cu121", "12.1", installed=ok_pins) is None
-    error = envs.check_torch(t212, "2.13.0+cpu", None, "/venv/torch", ok_pins)
+    assert check_torch(t212, "2.1.2+cu121", "12.1", installed=ok_pins) is None
+    error = check_torch(t212, "2.13.0+cpu", None, "/venv/torch", ok_pins)
     assert error == ("torch212: spec pins torch 2.1.2 (CUDA 12.1) but this env imports torch 2.13.0+cpu "
                      "(CUDA none: CPU build) from /venv/torch")
-    assert "CUDA 11.8" in envs.check_torch(t212, "2.1.2+cu118", "11.8", installed=ok_pins)
-    assert "numpy 2.1.0" in envs.check_torch(t212, "2.1.2", "12.1", installed={**ok_pins, "numpy": "2.1.0"})
-    assert "not installed" in envs.check_torch(t212, "2.1.2", "12.1", installed={"numpy": "1.26.4"})
+    assert "CUDA 11.8" in check_torch(t212, "2.1.2+cu118", "11.8", installed=ok_pins)
+    assert "numpy 2.1.0" in check_torch(t212, "2.1.2", "12.1", installed={**ok_pins, "numpy": "2.1.0"})
+    assert "not installed" in check_torch(t212, "2.1.2", "12.1", installed={"numpy": "1.26.4"})
     nightly = specs["nightly"]
-    assert envs.check_torch(nightly, nightly.torch + "+cu" + nightly.cuda.replace(".", ""), nightly.cuda) is None
-    assert envs.check_torch(specs["local"], "anything", None) is None
+    assert check_torch(nightly, nightly.torch + "+cu" + nightly.cuda.replace(".", ""), nightly.cuda) is None
+    assert check_torch(specs["local"], "anything", None) is None
 
 
 def test_check_command_in_this_interpreter_is_one_line():
@@ -363,14 +414,14 @@ def test_check_command_in_this_interpreter_is_one_line():
     ("x~=1.4", "1.9", True), ("x~=1.4", "2.0", False), ("x>3", "3.0.1", True), ("x<=3", "3.0.1", False),
 ])
 def test_pin_satisfied(pin, version, ok):
-    assert envs.pin_satisfied(pin, version) is ok
+    assert pin_satisfied(pin, version) is ok
 
 
 def test_missing_dependencies():
-    deps = envs.project_dependencies()
+    deps = project_dependencies()
     assert "numpy" in deps and not any(d.startswith("torch") for d in deps)
-    assert envs.missing_dependencies(["surely-not-installed-pkg-xyz>=1", "pytest"]) == ["surely-not-installed-pkg-xyz>=1"]
-    assert envs.missing_dependencies(["pytest>=9999"]) == ["pytest>=9999"]
+    assert missing_dependencies(["surely-not-installed-pkg-xyz>=1", "pytest"]) == ["surely-not-installed-pkg-xyz>=1"]
+    assert missing_dependencies(["pytest>=9999"]) == ["pytest>=9999"]
 
 
 # --------------------------------------------------------------------------- bump-nightly
@@ -407,13 +458,13 @@ def test_bump_nightly_rewrites_only_the_torch_line(envs_copy, tmp_path):
     assert 'torch: "2.16.0.dev20261121"' in after
     changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
     assert len(changed) == 1 and changed[0][1].startswith("torch:")  # comments and other fields kept
-    assert envs.load_spec("nightly").torch == "2.16.0.dev20261121"
+    assert load_spec("nightly").torch == "2.16.0.dev20261121"
 
     out = run_envs("bump-nightly", "--date", "20261118", env={"HARNESS_TORCH_INDEX_URL_NIGHTLY": url})
-    assert out.returncode == 0 and envs.load_spec("nightly").torch == "2.16.0.dev20261118"
+    assert out.returncode == 0 and load_spec("nightly").torch == "2.16.0.dev20261118"
     out = run_envs("bump-nightly", "--date", "20261001", env={"HARNESS_TORCH_INDEX_URL_NIGHTLY": url})
     assert out.returncode == 1 and "no cu132 build dated 20261001" in out.stderr
-    assert envs.load_spec("nightly").torch == "2.16.0.dev20261118"
+    assert load_spec("nightly").torch == "2.16.0.dev20261118"
 
 
 def test_nightly_builds_parses_only_matching_wheels():
@@ -421,7 +472,7 @@ def test_nightly_builds_parses_only_matching_wheels():
             '<a href="torch-2.16.0.dev20261121%2Bcu132-cp311-cp311-manylinux_2_28_aarch64.whl">x</a>'
             '<a href="torch-2.16.0.dev20261122%2Bcu134-cp311-cp311-manylinux_2_28_x86_64.whl">x</a>'
             'torch-2.16.0.dev20261123+cu132-cp311-cp311-manylinux_2_28_x86_64.whl')
-    assert envs.nightly_builds(html, "13.2", "3.11") == {"20261120": "2.16.0.dev20261120",
+    assert nightly_builds(html, "13.2", "3.11") == {"20261120": "2.16.0.dev20261120",
                                                         "20261123": "2.16.0.dev20261123"}
 
 
@@ -429,15 +480,18 @@ def test_nightly_builds_parses_only_matching_wheels():
 
 
 def _record(env, version, cuda, status="ok", packages=None):
-    environment = {"torch": {"version": version, "cuda": cuda}}
+    """A schema-valid record with these facts: verify-matrix reads records through harness.record's validating
+    reader, like harness.compare."""
+    r = make_record(env=env, gpu=None, status=status, reason=None if status == "ok" else "worker exited with code 1",
+                    run_id=f"r-{env}-{version}")
+    r["environment"]["torch"] = {"version": version, "cuda": cuda}
     if packages is not None:
-        environment["packages"] = {"sha256": "0", "packages": packages}
-    return {"schema_version": 1, "run_id": f"r-{env}-{version}", "env": env, "status": status,
-            "environment": environment}
+        r["environment"]["packages"] = {"sha256": "0", "packages": packages}
+    return r
 
 
 def test_verify_matrix(tmp_path):
-    t212, latest = envs.load_spec("torch212"), envs.load_spec("latest")
+    t212, latest = load_spec("torch212"), load_spec("latest")
     (tmp_path / "a.json").write_text(json.dumps(_record("torch212", t212.torch + "+cu121", t212.cuda)))
     (tmp_path / "b.json").write_text(json.dumps(_record("latest", latest.torch, latest.cuda)))
     (tmp_path / "junk.json").write_text("[1, 2]")
@@ -449,12 +503,12 @@ def test_verify_matrix(tmp_path):
     out = run_envs("verify-matrix", str(tmp_path), "torch212", "latest")
     assert out.returncode == 1 and "c.json: latest: spec pins torch" in out.stderr
 
-    problems, _ = envs.verify_matrix(tmp_path, ["torch23"])
+    problems, _ = verify_matrix(tmp_path, ["torch23"])
     assert problems and "no records" in problems[0]
     pkgs = ["numpy==2.1.0", "setuptools==69.5.1", "torch==" + t212.torch]
     (tmp_path / "e.json").write_text(json.dumps(_record("torch212", t212.torch, t212.cuda, packages=pkgs)))
-    problems, _ = envs.verify_matrix(tmp_path, ["torch212"])
+    problems, _ = verify_matrix(tmp_path, ["torch212"])
     assert problems == ["e.json: torch212: spec pins numpy<2 but this env has numpy 2.1.0"]
     (tmp_path / "d.json").write_text(json.dumps(_record("torch23", "2.3.1", "12.1", status="error")))
-    problems, _ = envs.verify_matrix(tmp_path, ["torch23"])
+    problems, _ = verify_matrix(tmp_path, ["torch23"])
     assert problems == ["torch23: none of its 1 records has status ok"]

@@ -13,7 +13,8 @@ import pytest
 from module_cli import run_module
 from records_factory import make_record
 
-from harness import envs, record
+from harness import record
+from harness.envs.spec import load_spec
 from harness.record import RecordError, iter_records, read_record, validate, write_record
 
 
@@ -117,8 +118,8 @@ def test_hostile_files_do_not_stop_compare_report_or_verify_matrix(tmp_path, mod
     for env in ("torch212", "latest"):
         for rung in ("fp32", "tf32"):
             r = make_record(env=env, gpu=None, rung=rung, workload={"precision": rung})
-            r["environment"]["torch"]["version"] = envs.load_spec(env).torch + ("+cu121" if env == "torch212" else "")
-            r["environment"]["torch"]["cuda"] = envs.load_spec(env).cuda
+            r["environment"]["torch"]["version"] = load_spec(env).torch + ("+cu121" if env == "torch212" else "")
+            r["environment"]["torch"]["cuda"] = load_spec(env).cuda
             (records / f"{r['run_id']}.json").write_text(json.dumps(r))
     bad = hostile_files(records)
     argv = ["verify-matrix", records, "torch212", "latest"] if args is None else [records, *(a.format(tmp=tmp_path) for a in args)]

@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from gpt.config import ConfigError
-from harness import envs
+from harness.envs.spec import spec_names
 from harness.flags import FlagError
 from harness.plan import PlanError
 from harness.record import canonical_hash, iter_records
@@ -266,7 +266,7 @@ def _device(record: dict) -> str:
 def new_matrix(envs_text: str, gpus_text: str, gpu_table: dict, config_name: str, run_args: list[str],
                results: str | os.PathLike, config: dict) -> Matrix:
     """Check every input and build the matrix (nothing written)."""
-    env_names = parse_names(envs_text, "envs", "env", envs.spec_names(), "envs/")
+    env_names = parse_names(envs_text, "envs", "env", spec_names(), "envs/")
     gpus = parse_names(gpus_text, "gpus", "GPU type", list(gpu_table), config_name)
     run_args = absolute_run_args(run_args)
     plan, points = expected_points(run_args)

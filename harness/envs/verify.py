@@ -1,0 +1,59 @@
+"""verify-matrix: after a matrix run, the records in a folder show each named env with its spec's torch build.
+
+Records are read through harness.record's reader, schema-validated like harness.compare reads them: a file
+that is not a valid record gets one warning and is skipped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness import record
+from harness.envs.pins import check_torch, normalize
+from harness.envs.spec import load_spec
+
+
+def _record_packages(rec: dict) -> dict[str, str] | None:
+    """{normalised name: version} from a record's environment.packages ("name==version" lines), if any."""
+    packages = (rec.get("environment") or {}).get("packages")
+    if isinstance(packages, dict):
+        packages = packages.get("packages")
+    if not isinstance(packages, list):
+        return None
+    found = {}
+    for line in packages:
+        name, sep, version = str(line).partition("==")
+        if sep:
+            found[normalize(name.strip())] = version.strip()
+    return found
+
+
+def verify_matrix(directory: Path, names: list[str], warn=print) -> tuple[list[str], list[str]]:
+    """(problems, summary lines): each named env has records in `directory`, at least one with status ok,
+    and every one captured the spec's torch version and CUDA variant. Invalid files: one warning each."""
+    problems, lines = [], []
+    by_env: dict[str, list] = {}
+    for path, rec in record.iter_records([directory], warn=warn):
+        by_env.setdefault(rec.get("env"), []).append((path, rec))
+    for name in names:
+        spec = load_spec(name)
+        recs = by_env.get(name, [])
+        if not recs:
+            problems.append(f"{name}: no records in {directory} (envs present: {', '.join(sorted(map(str, by_env))) or 'none'})")
+            continue
+        versions, ok = set(), 0
+        for path, rec in recs:
+            torch_info = (rec.get("environment") or {}).get("torch") or {}
+            version, cuda = torch_info.get("version"), torch_info.get("cuda")
+            versions.add(f"{version} (CUDA {cuda or 'none'})")
+            ok += rec.get("status") == "ok"
+            if not isinstance(version, str):
+                problems.append(f"{name}: {path.name} has no environment.torch.version")
+            elif spec.installs:
+                error = check_torch(spec, version, cuda, installed=_record_packages(rec))
+                if error:
+                    problems.append(f"{path.name}: {error}")
+        if not ok:
+            problems.append(f"{name}: none of its {len(recs)} records has status ok")
+        lines.append(f"{name}: {len(recs)} records ({ok} ok), torch {', '.join(sorted(versions))}")
+    return problems, lines
