@@ -10,7 +10,7 @@ import json
 from tabulate import tabulate
 
 from harness import stats
-from harness.analysis.cells import Cell, Mfu, Table, fmt_int, fmt_mib, fmt_ms, fmt_pct
+from harness.analysis.cells import SHOWN_AS_TEXT, Cell, Mfu, Table, fmt_int, fmt_mib, fmt_ms, fmt_pct
 from harness.analysis.dataset import Dataset
 
 
@@ -24,7 +24,7 @@ def display_rows(table: Table) -> list[list]:
         line = []
         for k in keys:
             v = row.get(k)
-            if isinstance(v, (Cell, Mfu)):
+            if isinstance(v, (Cell, Mfu, *SHOWN_AS_TEXT)):
                 v = v.text()
             elif k in fmt and isinstance(v, (int, float)):
                 v = fmt[k](v)
@@ -51,6 +51,8 @@ def render_text(tables: list[Table], header: list[str], footer: list[str], markd
 
 
 def _csv_value(v):
+    if isinstance(v, SHOWN_AS_TEXT):
+        v = v.text()
     return "" if v is None else v
 
 
@@ -107,6 +109,8 @@ def _json_value(v):
         return {**v.delta.to_dict(), "style": v.style, "text": v.text()}
     if isinstance(v, Mfu):
         return {"value": v.value, "peak_suspect": v.suspect, "text": v.text()}
+    if isinstance(v, SHOWN_AS_TEXT):
+        return v.text()
     return v
 
 

@@ -1,10 +1,12 @@
-"""The values a table row holds and how each reads: Cell (a Delta with its style), Mfu, Table, number formats.
+"""The values a table row holds and how each reads: Cell (a Delta with its style), Mfu, Number, Change, Table,
+number formats.
 
 Table rows keep numbers and these typed values; harness.render turns them into text, markdown, CSV or JSON.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness import stats
@@ -67,6 +69,38 @@ class Mfu:
 
     def text(self) -> str:
         return fmt_pct(self.value) + (" (peak suspect)" if self.suspect else "")
+
+
+@dataclass(frozen=True)
+class Number:
+    """A number a row keeps as a number, with the format every output shows it in (text, markdown, CSV and JSON all
+    show text(), as when the row held the formatted string)."""
+
+    value: float | None
+    format: Callable[[float | None], str | None]
+
+    def text(self) -> str | None:
+        return self.format(self.value)
+
+    def __str__(self) -> str:
+        return str(self.text())
+
+
+@dataclass(frozen=True)
+class Change:
+    """One quantity before -> after (a knob table's tokens/s of its two runs), shown as 'before -> after'."""
+
+    before: float | None
+    after: float | None
+
+    def text(self) -> str:
+        return f"{fmt_int(self.before)} -> {fmt_int(self.after)}"
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+SHOWN_AS_TEXT = (Number, Change)  # typed values every renderer shows as their text()
 
 
 MFU_SUSPECT_NOTE = ("MFU above 100% is marked 'peak suspect': the GEMM peak it divides by is below the FLOP rate the run "

@@ -126,24 +126,30 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
     """Read every record under the paths; one warning per bad file; group what is comparable."""
     filters = filters or Filters()
     left_out, seen, kept = [], {}, []
-    outer_warn = warn
 
-    def warn(line: str) -> None:
-        outer_warn(line)
+    def leave_out(what, why: str, skipped: bool = True) -> None:
+        """One warning line and one "left out" entry, both from (what, why)."""
+        warn(f"warning: {what}: {'skipped: ' if skipped else ''}{why}")
+        left_out.append((str(what), why))
+
+    def record_warning(line: str) -> None:
+        # harness.record.iter_records reports a bad file as a line only ("warning: PATH: [skipped: ]WHY"): the one
+        # place a line is read back, until the record io hands over (path, why)
+        warn(line)
         m = re.match(r"warning: (.*?): (?:skipped: )?(.*)$", line)
         left_out.append((m.group(1), m.group(2)) if m else (line, ""))
 
     for root in map(Path, paths):
         if root.is_dir() and not any(p for p in root.rglob("*.json") if not p.name.startswith(".tmp-")):
-            warn(f"warning: {root}: no *.json records in this directory")
+            leave_out(root, "no *.json records in this directory", skipped=False)
     valid = filtered = 0
-    for path, record in iter_records(paths, warn):
+    for path, record in iter_records(paths, record_warning):
         if _has_nonfinite(record):
-            warn(f"warning: {path}: skipped: contains NaN or infinity (the harness writes null for those)")
+            leave_out(path, "contains NaN or infinity (the harness writes null for those)")
             continue
         valid += 1
         if record["run_id"] in seen:
-            warn(f"warning: {path}: skipped: run_id {record['run_id']} already read from {seen[record['run_id']]}")
+            leave_out(path, f"run_id {record['run_id']} already read from {seen[record['run_id']]}")
             continue
         seen[record["run_id"]] = path
         if not filters.keep(record):

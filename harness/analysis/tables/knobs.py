@@ -7,7 +7,7 @@ from itertools import combinations, pairwise
 from typing import TYPE_CHECKING
 
 from harness import stats
-from harness.analysis.cells import Cell, Table, fmt_int
+from harness.analysis.cells import Cell, Change, Table
 from harness.analysis.dataset import short_gpu
 from harness.analysis.differ import field_diff, show_value, value_key, variant_labels
 from harness.analysis.group import Group, run_ids
@@ -87,7 +87,7 @@ def knobs_table(cx: Compare, effects=None) -> Table:
     for (knob, _ctx), entry in effects.items():
         for (gpu, env), (a, b, delta, _boot) in sorted(entry["cells"].items(), key=lambda kv: (cx.gpu_rank[kv[0][0]], cx.env_rank[kv[0][1]])):
             table.rows.append({"knob": knob, "at": entry["at"], "gpu": gpu, "env": env,
-                               "tokens_s": f"{fmt_int(a.throughput.point)} -> {fmt_int(b.throughput.point)}",
+                               "tokens_s": Change(a.throughput.point, b.throughput.point),
                                "d_tokens_s": Cell(delta), "d_memory": Cell(cx.mem_delta(a, b)), "run_ids": run_ids(a, b)})
     if not table.rows:
         table.notes.append("no two runs in one (GPU, env) cell differ in exactly one knob")

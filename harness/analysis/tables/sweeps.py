@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness import sweep as sweepmod
-from harness.analysis.cells import Table, fmt_pct, shorten
+from harness.analysis.cells import Number, Table, fmt_pct, shorten
 
 if TYPE_CHECKING:
     from harness.analysis.context import Compare
@@ -28,7 +28,7 @@ def sweeps_table(cx: Compare) -> Table:
     for row in sweepmod.sweep_rows(sweep_records(cx)):
         table.rows.append({"sweep": f"{row['sweep']} ({row['field']})", "rung": row["rung"], "gpu": row["device"],
                            "env": row["env"], "value": row["value"], "status": row["status"], "runs": row["runs"],
-                           "tokens_s": row["tokens_per_s"], "vs_best": fmt_pct(row["vs_best"]),
+                           "tokens_s": row["tokens_per_s"], "vs_best": Number(row["vs_best"], fmt_pct),
                            "memory": row["peak_memory_bytes"], "memory_source": row["memory_source"],
                            "lm_head": shorten(row["lm_head_kernel"], 60), "mark": row["mark"]})
     if table.rows:
