@@ -13,12 +13,8 @@ from harness.analysis.group import Group
 from harness.analysis.tables import cross, knobs, ladder, loss, reference, sweeps, underneath
 
 DEFAULT_LOSS_TOL = 0.01  # relative
-
-
 TABLES = ("ladder", "versions", "gpus", "knobs", "factors", "underneath", "libraries", "loss", "reference", "sweeps",
           "fastest", "left-out")
-
-
 COMPARABLE_RULE = ("Comparable = same workload_hash (the workload less where and how long it ran) and same flags hash "
                    "(the frozen global flags): such runs differ only in env and GPU, and no table or finding puts any "
                    "other runs side by side.")
@@ -46,7 +42,6 @@ class Compare:
         self.gpu_rank = {g: i for i, g in enumerate(gpus)}
 
     # --- shared by several tables
-
     def delta(self, a: Group, b: Group) -> stats.Delta:
         return stats.ratio(a.throughput, b.throughput, self.floor)[0]
 

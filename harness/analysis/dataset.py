@@ -175,7 +175,7 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
         gpu = device_label(r.get("environment"))
         where = f"{path.name} ({r.get('plan')}/{r.get('rung')}, {r['env']}, {gpu})"
         if r.get("kind") in ("reference", "peer"):  # beside the measurements, never one of them
-            g = Group(r["kind"], r["workload_hash"], r["flags"]["hash"], r["env"], gpu, [r], [path], n_boot)
+            g = Group(r["kind"], *set_key_of(r), r["env"], gpu, [r], [path], n_boot)
             (references if r["kind"] == "reference" else peers).append(g)
             continue
         label = env_of[r["run_id"]] = env_label(r)
@@ -193,7 +193,7 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
             left_out.append((where, "no timed step times"))
             continue
         gpu_keys.setdefault(gpu, _gpu_sort_key(r.get("environment"), gpu))
-        key = (r["workload_hash"], r["flags"]["hash"], label, gpu)
+        key = (*set_key_of(r), label, gpu)
         if key not in groups:
             groups[key] = Group("measured", *key, n_boot=n_boot)
         groups[key].records.append(r)

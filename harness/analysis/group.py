@@ -15,6 +15,7 @@ import numpy as np
 from harness import contention, stats
 
 
+# (timed_ms, tokens_per_step, memory_of read a raw record dict: they move to the record view, harness.record)
 # ---------------------------------------------------------------- record accessors: move to the record view
 def timed_ms(record: dict) -> list[float]:
     """The timed step times: warm-up excluded (step 0 = compile is always excluded)."""
@@ -46,6 +47,7 @@ def memory_of(record: dict) -> tuple[str, int | None]:
     if (record.get("environment") or {}).get("device") == "cuda" or s.get("peak_allocated_bytes") is not None:
         return "peak alloc", s.get("peak_allocated_bytes")
     return "peak RSS", s.get("peak_rss_bytes")
+
 
 # ---------------------------------------------------------------- end of record accessors
 
@@ -82,7 +84,7 @@ class Group:
 
     @property
     def set_key(self) -> tuple:
-        """What must be equal for two groups to be compared across env or GPU."""
+        """What must be equal for two groups to be compared across env or GPU: set_key_of of its records."""
         return (self.workload_hash, self.flags_hash)
 
     @property
