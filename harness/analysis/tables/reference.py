@@ -79,10 +79,11 @@ def reference_table(cx: Compare) -> Table:
         if not matches:
             table.rows.append({**base, "measured": "(none)"})
         for g in matches:
+            conditions = reference_conditions(ref, g)  # typed, beside the column's text (not a column)
             table.rows.append({**base, "measured": f"{g.gpu} / {g.env}", "ms": g.ms_median, "tokens_s": g.throughput.point,
                                "mem": g.summary_median("device_used_bytes"),
                                "d_tokens_s": Cell(stats.ratio(ref_est, g.throughput, cx.floor)[0]),
-                               "differs": _ref_differences(ref, g)})
+                               "differs": conditions_text(conditions), "conditions": conditions})
     if not cx.ds.references:
         table.notes.append("no reference records read (they live in results/reference/)")
     else:
@@ -91,20 +92,25 @@ def reference_table(cx: Compare) -> Table:
     return table
 
 
-def _ref_differences(ref: Group, g: Group) -> str:
-    """Known conditions of a reference record that a measured group does not share (GPU class, torch, workload)."""
-    diffs = []
+def reference_conditions(ref: Group, g: Group) -> dict:
+    """Known conditions of a reference record that a measured group does not share (GPU class, torch, workload):
+    {"differ": [(what, reference value, measured value)], "unknown": [workload fields the log does not give]}."""
+    differ = []
     classes = re.findall(r"[A-Z]\d{2,4}", ref.gpu)
     if classes and not any(c in g.gpu for c in classes):
-        diffs.append(f"GPU {ref.gpu} vs {g.gpu}")
+        differ.append(("GPU", ref.gpu, g.gpu))
     ref_torch = (ref.first.get("reference") or {}).get("torch")
     if ref_torch and not str(g.torch_version or "").startswith(ref_torch):
-        diffs.append(f"torch {ref_torch} vs {g.torch_version or 'unknown'}")
+        differ.append(("torch", ref_torch, g.torch_version or "unknown"))
     known = {k: v for k, v in ref.workload.items() if v is not None and k not in NOT_IN_WORKLOAD_HASH}
-    diffs += [f"{k} {v} vs {g.workload.get(k)}" for k, v in sorted(known.items()) if g.workload.get(k) != v]
+    differ += [(k, v, g.workload.get(k)) for k, v in sorted(known.items()) if g.workload.get(k) != v]
     unknown = sorted(k for k, v in ref.workload.items()
                      if v is None and k not in NOT_IN_WORKLOAD_HASH + ("memory_budget_gib",))
-    text = "; ".join(diffs) or "none of the known ones"
-    if unknown:
-        text += f" (unknown in the log: {', '.join(unknown)})"
+    return {"differ": differ, "unknown": unknown}
+
+
+def conditions_text(conditions: dict) -> str:
+    text = "; ".join(f"{what} {a} vs {b}" for what, a, b in conditions["differ"]) or "none of the known ones"
+    if conditions["unknown"]:
+        text += f" (unknown in the log: {', '.join(conditions['unknown'])})"
     return text
