@@ -21,7 +21,10 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from harness import batch_search, stats
-from harness.compare import Cell, Compare, Group, Mfu, Table, fmt_mib, fmt_pct, fmt_signed_pct, knob_fields, run_ids
+from harness.analysis.cells import Cell, Mfu, Table, fmt_mib, fmt_pct, fmt_signed_pct
+from harness.analysis.context import Compare
+from harness.analysis.differ import knob_fields
+from harness.analysis.group import Group, run_ids
 from harness.flags import flags_for
 from harness.record import ADDED_FIELD_DEFAULTS
 

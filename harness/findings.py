@@ -28,7 +28,11 @@ from itertools import combinations
 
 from harness import stats
 from harness import sweep as sweepmod
-from harness.compare import VALUE_ORDER, Cell, Compare, Group, Table, knob_fields, short_gpu
+from harness.analysis.cells import Cell, Table
+from harness.analysis.context import Compare
+from harness.analysis.dataset import short_gpu
+from harness.analysis.differ import VALUE_ORDER, knob_fields
+from harness.analysis.group import Group
 from harness.fastest import BEYOND_ROW, OVERVIEW_TITLE, SEED_ROW, SPLIT_TITLE, TUNE_ROW, USER_ROW
 from harness.flags import flags_for
 

@@ -26,19 +26,14 @@ from tabulate import tabulate
 
 from harness import findings, stats
 from harness import sweep as sweepmod
-from harness.compare import (
-    COMPARABLE_RULE,
-    Cell,
-    Compare,
-    Group,
-    Table,
-    _display_rows,
-    analyse,
-    common_parser,
-    short_gpu,
-)
+from harness.analysis.cells import Cell, Table
+from harness.analysis.context import COMPARABLE_RULE, Compare
+from harness.analysis.dataset import short_gpu
+from harness.analysis.group import Group
+from harness.compare import analyse, common_parser
 from harness.findings import Finding, interaction_dominates, split_verdict
 from harness.kernels import CATEGORIES
+from harness.render import display_rows as _display_rows
 
 DPI = 110
 FINDING_TOPICS = (  # harness.findings topics, in the order the report shows them

@@ -38,9 +38,12 @@ import yaml
 from gpt.config import PRESETS
 from harness import batch_search, fastest, stats
 from harness import run as runmod
-from harness.compare import Cell, Compare, fmt_int, load, render_text
+from harness.analysis.cells import Cell, fmt_int
+from harness.analysis.context import Compare
+from harness.analysis.dataset import load
 from harness.flags import parse_assignments as parse_flag_assignments
 from harness.plan import PlanError, builtin_plans, load_plan
+from harness.render import render_text
 
 
 def knobs_of(plan) -> dict[str, dict]:

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from harness.compare import Mfu
+from harness.analysis.cells import Mfu
 from harness.record import iter_records
 
 GIB = 2**30

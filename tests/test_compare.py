@@ -12,7 +12,9 @@ import pytest
 from records_factory import constant_ms, kernels, make_record, noisy_ms, write
 
 from harness import compare, stats
-from harness.compare import Cell, Compare, load
+from harness.analysis.cells import Cell
+from harness.analysis.context import Compare
+from harness.analysis.dataset import load
 
 ROOT = Path(__file__).resolve().parent.parent
 BF16_SDPA = {"precision": "bf16", "attention": "sdpa", "sdpa_backend": "flash"}

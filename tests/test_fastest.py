@@ -8,7 +8,8 @@ from pathlib import Path
 from records_factory import make_record, noisy_ms, write
 
 from harness import fastest
-from harness.compare import Compare, load
+from harness.analysis.context import Compare
+from harness.analysis.dataset import load
 from harness.flags import flags_for
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ import pytest
 from gpt import torch_compat
 from gpt.config import ConfigError, make_config
 from harness import flags as flagmod
-from harness.compare import DEFAULT_LOSS_TOL
+from harness.analysis.context import DEFAULT_LOSS_TOL
 from harness.plan import load_plan
 from harness.record import iter_records, workload_hash
 from harness.run import build_points

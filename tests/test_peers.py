@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.compare import Compare, load
+from harness.analysis.context import Compare
+from harness.analysis.dataset import load
 from harness.record import iter_records
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,8 @@ import pytest
 from records_factory import constant_ms, make_record, write
 
 from harness import stats
-from harness.compare import Compare, load
+from harness.analysis.context import Compare
+from harness.analysis.dataset import load
 from harness.record import iter_records
 
 ROOT = Path(__file__).resolve().parent.parent

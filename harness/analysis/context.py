@@ -1,0 +1,189 @@
+"""Compare: one dataset with its baselines, noise floor and loss tolerance; the context the table builders share.
+
+The builders live by theme in harness.analysis.tables (ladder, cross, knobs, underneath, loss, reference, sweeps);
+Compare has one method per table and the helpers several tables use (pairs, ladders, comparison sets).
+"""
+
+from __future__ import annotations
+
+from harness import stats
+from harness.analysis.cells import Table
+from harness.analysis.dataset import Dataset, intended_device
+from harness.analysis.group import Group
+from harness.analysis.tables import cross, knobs, ladder, loss, reference, sweeps, underneath
+
+DEFAULT_LOSS_TOL = 0.01  # relative
+TABLES = ("ladder", "versions", "gpus", "knobs", "factors", "underneath", "libraries", "loss", "reference", "sweeps",
+          "fastest", "left-out")
+COMPARABLE_RULE = ("Comparable = same workload_hash (the workload less where and how long it ran) and same flags hash "
+                   "(the frozen global flags): such runs differ only in env and GPU, and no table or finding puts any "
+                   "other runs side by side.")
+
+
+class Compare:
+    """All tables of one dataset, with the chosen baselines: the context every table builder (harness.analysis.tables)
+    reads, and one method per table."""
+
+    def __init__(self, ds: Dataset, baseline_env: str | None = None, baseline_gpu: str | None = None,
+                 noise_floor: float = stats.NOISE_FLOOR, loss_tol: float = DEFAULT_LOSS_TOL, show_all: bool = False):
+        self.ds = ds
+        self.floor = noise_floor
+        self.loss_tol = loss_tol
+        self.show_all = show_all  # every row of "what changed underneath", not the top few per pair
+        self.baseline_env = baseline_env
+        self.baseline_gpu = baseline_gpu
+        envs = ds.envs()
+        if baseline_env:
+            envs = [e for e in envs if e == baseline_env] + [e for e in envs if e != baseline_env]
+        gpus = ds.gpus()
+        if baseline_gpu:
+            gpus = [g for g in gpus if g == baseline_gpu] + [g for g in gpus if g != baseline_gpu]
+        self.env_rank = {e: i for i, e in enumerate(envs)}
+        self.gpu_rank = {g: i for i, g in enumerate(gpus)}
+
+    # --- shared by several tables
+    def delta(self, a: Group, b: Group) -> stats.Delta:
+        return stats.ratio(a.throughput, b.throughput, self.floor)[0]
+
+    def mem_delta(self, a: Group, b: Group) -> stats.Delta:
+        if a.memory[0] != b.memory[0]:
+            return stats.Delta(None, verdict=f"{a.memory[0]} vs {b.memory[0]}")
+        return stats.counter(a.memory[1], b.memory[1], self.floor)
+
+    def sets(self) -> dict[tuple, list[Group]]:
+        """Comparison sets: groups by set_key (set_key_of), the one comparability rule."""
+        out: dict[tuple, list[Group]] = {}
+        for g in self.ds.groups:
+            out.setdefault(g.set_key, []).append(g)
+        return out
+
+    def failed_runs(self) -> list[tuple[dict, str, str]]:
+        """(record, device label, env label) of every run not ok whose record says which device it was meant
+        for; the others are only in "left out"."""
+        out = []
+        for _path, r in self.ds.failed:
+            gpu = intended_device(r)
+            if gpu is not None:
+                out.append((r, gpu, self.ds.env_of.get(r["run_id"], r["env"])))
+        return out
+
+    def cells(self) -> dict[tuple, list[Group]]:
+        out: dict[tuple, list[Group]] = {}
+        for g in self.ds.groups:
+            out.setdefault((g.gpu, g.env), []).append(g)
+        return dict(sorted(out.items(), key=lambda kv: (self.gpu_rank[kv[0][0]], self.env_rank[kv[0][1]])))
+
+    def ladders(self) -> list[tuple[tuple, list]]:
+        """[(plan, gpu, env, B, T), rows]: rows are groups (or failed records) in rung order."""
+        out: dict[tuple, list] = {}
+        for g in self.ds.groups:
+            if not g.in_ladder:
+                continue
+            for plan, rung, idx in g.rungs:
+                k = (plan, g.gpu, g.env, g.workload.get("batch_size"), g.workload.get("seq_len"))
+                out.setdefault(k, []).append((idx, rung, g))
+        for r, gpu, env in self.failed_runs():
+            if r.get("sweep"):
+                continue
+            k = (r.get("plan"), gpu, env, (r.get("workload") or {}).get("batch_size"), (r.get("workload") or {}).get("seq_len"))
+            out.setdefault(k, []).append((r.get("rung_index"), r.get("rung"), r))
+        result = []
+        for k, rows in out.items():
+            rows.sort(key=lambda t: (t[0] if t[0] is not None else 1 << 30, str(t[1]), isinstance(t[2], dict)))
+            result.append((k, rows))
+        result.sort(key=lambda kr: (str(kr[0][0]), self.gpu_rank.get(kr[0][1], 99), self.env_rank.get(kr[0][2], 99),
+                                    kr[0][3] or 0, kr[0][4] or 0))
+        return result
+
+    def pairs(self) -> list[tuple[str, Group, Group]]:
+        """(kind, baseline group, other group) for every env pair on one GPU and GPU pair on one env."""
+        out = []
+        for groups in self.sets().values():
+            for across, rank in (("env", self.env_rank), ("gpu", self.gpu_rank)):
+                other = "gpu" if across == "env" else "env"
+                by_other: dict[str, list[Group]] = {}
+                for g in groups:
+                    by_other.setdefault(getattr(g, other), []).append(g)
+                for gs in by_other.values():
+                    gs.sort(key=lambda g: rank[getattr(g, across)])
+                    out += [(across, gs[0], g) for g in gs[1:]]
+        return sorted(out, key=lambda t: (t[0], self.gpu_rank[t[1].gpu], self.env_rank[t[1].env],
+                                          t[1].rungs[0][2] if t[1].rungs[0][2] is not None else 1 << 30, t[1].label,
+                                          t[1].workload.get("batch_size") or 0, t[1].workload.get("seq_len") or 0,
+                                          self.gpu_rank[t[2].gpu], self.env_rank[t[2].env]))
+
+    # --- the tables (each built in harness.analysis.tables.<theme>)
+    def ladder_tables(self) -> list[Table]:
+        return ladder.ladder_tables(self)
+
+    def versions_table(self) -> Table:
+        return cross.versions_table(self)
+
+    def gpus_table(self) -> Table:
+        return cross.gpus_table(self)
+
+    def knob_effects(self) -> dict[tuple, dict]:
+        return knobs.knob_effects(self)
+
+    def knobs_table(self, effects=None) -> Table:
+        return knobs.knobs_table(self, effects)
+
+    def factors_table(self, effects=None) -> Table:
+        return knobs.factors_table(self, effects)
+
+    def underneath_table(self) -> Table:
+        return underneath.underneath_table(self)
+
+    def libraries_table(self) -> Table:
+        return underneath.libraries_table(self)
+
+    def pair_parity(self, base: Group, other: Group) -> dict:
+        return loss.pair_parity(self, base, other)
+
+    def loss_table(self) -> Table:
+        return loss.loss_table(self)
+
+    @staticmethod
+    def ref_estimate(ref: Group) -> stats.Estimate:
+        return reference.ref_estimate(ref)
+
+    def reference_ladder_tables(self) -> list[Table]:
+        return reference.reference_ladder_tables(self)
+
+    def reference_table(self) -> Table:
+        return reference.reference_table(self)
+
+    def sweep_records(self) -> list[dict]:
+        return sweeps.sweep_records(self)
+
+    def sweeps_table(self) -> Table:
+        return sweeps.sweeps_table(self)
+
+    def fastest_tables(self) -> list[Table]:
+        from harness import fastest  # harness.fastest builds on this module
+
+        return fastest.overview(self) + [fastest.search_table(self, s) for s in fastest.searches(self)]
+
+    def left_out_table(self) -> Table:
+        return sweeps.left_out_table(self)
+
+    def tables(self, names=TABLES) -> list[Table]:
+        effects = self.knob_effects() if {"knobs", "factors"} & set(names) else None
+        makers = {
+            "ladder": self.ladder_tables, "versions": self.versions_table, "gpus": self.gpus_table,
+            "knobs": lambda: self.knobs_table(effects), "factors": lambda: self.factors_table(effects),
+            "underneath": self.underneath_table, "libraries": self.libraries_table, "loss": self.loss_table,
+            "reference": lambda: [self.reference_table(), *self.reference_ladder_tables()], "sweeps": self.sweeps_table,
+            "fastest": self.fastest_tables, "left-out": self.left_out_table,
+        }
+        out = []
+        for name in names:
+            made = makers[name]()
+            out += made if isinstance(made, list) else [made]
+        return out
+
+    def footer(self) -> list[str]:
+        return [stats.rule_text(self.floor, self.ds.groups[0].n_boot if self.ds.groups else stats.N_BOOT),
+                f"Loss parity tolerance: {self.loss_tol:.1%} relative.",
+                ("Baselines: env = oldest torch in each comparison (--baseline-env to choose); GPU = lowest compute "
+                 "capability (--baseline-gpu). " + COMPARABLE_RULE)]

@@ -1,0 +1,229 @@
+"""Loading records into comparable groups: Filters, load, Dataset, and the one comparability rule (set_key_of).
+
+Records are comparable when they have the same workload_hash and the same flags hash (set_key_of, the rule every
+table and the report use); within that, each (env, GPU) cell is one Group, and its repeats are merged (timed steps
+pooled). Runs that are not comparable are never mixed: what is left out is listed with why. The user's transcribed
+logs (kind "reference") and peers' numbers (kind "peer") never join a measured group.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import stats
+from harness.analysis.group import Group, timed_ms
+from harness.record import canonical_hash, device_label, iter_records, workload_hash
+
+
+def torch_version_key(version: str | None) -> tuple:
+    """Order torch versions: 2.1.2 < 2.3.0 < 2.6.0.dev20241203 < 2.6.0; unknown last."""
+    if not version:
+        return (1, ())
+    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?(?:\.?(dev|a|b|rc)(\d+))?", str(version))
+    if not m:
+        return (1, (str(version),))
+    major, minor, patch, pre, pre_n = m.groups()
+    rank = {"dev": 0, "a": 1, "b": 2, "rc": 3}.get(pre, 4)
+    return (0, (int(major), int(minor), int(patch or 0), rank, int(pre_n or 0)))
+
+
+def short_gpu(label: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'H100 80GB HBM3' (for narrow places: charts, effect lists)."""
+    return re.sub(r"^(NVIDIA|AMD)\s+(GeForce\s+)?", "", label)
+
+
+def _gpu_sort_key(environment: dict | None, label: str) -> tuple:
+    gpu = (environment or {}).get("gpu")
+    if isinstance(gpu, dict) and gpu.get("name"):
+        try:
+            cap = float(gpu.get("capability") or 99)
+        except (TypeError, ValueError):
+            cap = 99.0
+        return (0, cap, label)
+    return (1, 0.0, label)
+
+
+def _has_nonfinite(obj) -> bool:
+    if isinstance(obj, float):
+        return not math.isfinite(obj)
+    if isinstance(obj, dict):
+        return any(_has_nonfinite(v) for v in obj.values())
+    if isinstance(obj, list):
+        return any(_has_nonfinite(v) for v in obj)
+    return False
+
+
+def set_key_of(record: dict) -> tuple[str, str]:
+    """What must be equal for two runs to be comparable: (workload_hash, flags hash). The one rule of every
+    table. A record harness.run wrote for a worker that died has empty hashes; they are computed here the
+    way the worker computes them (from its workload and requested flags)."""
+    flags = record.get("flags") or {}
+    return (record.get("workload_hash") or workload_hash(record.get("workload") or {}),
+            flags.get("hash") or canonical_hash(flags.get("requested") or {}))
+
+
+def intended_device(record: dict) -> str | None:
+    """The device label of the GPU or CPU a run was on (or, for a worker that died early, meant for), when the
+    record says which: environment.gpu.name or environment.cpu.model. None when it does not (an early failure
+    record that has only env_name, or only `device`): such a run is listed under "left out" and nowhere else."""
+    env = record.get("environment") or {}
+    gpu, cpu = env.get("gpu"), env.get("cpu")
+    if (isinstance(gpu, dict) and gpu.get("name")) or (isinstance(cpu, dict) and cpu.get("model")):
+        return device_label(env)
+    return None
+
+
+@dataclass
+class Filters:
+    """--env, --gpu, --plan, --rung. The user's logged numbers (kind=reference) and a peer's (kind=peer) are not an
+    env: --env selects measured runs and leaves them in, to stand beside those runs (`--env reference` alone: the
+    references only). --gpu, --plan and --rung select them by their own GPU class, plan and rung."""
+
+    envs: list = field(default_factory=list)
+    gpus: list = field(default_factory=list)
+    plans: list = field(default_factory=list)
+    rungs: list = field(default_factory=list)
+
+    def keep(self, record: dict) -> bool:
+        if self.envs and record.get("env") not in self.envs and record.get("kind") not in ("reference", "peer"):
+            return False
+        gpu = device_label(record.get("environment")).lower()
+        if self.gpus and not any(g.lower() in gpu for g in self.gpus):
+            return False
+        if self.plans and record.get("plan") not in self.plans:
+            return False
+        return not (self.rungs and record.get("rung") not in self.rungs)
+
+
+@dataclass
+class Dataset:
+    groups: list  # measured, status ok, comparable cells
+    references: list  # kind=reference, one group per record (never merged)
+    failed: list  # (path, record): measured runs whose status is not ok
+    left_out: list  # (what, why)
+    notes: list
+    valid_records: int = 0
+    filtered: int = 0
+    env_order: dict = field(default_factory=dict)  # env label -> rank (oldest torch first)
+    gpu_order: dict = field(default_factory=dict)  # gpu label -> rank
+    env_versions: dict = field(default_factory=dict)  # env label -> torch version
+    kept_envs: set = field(default_factory=set)  # the `env` of every record the filters kept ("reference" included)
+    env_of: dict = field(default_factory=dict)  # run_id -> env label, for every measured record (failed ones included)
+    peers: list = field(default_factory=list)  # kind=peer, one group per record (never merged, never compared as runs)
+
+    def envs(self) -> list[str]:
+        return sorted(self.env_order, key=self.env_order.get)
+
+    def gpus(self) -> list[str]:
+        return sorted(self.gpu_order, key=self.gpu_order.get)
+
+
+def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.N_BOOT) -> Dataset:
+    """Read every record under the paths; one warning per bad file; group what is comparable."""
+    filters = filters or Filters()
+    left_out, seen, kept = [], {}, []
+
+    def leave_out(what, why: str, skipped: bool = True) -> None:
+        """One warning line and one "left out" entry, both from (what, why)."""
+        warn(f"warning: {what}: {'skipped: ' if skipped else ''}{why}")
+        left_out.append((str(what), why))
+
+    def record_warning(line: str) -> None:
+        # harness.record.iter_records reports a bad file as a line only ("warning: PATH: [skipped: ]WHY"): the one
+        # place a line is read back, until the record io hands over (path, why)
+        warn(line)
+        m = re.match(r"warning: (.*?): (?:skipped: )?(.*)$", line)
+        left_out.append((m.group(1), m.group(2)) if m else (line, ""))
+
+    for root in map(Path, paths):
+        if root.is_dir() and not any(p for p in root.rglob("*.json") if not p.name.startswith(".tmp-")):
+            leave_out(root, "no *.json records in this directory", skipped=False)
+    valid = filtered = 0
+    for path, record in iter_records(paths, record_warning):
+        if _has_nonfinite(record):
+            leave_out(path, "contains NaN or infinity (the harness writes null for those)")
+            continue
+        valid += 1
+        if record["run_id"] in seen:
+            leave_out(path, f"run_id {record['run_id']} already read from {seen[record['run_id']]}")
+            continue
+        seen[record["run_id"]] = path
+        if not filters.keep(record):
+            filtered += 1
+            continue
+        kept.append((path, record))
+
+    versions: dict[str, set] = {}
+    for _path, r in kept:
+        if r.get("kind") == "measured":
+            v = ((r.get("environment") or {}).get("torch") or {}).get("version")
+            versions.setdefault(r["env"], set())
+            if v:
+                versions[r["env"]].add(v)
+
+    def env_label(r: dict) -> str:
+        v = ((r.get("environment") or {}).get("torch") or {}).get("version")
+        return r["env"] if len(versions.get(r["env"], ())) <= 1 else f"{r['env']}@{v or '?'}"
+
+    groups: dict[tuple, Group] = {}
+    references, peers, failed, env_versions, gpu_keys, env_of = [], [], [], {}, {}, {}
+    for path, r in kept:
+        gpu = device_label(r.get("environment"))
+        where = f"{path.name} ({r.get('plan')}/{r.get('rung')}, {r['env']}, {gpu})"
+        if r.get("kind") in ("reference", "peer"):  # beside the measurements, never one of them
+            g = Group(r["kind"], *set_key_of(r), r["env"], gpu, [r], [path], n_boot)
+            (references if r["kind"] == "reference" else peers).append(g)
+            continue
+        label = env_of[r["run_id"]] = env_label(r)
+        if env_versions.get(label) is None:  # a failed run may not know its torch version; an ok run of the env does
+            env_versions[label] = ((r.get("environment") or {}).get("torch") or {}).get("version")
+        if r["status"] != "ok":
+            failed.append((path, r))
+            why = f"status {r['status']}: {r.get('reason') or 'no reason given'}"
+            if intended_device(r) is None:  # an early death: its environment was never captured
+                where = f"{path.name} ({r.get('plan')}/{r.get('rung')}, {r['env']}, device not recorded)"
+                why += "; listed here only: the record does not say which device it was meant for"
+            left_out.append((where, why))
+            continue
+        if not timed_ms(r):
+            left_out.append((where, "no timed step times"))
+            continue
+        gpu_keys.setdefault(gpu, _gpu_sort_key(r.get("environment"), gpu))
+        key = (*set_key_of(r), label, gpu)
+        if key not in groups:
+            groups[key] = Group("measured", *key, n_boot=n_boot)
+        groups[key].records.append(r)
+        groups[key].paths.append(path)
+
+    for g in groups.values():
+        g.records.sort(key=lambda r: (r.get("repeat") is None, r.get("repeat") or 0, r["run_id"]))
+    env_rank = sorted(env_versions, key=lambda e: (torch_version_key(env_versions[e]), e))
+    ds = Dataset(
+        groups=sorted(groups.values(), key=lambda g: (g.gpu, g.env, g.rungs[0][0] or "", g.rungs[0][2] or 0, g.label)),
+        references=sorted(references, key=lambda g: (g.first.get("rung_index") or 0, g.workload.get("batch_size") or 0, g.first["run_id"])),
+        failed=failed, left_out=left_out, notes=[], valid_records=valid, filtered=filtered,
+        env_order={e: i for i, e in enumerate(env_rank)},
+        gpu_order={gname: i for i, gname in enumerate(sorted(gpu_keys, key=gpu_keys.get))},
+        env_versions=env_versions, kept_envs={r["env"] for _path, r in kept}, env_of=env_of,
+        peers=sorted(peers, key=lambda g: (g.gpu, g.first["run_id"])),
+    )
+    _note_variants(ds)
+    return ds
+
+
+def _note_variants(ds: Dataset) -> None:
+    """Say where one (plan, rung, B, T) ran with different workload or flags: those are never compared."""
+    variants: dict[tuple, dict] = {}
+    for g in ds.groups:
+        for plan, rung, _i in g.rungs:
+            k = (plan, rung, g.workload.get("batch_size"), g.workload.get("seq_len"), json.dumps(g.sweep, sort_keys=True))
+            variants.setdefault(k, {}).setdefault(g.set_key, []).append(f"{g.gpu}/{g.env}")
+    for (plan, rung, b, t, _s), sets in sorted(variants.items(), key=lambda kv: str(kv[0])):
+        if len(sets) > 1:
+            parts = [f"workload {w[:8]} flags {f[:8]}: {', '.join(sorted(cells))}" for (w, f), cells in sets.items()]
+            ds.notes.append(f"{plan}/{rung} (B={b}, T={t}) ran with {len(sets)} different workload/flags hashes; "
+                            f"compared only within each: " + "; ".join(parts))

@@ -1,0 +1,174 @@
+"""Cross-version and cross-GPU tables: each cell of a comparison set against its baseline env or GPU; the pairs the
+comparability rule keeps apart, and why."""
+
+from __future__ import annotations
+
+from itertools import combinations
+from typing import TYPE_CHECKING
+
+from harness import stats
+from harness.analysis.cells import CONTENDED_NOTE, Cell, Table
+from harness.analysis.dataset import set_key_of, short_gpu
+from harness.analysis.differ import differences
+from harness.analysis.group import Group, run_ids
+from harness.record import isa_tag
+
+if TYPE_CHECKING:
+    from harness.analysis.context import Compare
+
+
+STATUS_TEXT = {"oom": "ran out of memory", "unsupported": "was unsupported", "error": "failed", "invalid": "was invalid"}
+
+
+def versions_table(cx: Compare) -> Table:
+    return _cross(cx, "versions", "env")
+
+
+def gpus_table(cx: Compare) -> Table:
+    return _cross(cx, "gpus", "gpu")
+
+
+def _cross(cx: Compare, name: str, across: str) -> Table:
+    """Same comparison set, same GPU (across=env) or same env (across=gpu): each against the baseline.
+    A cell whose run failed (the baseline GPU ran out of memory where the other GPU did not) is a row
+    that says so: the other cell's numbers are shown, without a delta."""
+    other = "gpu" if across == "env" else "env"
+    rank = cx.env_rank if across == "env" else cx.gpu_rank
+    other_rank = cx.gpu_rank if across == "env" else cx.env_rank
+    what, same = ("env", "GPU") if across == "env" else ("GPU", "env")
+    table = Table(name, f"Cross-{'version' if across == 'env' else 'GPU'}: same {same} and rung; each {what} vs the baseline {what}", [
+        (other, same), ("rung", "rung"), ("batch", "B, T"), (across, what), ("runs", "runs"),
+        ("baseline", "baseline cell (GPU / env, B, T)"), ("tokens_s", "tokens/s"), ("d_tokens_s", "delta tokens/s"),
+        ("memory", "memory MiB"), ("d_memory", "delta memory")])
+    cells: dict[tuple, dict[str, dict]] = {}  # set_key -> other value -> across value -> Group or (record, gpu, env)
+    for g in cx.ds.groups:
+        cells.setdefault(g.set_key, {}).setdefault(getattr(g, other), {})[getattr(g, across)] = g
+    for r, gpu, env in cx.failed_runs():
+        row_cells = cells.get(set_key_of(r), {}).get(gpu if other == "gpu" else env)
+        if row_cells is not None:  # beside an ok run of the same set only: a failure alone compares nothing
+            row_cells.setdefault(env if across == "env" else gpu, (r, gpu, env))
+    wanted = cx.baseline_env if across == "env" else cx.baseline_gpu
+    rows, failed_base, contended, isa_notes = [], 0, [], {}
+    for by_other in cells.values():
+        for o, row_cells in by_other.items():
+            if len(row_cells) < 2:
+                continue
+            g0 = next(c for c in row_cells.values() if isinstance(c, Group))
+            order = sorted(row_cells, key=lambda v: (rank.get(v, len(rank)), v))
+            if wanted and order[0] != wanted:
+                table.notes.append(f"{o} {g0.label} ({g0.batch}): no run on baseline {what} {wanted}; not compared")
+                continue
+            base = row_cells[order[0]]
+            base_gpu, base_env = (base.gpu, base.env) if isinstance(base, Group) else base[1:]
+            failed_base += not isinstance(base, Group)
+            for v in order:
+                c = row_cells[v]
+                row = {other: o, "rung": g0.label, "batch": g0.batch, across: v,
+                       "baseline": "(baseline)" if v == order[0] else f"{short_gpu(base_gpu)} / {base_env}, {g0.batch}",
+                       "base_gpu": base_gpu, "base_env": base_env,  # (not columns: for charts and findings)
+                       "base_status": "ok" if isinstance(base, Group) else base[0]["status"], "is_baseline": v == order[0],
+                       "batch_size": g0.workload.get("batch_size")}
+                if isinstance(c, Group):
+                    row.update(runs=c.n_text, tokens_s=c.throughput.point, memory=c.memory_bytes)
+                    contended += [n for n in c.contended_notes if n not in contended]
+                else:
+                    row["runs"] = c[0]["status"]
+                if across == "gpu" and v != order[0]:
+                    isa = isa_difference(base_env_of(base), base_env_of(c))
+                    if isa:
+                        row["isa"] = isa
+                        isa_notes.setdefault(f"{short_gpu(base_gpu)} vs {short_gpu(v)}: {isa}", None)
+                row["run_ids"] = [i for cell in ((c,) if v == order[0] else (base, c))
+                                  for i in (run_ids(cell) if isinstance(cell, Group) else [cell[0]["run_id"]])]
+                if v != order[0]:
+                    row.update(_cross_deltas(cx, base, c))
+                key = (other_rank.get(o, len(other_rank)), g0.rungs[0][2] if g0.rungs[0][2] is not None else 1 << 30,
+                       g0.label, g0.workload.get("batch_size") or 0, g0.workload.get("seq_len") or 0, rank.get(v, len(rank)), v)
+                rows.append((key, row))
+    rows.sort(key=lambda kr: kr[0])
+    table.rows = [r for _k, r in rows]
+    if failed_base:
+        table.notes.append(f"{failed_base} baseline cell(s) did not run ok (their status is under 'runs'): the other "
+                           f"{what}'s runs of that rung and B are shown without a delta")
+    table.notes += list(isa_notes)
+    if contended:
+        table.notes += contended + [CONTENDED_NOTE]
+    refused = refused_pairs(cx, across)
+    table.notes += refused[:5] + ([f"... and {len(refused) - 5} more such pairs"] if len(refused) > 5 else [])
+    if not table.rows:
+        table.notes.append(_why_no_rows(cx, across, bool(refused)))
+    return table
+
+
+def _cross_deltas(cx: Compare, base, c) -> dict:
+    """Delta cells of one row against its baseline cell; a failed side gives a delta that says why it has none."""
+    if isinstance(base, Group) and isinstance(c, Group):
+        return {"d_tokens_s": Cell(cx.delta(base, c)), "d_memory": Cell(cx.mem_delta(base, c))}
+    failed = base if not isinstance(base, Group) else c
+    status = failed[0]["status"]
+    why = f"the baseline {STATUS_TEXT.get(status, status)}" if failed is base else f"this run {STATUS_TEXT.get(status, status)}"
+    none = Cell(stats.Delta(None, verdict=why))
+    return {"d_tokens_s": none, "d_memory": none}
+
+
+def refused_pairs(cx: Compare, across: str) -> list[str]:
+    """Runs of one plan rung and (B, T) on the same GPU (across=env) or env (across=gpu) under two envs or GPUs
+    that the comparability rule keeps apart, with what differs: the reason their row is missing."""
+    other = "gpu" if across == "env" else "env"
+    rank = cx.env_rank if across == "env" else cx.gpu_rank
+    slots: dict[tuple, list[Group]] = {}
+    for g in sorted(cx.ds.groups, key=lambda g: rank[getattr(g, across)]):
+        for plan, rung, _i in g.rungs:
+            slots.setdefault((getattr(g, other), plan, rung, g.workload.get("batch_size"), g.workload.get("seq_len")), []).append(g)
+    out = []
+    for (o, plan, rung, b, t), gs in slots.items():
+        for a, c in combinations(gs, 2):
+            if getattr(a, across) != getattr(c, across) and a.set_key != c.set_key:
+                out.append(f"not compared: {o}, {plan}/{rung} (B={b}, T={t}) under {getattr(a, across)} and "
+                           f"{getattr(c, across)}: the runs differ in {differences(a, c)}")
+    return sorted(set(out))
+
+
+def _why_no_rows(cx: Compare, across: str, refused: bool) -> str:
+    other = "gpu" if across == "env" else "env"
+    what, same = ("env", "GPU") if across == "env" else ("GPU", "env")
+    where: dict[str, set] = {}
+    for g in cx.ds.groups:
+        where.setdefault(getattr(g, across), set()).add(getattr(g, other))
+    if len(where) < 2:
+        return f"only one {what} in these records ({', '.join(where) or 'none'}): nothing to compare across {what}s"
+    if refused:
+        return f"no rung ran under two {what}s with the same workload and flags on one {same} (the pairs above differ)"
+    return (f"no rung ran under two {what}s on the same {same}: " +
+            "; ".join(f"{k} on {', '.join(sorted(v))}" for k, v in sorted(where.items(), key=lambda kv: str(kv[0]))))
+
+
+def base_env_of(cell) -> dict:
+    """The environment of a cross-table cell: a Group, or a failed run's (record, device, env)."""
+    return cell.environment if isinstance(cell, Group) else (cell[0].get("environment") or {})
+
+
+def isa_difference(env_a: dict, env_b: dict) -> str | None:
+    """'different CPU ISA: ...' when two CPU records' ISA flags (environment.cpu.isa) or torch's kernel path
+    differ; None when they agree or either record does not say (an older record, a GPU)."""
+    cpu_a, cpu_b = env_a.get("cpu") or {}, env_b.get("cpu") or {}
+    if env_a.get("gpu") or env_b.get("gpu"):
+        return None
+    isa_a, isa_b = cpu_a.get("isa"), cpu_b.get("isa")
+    known_a, known_b = isinstance(isa_a, dict) and bool(isa_a), isinstance(isa_b, dict) and bool(isa_b)
+    if known_a != known_b:
+        return (f"CPU ISA recorded for one side only ({isa_tag(isa_a if known_a else isa_b)}): the other record does "
+                f"not say, so a difference in ISA can be neither named nor ruled out")
+    if not known_a:
+        return None
+    only_a = sorted(k for k, v in isa_a.items() if v and not isa_b.get(k))
+    only_b = sorted(k for k, v in isa_b.items() if v and not isa_a.get(k))
+    cap_a, cap_b = cpu_a.get("torch_capability"), cpu_b.get("torch_capability")
+    parts = [f"{isa_tag(isa_a)} vs {isa_tag(isa_b)}"] if isa_tag(isa_a) != isa_tag(isa_b) else []
+    if only_a:
+        parts.append(f"only the first has {', '.join(only_a)}")
+    if only_b:
+        parts.append(f"only the second has {', '.join(only_b)}")
+    if cap_a and cap_b and cap_a != cap_b:
+        parts.append(f"torch's CPU kernels {cap_a} vs {cap_b}")
+    return "different CPU ISA: " + "; ".join(parts) if parts else None

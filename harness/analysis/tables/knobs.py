@@ -1,0 +1,159 @@
+"""Knob effects (runs that differ in one knob, in every (GPU, env) cell where both sides ran) and their split into a
+GPU and a version factor over a 2x2 of GPUs x envs."""
+
+from __future__ import annotations
+
+from itertools import combinations, pairwise
+from typing import TYPE_CHECKING
+
+from harness import stats
+from harness.analysis.cells import Cell, Change, Table
+from harness.analysis.dataset import short_gpu
+from harness.analysis.differ import field_diff, show_value, value_key, variant_labels
+from harness.analysis.group import Group, run_ids
+
+if TYPE_CHECKING:
+    from harness.analysis.context import Compare
+
+
+def _knob_order(cx: Compare, a: Group, b: Group) -> tuple[Group, Group]:
+    plans_a = {p: i for p, _r, i in a.rungs if i is not None}
+    for p, _r, i in b.rungs:
+        if p in plans_a and i is not None and plans_a[p] != i:
+            return (a, b) if plans_a[p] < i else (b, a)
+    diff = field_diff(a, b)
+    if diff:
+        name, va, vb = diff[0]
+        if value_key(name, va) > value_key(name, vb):
+            return b, a
+    return a, b
+
+
+def knob_effects(cx: Compare) -> dict[tuple, dict]:
+    """{(knob, context): {(gpu, env): (a, b, Delta, boot)}} for pairs that differ in one knob,
+    and for adjacent rungs of a ladder (whatever they change)."""
+    pairs: set[tuple] = set()
+    for (_plan, _gpu, _env, _b, _t), rows in cx.ladders():
+        groups = [g for _i, _r, g in rows if isinstance(g, Group)]
+        for a, b in pairwise(groups):
+            if a is not b:
+                pairs.add((a.key, b.key))
+    for groups in cx.cells().values():
+        plain = [g for g in groups if g.in_ladder]
+        for a, b in combinations(plain, 2):
+            wdiff = [d for d in field_diff(a, b) if not d[0].startswith("flag:")]
+            if len(wdiff) == 1 or (not wdiff and a.flags_hash != b.flags_hash):
+                a2, b2 = _knob_order(cx, a, b)
+                pairs.add((a2.key, b2.key))
+    by_key = {g.key: g for g in cx.ds.groups}
+    out: dict[tuple, dict] = {}
+    for ka, kb in pairs:
+        a, b = by_key[ka], by_key[kb]
+        diff = field_diff(a, b)
+        knob = ", ".join(f"{n} {show_value(va)} -> {show_value(vb)}" for n, va, vb in diff if not n.startswith("flag:"))
+        flag_diff = [(n.removeprefix("flag:"), va, vb) for n, va, vb in diff if n.startswith("flag:")]
+        if knob and flag_diff:  # flags that follow from the workload change: named, not spelled out
+            knob += f" (flags: {', '.join(n for n, _va, _vb in flag_diff)})"
+        elif flag_diff:
+            knob = "flags: " + ", ".join(f"{n} {show_value(va)} -> {show_value(vb)}" for n, va, vb in flag_diff)
+        # One knob effect across cells only where every "before" run is one comparison set and every "after"
+        # run another (the comparability rule): a cell whose runs differ in a flag or hash is its own entry.
+        context = (a.set_key, b.set_key)
+        delta, boot = stats.ratio(a.throughput, b.throughput, cx.floor)
+        entry = out.setdefault((knob, context), {"at": f"{a.label} ({a.batch})", "cells": {}})
+        entry["cells"][(a.gpu, a.env)] = (a, b, delta, boot)
+    variants: dict[tuple, list[dict]] = {}
+    for (knob, _ctx), entry in out.items():
+        entry["at_plain"] = entry["at"]
+        variants.setdefault((knob, entry["at"]), []).append(entry)
+    for entries in variants.values():  # the same knob at the same rung, kept apart: say what differs
+        if len(entries) > 1:
+            befores = [next(iter(e["cells"].values()))[0] for e in entries]
+            afters = [next(iter(e["cells"].values()))[1] for e in entries]
+            labels = variant_labels(befores)
+            if len(set(labels)) < len(labels):
+                labels = variant_labels(afters)
+            for e, label in zip(entries, labels, strict=True):
+                e["variant"] = label
+                e["at"] = f"{e['at_plain']} [{label}]"
+    return dict(sorted(out.items(), key=lambda kv: (min(g.rungs[0][2] or 0 for g, *_ in kv[1]["cells"].values()), kv[1]["at"], kv[0][0])))
+
+
+def knobs_table(cx: Compare, effects=None) -> Table:
+    effects = knob_effects(cx) if effects is None else effects
+    table = Table("knobs", "Knob effects: one change, in every (GPU, env) cell where both sides ran", [
+        ("knob", "knob"), ("at", "at"), ("gpu", "GPU"), ("env", "env"), ("tokens_s", "tokens/s before -> after"),
+        ("d_tokens_s", "effect on tokens/s"), ("d_memory", "effect on memory")])
+    for (knob, _ctx), entry in effects.items():
+        for (gpu, env), (a, b, delta, _boot) in sorted(entry["cells"].items(), key=lambda kv: (cx.gpu_rank[kv[0][0]], cx.env_rank[kv[0][1]])):
+            table.rows.append({"knob": knob, "at": entry["at"], "gpu": gpu, "env": env,
+                               "tokens_s": Change(a.throughput.point, b.throughput.point),
+                               "d_tokens_s": Cell(delta), "d_memory": Cell(cx.mem_delta(a, b)), "run_ids": run_ids(a, b)})
+    if not table.rows:
+        table.notes.append("no two runs in one (GPU, env) cell differ in exactly one knob")
+    return table
+
+
+def factors_table(cx: Compare, effects=None) -> Table:
+    """Where a knob's effect exists on 2 GPUs x 2 envs: split it into a GPU and a version factor."""
+    effects = knob_effects(cx) if effects is None else effects
+    table = Table("factors", "Is it the GPU or the torch version? A knob's effect split over a 2x2 of GPUs x envs", [
+        ("knob", "knob"), ("at", "at"), ("gpus", "GPU A -> B"), ("envs", "env 1 -> 2"), ("effects", "effect per cell"),
+        ("gpu_factor", "GPU factor (B - A)"), ("version_factor", "version factor (2 - 1)"), ("interaction", "interaction")])
+    for (knob, _ctx), entry in effects.items():
+        cells = {k: (d, boot) for k, (_a, _b, d, boot) in entry["cells"].items()}
+        gpus = sorted({g for g, _e in cells}, key=cx.gpu_rank.get)
+        envs = sorted({e for _g, e in cells}, key=cx.env_rank.get)
+        for g1, g2 in combinations(gpus, 2):
+            for v1, v2 in combinations(envs, 2):
+                quad = [(g1, v1), (g1, v2), (g2, v1), (g2, v2)]
+                if not all(q in cells for q in quad):
+                    continue
+                e11, e12, e21, e22 = (cells[q] for q in quad)
+                gpu_f = stats.combine([(0.5, e21), (-0.5, e11), (0.5, e22), (-0.5, e12)], cx.floor)
+                ver_f = stats.combine([(0.5, e12), (-0.5, e11), (0.5, e22), (-0.5, e21)], cx.floor)
+                inter = stats.combine([(1, e22), (-1, e21), (-1, e12), (1, e11)], cx.floor)
+                values = {q: cells[q][0].value for q in quad}
+                # the cell furthest from the mean of the other three: where an interaction comes from
+                standout = None if None in values.values() else max(
+                    quad, key=lambda q: abs(values[q] - sum(values[o] for o in quad if o != q) / 3))
+                table.rows.append({
+                    "knob": knob, "at": entry["at"], "gpus": f"{g1} -> {g2}", "envs": f"{v1} -> {v2}",
+                    "effects": "; ".join(f"{short_gpu(g)}/{v} {Cell(cells[(g, v)][0]).brief()}" for g, v in quad),
+                    "gpu_factor": Cell(gpu_f, "pp"), "version_factor": Cell(ver_f, "pp"), "interaction": Cell(inter, "pp"),
+                    "cells": {q: cells[q][0] for q in quad}, "standout": standout,  # for findings and charts
+                    "run_ids": run_ids(*(g for q in quad for g in entry["cells"][q][:2]))})
+    table.notes += _unsplit_notes(cx, effects)
+    if not table.rows:
+        envs, gpus = sorted({g.env for g in cx.ds.groups}), sorted({g.gpu for g in cx.ds.groups})
+        if len(envs) < 2 or len(gpus) < 2:
+            what, names = ("env", envs) if len(envs) < 2 else ("GPU", gpus)
+            table.notes.append(f"only one {what} in these records ({', '.join(names) or 'none'}): a knob's effect needs "
+                               f"2 GPUs x 2 envs to be split")
+        else:
+            table.notes.append("no knob was measured on 2 GPUs x 2 envs with comparable runs; run the same plan on both "
+                               "GPUs under both envs to split its effect")
+    table.notes.append("effects in %; factors in percentage points: GPU factor = effect on GPU B minus on GPU A, averaged "
+                       "over the two envs; version factor = effect under env 2 minus env 1, averaged over the two GPUs; "
+                       "interaction = how much the version change differs between the GPUs")
+    return table
+
+
+def _unsplit_notes(cx: Compare, effects: dict) -> list[str]:
+    """A 2x2 that exists only by mixing runs the comparability rule keeps apart is not split: say why."""
+    notes = []
+    by_at: dict[tuple, list[dict]] = {}
+    for (knob, _ctx), entry in effects.items():
+        by_at.setdefault((knob, entry["at_plain"]), []).append(entry)
+    for (knob, at), entries in by_at.items():
+        if len(entries) < 2:
+            continue
+        split = [set(e["cells"]) for e in entries]
+        cells = set().union(*split)
+        gpus, envs = {g for g, _e in cells}, {e for _g, e in cells}
+        quads = [{(g1, v1), (g1, v2), (g2, v1), (g2, v2)} for g1, g2 in combinations(gpus, 2) for v1, v2 in combinations(envs, 2)]
+        if any(q <= cells and not any(q <= part for part in split) for q in quads):
+            notes.append(f"not split: {knob} at {at}: its cells are not comparable with one another: " + "; ".join(
+                f"{', '.join(f'{short_gpu(g)}/{v}' for g, v in sorted(e['cells']))} ran with {e['variant']}" for e in entries)
+                + " (the same rule keeps them out of the cross-version and loss tables)")
+    return notes

@@ -1,0 +1,155 @@
+"""What changed underneath a pair of comparable runs: their kernels (kernel_diff) and their library versions."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from harness.analysis.cells import Table, fmt_pct, shorten
+from harness.analysis.group import Group
+
+if TYPE_CHECKING:
+    from harness.analysis.context import Compare
+
+
+# Environment keys worth comparing between two envs (dotted paths, prefix match) and between two GPUs.
+ENV_KEYS = ("torch.version", "torch.git", "torch.cuda", "torch.cudnn", "torch.nccl", "triton", "driver.",
+            "python.version", "container.", "cpu.torch_capability")
+
+
+GPU_KEYS = ("gpu.", "driver.", "cpu.", "machine.", "threads.torch")
+
+
+TOP_UNDERNEATH = 5  # "what changed underneath": ranked rows shown per pair besides lm_head GEMM and attention (--all: every row)
+
+
+def underneath_table(cx: Compare) -> Table:
+    table = Table("underneath", "What changed underneath: kernels of the same rung, baseline vs other (lm_head GEMM and "
+                  "attention first, then the largest changes in time per step)", [
+        ("pair", "A -> B"), ("rung", "rung"), ("what", "what"), ("a", "A"), ("b", "B"), ("impact", "B - A us/step")])
+    hidden = 0
+    for across, a, b in cx.pairs():
+        pair = f"{a.gpu}: {a.env} -> {b.env}" if across == "env" else f"{a.env}: {a.gpu} -> {b.gpu}"
+        result = kernel_diff(a.explain, b.explain, top=None if cx.show_all else TOP_UNDERNEATH)
+        if result is None:
+            continue
+        rows, more = result
+        hidden += more
+        for what, va, vb, impact in rows:
+            table.rows.append({"pair": pair, "rung": f"{a.label} ({a.batch})", "what": what, "a": va, "b": vb, "impact": impact})
+    if hidden:
+        table.notes.append(f"per pair: the lm_head GEMM, the attention kernels and the {TOP_UNDERNEATH} changes with the largest "
+                           f"|B - A| time per step; {hidden} smaller changes not shown (--all shows every row)")
+    if not table.rows:
+        table.notes.append("no pair of comparable runs has kernel profiles on both sides (explain.kernels)")
+    return table
+
+
+def libraries_table(cx: Compare) -> Table:
+    table = Table("libraries", "Library and driver versions that differ between paired envs (same GPU) or GPUs (same env)", [
+        ("pair", "A -> B"), ("what", "what"), ("a", "A"), ("b", "B")])
+    done = set()
+    for across, a, b in cx.pairs():
+        pair = f"{a.gpu}: {a.env} -> {b.env}" if across == "env" else f"{a.env}: {a.gpu} -> {b.gpu}"
+        if pair in done:
+            continue
+        done.add(pair)
+        fa, fb = _env_facts(a, across), _env_facts(b, across)
+        for k in sorted(set(fa) | set(fb)):
+            if fa.get(k) != fb.get(k):
+                table.rows.append({"pair": pair, "what": k, "a": fa.get(k), "b": fb.get(k)})
+    if not table.rows:
+        table.notes.append("no paired envs or GPUs, or no library version differs between them")
+    return table
+
+
+def _flatten(obj, prefix="") -> dict:
+    out = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+    elif not isinstance(obj, list):
+        out[prefix[:-1]] = obj
+    return out
+
+
+def _env_facts(g: Group, across: str) -> dict:
+    keys = ENV_KEYS if across == "env" else GPU_KEYS
+    facts = {k: v for k, v in _flatten(g.environment).items() if k.startswith(keys) and v is not None}
+    # the worker stores the libraries the process mapped under explain.libraries.mapped (harness/explain.py)
+    for lib, info in ((g.explain.get("libraries") or {}).get("mapped") or {}).items():
+        if isinstance(info, dict) and info.get("version") is not None:
+            facts[f"library {lib}"] = info["version"]
+    return facts
+
+
+def _kernel_base(name: str) -> str:
+    """A kernel's short name: no return type, namespace or template arguments ('void ns::flash_fwd_kernel<...>(...)'
+    -> 'flash_fwd_kernel'), except for generic wrappers ('cutlass::Kernel2<fmha_...>' -> its first argument)."""
+    text = str(name).removeprefix("void ").replace("(anonymous namespace)::", "").strip()
+    head, _sep, args = text.partition("<")
+    base = re.split(r"[(]", head, maxsplit=1)[0].split("::")[-1].strip()
+    if re.fullmatch(r"[Kk]ernel\d*", base) and args:
+        base = re.split(r"[,<>(]", args, maxsplit=1)[0].split("::")[-1].strip() or base
+    return shorten(base or text, 60)
+
+
+def kernel_diff(ea: dict, eb: dict, share_min: float = 0.01, change_min: float = 0.2, top: int | None = TOP_UNDERNEATH):
+    """How the kernels of B differ from A: (rows, hidden), rows = (what, A, B, B - A us/step). The lm_head GEMM,
+    the attention kernels and the SDPA backend come first; then category time shares that moved by 2 points or
+    more, kernels that appeared or disappeared (>= share_min of kernel time) and kernels whose per-step time
+    changed by change_min or more, ranked by time impact |B - A| per step: the first `top` (None: all), and
+    hidden = how many were left out. None when neither side has a kernel profile."""
+    ka, kb = (ea or {}).get("kernels") or {}, (eb or {}).get("kernels") or {}
+    if not ka.get("available") and not kb.get("available"):
+        return None
+    if not ka.get("available") or not kb.get("available"):
+        state = lambda k: "available" if k.get("available") else (k.get("reason") or "not profiled")
+        return [("kernel profile", state(ka), state(kb), None)], 0
+
+    def us(entry: dict | None, with_share: bool = True) -> str:
+        entry = entry or {}
+        if entry.get("per_step_us") is None:
+            return "-"
+        share = f" ({fmt_pct(entry['share'])})" if with_share and entry.get("share") is not None else ""
+        return f"{entry['per_step_us']:,.0f} us/step{share}"
+
+    def impact(a: dict | None, b: dict | None) -> float | None:
+        a_us, b_us = (a or {}).get("per_step_us"), (b or {}).get("per_step_us")
+        return None if a_us is None and b_us is None else (b_us or 0.0) - (a_us or 0.0)
+
+    fixed = []
+    la, lb = ka.get("lm_head_gemm") or {}, kb.get("lm_head_gemm") or {}
+    name = lambda g: shorten(g.get("name") or "not identified", 70)
+    fixed.append(("lm_head GEMM" + (" (changed)" if la.get("name") != lb.get("name") else " (same kernel)"),
+                  f"{name(la)}, {us(la, False)}", f"{name(lb)}, {us(lb, False)}", impact(la, lb)))
+    att_a, att_b = ka.get("attention_kernels") or [], kb.get("attention_kernels") or []
+    ca, cb = ka.get("by_category") or {}, kb.get("by_category") or {}
+    same_att = set(att_a) == set(att_b)
+    names = lambda ks: ", ".join(_kernel_base(k) for k in ks) or "none"
+    fixed.append(("attention kernels" + (" (same)" if same_att else " (changed)") + ", time in attention",
+                  f"{names(att_a)}; {us(ca.get('attention'))}",
+                  f"{'same kernels' if same_att and att_b else names(att_b)}; {us(cb.get('attention'))}",
+                  impact(ca.get("attention"), cb.get("attention"))))
+    if ka.get("sdpa_backend") != kb.get("sdpa_backend"):
+        fixed.append(("sdpa backend", ka.get("sdpa_backend"), kb.get("sdpa_backend"), None))
+    ranked = []
+    for cat in sorted(set(ca) | set(cb)):
+        sa, sb = (ca.get(cat) or {}).get("share"), (cb.get(cat) or {}).get("share")
+        if cat != "attention" and (sa is None or sb is None or abs(sa - sb) >= 0.02):
+            ranked.append((f"time in category {cat}", us(ca.get(cat)), us(cb.get(cat)), impact(ca.get(cat), cb.get(cat))))
+    ta = {k["name"]: k for k in ka.get("top") or [] if k.get("name")}
+    tb = {k["name"]: k for k in kb.get("top") or [] if k.get("name")}
+    for n in set(tb) - set(ta):
+        if (tb[n].get("share") or 0) >= share_min:
+            ranked.append((f"appeared [{tb[n].get('category')}]: {shorten(n, 70)}", "-", us(tb[n]), impact(None, tb[n])))
+    for n in set(ta) - set(tb):
+        if (ta[n].get("share") or 0) >= share_min:
+            ranked.append((f"disappeared [{ta[n].get('category')}]: {shorten(n, 70)}", us(ta[n]), "-", impact(ta[n], None)))
+    for n in set(ta) & set(tb):
+        a_us, b_us = ta[n].get("per_step_us") or 0, tb[n].get("per_step_us") or 0
+        if a_us and abs(b_us / a_us - 1) >= change_min and max(ta[n].get("share") or 0, tb[n].get("share") or 0) >= share_min:
+            ranked.append((f"changed [{ta[n].get('category')}]: {shorten(n, 70)}", us(ta[n]), us(tb[n]), impact(ta[n], tb[n])))
+    ranked.sort(key=lambda r: (-abs(r[3] or 0.0), r[0]))
+    shown = ranked if top is None else ranked[:top]
+    return fixed + shown, len(ranked) - len(shown)
