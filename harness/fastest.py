@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from harness import batch_search, stats
+from harness import sweep as sweepmod
 from harness.compare import Cell, Compare, Group, Mfu, Table, fmt_mib, fmt_pct, fmt_signed_pct, knob_fields, run_ids
 from harness.flags import flags_for
 from harness.record import ADDED_FIELD_DEFAULTS
@@ -212,10 +213,10 @@ def search_table(cmp: Compare, s: Search) -> Table:
     for c in order:
         mark = ", ".join(m for m, on in (("BEST", c is s.best), ("winner at the start's B", c is s.winner and not c.is_start),
                                          ("helped", c in s.helped), ("loss unchecked", c is s.unchecked)) if on)
-        peak = max((batch_search.sweepmod.peak_memory(r)[0] or 0 for r in c.group.records), default=None)
+        peak = peak_memory(c.group, over=max)
         t.rows.append({"rung": c.group.label, "changes": changes(s.start, c.group), "batch": c.shape[0], "status": "ok",
                        "tokens_s": c.tokens_per_s, "vs_start": Cell(c.delta) if c.delta else None,
-                       "parity": c.parity_text(cmp.loss_tol), "memory": peak or None,
+                       "parity": c.parity_text(cmp.loss_tol), "memory": peak.bytes if peak else None,
                        "fits": "yes" if c.fits else f"no: {c.why_not}", "mark": mark, "run_ids": run_ids(c.group)})
     for r in sorted(s.failed, key=lambda r: r["run_id"]):
         t.rows.append({"rung": r.get("rung"), "batch": (r.get("workload") or {}).get("batch_size"), "status": r["status"],
@@ -247,14 +248,34 @@ def mfu(g: Group, key: str) -> Mfu | None:
     return None if value is None else Mfu(value)
 
 
+@dataclass(frozen=True)
+class Memory:
+    """Bytes and which memory they are (harness.sweep.peak_memory's names: 'device used', 'reserved', 'peak RSS');
+    written as e.g. '48,716 device used' (MiB) only where it is shown."""
+
+    bytes: float
+    metric: str
+
+    def text(self) -> str:
+        return f"{fmt_mib(self.bytes)} {self.metric}"
+
+    __str__ = text
+
+
+def peak_memory(g: Group, over=statistics.median) -> Memory | None:
+    """The peak memory of g's runs (harness.sweep.peak_memory of each record: NVML device used, else the allocator's
+    reserved; CPU: peak RSS), the median over the runs (over=max: the largest). This module's one reading of it."""
+    peaks = [sweepmod.peak_memory(r) for r in g.records]
+    known = [(value, metric) for value, metric in peaks if value is not None]
+    if not known:
+        return None
+    return Memory(over(value for value, _m in known), "/".join(sorted({metric for _v, metric in known})))
+
+
 def memory_text(g: Group) -> str | None:
-    """The memory a run used, and which memory it is (NVML device used, else the allocator's, else peak RSS)."""
-    for key, what in (("device_used_bytes", "device used"), ("peak_reserved_bytes", "reserved"),
-                      ("peak_allocated_bytes", "allocated"), ("peak_rss_bytes", "peak RSS")):
-        value = g.summary_median(key)
-        if value is not None:
-            return f"{fmt_mib(value)} {what}"
-    return None
+    """peak_memory as text (harness.tune prints it)."""
+    memory = peak_memory(g)
+    return None if memory is None else memory.text()
 
 
 def kernel_split(g: Group) -> dict | None:
@@ -343,7 +364,7 @@ def _row(cmp: Compare, seed: Group | None, what: str, g: Group | None, parity: s
     return {"what": what, "run": (run or f"{'/'.join(sorted({p for p, _r, _i in g.rungs}))} {g.label}") + pooled,
             "env": source or g.env, "batch": g.batch, "tokens_s": _estimate(g).point, "vs_seed": vs,
             "mfu_ds": mfu(g, "mfu_datasheet"), "mfu_meas": mfu(g, "mfu_measured"),
-            "memory": memory_text(g), "parity": parity, "run_ids": run_ids(g)}
+            "memory": peak_memory(g), "parity": parity, "run_ids": run_ids(g)}
 
 
 def gpu_overview(cmp: Compare, gpu: str, tuned: list[Search], user_best: Group | None) -> list[Table]:
