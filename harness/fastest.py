@@ -24,6 +24,7 @@ from harness import batch_search, stats
 from harness import sweep as sweepmod
 from harness.compare import Cell, Compare, Group, Mfu, Table, fmt_mib, fmt_pct, fmt_signed_pct, knob_fields, run_ids
 from harness.flags import flags_for
+from harness.kernel_split import SPLIT, kernel_split
 from harness.record import ADDED_FIELD_DEFAULTS
 
 FASTEST_PLAN = "fastest"  # harness.tune tags its runs with this plan name
@@ -42,18 +43,6 @@ BEYOND_ROW = "fastest of plan beyond-ladder (equivalent, faster than its start)"
 TUNE_ROW = "fastest found by harness.tune"
 USER_ROW = "the user's best (their log)"
 DEFAULT_HEADROOM = SimpleNamespace(headroom_gib=None)  # batch_search's own default: 5 GiB on a GPU, 0 on a CPU
-SPLIT = (  # (key, label) of the kernel-time split
-    ("step_ms", "step time (median of the timed steps)"),
-    ("busy", "all captured kernels (summed per profiled step)"),
-    ("uncaptured", "step time not in captured kernels (idle gaps, uncaptured kernels)"),
-    ("attention", "attention kernels"),
-    ("gemm", "GEMMs, all"),
-    ("lm_head_gemm", "lm_head GEMMs (part of the GEMMs above)"),
-    ("lm_head_loss", "fused lm_head loss kernels (Liger/CCE)"),
-    ("triton", "Inductor-generated kernels"),
-    ("optimizer", "optimizer kernels"),
-    ("rest", "everything else"),
-)
 
 
 # ---------------------------------------------------------------- one run against its start
@@ -235,7 +224,7 @@ def search_table(cmp: Compare, s: Search) -> Table:
     return t
 
 
-# ---------------------------------------------------------------- MFU, memory and the kernel split of one group
+# ---------------------------------------------------------------- MFU and memory of one group; the kernel split of two
 
 def _median(values) -> float | None:
     values = [v for v in values if isinstance(v, (int, float))]
@@ -276,33 +265,6 @@ def memory_text(g: Group) -> str | None:
     """peak_memory as text (harness.tune prints it)."""
     memory = peak_memory(g)
     return None if memory is None else memory.text()
-
-
-def kernel_split(g: Group) -> dict | None:
-    """Per profiled step (us) from explain.kernels: attention, GEMMs (and the lm_head's among them), the fused
-    lm_head loss kernels, Inductor-generated, optimizer, the rest; step_ms is the timed median. None without a profile."""
-    k = g.explain.get("kernels") or {}
-    if not k.get("available"):
-        return None
-    cats = {c: (v or {}).get("per_step_us") or 0.0 for c, v in (k.get("by_category") or {}).items()}
-    out = {
-        "step_ms": g.ms_median,
-        "busy": k.get("busy_us_per_step") or sum(cats.values()),
-        "attention": cats.get("attention", 0.0),
-        "gemm": cats.get("gemm", 0.0),
-        "lm_head_gemm": sum((v.get("per_step_us") or 0.0) for v in k.get("vocab_gemms") or [] if isinstance(v, dict)),
-        "lm_head_loss": cats.get("lm-head-loss", 0.0),
-        "triton": cats.get("triton", 0.0),
-        "optimizer": cats.get("optimizer-fused", 0.0) + cats.get("optimizer-foreach", 0.0),
-    }
-    counted = ("attention", "gemm", "lm-head-loss", "triton", "optimizer-fused", "optimizer-foreach")
-    out["rest"] = sum(v for c, v in cats.items() if c not in counted)
-    # on a GPU one stream runs one kernel at a time, so the rest of the step is idle or went uncaptured; CPU op self
-    # times come from several threads and do not add up to wall time
-    cuda = k.get("device") == "cuda"
-    out["uncaptured"] = out["step_ms"] * 1000.0 - out["busy"] if cuda and out["step_ms"] is not None else None
-    out["device"] = k.get("device")
-    return out
 
 
 def split_table(title: str, before: Group, after: Group) -> Table:
