@@ -21,11 +21,13 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from harness import batch_search, stats
-from harness.analysis.cells import Cell, Mfu, Table, fmt_mib, fmt_pct, fmt_signed_pct
+from harness import sweep as sweepmod
+from harness.analysis.cells import Cell, Memory, Mfu, Table, fmt_pct, fmt_signed_pct
 from harness.analysis.context import Compare
 from harness.analysis.differ import knob_fields
 from harness.analysis.group import Group, run_ids
 from harness.flags import flags_for
+from harness.kernel_split import SPLIT, kernel_split
 from harness.record import ADDED_FIELD_DEFAULTS
 
 FASTEST_PLAN = "fastest"  # harness.tune tags its runs with this plan name
@@ -44,18 +46,6 @@ BEYOND_ROW = "fastest of plan beyond-ladder (equivalent, faster than its start)"
 TUNE_ROW = "fastest found by harness.tune"
 USER_ROW = "the user's best (their log)"
 DEFAULT_HEADROOM = SimpleNamespace(headroom_gib=None)  # batch_search's own default: 5 GiB on a GPU, 0 on a CPU
-SPLIT = (  # (key, label) of the kernel-time split
-    ("step_ms", "step time (median of the timed steps)"),
-    ("busy", "all captured kernels (summed per profiled step)"),
-    ("uncaptured", "step time not in captured kernels (idle gaps, uncaptured kernels)"),
-    ("attention", "attention kernels"),
-    ("gemm", "GEMMs, all"),
-    ("lm_head_gemm", "lm_head GEMMs (part of the GEMMs above)"),
-    ("lm_head_loss", "fused lm_head loss kernels (Liger/CCE)"),
-    ("triton", "Inductor-generated kernels"),
-    ("optimizer", "optimizer kernels"),
-    ("rest", "everything else"),
-)
 
 
 # ---------------------------------------------------------------- one run against its start
@@ -215,10 +205,10 @@ def search_table(cmp: Compare, s: Search) -> Table:
     for c in order:
         mark = ", ".join(m for m, on in (("BEST", c is s.best), ("winner at the start's B", c is s.winner and not c.is_start),
                                          ("helped", c in s.helped), ("loss unchecked", c is s.unchecked)) if on)
-        peak = max((batch_search.sweepmod.peak_memory(r)[0] or 0 for r in c.group.records), default=None)
+        peak = peak_memory(c.group, over=max)
         t.rows.append({"rung": c.group.label, "changes": changes(s.start, c.group), "batch": c.shape[0], "status": "ok",
                        "tokens_s": c.tokens_per_s, "vs_start": Cell(c.delta) if c.delta else None,
-                       "parity": c.parity_text(cmp.loss_tol), "memory": peak or None,
+                       "parity": c.parity_text(cmp.loss_tol), "memory": peak.bytes if peak else None,
                        "fits": "yes" if c.fits else f"no: {c.why_not}", "mark": mark, "run_ids": run_ids(c.group)})
     for r in sorted(s.failed, key=lambda r: r["run_id"]):
         t.rows.append({"rung": r.get("rung"), "batch": (r.get("workload") or {}).get("batch_size"), "status": r["status"],
@@ -237,7 +227,7 @@ def search_table(cmp: Compare, s: Search) -> Table:
     return t
 
 
-# ---------------------------------------------------------------- MFU, memory and the kernel split of one group
+# ---------------------------------------------------------------- MFU and memory of one group; the kernel split of two
 
 def _median(values) -> float | None:
     values = [v for v in values if isinstance(v, (int, float))]
@@ -250,41 +240,20 @@ def mfu(g: Group, key: str) -> Mfu | None:
     return None if value is None else Mfu(value)
 
 
-def memory_text(g: Group) -> str | None:
-    """The memory a run used, and which memory it is (NVML device used, else the allocator's, else peak RSS)."""
-    for key, what in (("device_used_bytes", "device used"), ("peak_reserved_bytes", "reserved"),
-                      ("peak_allocated_bytes", "allocated"), ("peak_rss_bytes", "peak RSS")):
-        value = g.summary_median(key)
-        if value is not None:
-            return f"{fmt_mib(value)} {what}"
-    return None
-
-
-def kernel_split(g: Group) -> dict | None:
-    """Per profiled step (us) from explain.kernels: attention, GEMMs (and the lm_head's among them), the fused
-    lm_head loss kernels, Inductor-generated, optimizer, the rest; step_ms is the timed median. None without a profile."""
-    k = g.explain.get("kernels") or {}
-    if not k.get("available"):
+def peak_memory(g: Group, over=statistics.median) -> Memory | None:
+    """The peak memory of g's runs (harness.sweep.peak_memory of each record: NVML device used, else the allocator's
+    reserved; CPU: peak RSS), the median over the runs (over=max: the largest). This module's one reading of it."""
+    peaks = [sweepmod.peak_memory(r) for r in g.records]
+    known = [(value, metric) for value, metric in peaks if value is not None]
+    if not known:
         return None
-    cats = {c: (v or {}).get("per_step_us") or 0.0 for c, v in (k.get("by_category") or {}).items()}
-    out = {
-        "step_ms": g.ms_median,
-        "busy": k.get("busy_us_per_step") or sum(cats.values()),
-        "attention": cats.get("attention", 0.0),
-        "gemm": cats.get("gemm", 0.0),
-        "lm_head_gemm": sum((v.get("per_step_us") or 0.0) for v in k.get("vocab_gemms") or [] if isinstance(v, dict)),
-        "lm_head_loss": cats.get("lm-head-loss", 0.0),
-        "triton": cats.get("triton", 0.0),
-        "optimizer": cats.get("optimizer-fused", 0.0) + cats.get("optimizer-foreach", 0.0),
-    }
-    counted = ("attention", "gemm", "lm-head-loss", "triton", "optimizer-fused", "optimizer-foreach")
-    out["rest"] = sum(v for c, v in cats.items() if c not in counted)
-    # on a GPU one stream runs one kernel at a time, so the rest of the step is idle or went uncaptured; CPU op self
-    # times come from several threads and do not add up to wall time
-    cuda = k.get("device") == "cuda"
-    out["uncaptured"] = out["step_ms"] * 1000.0 - out["busy"] if cuda and out["step_ms"] is not None else None
-    out["device"] = k.get("device")
-    return out
+    return Memory(over(value for value, _m in known), "/".join(sorted({metric for _v, metric in known})))
+
+
+def memory_text(g: Group) -> str | None:
+    """peak_memory as text (harness.tune prints it)."""
+    memory = peak_memory(g)
+    return None if memory is None else memory.text()
 
 
 def split_table(title: str, before: Group, after: Group) -> Table:
@@ -346,7 +315,7 @@ def _row(cmp: Compare, seed: Group | None, what: str, g: Group | None, parity: s
     return {"what": what, "run": (run or f"{'/'.join(sorted({p for p, _r, _i in g.rungs}))} {g.label}") + pooled,
             "env": source or g.env, "batch": g.batch, "tokens_s": _estimate(g).point, "vs_seed": vs,
             "mfu_ds": mfu(g, "mfu_datasheet"), "mfu_meas": mfu(g, "mfu_measured"),
-            "memory": memory_text(g), "parity": parity, "run_ids": run_ids(g)}
+            "memory": peak_memory(g), "parity": parity, "run_ids": run_ids(g)}
 
 
 def gpu_overview(cmp: Compare, gpu: str, tuned: list[Search], user_best: Group | None) -> list[Table]:

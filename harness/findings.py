@@ -16,28 +16,35 @@ pairs it needs, and says so when they do not. Topics, in the report's order:
                user's best and the peer, and the kernel time that explains the gain (harness.fastest's tables)
   knobs, factors, cross, loss   the generic tables' headlines
 
-A pair for a knob is two runs of one (GPU, env) cell (or of the user's log, one torch build) whose workloads
-differ in that field alone and whose explicit flag overrides are equal (flags that follow from the
-workload, like TF32 with precision, may differ). No torch import.
+The pairs of runs that differ in one knob, and the phrases that describe a pair: harness.knob_pairs. No torch import.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import combinations
 
 from harness import stats
 from harness import sweep as sweepmod
 from harness.analysis.cells import Cell, Table
 from harness.analysis.context import Compare
 from harness.analysis.dataset import short_gpu
-from harness.analysis.differ import VALUE_ORDER, knob_fields
-from harness.analysis.group import Group
+from harness.analysis.group import Group, run_ids
 from harness.fastest import BEYOND_ROW, OVERVIEW_TITLE, SEED_ROW, SPLIT_TITLE, TUNE_ROW, USER_ROW
-from harness.flags import flags_for
+from harness.knob_pairs import (
+    MIB,
+    lm_head_text,
+    measured_pairs,
+    memory_text,
+    mib,
+    ok_references,
+    padding_setting,
+    ref_torch,
+    ref_where,
+    reference_pairs,
+    speed_text,
+    where,
+)
 
-MIB = 2**20
-PADDING_FLAGS = ("inductor_shape_padding", "inductor_comprehensive_padding")  # the compiler's own padding (plan padding)
 MAX_CITED = 6  # run ids cited per finding before "and N more"
 
 
@@ -55,149 +62,6 @@ class Finding:
         return "records: " + ", ".join(ids[:MAX_CITED]) + more
 
 
-def _ids(*groups) -> list[str]:
-    return [r["run_id"] for g in groups if g is not None for r in g.records]
-
-
-def _mib(value) -> str:
-    return "?" if value is None else f"{value / MIB:,.0f}"
-
-
-def _signed_pct(a, b) -> str:
-    return "" if not a or b is None else f" ({(b / a - 1) * 100:+.1f}%)"
-
-
-# ---------------------------------------------------------------- pairs that differ in one knob
-
-def overrides(g: Group) -> dict:
-    """The group's requested flags that do not follow from its workload (plan or --flag overrides)."""
-    try:
-        implied = flags_for(g.workload).to_dict()
-    except ValueError:
-        implied = {}
-    return {k: v for k, v in g.flags.items() if implied.get(k, v) != v or k not in implied}
-
-
-def padding_setting(g: Group) -> str:
-    """'default' or e.g. 'inductor_shape_padding off, inductor_comprehensive_padding off'."""
-    changed = [f"{name} {g.flags.get(name)}" for name in PADDING_FLAGS if g.flags.get(name, "default") != "default"]
-    return ", ".join(changed) or "default"
-
-
-def _order(field: str, a: Group, b: Group) -> tuple[Group, Group]:
-    order = VALUE_ORDER.get(field)
-    va, vb = a.workload.get(field), b.workload.get(field)
-    if order and va in order and vb in order:
-        return (a, b) if order.index(va) < order.index(vb) else (b, a)
-    try:
-        return (a, b) if va <= vb else (b, a)
-    except TypeError:
-        return a, b
-
-
-def one_knob_pairs(groups: list[Group], field: str, before=None, after=None) -> list[tuple[Group, Group]]:
-    """(a, b) with workloads that differ in `field` alone and equal flag overrides; a before b in the natural
-    order of the field's values. before/after restrict the values (None: any)."""
-    out = []
-    for a, b in combinations(groups, 2):
-        wa, wb = knob_fields(a.workload), knob_fields(b.workload)
-        if {k for k in wa.keys() | wb.keys() if wa.get(k) != wb.get(k)} != {field}:
-            continue
-        if overrides(a) != overrides(b):
-            continue
-        a, b = _order(field, a, b)
-        if (before is None or a.workload.get(field) == before) and (after is None or b.workload.get(field) == after):
-            out.append((a, b))
-    return out
-
-
-def measured_pairs(cmp: Compare, field: str, before=None, after=None) -> list[tuple[tuple, Group, Group]]:
-    """One-knob pairs inside each (GPU, env) cell, ladder runs only (sweep points are curves, not rungs)."""
-    out = []
-    for (gpu, env), groups in cmp.cells().items():
-        for a, b in one_knob_pairs([g for g in groups if g.in_ladder], field, before, after):
-            out.append(((gpu, env), a, b))
-    out.sort(key=lambda t: (cmp.gpu_rank[t[0][0]], cmp.env_rank[t[0][1]], t[1].workload.get("batch_size") or 0,
-                            t[1].workload.get("seq_len") or 0, padding_setting(t[1]) != "default", t[1].label))
-    return out
-
-
-def _ref_torch(g: Group) -> str:
-    return (g.first.get("reference") or {}).get("torch") or "torch not stated"
-
-
-def _ok_references(cmp: Compare) -> list[Group]:
-    return [r for r in cmp.ds.references if r.first.get("status") == "ok"]
-
-
-def reference_pairs(cmp: Compare, field: str, before=None, after=None) -> list[tuple[Group, Group]]:
-    """One-knob pairs in the user's log, within one GPU class and one stated torch; of several logged
-    repeats of a rung, the first line."""
-    firsts: dict[tuple, Group] = {}
-    for r in sorted(_ok_references(cmp), key=lambda g: (g.first.get("reference") or {}).get("line") or 0):
-        key = (r.gpu, _ref_torch(r), r.workload.get("batch_size"), r.workload.get("seq_len"), r.first.get("rung"),
-               tuple(sorted(overrides(r).items())), bool(r.sweep))
-        firsts.setdefault(key, r)
-    by_build: dict[tuple, list[Group]] = {}
-    for (gpu, torch, *_rest), r in firsts.items():
-        by_build.setdefault((gpu, torch), []).append(r)
-    pairs = [p for groups in by_build.values() for p in one_knob_pairs(groups, field, before, after)]
-    return sorted(pairs, key=lambda p: (p[0].workload.get("batch_size") or 0, p[0].label))
-
-
-def where(cmp: Compare, gpu: str, env: str, g: Group) -> str:
-    torch = cmp.ds.env_versions.get(env)
-    return f"{short_gpu(gpu)} / {env}" + (f" (torch {torch})" if torch else "") + f", {g.batch}"
-
-
-def ref_where(r: Group) -> str:
-    return f"the user's log ({r.gpu}, {_ref_torch(r)}), {r.batch}"
-
-
-def memory_text(a: Group, b: Group) -> str:
-    """Both memory metrics a CUDA run has (allocator peak and NVML device used), else the one there is."""
-    parts = []
-    metric, _values = a.memory
-    parts.append(f"{metric} {_mib(a.memory_bytes)} -> {_mib(b.memory_bytes)} MiB{_signed_pct(a.memory_bytes, b.memory_bytes)}")
-    if a.kind == "measured":
-        da, db = a.summary_median("device_used_bytes"), b.summary_median("device_used_bytes")
-        if da is not None and db is not None and metric != "device used":
-            parts.append(f"device used {_mib(da)} -> {_mib(db)} MiB{_signed_pct(da, db)}")
-    return ", ".join(parts)
-
-
-def speed_text(cmp: Compare, a: Group, b: Group) -> str:
-    if a.kind == "reference":
-        ea, eb = cmp.ref_estimate(a), cmp.ref_estimate(b)
-        delta = stats.ratio(ea, eb)[0]
-        return f"tokens/s {ea.point:,.0f} -> {eb.point:,.0f} ({Cell(delta).brief()})"
-    return f"tokens/s {a.throughput.point:,.0f} -> {b.throughput.point:,.0f} ({Cell(cmp.delta(a, b)).brief()})"
-
-
-def lm_head_roles(g: Group) -> dict[str, dict]:
-    """role -> the kernel capture's lm_head GEMM entry (explain.kernels.vocab_gemms), when profiled."""
-    kernels = g.explain.get("kernels") or {}
-    return {v["role"]: v for v in kernels.get("vocab_gemms") or [] if isinstance(v, dict)} if kernels.get("available") else {}
-
-
-def lm_head_text(g: Group, label: str) -> str | None:
-    """What the profile saw of the lm_head GEMMs: which roles ran at N = vocab, which padded, which not seen."""
-    if not (g.explain.get("kernels") or {}).get("available"):
-        return None
-    roles = lm_head_roles(g)
-    vocab = g.workload.get("vocab_size")
-    seen = []
-    for role in ("forward", "backward-input", "backward-weight"):
-        v = roles.get(role)
-        if v is None:
-            seen.append(f"{role} not seen at {vocab}")
-        elif v.get("padded_to"):
-            seen.append(f"{role} padded to {v['padded_to']}")
-        elif v.get("row_stride"):
-            seen.append(f"{role} at {vocab} with row stride {v['row_stride']}")
-        else:
-            seen.append(f"{role} at {vocab}")
-    return f"{label}: " + ", ".join(seen)
 
 
 # ---------------------------------------------------------------- topics
@@ -216,12 +80,12 @@ def tf32_memory(cmp: Compare) -> list[Finding]:
         seen = [t for t in (lm_head_text(a, "fp32 lm_head GEMMs"), lm_head_text(b, "tf32")) if t]
         if seen:
             text += " Kernel capture: " + "; ".join(seen) + "."
-        out.append(Finding("tf32-memory", text, tuple(_ids(a, b))))
+        out.append(Finding("tf32-memory", text, tuple(run_ids(a, b))))
     for a, b in refs:
         if a.memory_bytes is not None and b.memory_bytes is not None:
             rose, fell = rose + (b.memory_bytes > a.memory_bytes), fell + (b.memory_bytes < a.memory_bytes)
         out.append(Finding("tf32-memory", f"TF32 on (fp32 -> tf32) in {ref_where(a)}: {memory_text(a, b)}; {speed_text(cmp, a, b)}.",
-                           tuple(_ids(a, b))))
+                           tuple(run_ids(a, b))))
     summary = (f"Memory with TF32 on against IEEE fp32, same rung otherwise: higher in {rose} and lower in {fell} of "
                f"{len(pairs) + len(refs)} pair(s) ({len(pairs)} measured" + (f", {len(refs)} from the user's log" if refs else "") + ").")
     out.insert(0, Finding("tf32-memory", summary, tuple(i for f in out for i in f.records)))
@@ -258,7 +122,7 @@ def padding_ab(cmp: Compare, pairs, what: str, measure, unit: str) -> list[Findi
             out.append(Finding("padding-ab", (
                 f"{what} on {where(cmp, *cell, a0)}: {base:+,.1f} {unit} with the compiler's padding at torch's default, "
                 f"{off:+,.1f} {unit} with {setting}: the compiler's padding accounts for {base - off:+,.1f} {unit} of it."),
-                tuple(_ids(a0, b0, a, b))))
+                tuple(run_ids(a0, b0, a, b))))
     if pairs and not out:
         out.append(Finding("padding-ab", (
             f"No padding A/B among these records for {what}: `python -m harness.run --plan padding --preset gpt2-124m` "
@@ -276,10 +140,10 @@ def vocab(cmp: Compare) -> list[Finding]:
         seen = lm_head_text(a, f"kernel capture at {a.workload['vocab_size']}")
         if seen:
             text += f" {seen}."
-        out.append(Finding("vocab", text, tuple(_ids(a, b))))
+        out.append(Finding("vocab", text, tuple(run_ids(a, b))))
     for a, b in refs:
         out.append(Finding("vocab", (f"Vocab {a.workload['vocab_size']} -> {b.workload['vocab_size']} at {a.label} in "
-                                     f"{ref_where(a)}: {speed_text(cmp, a, b)}; {memory_text(a, b)}."), tuple(_ids(a, b))))
+                                     f"{ref_where(a)}: {speed_text(cmp, a, b)}; {memory_text(a, b)}."), tuple(run_ids(a, b))))
     out += padding_ab(cmp, pairs, "the vocab-padding speed-up", _delta_speed(cmp), "% tokens/s") if pairs else []
     return out
 
@@ -289,9 +153,9 @@ def versions(cmp: Compare) -> list[Finding]:
     (measured envs against each other: the cross-version finding)."""
     out = []
     logged: dict[tuple, dict[str, Group]] = {}
-    for r in sorted(_ok_references(cmp), key=lambda g: (g.first.get("reference") or {}).get("line") or 0):
+    for r in sorted(ok_references(cmp), key=lambda g: (g.first.get("reference") or {}).get("line") or 0):
         key = (r.gpu, r.first.get("rung"), r.workload.get("batch_size"), r.workload.get("seq_len"), r.workload.get("compile"))
-        logged.setdefault(key, {}).setdefault(_ref_torch(r), r)
+        logged.setdefault(key, {}).setdefault(ref_torch(r), r)
     for (gpu, rung, b, t, _c), builds in logged.items():
         stated = {k: v for k, v in builds.items() if k != "torch not stated"}
         if len(stated) < 2:
@@ -302,15 +166,15 @@ def versions(cmp: Compare) -> list[Finding]:
                 f"{memory_text(ra, rb)}")
         if first_a and first_b:
             text += f"; first (compile) step {first_a:,.0f} -> {first_b:,.0f} ms"
-        out.append(Finding("versions", text + ".", tuple(_ids(ra, rb))))
+        out.append(Finding("versions", text + ".", tuple(run_ids(ra, rb))))
         for g in _matching_groups(cmp, rung, b, t):
             device_used = g.summary_median("device_used_bytes")
             out.append(Finding("versions", (
                 f"Measured beside it: {rung} at B={b} on {short_gpu(g.gpu)} / {g.env} (torch {g.torch_version}): "
-                f"{g.throughput.point:,.0f} tokens/s, {_mib(device_used)} MiB device used, against the user's "
-                f"{cmp.ref_estimate(ra).point:,.0f} / {_mib(ra.memory_bytes)} MiB (torch {ta}) and "
-                f"{cmp.ref_estimate(rb).point:,.0f} / {_mib(rb.memory_bytes)} MiB (torch {tb}) (single samples; GPU "
-                "model, driver and data may differ: the reference table lists what is known)."), tuple(_ids(g, ra, rb))))
+                f"{g.throughput.point:,.0f} tokens/s, {mib(device_used)} MiB device used, against the user's "
+                f"{cmp.ref_estimate(ra).point:,.0f} / {mib(ra.memory_bytes)} MiB (torch {ta}) and "
+                f"{cmp.ref_estimate(rb).point:,.0f} / {mib(rb.memory_bytes)} MiB (torch {tb}) (single samples; GPU "
+                "model, driver and data may differ: the reference table lists what is known)."), tuple(run_ids(g, ra, rb))))
     return out
 
 
@@ -335,13 +199,13 @@ def batch(cmp: Compare) -> list[Finding]:
         text = (f"Batch size, {curve['rung']} on {short_gpu(curve['device'])} / {curve['env']} ({curve['sweep']}): "
                 + ", ".join(f"B={v} {tps:,.0f} tokens/s" for v, tps, _m in ran)
                 + (f"; did not run: {', '.join(failed)}" if failed else "")
-                + f"; largest that ran: B={largest[0]} ({_mib(largest[2])} MiB {sweepmod.MEMORY_DEFINITION.split(': ')[0]});"
+                + f"; largest that ran: B={largest[0]} ({mib(largest[2])} MiB {sweepmod.MEMORY_DEFINITION.split(': ')[0]});"
                 f" knee B={curve['knee']} ({sweepmod.KNEE_TOLERANCE:.0%} of the best).")
         ids = [r["run_id"] for r in records if sweepmod.curve_key(r) == (curve["sweep"], curve["field"], curve["plan"],
                                                                         curve["rung"], curve["env"], curve["device"])]
         out.append(Finding("batch", text, tuple(ids)))
     refs: dict[tuple, list[Group]] = {}
-    for r in _ok_references(cmp):
+    for r in ok_references(cmp):
         if r.sweep and r.sweep.get("field") == "batch_size":
             refs.setdefault((r.sweep.get("name"), r.first.get("rung"), r.gpu), []).append(r)
     for (name, rung, gpu), groups in refs.items():
@@ -349,8 +213,8 @@ def batch(cmp: Compare) -> list[Finding]:
         best = max(groups, key=lambda g: cmp.ref_estimate(g).point or 0)
         out.append(Finding("batch", (f"Batch size in the user's log ({name}), {rung} on {gpu}: "
                                      + ", ".join(f"B={g.sweep.get('value')} {cmp.ref_estimate(g).point:,.0f} tokens/s "
-                                                 f"({_mib(g.memory_bytes)} MiB)" for g in groups)
-                                     + f"; best B={best.sweep.get('value')} (single samples)."), tuple(_ids(*groups))))
+                                                 f"({mib(g.memory_bytes)} MiB)" for g in groups)
+                                     + f"; best B={best.sweep.get('value')} (single samples)."), tuple(run_ids(*groups))))
     return out
 
 
@@ -368,7 +232,7 @@ def sdpa(cmp: Compare) -> list[Finding]:
         out.append(Finding("sdpa", (
             f"SDPA at {auto.label} on {where(cmp, gpu, env, auto)}: {chose_text}, {auto.throughput.point:,.0f} tokens/s; "
             f"forcing {forced.workload.get('sdpa_backend')}: {forced.throughput.point:,.0f} tokens/s "
-            f"({Cell(cmp.delta(auto, forced)).brief()} against auto)."), tuple(_ids(auto, forced))))
+            f"({Cell(cmp.delta(auto, forced)).brief()} against auto)."), tuple(run_ids(auto, forced))))
     return out
 
 
@@ -438,7 +302,7 @@ def compute(cmp: Compare, tables: dict[str, list[Table]], effects: dict) -> list
         cells = sorted(entry["cells"].items(), key=lambda kv: (cmp.gpu_rank[kv[0][0]], cmp.env_rank[kv[0][1]]))
         parts = [f"{Cell(d).brief()} on {short_gpu(gpu)}/{env}" for (gpu, env), (_a, _b, d, _boot) in cells]
         out.append(Finding("knobs", f"Knob {knob} (at {entry['at']}): tokens/s " + ", ".join(parts) + ".",
-                           tuple(i for _k, (a, b, _d, _boot) in cells for i in _ids(a, b))))
+                           tuple(i for _k, (a, b, _d, _boot) in cells for i in run_ids(a, b))))
     out += factors(tables["factors"][0])
     out += cross(tables)
     out += loss(cmp, tables["loss"][0])

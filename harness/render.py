@@ -10,7 +10,7 @@ import json
 from tabulate import tabulate
 
 from harness import stats
-from harness.analysis.cells import SHOWN_AS_TEXT, Cell, Mfu, Table, fmt_int, fmt_mib, fmt_ms, fmt_pct
+from harness.analysis.cells import SHOWN_AS_TEXT, Cell, Memory, Mfu, Table, fmt_int, fmt_mib, fmt_ms, fmt_pct
 from harness.analysis.dataset import Dataset
 
 
@@ -74,17 +74,21 @@ def _csv_columns(t: Table) -> list[tuple[str, list[str]]]:
             out.append((k, [f"{k}_fraction", f"{k}_{bounds}_low_fraction", f"{k}_{bounds}_high_fraction", f"{k}_verdict"]))
         elif any(isinstance(v, Mfu) for v in values):
             out.append((k, [CSV_NAMES.get(k, k), f"{k}_peak_suspect"]))
+        elif any(isinstance(v, Memory) for v in values):
+            out.append((k, [CSV_NAMES.get(k, k), f"{k}_metric"]))
         else:
             out.append((k, [CSV_NAMES.get(k, k)]))
     return out
 
 
 def _csv_fields(v, width: int) -> list:
-    """The CSV fields of one table cell: 4 for a delta column, 2 for an MFU column, else 1."""
+    """The CSV fields of one table cell: 4 for a delta column, 2 for an MFU or a memory column, else 1."""
     if width == 4:
         d = v.delta if isinstance(v, Cell) else stats.Delta(None, verdict="")
         return [_csv_value(d.value), _csv_value(d.low), _csv_value(d.high), d.verdict]
     if width == 2:
+        if isinstance(v, Memory):
+            return [v.bytes, v.metric]
         return [v.value, v.suspect] if isinstance(v, Mfu) else [_csv_value(v), ""]
     return [_csv_value(v)]
 
@@ -109,6 +113,8 @@ def _json_value(v):
         return {**v.delta.to_dict(), "style": v.style, "text": v.text()}
     if isinstance(v, Mfu):
         return {"value": v.value, "peak_suspect": v.suspect, "text": v.text()}
+    if isinstance(v, Memory):
+        return {"bytes": v.bytes, "metric": v.metric, "text": v.text()}
     if isinstance(v, SHOWN_AS_TEXT):
         return v.text()
     return v

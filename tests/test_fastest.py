@@ -117,7 +117,7 @@ def test_overview_on_the_real_gpu_records():
 
 
 def test_report_section_and_finding_per_gpu(tmp_path):
-    from harness import report
+    from harness.report import __main__ as report
 
     paths = [ROOT / "results" / d for d in ("gpu-h100-80gb-hbm3", "gpu-h200", "reference")]
     assert report.main([*map(str, paths), "-o", str(tmp_path)]) == 0

@@ -57,7 +57,9 @@ def test_the_script_runs_every_step_it_documents():
 
 @pytest.mark.parametrize("module_name, argv", COMMANDS, ids=[f"{m} {' '.join(a)}"[:80] for m, a in COMMANDS])
 def test_every_option_is_accepted_by_the_modules_parser(module_name, argv):
-    module = importlib.import_module(module_name)
+    # the module `python -m NAME` runs: NAME.__main__ where NAME is a package
+    is_package = importlib.util.find_spec(module_name).submodule_search_locations is not None
+    module = importlib.import_module(module_name + ".__main__" if is_package else module_name)
     parser = parser_of(module)
     known = {s for action in parser._actions for s in action.option_strings}
     for word in argv:

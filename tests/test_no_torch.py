@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-TORCH_FREE = ("harness.compare", "harness.report", "harness.stats", "harness.sweep", "harness.record", "harness.batch_search",
+TORCH_FREE = ("harness.compare", "harness.report.__main__", "harness.stats", "harness.sweep", "harness.record", "harness.batch_search",
               "harness.cluster.__main__")
 
 

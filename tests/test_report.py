@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from records_factory import constant_ms, make_record, rich_dataset, write
 
-from harness import report
+from harness.report import __main__ as report
 
 ROOT = Path(__file__).resolve().parent.parent
 CHARTS = ("ladder-seed-ladder.png", "cross-version.png", "cross-gpu.png", "factors.png", "memory-split.png", "kernel-mix.png",

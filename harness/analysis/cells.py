@@ -100,7 +100,21 @@ class Change:
         return self.text()
 
 
-SHOWN_AS_TEXT = (Number, Change)  # typed values every renderer shows as their text()
+@dataclass(frozen=True)
+class Memory:
+    """Bytes and which memory they are (harness.sweep.peak_memory's names: 'device used', 'reserved', 'peak RSS');
+    written as e.g. '48,716 device used' (MiB) only where it is shown."""
+
+    bytes: float
+    metric: str
+
+    def text(self) -> str:
+        return f"{fmt_mib(self.bytes)} {self.metric}"
+
+    __str__ = text
+
+
+SHOWN_AS_TEXT = (Number, Change, Memory)  # typed values text and markdown show as their text()
 
 
 MFU_SUSPECT_NOTE = ("MFU above 100% is marked 'peak suspect': the GEMM peak it divides by is below the FLOP rate the run "

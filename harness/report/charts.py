@@ -1,19 +1,11 @@
-"""The technical report, generated from records: `python -m harness.report results/ -o report/`.
-
-Writes DIR/report.md (charts as PNG files beside it), DIR/report.html (one self-contained page, charts
-embedded as base64) and the PNGs. Every finding is computed from the same tables harness.compare
-prints; a chart with no data is not drawn and the text says so. No torch import.
+"""The report's charts: matplotlib figures drawn from harness.compare's typed table rows and groups, each
+returned as (file name, PNG bytes, caption), or None / [] when there is nothing to draw (the report then says so).
 """
 
 from __future__ import annotations
 
-import base64
-import html
-import sys
+import io
 import textwrap
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from pathlib import Path
 
 import matplotlib
 
@@ -22,133 +14,23 @@ import matplotlib.colors
 import matplotlib.patches
 import matplotlib.pyplot as plt
 import numpy as np
-from tabulate import tabulate
 
-from harness import findings, stats
+from harness import stats
 from harness import sweep as sweepmod
 from harness.analysis.cells import Cell, Table
-from harness.analysis.context import COMPARABLE_RULE, Compare
+from harness.analysis.context import Compare
 from harness.analysis.dataset import short_gpu
 from harness.analysis.group import Group
-from harness.compare import analyse, common_parser
-from harness.findings import Finding, interaction_dominates, split_verdict
+from harness.findings import interaction_dominates, split_verdict
 from harness.kernels import CATEGORIES
-from harness.render import display_rows as _display_rows
 
 DPI = 110
-FINDING_TOPICS = (  # harness.findings topics, in the order the report shows them
-    ("ladder", "Ladders"), ("tf32-memory", "Memory with TF32 on (the user's question (a))"),
-    ("vocab", "Vocab padding 50257 -> 50304 (question (b))"), ("padding-ab", "The compiler's own padding (A/B)"),
-    ("versions", "Torch builds: memory and speed"), ("batch", "How far B grows"), ("sdpa", "Which SDPA backend"),
-    ("fastest", "Fastest found vs the user's best vs the peer"),
-    ("knobs", "Knob effects"), ("factors", "The GPU or the torch version?"), ("cross", "Cross-version and cross-GPU"),
-    ("loss", "Loss parity"),
-)
 MEMORY_PARTS = (("tensors_bytes", "tensors"), ("allocator_cache_bytes", "allocator cache"),
                 ("outside_allocator_bytes", "outside the allocator"))
+Chart = tuple[str, bytes, str]  # file name, PNG, caption
 
-
-# ---------------------------------------------------------------- document model
-
-@dataclass
-class Doc:
-    """Blocks: ("h", level, text) ("p", text) ("ul", [items]) ("table", Table) ("img", file, caption)."""
-
-    blocks: list = field(default_factory=list)
-    images: dict = field(default_factory=dict)  # file name -> PNG bytes
-
-    def h(self, level: int, text: str):
-        self.blocks.append(("h", level, text))
-
-    def p(self, text: str):
-        self.blocks.append(("p", text))
-
-    def ul(self, items: list[str]):
-        if items:
-            self.blocks.append(("ul", list(items)))
-
-    def findings(self, items: list[Finding]):
-        if items:
-            self.blocks.append(("findings", list(items)))
-
-    def table(self, t: Table):
-        self.blocks.append(("table", t))
-
-    def img(self, name: str, png: bytes, caption: str):
-        self.images[name] = png
-        self.blocks.append(("img", name, caption))
-
-
-def _table_rows(t: Table):
-    return _display_rows(t), [h for _k, h in t.columns]
-
-
-def to_markdown(doc: Doc) -> str:
-    out = []
-    for b in doc.blocks:
-        if b[0] == "h":
-            out.append("#" * b[1] + " " + b[2])
-        elif b[0] == "p":
-            out.append(b[1])
-        elif b[0] == "ul":
-            out.append("\n".join(f"- {i}" for i in b[1]))
-        elif b[0] == "findings":
-            out.append("\n".join(f"- {f.text}" + (f" <sub>{f.cited()}</sub>" if f.records else "") for f in b[1]))
-        elif b[0] == "table":
-            t = b[1]
-            text = f"**{t.title}**\n\n"
-            if t.rows:
-                rows, headers = _table_rows(t)
-                rows = [[str(c).replace("|", "\\|") for c in r] for r in rows]
-                text += tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
-            text += "".join(f"\n\n_{n}_" for n in t.notes)
-            out.append(text)
-        elif b[0] == "img":
-            out.append(f"![{b[2]}]({b[1]})\n\n_{b[2]}_")
-    return "\n\n".join(out) + "\n"
-
-
-CSS = """body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
-h1{border-bottom:2px solid #444}h2{border-bottom:1px solid #bbb;margin-top:2em}
-table{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em;display:block;overflow-x:auto}
-th,td{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}th{background:#f0f0f0}
-tr:nth-child(even) td{background:#fafafa}figure{margin:1em 0}figcaption,.note{color:#555;font-size:.9em}
-img{max-width:100%;border:1px solid #ddd}.caption{font-weight:600;margin-top:1em}
-.cite{color:#777;font-size:.8em;word-break:break-all}"""
-
-
-def to_html(doc: Doc, title: str) -> str:
-    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{CSS}</style></head><body>"]
-    for b in doc.blocks:
-        if b[0] == "h":
-            out.append(f"<h{b[1]}>{html.escape(b[2])}</h{b[1]}>")
-        elif b[0] == "p":
-            out.append(f"<p>{html.escape(b[1])}</p>")
-        elif b[0] == "ul":
-            out.append("<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in b[1]) + "</ul>")
-        elif b[0] == "findings":
-            out.append("<ul>" + "".join(f"<li>{html.escape(f.text)}" + (f" <span class='cite'>{html.escape(f.cited())}</span>"
-                                                                          if f.records else "") + "</li>" for f in b[1]) + "</ul>")
-        elif b[0] == "table":
-            t = b[1]
-            out.append(f"<div class='caption'>{html.escape(t.title)}</div>")
-            if t.rows:
-                rows, headers = _table_rows(t)
-                out.append(tabulate(rows, headers=headers, tablefmt="html", disable_numparse=True))
-            out += [f"<p class='note'>{html.escape(n)}</p>" for n in t.notes]
-        elif b[0] == "img":
-            data = base64.b64encode(doc.images[b[1]]).decode()
-            out.append(f"<figure><img alt='{html.escape(b[2], quote=True)}' src='data:image/png;base64,{data}'>"
-                       f"<figcaption>{html.escape(b[2])}</figcaption></figure>")
-    out.append("</body></html>")
-    return "\n".join(out) + "\n"
-
-
-# ---------------------------------------------------------------- charts
 
 def _png(fig) -> bytes:
-    import io
-
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
     plt.close(fig)
@@ -163,7 +45,7 @@ def _ci(g: Group) -> tuple[float, float]:
     return max(0.0, est.point - low), max(0.0, high - est.point)
 
 
-def ladder_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
+def ladder_charts(cmp: Compare) -> list[Chart]:
     """One grouped bar chart per plan: tokens/s per rung, one bar per (GPU, env, B, T); the user's log hatched."""
     charts = []
     ladders = cmp.ladders()
@@ -225,7 +107,7 @@ def ladder_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
     return charts
 
 
-def heatmap_chart(table: Table) -> tuple[str, bytes, str] | None:
+def heatmap_chart(table: Table) -> Chart | None:
     """Cross-version delta in tokens/s: rows (GPU, rung, B), columns env vs its baseline."""
     cells = {}
     for r in table.rows:
@@ -262,7 +144,7 @@ def _delta_errors(deltas: list) -> np.ndarray | None:
                      [max(0.0, (d.high - d.value) * 100) if d.high is not None else 0.0 for d in deltas]])
 
 
-def cross_gpu_chart(table: Table) -> tuple[str, bytes, str] | None:
+def cross_gpu_chart(table: Table) -> Chart | None:
     """Cross-GPU delta in tokens/s with its 95% interval, one bar per rung and B (the table's order), one colour
     per GPU pair; a rung whose baseline run failed is written where its bar would be, not left out."""
     items = []  # (row label, series, Delta)
@@ -270,7 +152,7 @@ def cross_gpu_chart(table: Table) -> tuple[str, bytes, str] | None:
     for r in table.rows:
         if r["baseline"] == "(baseline)":
             continue
-        label = f"{r['rung']}, {r['batch'].split(',')[0]}" + (f" / {r['env']}" if len(envs) > 1 else "")
+        label = f"{r['rung']}, B={r['batch_size']}" + (f" / {r['env']}" if len(envs) > 1 else "")
         items.append((label, f"{short_gpu(r['gpu'])} vs {short_gpu(r['base_gpu'])}", r["d_tokens_s"].delta))
     if not any(d.value is not None for _l, _s, d in items):
         return None
@@ -309,7 +191,7 @@ def cross_gpu_chart(table: Table) -> tuple[str, bytes, str] | None:
             "within noise or no noise estimate); a rung whose baseline run failed says so where its bar would be."))
 
 
-def factors_chart(table: Table) -> tuple[str, bytes, str] | None:
+def factors_chart(table: Table) -> Chart | None:
     """Per 2x2 split: the knob's effect in the four cells, and its GPU factor, version factor and interaction."""
     rows = [r for r in table.rows if r.get("cells")]
     if not rows:
@@ -361,7 +243,7 @@ def _rung_order(g: Group) -> tuple:
     return (str(plan), index if index is not None else 99, g.label, g.workload.get("batch_size") or 0, g.workload.get("seq_len") or 0)
 
 
-def memory_chart(cmp: Compare) -> tuple[str, bytes, str] | None:
+def memory_chart(cmp: Compare) -> Chart | None:
     bars = []
     for g in sorted(cmp.ds.groups, key=lambda g: (cmp.gpu_rank[g.gpu], cmp.env_rank[g.env], *_rung_order(g))):
         split = g.explain.get("memory_split") or {}
@@ -384,7 +266,7 @@ def memory_chart(cmp: Compare) -> tuple[str, bytes, str] | None:
     return ("memory-split.png", _png(fig), "Where device memory goes at the peak (explain.memory_split).")
 
 
-def kernel_mix_chart(cmp: Compare) -> tuple[str, bytes, str] | None:
+def kernel_mix_chart(cmp: Compare) -> Chart | None:
     cells = {}
     for g in cmp.ds.groups:
         cats = ((g.explain.get("kernels") or {}).get("by_category")) or {}
@@ -421,7 +303,7 @@ def kernel_mix_chart(cmp: Compare) -> tuple[str, bytes, str] | None:
     return ("kernel-mix.png", _png(fig), caption)
 
 
-def sweep_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
+def sweep_charts(cmp: Compare) -> list[Chart]:
     """One chart per sweep (name, field): a line per curve of harness.sweep (one rung in one env on one
     device; the knee starred), and the user's logged points of the same sweep dashed."""
     charts_by_sweep: dict[tuple, list] = {}
@@ -473,184 +355,3 @@ def sweep_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
                        f"status beside it); dashed = the user's logged numbers. "
                        f"{sweepmod.MEMORY_DEFINITION.capitalize()}.")))
     return charts
-
-
-# ---------------------------------------------------------------- the report
-
-def environment_table(cmp: Compare) -> Table:
-    t = Table("environments", "Environments (from the records; one row per env and device)", [
-        ("env", "env"), ("device", "device"), ("torch", "torch"), ("cuda", "CUDA"), ("cudnn", "cuDNN"), ("triton", "triton"),
-        ("driver", "driver"), ("python", "python"), ("cpu", "CPU"), ("runs", "ok runs")])
-    seen: dict[tuple, dict] = {}
-    for g in cmp.ds.groups:
-        e = g.environment
-        row = seen.setdefault((g.env, g.gpu), {
-            "env": g.env, "device": g.gpu, "torch": (e.get("torch") or {}).get("version"), "cuda": (e.get("torch") or {}).get("cuda"),
-            "cudnn": (e.get("torch") or {}).get("cudnn"), "triton": e.get("triton"),
-            "driver": ((e.get("driver") or {}).get("nvml") or {}).get("driver"), "python": (e.get("python") or {}).get("version"),
-            "cpu": (e.get("cpu") or {}).get("model"), "runs": 0})
-        row["runs"] += len(g.records)
-    t.rows = sorted(seen.values(), key=lambda r: (cmp.gpu_rank[r["device"]], cmp.env_rank[r["env"]]))
-    if not t.rows:
-        t.notes.append("no measured runs")
-    return t
-
-
-def build(cmp: Compare, paths, command: str) -> Doc:
-    doc = Doc()
-    ds = cmp.ds
-    effects = cmp.knob_effects()
-    tables = {
-        "ladder": cmp.ladder_tables(), "versions": [cmp.versions_table()], "gpus": [cmp.gpus_table()],
-        "knobs": [cmp.knobs_table(effects)], "factors": [cmp.factors_table(effects)], "underneath": [cmp.underneath_table()],
-        "libraries": [cmp.libraries_table()], "loss": [cmp.loss_table()], "reference": [cmp.reference_table()],
-        "reference_ladders": cmp.reference_ladder_tables(), "sweeps": [cmp.sweeps_table()], "left-out": [cmp.left_out_table()],
-        "fastest": cmp.fastest_tables(),
-    }
-    doc.h(1, "GPT-2 training performance: optimisation ladder, torch versions and GPUs")
-    doc.p(f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `{command}` from {', '.join(map(str, paths))}: "
-          f"{ds.valid_records} valid records, {sum(len(g.records) for g in ds.groups)} ok measured runs in {len(ds.groups)} "
-          f"comparable groups, {len(ds.references)} reference records (the user's log), {len(ds.failed)} runs not ok. "
-          f"Every number and finding below is computed from those records.")
-
-    doc.h(2, "1. Findings")
-    doc.p("Computed from the records above, each with the run ids it rests on (file names are <run id>.json).")
-    found = findings.compute(cmp, tables, effects)
-    for topic, title in FINDING_TOPICS:
-        items = [f for f in found if f.topic == topic]
-        if items:
-            doc.h(3, title)
-            doc.findings(items)
-    if not found:
-        doc.p("No measured runs yet: nothing to find.")
-
-    doc.h(2, "2. Environments")
-    doc.table(environment_table(cmp))
-    for t in tables["libraries"]:
-        doc.table(t)
-
-    doc.h(2, "3. Method")
-    doc.ul([
-        ("Workload: GPT-2 style decoder (gpt/model.py) trained on the configured data; each rung of a plan is one "
-        "workload configuration, each measurement a fresh worker process with flags frozen before the model is built."),
-        ("Timing: per-step CUDA events (CPU: perf_counter) around each optimizer step, read after one synchronisation "
-        "at the end; the first workload.warmup_steps steps are warm-up and excluded; step 0 (which includes "
-        "compilation) is reported separately as the first-step time."),
-        "Throughput: tokens per step / median timed step time; repeats of a group are pooled.",
-        stats.rule_text(cmp.floor),
-        (COMPARABLE_RULE + " The same rule makes the comparison sets of every table, the 2x2 split and these findings. "
-         "Baselines: the oldest torch for cross-version deltas, the lowest compute capability for cross-GPU deltas, "
-         "unless chosen with --baseline-env / --baseline-gpu."),
-        f"Loss parity: tolerance {cmp.loss_tol:.1%} (relative) on the final and mean loss over common steps.",
-        ("Reference records (results/reference/) are the user's logged numbers, one 'Step 49' line each: single samples "
-        "without a noise estimate, never merged with measured runs."),
-    ])
-
-    doc.h(2, "4. The ladder")
-    charts = ladder_charts(cmp)
-    for name, png, caption in charts:
-        doc.img(name, png, caption)
-    if not charts:
-        doc.p("No ladder chart: no measured ladder run.")
-    for t in tables["ladder"]:
-        doc.table(t)
-
-    doc.h(2, "5. Fastest found vs the user's best vs the peer")
-    doc.p("Per device: the seed ladder's best run, the fastest loss-equivalent run found beyond it (plan beyond-ladder, "
-          "and `python -m harness.tune`, plan fastest), the user's best logged number and the peer's, each with tokens/s, "
-          "MFU and memory; then the kernel time per step that explains the gain, against its start at the same B and T "
-          "(harness.fastest; docs/beyond.md).")
-    for t in tables["fastest"]:
-        doc.table(t)
-
-    doc.h(2, "6. Torch versions and GPUs")
-    chart = heatmap_chart(tables["versions"][0])
-    if chart:
-        doc.img(*chart)
-    else:
-        doc.p("No cross-version heatmap: no rung ran under two envs on the same GPU.")
-    doc.table(tables["versions"][0])
-    chart = cross_gpu_chart(tables["gpus"][0])
-    if chart:
-        doc.img(*chart)
-    else:
-        doc.p("No cross-GPU chart: no rung ran on two GPUs under the same env.")
-    doc.table(tables["gpus"][0])
-
-    doc.h(2, "7. Knob effects: the GPU or the torch version?")
-    doc.table(tables["knobs"][0])
-    chart = factors_chart(tables["factors"][0])
-    if chart:
-        doc.img(*chart)
-    else:
-        doc.p("No 2x2 chart: no knob was measured with comparable runs on 2 GPUs x 2 envs.")
-    doc.table(tables["factors"][0])
-
-    doc.h(2, "8. Memory")
-    chart = memory_chart(cmp)
-    if chart:
-        doc.img(*chart)
-    else:
-        doc.p("No memory-split chart: no record has explain.memory_split (it needs a CUDA run).")
-
-    doc.h(2, "9. What changed underneath")
-    chart = kernel_mix_chart(cmp)
-    if chart:
-        doc.img(*chart)
-    else:
-        doc.p("No kernel-mix chart: no record has a kernel profile (explain.kernels).")
-    doc.table(tables["underneath"][0])
-
-    doc.h(2, "10. Sweeps")
-    charts = sweep_charts(cmp)
-    for name, png, caption in charts:
-        doc.img(name, png, caption)
-    if not charts:
-        doc.p("No sweep chart: no record has a sweep field.")
-    doc.table(tables["sweeps"][0])
-
-    doc.h(2, "11. Loss parity")
-    doc.table(tables["loss"][0])
-
-    doc.h(2, "12. The user's own numbers (reference)")
-    doc.table(tables["reference"][0])
-    for t in tables["reference_ladders"]:
-        doc.table(t)
-
-    doc.h(2, "13. Left out")
-    doc.table(tables["left-out"][0])
-    doc.ul(cmp.footer())
-    return doc
-
-
-def write(doc: Doc, out_dir: Path) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, png in doc.images.items():
-        (out_dir / name).write_bytes(png)
-        written.append(out_dir / name)
-    title = next((b[2] for b in doc.blocks if b[0] == "h"), "report")
-    (out_dir / "report.md").write_text(to_markdown(doc), encoding="utf-8")
-    (out_dir / "report.html").write_text(to_html(doc, title), encoding="utf-8")
-    return [out_dir / "report.md", out_dir / "report.html", *written]
-
-
-def parser():
-    p = common_parser("python -m harness.report", __doc__.split("\n\n")[0])
-    p.add_argument("-o", "--out", required=True, metavar="DIR", help="directory for report.md, report.html and the PNGs")
-    return p
-
-
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    p = parser()
-    args = p.parse_args(argv)
-    _ds, cmp = analyse(args, p, lambda line: print(line, file=sys.stderr))
-    doc = build(cmp, args.paths, "python -m harness.report " + " ".join(argv))
-    for path in write(doc, Path(args.out)):
-        print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,152 @@
+"""Pairs of runs that differ in one knob, and how the report's findings describe a pair. No torch import.
+
+A pair for a knob is two runs of one (GPU, env) cell (or of the user's log, one torch build) whose workloads
+differ in that field alone and whose explicit flag overrides are equal (flags that follow from the workload,
+like TF32 with precision, may differ); the run with the earlier value (harness.compare's value order) first.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from harness import stats
+from harness.analysis.cells import Cell
+from harness.analysis.context import Compare
+from harness.analysis.dataset import short_gpu
+from harness.analysis.differ import knob_fields, value_key
+from harness.analysis.group import Group
+from harness.flags import flags_for
+
+MIB = 2**20
+PADDING_FLAGS = ("inductor_shape_padding", "inductor_comprehensive_padding")  # the compiler's own padding (plan padding)
+
+
+def mib(value) -> str:
+    return "?" if value is None else f"{value / MIB:,.0f}"
+
+
+def _signed_pct(a, b) -> str:
+    return "" if not a or b is None else f" ({(b / a - 1) * 100:+.1f}%)"
+
+
+# ---------------------------------------------------------------- pairs that differ in one knob
+
+def overrides(g: Group) -> dict:
+    """The group's requested flags that do not follow from its workload (plan or --flag overrides)."""
+    try:
+        implied = flags_for(g.workload).to_dict()
+    except ValueError:
+        implied = {}
+    return {k: v for k, v in g.flags.items() if implied.get(k, v) != v or k not in implied}
+
+
+def padding_setting(g: Group) -> str:
+    """'default' or e.g. 'inductor_shape_padding off, inductor_comprehensive_padding off'."""
+    changed = [f"{name} {g.flags.get(name)}" for name in PADDING_FLAGS if g.flags.get(name, "default") != "default"]
+    return ", ".join(changed) or "default"
+
+
+def one_knob_pairs(groups: list[Group], field: str, before=None, after=None) -> list[tuple[Group, Group]]:
+    """(a, b) with workloads that differ in `field` alone and equal flag overrides; a before b in the natural
+    order of the field's values. before/after restrict the values (None: any)."""
+    out = []
+    for a, b in combinations(groups, 2):
+        wa, wb = knob_fields(a.workload), knob_fields(b.workload)
+        if {k for k in wa.keys() | wb.keys() if wa.get(k) != wb.get(k)} != {field}:
+            continue
+        if overrides(a) != overrides(b):
+            continue
+        if value_key(field, a.workload.get(field)) > value_key(field, b.workload.get(field)):
+            a, b = b, a
+        if (before is None or a.workload.get(field) == before) and (after is None or b.workload.get(field) == after):
+            out.append((a, b))
+    return out
+
+
+def measured_pairs(cmp: Compare, field: str, before=None, after=None) -> list[tuple[tuple, Group, Group]]:
+    """One-knob pairs inside each (GPU, env) cell, ladder runs only (sweep points are curves, not rungs)."""
+    out = []
+    for (gpu, env), groups in cmp.cells().items():
+        for a, b in one_knob_pairs([g for g in groups if g.in_ladder], field, before, after):
+            out.append(((gpu, env), a, b))
+    out.sort(key=lambda t: (cmp.gpu_rank[t[0][0]], cmp.env_rank[t[0][1]], t[1].workload.get("batch_size") or 0,
+                            t[1].workload.get("seq_len") or 0, padding_setting(t[1]) != "default", t[1].label))
+    return out
+
+
+def ref_torch(g: Group) -> str:
+    return (g.first.get("reference") or {}).get("torch") or "torch not stated"
+
+
+def ok_references(cmp: Compare) -> list[Group]:
+    return [r for r in cmp.ds.references if r.first.get("status") == "ok"]
+
+
+def reference_pairs(cmp: Compare, field: str, before=None, after=None) -> list[tuple[Group, Group]]:
+    """One-knob pairs in the user's log, within one GPU class and one stated torch; of several logged
+    repeats of a rung, the first line."""
+    firsts: dict[tuple, Group] = {}
+    for r in sorted(ok_references(cmp), key=lambda g: (g.first.get("reference") or {}).get("line") or 0):
+        key = (r.gpu, ref_torch(r), r.workload.get("batch_size"), r.workload.get("seq_len"), r.first.get("rung"),
+               tuple(sorted(overrides(r).items())), bool(r.sweep))
+        firsts.setdefault(key, r)
+    by_build: dict[tuple, list[Group]] = {}
+    for (gpu, torch, *_rest), r in firsts.items():
+        by_build.setdefault((gpu, torch), []).append(r)
+    pairs = [p for groups in by_build.values() for p in one_knob_pairs(groups, field, before, after)]
+    return sorted(pairs, key=lambda p: (p[0].workload.get("batch_size") or 0, p[0].label))
+
+
+def where(cmp: Compare, gpu: str, env: str, g: Group) -> str:
+    torch = cmp.ds.env_versions.get(env)
+    return f"{short_gpu(gpu)} / {env}" + (f" (torch {torch})" if torch else "") + f", {g.batch}"
+
+
+def ref_where(r: Group) -> str:
+    return f"the user's log ({r.gpu}, {ref_torch(r)}), {r.batch}"
+
+
+def memory_text(a: Group, b: Group) -> str:
+    """Both memory metrics a CUDA run has (allocator peak and NVML device used), else the one there is."""
+    parts = []
+    metric, _values = a.memory
+    parts.append(f"{metric} {mib(a.memory_bytes)} -> {mib(b.memory_bytes)} MiB{_signed_pct(a.memory_bytes, b.memory_bytes)}")
+    if a.kind == "measured":
+        da, db = a.summary_median("device_used_bytes"), b.summary_median("device_used_bytes")
+        if da is not None and db is not None and metric != "device used":
+            parts.append(f"device used {mib(da)} -> {mib(db)} MiB{_signed_pct(da, db)}")
+    return ", ".join(parts)
+
+
+def speed_text(cmp: Compare, a: Group, b: Group) -> str:
+    if a.kind == "reference":
+        ea, eb = cmp.ref_estimate(a), cmp.ref_estimate(b)
+        delta = stats.ratio(ea, eb)[0]
+        return f"tokens/s {ea.point:,.0f} -> {eb.point:,.0f} ({Cell(delta).brief()})"
+    return f"tokens/s {a.throughput.point:,.0f} -> {b.throughput.point:,.0f} ({Cell(cmp.delta(a, b)).brief()})"
+
+
+def lm_head_roles(g: Group) -> dict[str, dict]:
+    """role -> the kernel capture's lm_head GEMM entry (explain.kernels.vocab_gemms), when profiled."""
+    kernels = g.explain.get("kernels") or {}
+    return {v["role"]: v for v in kernels.get("vocab_gemms") or [] if isinstance(v, dict)} if kernels.get("available") else {}
+
+
+def lm_head_text(g: Group, label: str) -> str | None:
+    """What the profile saw of the lm_head GEMMs: which roles ran at N = vocab, which padded, which not seen."""
+    if not (g.explain.get("kernels") or {}).get("available"):
+        return None
+    roles = lm_head_roles(g)
+    vocab = g.workload.get("vocab_size")
+    seen = []
+    for role in ("forward", "backward-input", "backward-weight"):
+        v = roles.get(role)
+        if v is None:
+            seen.append(f"{role} not seen at {vocab}")
+        elif v.get("padded_to"):
+            seen.append(f"{role} padded to {v['padded_to']}")
+        elif v.get("row_stride"):
+            seen.append(f"{role} at {vocab} with row stride {v['row_stride']}")
+        else:
+            seen.append(f"{role} at {vocab}")
+    return f"{label}: " + ", ".join(seen)

@@ -1,0 +1,9 @@
+"""The technical report, generated from records: `python -m harness.report results/ -o report/` (no torch).
+
+  outline.py   what the report says, in which order: sections, findings per topic, which tables and charts
+  document.py  the document model (headings, paragraphs, findings, tables, images) and its Markdown and HTML
+  charts.py    the matplotlib charts, drawn from harness.compare's typed rows and groups
+  __main__.py  the command line
+
+The findings are harness.findings; the tables are harness.compare's (and harness.fastest's, through it).
+"""

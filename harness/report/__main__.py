@@ -1,0 +1,35 @@
+"""The technical report, generated from records: `python -m harness.report results/ -o report/`.
+
+Writes DIR/report.md (charts as PNG files beside it), DIR/report.html (one self-contained page, charts
+embedded as base64) and the PNGs. Every finding is computed from the same tables harness.compare
+prints; a chart with no data is not drawn and the text says so. No torch import.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from harness.compare import analyse, common_parser
+from harness.report import document, outline
+
+
+def parser():
+    p = common_parser("python -m harness.report", __doc__.split("\n\n")[0])
+    p.add_argument("-o", "--out", required=True, metavar="DIR", help="directory for report.md, report.html and the PNGs")
+    return p
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    p = parser()
+    args = p.parse_args(argv)
+    _ds, cmp = analyse(args, p, lambda line: print(line, file=sys.stderr))
+    doc = outline.build(cmp, args.paths, "python -m harness.report " + " ".join(argv))
+    for path in document.write(doc, Path(args.out)):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

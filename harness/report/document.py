@@ -1,0 +1,124 @@
+"""The report as a document: a list of blocks (headings, paragraphs, lists, findings, tables, images), and its
+two renderings, Markdown (charts as PNG files beside it) and one self-contained HTML page (charts embedded)."""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tabulate import tabulate
+
+from harness.analysis.cells import Table
+from harness.findings import Finding
+from harness.render import display_rows
+
+
+@dataclass
+class Doc:
+    """Blocks: ("h", level, text) ("p", text) ("ul", [items]) ("findings", [Finding]) ("table", Table)
+    ("img", file, caption)."""
+
+    blocks: list = field(default_factory=list)
+    images: dict = field(default_factory=dict)  # file name -> PNG bytes
+
+    def h(self, level: int, text: str):
+        self.blocks.append(("h", level, text))
+
+    def p(self, text: str):
+        self.blocks.append(("p", text))
+
+    def ul(self, items: list[str]):
+        if items:
+            self.blocks.append(("ul", list(items)))
+
+    def findings(self, items: list[Finding]):
+        if items:
+            self.blocks.append(("findings", list(items)))
+
+    def table(self, t: Table):
+        self.blocks.append(("table", t))
+
+    def img(self, name: str, png: bytes, caption: str):
+        self.images[name] = png
+        self.blocks.append(("img", name, caption))
+
+    @property
+    def title(self) -> str:
+        return next((b[2] for b in self.blocks if b[0] == "h"), "report")
+
+
+def _headers(t: Table) -> list[str]:
+    return [h for _k, h in t.columns]
+
+
+def to_markdown(doc: Doc) -> str:
+    out = []
+    for b in doc.blocks:
+        if b[0] == "h":
+            out.append("#" * b[1] + " " + b[2])
+        elif b[0] == "p":
+            out.append(b[1])
+        elif b[0] == "ul":
+            out.append("\n".join(f"- {i}" for i in b[1]))
+        elif b[0] == "findings":
+            out.append("\n".join(f"- {f.text}" + (f" <sub>{f.cited()}</sub>" if f.records else "") for f in b[1]))
+        elif b[0] == "table":
+            t = b[1]
+            text = f"**{t.title}**\n\n"
+            if t.rows:
+                rows = [[str(c).replace("|", "\\|") for c in r] for r in display_rows(t)]
+                text += tabulate(rows, headers=_headers(t), tablefmt="github", disable_numparse=True)
+            text += "".join(f"\n\n_{n}_" for n in t.notes)
+            out.append(text)
+        elif b[0] == "img":
+            out.append(f"![{b[2]}]({b[1]})\n\n_{b[2]}_")
+    return "\n\n".join(out) + "\n"
+
+
+CSS = """body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
+h1{border-bottom:2px solid #444}h2{border-bottom:1px solid #bbb;margin-top:2em}
+table{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em;display:block;overflow-x:auto}
+th,td{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}th{background:#f0f0f0}
+tr:nth-child(even) td{background:#fafafa}figure{margin:1em 0}figcaption,.note{color:#555;font-size:.9em}
+img{max-width:100%;border:1px solid #ddd}.caption{font-weight:600;margin-top:1em}
+.cite{color:#777;font-size:.8em;word-break:break-all}"""
+
+
+def to_html(doc: Doc) -> str:
+    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(doc.title)}</title><style>{CSS}</style></head><body>"]
+    for b in doc.blocks:
+        if b[0] == "h":
+            out.append(f"<h{b[1]}>{html.escape(b[2])}</h{b[1]}>")
+        elif b[0] == "p":
+            out.append(f"<p>{html.escape(b[1])}</p>")
+        elif b[0] == "ul":
+            out.append("<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in b[1]) + "</ul>")
+        elif b[0] == "findings":
+            out.append("<ul>" + "".join(f"<li>{html.escape(f.text)}" + (f" <span class='cite'>{html.escape(f.cited())}</span>"
+                                                                          if f.records else "") + "</li>" for f in b[1]) + "</ul>")
+        elif b[0] == "table":
+            t = b[1]
+            out.append(f"<div class='caption'>{html.escape(t.title)}</div>")
+            if t.rows:
+                out.append(tabulate(display_rows(t), headers=_headers(t), tablefmt="html", disable_numparse=True))
+            out += [f"<p class='note'>{html.escape(n)}</p>" for n in t.notes]
+        elif b[0] == "img":
+            data = base64.b64encode(doc.images[b[1]]).decode()
+            out.append(f"<figure><img alt='{html.escape(b[2], quote=True)}' src='data:image/png;base64,{data}'>"
+                       f"<figcaption>{html.escape(b[2])}</figcaption></figure>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def write(doc: Doc, out_dir: Path) -> list[Path]:
+    """DIR/report.md, DIR/report.html and the PNGs; the paths written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, png in doc.images.items():
+        (out_dir / name).write_bytes(png)
+        written.append(out_dir / name)
+    (out_dir / "report.md").write_text(to_markdown(doc), encoding="utf-8")
+    (out_dir / "report.html").write_text(to_html(doc), encoding="utf-8")
+    return [out_dir / "report.md", out_dir / "report.html", *written]

@@ -1,0 +1,161 @@
+"""What the report says, in which order: its sections, the findings per topic, which of harness.compare's tables
+and which charts each section shows, and what it says where a chart has nothing to draw."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from harness import findings, stats
+from harness.analysis.cells import Table
+from harness.analysis.context import COMPARABLE_RULE, Compare
+from harness.report import charts
+from harness.report.document import Doc
+
+TITLE = "GPT-2 training performance: optimisation ladder, torch versions and GPUs"
+FINDING_TOPICS = (  # harness.findings topics, in the order the report shows them
+    ("ladder", "Ladders"), ("tf32-memory", "Memory with TF32 on (the user's question (a))"),
+    ("vocab", "Vocab padding 50257 -> 50304 (question (b))"), ("padding-ab", "The compiler's own padding (A/B)"),
+    ("versions", "Torch builds: memory and speed"), ("batch", "How far B grows"), ("sdpa", "Which SDPA backend"),
+    ("fastest", "Fastest found vs the user's best vs the peer"),
+    ("knobs", "Knob effects"), ("factors", "The GPU or the torch version?"), ("cross", "Cross-version and cross-GPU"),
+    ("loss", "Loss parity"),
+)
+METHOD = (
+    ("Workload: GPT-2 style decoder (gpt/model.py) trained on the configured data; each rung of a plan is one "
+     "workload configuration, each measurement a fresh worker process with flags frozen before the model is built."),
+    ("Timing: per-step CUDA events (CPU: perf_counter) around each optimizer step, read after one synchronisation "
+     "at the end; the first workload.warmup_steps steps are warm-up and excluded; step 0 (which includes "
+     "compilation) is reported separately as the first-step time."),
+    "Throughput: tokens per step / median timed step time; repeats of a group are pooled.",
+)
+FASTEST_INTRO = (
+    "Per device: the seed ladder's best run, the fastest loss-equivalent run found beyond it (plan beyond-ladder, "
+    "and `python -m harness.tune`, plan fastest), the user's best logged number and the peer's, each with tokens/s, "
+    "MFU and memory; then the kernel time per step that explains the gain, against its start at the same B and T "
+    "(harness.fastest; docs/beyond.md).")
+
+
+def environment_table(cmp: Compare) -> Table:
+    """One row per (env, device) with measured runs: the library and driver versions its records name."""
+    t = Table("environments", "Environments (from the records; one row per env and device)", [
+        ("env", "env"), ("device", "device"), ("torch", "torch"), ("cuda", "CUDA"), ("cudnn", "cuDNN"), ("triton", "triton"),
+        ("driver", "driver"), ("python", "python"), ("cpu", "CPU"), ("runs", "ok runs")])
+    seen: dict[tuple, dict] = {}
+    for g in cmp.ds.groups:
+        e = g.environment
+        torch = e.get("torch") or {}
+        row = seen.setdefault((g.env, g.gpu), {
+            "env": g.env, "device": g.gpu, "torch": torch.get("version"), "cuda": torch.get("cuda"), "cudnn": torch.get("cudnn"),
+            "triton": e.get("triton"), "driver": ((e.get("driver") or {}).get("nvml") or {}).get("driver"),
+            "python": (e.get("python") or {}).get("version"), "cpu": (e.get("cpu") or {}).get("model"), "runs": 0})
+        row["runs"] += len(g.records)
+    t.rows = sorted(seen.values(), key=lambda r: (cmp.gpu_rank[r["device"]], cmp.env_rank[r["env"]]))
+    if not t.rows:
+        t.notes.append("no measured runs")
+    return t
+
+
+def tables_by_name(cmp: Compare) -> dict[str, list[Table]]:
+    """Every table harness.compare makes (Compare.tables), by table name, in compare's order."""
+    out: dict[str, list[Table]] = {}
+    for t in cmp.tables():
+        out.setdefault(t.name, []).append(t)
+    return out
+
+
+def _charts(doc: Doc, drawn: list[charts.Chart], missing: str) -> None:
+    """The charts, or the sentence that says why there is none."""
+    for chart in drawn:
+        doc.img(*chart)
+    if not drawn:
+        doc.p(missing)
+
+
+def _tables(doc: Doc, tables: list[Table]) -> None:
+    for t in tables:
+        doc.table(t)
+
+
+def build(cmp: Compare, paths, command: str) -> Doc:
+    doc = Doc()
+    ds = cmp.ds
+    tables = tables_by_name(cmp)
+    doc.h(1, TITLE)
+    doc.p(f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `{command}` from {', '.join(map(str, paths))}: "
+          f"{ds.valid_records} valid records, {sum(len(g.records) for g in ds.groups)} ok measured runs in {len(ds.groups)} "
+          f"comparable groups, {len(ds.references)} reference records (the user's log), {len(ds.failed)} runs not ok. "
+          f"Every number and finding below is computed from those records.")
+
+    doc.h(2, "1. Findings")
+    doc.p("Computed from the records above, each with the run ids it rests on (file names are <run id>.json).")
+    found = findings.compute(cmp, tables, cmp.knob_effects())
+    for topic, title in FINDING_TOPICS:
+        items = [f for f in found if f.topic == topic]
+        if items:
+            doc.h(3, title)
+            doc.findings(items)
+    if not found:
+        doc.p("No measured runs yet: nothing to find.")
+
+    doc.h(2, "2. Environments")
+    doc.table(environment_table(cmp))
+    _tables(doc, tables["libraries"])
+
+    doc.h(2, "3. Method")
+    doc.ul([
+        *METHOD,
+        stats.rule_text(cmp.floor),
+        (COMPARABLE_RULE + " The same rule makes the comparison sets of every table, the 2x2 split and these findings. "
+         "Baselines: the oldest torch for cross-version deltas, the lowest compute capability for cross-GPU deltas, "
+         "unless chosen with --baseline-env / --baseline-gpu."),
+        f"Loss parity: tolerance {cmp.loss_tol:.1%} (relative) on the final and mean loss over common steps.",
+        ("Reference records (results/reference/) are the user's logged numbers, one 'Step 49' line each: single samples "
+         "without a noise estimate, never merged with measured runs."),
+    ])
+
+    doc.h(2, "4. The ladder")
+    _charts(doc, charts.ladder_charts(cmp), "No ladder chart: no measured ladder run.")
+    _tables(doc, tables["ladder"])
+
+    doc.h(2, "5. Fastest found vs the user's best vs the peer")
+    doc.p(FASTEST_INTRO)
+    _tables(doc, tables["fastest"])
+
+    doc.h(2, "6. Torch versions and GPUs")
+    versions, gpus = tables["versions"][0], tables["gpus"][0]
+    _charts(doc, _some(charts.heatmap_chart(versions)), "No cross-version heatmap: no rung ran under two envs on the same GPU.")
+    doc.table(versions)
+    _charts(doc, _some(charts.cross_gpu_chart(gpus)), "No cross-GPU chart: no rung ran on two GPUs under the same env.")
+    doc.table(gpus)
+
+    doc.h(2, "7. Knob effects: the GPU or the torch version?")
+    _tables(doc, tables["knobs"])
+    factors = tables["factors"][0]
+    _charts(doc, _some(charts.factors_chart(factors)), "No 2x2 chart: no knob was measured with comparable runs on 2 GPUs x 2 envs.")
+    doc.table(factors)
+
+    doc.h(2, "8. Memory")
+    _charts(doc, _some(charts.memory_chart(cmp)), "No memory-split chart: no record has explain.memory_split (it needs a CUDA run).")
+
+    doc.h(2, "9. What changed underneath")
+    _charts(doc, _some(charts.kernel_mix_chart(cmp)), "No kernel-mix chart: no record has a kernel profile (explain.kernels).")
+    _tables(doc, tables["underneath"])
+
+    doc.h(2, "10. Sweeps")
+    _charts(doc, charts.sweep_charts(cmp), "No sweep chart: no record has a sweep field.")
+    _tables(doc, tables["sweeps"])
+
+    doc.h(2, "11. Loss parity")
+    _tables(doc, tables["loss"])
+
+    doc.h(2, "12. The user's own numbers (reference)")
+    _tables(doc, tables["reference"])
+
+    doc.h(2, "13. Left out")
+    _tables(doc, tables["left-out"])
+    doc.ul(cmp.footer())
+    return doc
+
+
+def _some(chart: charts.Chart | None) -> list[charts.Chart]:
+    return [] if chart is None else [chart]
