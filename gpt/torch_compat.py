@@ -224,6 +224,14 @@ def grad_scaler(device_type: str, enabled: bool):
     return torch.cuda.amp.GradScaler(enabled=enabled and device_type == "cuda")
 
 
+def grad_scaler_cuda_only(device_type: str) -> str | None:
+    """Why fp16 (which needs a GradScaler) cannot run on this device, or None: before 2.3 there is only
+    torch.cuda.amp.GradScaler, and grad_scaler() above would silently disable it on CPU."""
+    if device_type == "cpu" and not hasattr(torch.amp, "GradScaler"):
+        return f"GradScaler is CUDA-only in torch {torch.__version__}"
+    return None
+
+
 OutOfMemoryError = torch.cuda.OutOfMemoryError  # exists, and is raised on CUDA OOM, in 2.1 onwards
 
 
@@ -370,6 +378,14 @@ def nccl_version() -> str | None:
     except Exception:  # noqa: BLE001 -- CPU builds have no NCCL
         return None
     return ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
+
+
+def build_version_fields() -> dict:
+    """The build facts in torch.version (a file generated when torch is built): git commit, HIP version (ROCm
+    builds), debug build. Read with getattr, so a build whose generated file lacks one records None / False
+    rather than failing the environment capture."""
+    return {"git": getattr(torch.version, "git_version", None), "hip": getattr(torch.version, "hip", None),
+            "debug": bool(getattr(torch.version, "debug", False))}
 
 
 def l2_cache_bytes(props) -> int | None:

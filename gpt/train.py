@@ -38,8 +38,8 @@ def check_supported(config: WorkloadConfig, device: torch.device) -> None:
         reasons.append(torch_compat.autocast_unsupported(device.type, AUTOCAST_DTYPES[config.precision]))
     if config.compile != "off":
         reasons.append(torch_compat.compile_unsupported())
-    if config.precision == "fp16" and device.type == "cpu" and torch_compat.TORCH_VERSION < (2, 3):
-        reasons.append(f"GradScaler is CUDA-only in torch {torch.__version__}")
+    if config.precision == "fp16":
+        reasons.append(torch_compat.grad_scaler_cuda_only(device.type))
     if config.attention == "sdpa" and config.sdpa_backend != "auto":
         if not torch_compat.sdpa_backend_exists(config.sdpa_backend):
             reasons.append(f"SDPA backend {config.sdpa_backend!r} does not exist in torch {torch.__version__}")

@@ -62,19 +62,6 @@ def cpu_times(cpus: set[int] | None = None, stat_text: str | None = None) -> tup
     return (busy / tick, steal / tick) if found else None
 
 
-def gpu_processes(index: int | None) -> dict:
-    """pid -> used memory (bytes, None where the driver hides it) of every compute process NVML lists on the GPU."""
-    if index is None:
-        return {}
-    try:
-        lib = nvml.module()
-        procs = lib.nvmlDeviceGetComputeRunningProcesses(nvml.handle(index))
-    except Exception:  # noqa: BLE001 -- no NVML, or a driver that does not list processes: nothing known
-        return {}
-    return {int(p.pid): (int(p.usedGpuMemory) if isinstance(getattr(p, "usedGpuMemory", None), int) else None)
-            for p in procs}
-
-
 def sample(gpu_index: int | None = None) -> Sample:
     times = cpu_times()
     try:
@@ -82,7 +69,7 @@ def sample(gpu_index: int | None = None) -> Sample:
     except (OSError, AttributeError):
         load = None
     return Sample(time.monotonic(), times[0] if times else None, times[1] if times else None, time.process_time(),
-                  load, gpu_processes(gpu_index))
+                  load, nvml.compute_processes(gpu_index))
 
 
 def window(start: Sample, end: Sample, threads: int, usable: int, own_pid: int | None = None) -> dict:

@@ -155,17 +155,9 @@ def code_identity() -> dict:
     return identity
 
 
-def nvml_index(device) -> int:
-    """The NVML index of a torch CUDA device: the one mapping for the environment, the memory readings and
-    the power sampler (harness/nvml.py)."""
-    from gpt import torch_compat
-
-    return torch_compat.nvml_device_index(device)
-
-
 def device_used_bytes(device) -> int | None:
     """Device-level used memory (all processes, CUDA context included) of this torch device, via NVML."""
-    return nvml.device_used_bytes(nvml_index(device))
+    return nvml.device_used_bytes(nvml.torch_device_index(device))
 
 
 def capture(env_name: str, device) -> dict:
@@ -174,6 +166,7 @@ def capture(env_name: str, device) -> dict:
     from gpt import torch_compat
 
     device_type = device.type
+    build = torch_compat.build_version_fields()
     gpu = None
     if device_type == "cuda":
         props = torch.cuda.get_device_properties(device)
@@ -196,18 +189,18 @@ def capture(env_name: str, device) -> dict:
         "host_ram_bytes": host_ram_bytes(),
         "torch": {
             "version": torch.__version__,
-            "git": getattr(torch.version, "git_version", None),
+            "git": build["git"],
             "cuda": torch.version.cuda,
             "cuda_compiled": torch_compat.cuda_compiled_version(),
-            "hip": getattr(torch.version, "hip", None),
-            "debug": bool(getattr(torch.version, "debug", False)),
+            "hip": build["hip"],
+            "debug": build["debug"],
             "cudnn": torch_compat.cudnn_version(),
             "nccl": torch_compat.nccl_version(),
             "num_threads": torch.get_num_threads(),
         },
         "triton": package_version("triton", "pytorch-triton"),
         "driver": {"cuda_driver_api": torch_compat.driver_version(),
-                   "nvml": nvml.driver_facts(nvml_index(device)) if device_type == "cuda" else None},
+                   "nvml": nvml.driver_facts(nvml.torch_device_index(device)) if device_type == "cuda" else None},
         "gpu": gpu,
         "container": {"image": os.environ.get("HARNESS_IMAGE"), "digest": os.environ.get("HARNESS_IMAGE_DIGEST")},
         "harness": code_identity(),

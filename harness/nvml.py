@@ -1,10 +1,14 @@
-"""NVML (nvidia-ml-py), set up in one place: which device, and the facts the harness reads from it.
+"""NVML (nvidia-ml-py), set up in one place: which device, and every fact the harness reads from it.
+
+Every NVML call of the harness goes through this file: the environment's driver facts, device-used memory
+(the batch search's "fits"), the runner's view of the GPU, the contention window's other GPU processes,
+the memory split and the power sampler (harness/evidence). module() imports and initialises pynvml;
+Device(index) takes the handle once and names each reading.
 
 The NVML index of a device differs from torch's CUDA ordinal under CUDA_VISIBLE_DEVICES (NVML sees every
-GPU). The worker maps a torch device with gpt.torch_compat.nvml_device_index (torch's own mapping); the
-runner, which imports no torch, maps CUDA ordinal 0 with visible_index(). Every caller then goes through
-handle(index), so the environment, device-used memory (the batch search's "fits"), the memory split and
-the power sampler all read the same GPU. No torch import here.
+GPU). The worker maps a torch device with torch_device_index() (torch's own mapping, through
+gpt/torch_compat.py); the runner, which imports no torch, maps CUDA ordinal 0 with visible_index(). So all
+of them read the same GPU. No torch import at module level.
 """
 
 from __future__ import annotations
@@ -20,12 +24,63 @@ def module():
     return pynvml
 
 
-def handle(index: int):
-    return module().nvmlDeviceGetHandleByIndex(index)
+class Device:
+    """One GPU by NVML index. Every reading raises where NVML does (callers decide what a missing one means)."""
+
+    def __init__(self, index: int):
+        self.lib = module()
+        self.handle = self.lib.nvmlDeviceGetHandleByIndex(index)
+
+    def name(self) -> str:
+        return _text(self.lib.nvmlDeviceGetName(self.handle))
+
+    def capability(self) -> str:
+        major, minor = self.lib.nvmlDeviceGetCudaComputeCapability(self.handle)
+        return f"{major}.{minor}"
+
+    def memory(self):
+        """nvmlMemory_t: .used and .total bytes, device-wide (all processes, CUDA contexts included)."""
+        return self.lib.nvmlDeviceGetMemoryInfo(self.handle)
+
+    def power_limit_w(self) -> float:
+        return self.lib.nvmlDeviceGetEnforcedPowerLimit(self.handle) / 1000.0
+
+    def compute_processes(self) -> list[tuple[int, int | None]]:
+        """(pid, used memory bytes, None where the driver hides it) of every compute process on the GPU."""
+        return [(int(p.pid), int(p.usedGpuMemory) if isinstance(getattr(p, "usedGpuMemory", None), int) else None)
+                for p in self.lib.nvmlDeviceGetComputeRunningProcesses(self.handle)]
+
+    def power_mw(self) -> int:
+        return self.lib.nvmlDeviceGetPowerUsage(self.handle)
+
+    def sm_clock_mhz(self) -> int:
+        return self.lib.nvmlDeviceGetClockInfo(self.handle, self.lib.NVML_CLOCK_SM)
+
+    def max_sm_clock_mhz(self) -> int:
+        return int(self.lib.nvmlDeviceGetMaxClockInfo(self.handle, self.lib.NVML_CLOCK_SM))
+
+    def clock_event_reasons(self) -> int:
+        """The clocks-event ("throttle") reason bit mask. NVML 12 renamed ClocksThrottleReasons to
+        ClocksEventReasons; the newer name where the binding has it."""
+        fn = getattr(self.lib, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+            self.lib.nvmlDeviceGetCurrentClocksThrottleReasons
+        return fn(self.handle)
+
+    def energy_mj(self) -> int:
+        """The energy counter since the driver loaded, in millijoules."""
+        return self.lib.nvmlDeviceGetTotalEnergyConsumption(self.handle)
 
 
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def torch_device_index(device) -> int:
+    """The NVML index of a torch CUDA device (torch's own mapping, gpt/torch_compat.py; torch is imported
+    only here, so the runner can use this module without it)."""
+    from gpt import torch_compat
+
+    return torch_compat.nvml_device_index(device)
 
 
 def visible_index(ordinal: int = 0) -> int | None:
@@ -53,12 +108,11 @@ def visible_index(ordinal: int = 0) -> int | None:
 def driver_facts(index: int) -> dict | None:
     """Driver version, total memory and power limit of the device; None without NVML."""
     try:
-        nvml = module()
-        h = nvml.nvmlDeviceGetHandleByIndex(index)
+        gpu = Device(index)
         return {
-            "driver": _text(nvml.nvmlSystemGetDriverVersion()),
-            "memory_total_bytes": int(nvml.nvmlDeviceGetMemoryInfo(h).total),
-            "power_limit_w": nvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,
+            "driver": _text(gpu.lib.nvmlSystemGetDriverVersion()),
+            "memory_total_bytes": int(gpu.memory().total),
+            "power_limit_w": gpu.power_limit_w(),
         }
     except Exception:  # noqa: BLE001 -- best effort: a missing fact must not break the run
         return None
@@ -68,11 +122,9 @@ def gpu_identity(index: int) -> dict | None:
     """Name, compute capability and memory of the device, as the runner can tell them without torch (the
     same keys as the worker's environment.gpu, where NVML has them); None without NVML."""
     try:
-        nvml = module()
-        h = nvml.nvmlDeviceGetHandleByIndex(index)
-        major, minor = nvml.nvmlDeviceGetCudaComputeCapability(h)
-        return {"name": _text(nvml.nvmlDeviceGetName(h)), "capability": f"{major}.{minor}",
-                "memory_bytes": int(nvml.nvmlDeviceGetMemoryInfo(h).total), "source": "nvml (runner)"}
+        gpu = Device(index)
+        return {"name": gpu.name(), "capability": gpu.capability(), "memory_bytes": int(gpu.memory().total),
+                "source": "nvml (runner)"}
     except Exception:  # noqa: BLE001 -- no NVML, no driver, or no such device
         return None
 
@@ -80,14 +132,24 @@ def gpu_identity(index: int) -> dict | None:
 def device_used_bytes(index: int) -> int | None:
     """Device-level used memory (all processes, CUDA contexts included)."""
     try:
-        return int(module().nvmlDeviceGetMemoryInfo(handle(index)).used)
+        return int(Device(index).memory().used)
     except Exception:  # noqa: BLE001 -- best effort: a missing fact must not break the run
         return None
 
 
 def max_sm_clock_mhz(index: int) -> int | None:
     try:
-        nvml = module()
-        return int(nvml.nvmlDeviceGetMaxClockInfo(handle(index), nvml.NVML_CLOCK_SM))
+        return Device(index).max_sm_clock_mhz()
     except Exception:  # noqa: BLE001 -- not every GPU/driver reports it
         return None
+
+
+def compute_processes(index: int | None) -> dict:
+    """pid -> used memory (bytes, None where the driver hides it) of every compute process NVML lists on the
+    GPU; {} without NVML, or with a driver that does not list processes."""
+    if index is None:
+        return {}
+    try:
+        return dict(Device(index).compute_processes())
+    except Exception:  # noqa: BLE001 -- nothing known
+        return {}

@@ -26,8 +26,13 @@ from gpt import torch_compat
 from gpt.config import ConfigError, WorkloadConfig
 from gpt.data import DataError
 from gpt.train import build, resolve_device
-from harness import contention, envinfo, explain
+from harness import contention, envinfo, nvml
 from harness import flags as flagmod
+from harness.evidence import calibration as gemm_calibration
+from harness.evidence import guarded
+from harness.evidence.capture import capture
+from harness.evidence.mfu import summary_mfu
+from harness.evidence.power import THROTTLING, PowerSampler
 from harness.record import SCHEMA_VERSION, workload_hash, write_record
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -157,17 +162,17 @@ def measure(spec: dict, step_hook=None, progress=None) -> dict:
             total = torch.cuda.get_device_properties(device).total_memory
             torch.cuda.set_per_process_memory_fraction(min(1.0, config.memory_budget_gib * 2**30 / total), device)
         # Measured GEMM peak for MFU: short, before the model exists, with the run's flags already applied.
-        run_dtype = explain.gemm_dtype(config.precision, record["flags"]["applied"].get("matmul_precision"), device.type)
+        run_dtype = gemm_calibration.gemm_dtype(config.precision, record["flags"]["applied"].get("matmul_precision"), device.type)
         progress("calibrating")
-        calibration = explain.guarded(explain.calibrate_gemm_peak, device, run_dtype)
+        calibration = guarded(gemm_calibration.calibrate_gemm_peak, device, run_dtype)
         progress("building")
         trainer = build(config)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
 
         timer = StepTimer(device, config.steps)
-        sampler = explain.PowerSampler(device).start()  # NVML in its own thread; nothing is added to the loop
-        gpu_index = envinfo.nvml_index(device) if device.type == "cuda" else None
+        sampler = PowerSampler(device).start()  # NVML in its own thread; nothing is added to the loop
+        gpu_index = nvml.torch_device_index(device) if device.type == "cuda" else None
         losses, norms = [], []
         flags_now, flag_changes = record["flags"]["applied"], []
         busy_before = None
@@ -227,11 +232,11 @@ def measure(spec: dict, step_hook=None, progress=None) -> dict:
                 record["reason"] = f"peak RSS {record['summary']['peak_rss_bytes'] / 2**30:.2f} GiB exceeded the memory budget {config.memory_budget_gib} GiB"
         # Evidence, after the timed steps and their readout: each part fails on its own, never the measurement.
         progress("profiling", steps=config.profile_steps)
-        record["explain"] = explain.capture(trainer, config, record["summary"], ms[config.warmup_steps:], sampler, calibration, run_dtype)
-        record["summary"]["mfu"] = explain.summary_mfu(record["explain"]["mfu"])
+        record["explain"] = capture(trainer, config, record["summary"], ms[config.warmup_steps:], sampler, calibration, run_dtype)
+        record["summary"]["mfu"] = summary_mfu(record["explain"]["mfu"])
         power = record["explain"]["power"]
         if power.get("throttled"):
-            throttles = [r for r in power["throttle_reasons"] if r in explain.THROTTLING]
+            throttles = [r for r in power["throttle_reasons"] if r in THROTTLING]
             deficit = power.get("clock_deficit")
             record["notes"].append(f"GPU clocks were throttled during the timed steps: {', '.join(throttles)} "
                                    f"(SM clock mean {power.get('sm_clock_mhz_mean') or 0:.0f}, min {power.get('sm_clock_mhz_min')} "

@@ -101,7 +101,7 @@ def test_cpu_record_fills_every_explain_part(tmp_path):
 
 
 def test_profiling_off_and_a_failing_part_keep_the_measurement(monkeypatch):
-    from harness import explain
+    from harness.evidence import calibration, profiling
 
     record = measure_here(profile_steps=0)
     assert record["status"] == "ok"
@@ -111,8 +111,8 @@ def test_profiling_off_and_a_failing_part_keep_the_measurement(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
 
-    monkeypatch.setattr(explain, "profile_kernels", broken)
-    monkeypatch.setattr(explain, "calibrate_gemm_peak", broken)
+    monkeypatch.setattr(profiling, "profile_kernels", broken)
+    monkeypatch.setattr(calibration, "calibrate_gemm_peak", broken)
     record = measure_here()
     assert record["status"] == "ok" and record["summary"]["tokens_per_s"] > 0
     assert record["explain"]["kernels"]["reason"] == "error: RuntimeError: CUPTI_ERROR_NOT_INITIALIZED"

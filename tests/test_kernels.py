@@ -1,4 +1,4 @@
-"""harness.kernels, harness.gpu_peaks and the pure parts of harness.explain, on recorded real data.
+"""harness.kernels, harness.gpu_peaks and the pure parts of harness.evidence, on recorded real data.
 
 Kernel names are copied from real Ampere/Hopper profiler and Nsight traces (sources: the notes'
 section 4, public trace dumps); where a template argument list was abbreviated in the source, it is
@@ -240,9 +240,9 @@ def test_gpt2_124m_flops_per_token_matches_the_anchor():
 # --------------------------------------------------------------------------- loaded libraries
 
 def test_maps_parsing_on_a_recorded_sample():
-    from harness import explain
+    from harness.evidence import libraries
 
-    found = explain.parse_mapped_libraries((DATA / "proc_self_maps_sample.txt").read_text())
+    found = libraries.parse_mapped_libraries((DATA / "proc_self_maps_sample.txt").read_text())
     site = "/venv/lib/python3.11/site-packages/nvidia"
     assert found["cublas"] == [f"{site}/cublas/lib/libcublas.so.12"]
     # two copies of cuBLASLt in one process: the wheel's first (mapped first), the toolkit's after it
@@ -251,7 +251,7 @@ def test_maps_parsing_on_a_recorded_sample():
     assert found["cudnn"] == [f"{site}/cudnn/lib/libcudnn.so.9"]  # not libcudnn_graph / engines sub-libraries
     assert found["nccl"] == [f"{site}/nccl/lib/libnccl.so.2"]
     bundled = "7f00-7f01 r--p 00000000 08:01 1 /opt/conda/lib/python3.10/site-packages/torch/lib/libcublas-3b81d170.so.11\n"
-    assert explain.parse_mapped_libraries(bundled)["cublas"] == ["/opt/conda/lib/python3.10/site-packages/torch/lib/libcublas-3b81d170.so.11"]
+    assert libraries.parse_mapped_libraries(bundled)["cublas"] == ["/opt/conda/lib/python3.10/site-packages/torch/lib/libcublas-3b81d170.so.11"]
 
 
 @pytest.mark.parametrize("key,raw,version", [
@@ -260,9 +260,9 @@ def test_maps_parsing_on_a_recorded_sample():
     ("nccl", 2708, "2.7.8"), ("nccl", None, None),
 ])
 def test_library_version_decoding(key, raw, version):
-    from harness import explain
+    from harness.evidence import libraries
 
-    assert explain.decode_version(key, raw) == version
+    assert libraries.decode_version(key, raw) == version
 
 
 # --------------------------------------------------------------------------- power summary and sampler
@@ -277,12 +277,12 @@ def _samples(powers, reasons=0, energy_start=None, dt=0.1, clock=1980):
 
 
 def test_power_summary_keeps_the_timed_window_and_flags_throttling():
-    from harness import explain
+    from harness.evidence import power
 
     # 1 s of idle-ish compile (100 W) then 0.5 s of timed steps at 700 W, power-capped in two samples
     powers = [100.0] * 10 + [700.0] * 6
     reasons = [0x1] * 10 + [0x0, 0x0, 0x4, 0x4, 0x0, 0x0]
-    s = explain.summarize_power(_samples(powers, reasons, energy_start=5_000_000), 0.1, window_s=0.5, tokens=8192,
+    s = power.summarize_power(_samples(powers, reasons, energy_start=5_000_000), 0.1, window_s=0.5, tokens=8192,
                                 max_sm_clock_mhz=1980)
     assert s["available"] and s["samples"] == 6 and s["samples_total"] == 16
     assert s["mean_w"] == pytest.approx(700.0) and s["peak_w"] == 700.0
@@ -297,35 +297,35 @@ def test_power_summary_keeps_the_timed_window_and_flags_throttling():
 def test_power_cap_without_falling_clocks_is_not_throttling():
     """The H100 records of torch 2.11: sw_power_cap raised in a third of the samples while the SM clock stayed
     at 1965-1975 of 1980 MHz. That is not a throttled run; a real clock drop or a thermal reason is."""
-    from harness import explain
+    from harness.evidence import power
 
     samples = [{"t": 100.0 + i * 0.1, "power_w": 640.0, "sm_clock_mhz": c, "reasons": r, "energy_mj": None}
                for i, (c, r) in enumerate(zip([1980, 1975, 1965, 1980, 1980, 1975], [0, 0x4, 0x4, 0, 0, 0], strict=True))]
-    s = explain.summarize_power(samples, 0.1, window_s=None, tokens=None, max_sm_clock_mhz=1980)
+    s = power.summarize_power(samples, 0.1, window_s=None, tokens=None, max_sm_clock_mhz=1980)
     assert s["throttle_reasons"] == ["sw_power_cap"] and s["throttled"] is False
     assert s["clock_deficit"] == pytest.approx(1 - s["sm_clock_mhz_mean"] / 1980) and s["clock_deficit"] < 0.01
     fell = [{**x, "sm_clock_mhz": 1500} for x in samples]  # the H200 tf32 record's 1500 MHz
-    assert explain.summarize_power(fell, 0.1, window_s=None, tokens=None, max_sm_clock_mhz=1980)["throttled"] is True
+    assert power.summarize_power(fell, 0.1, window_s=None, tokens=None, max_sm_clock_mhz=1980)["throttled"] is True
     thermal = [{**x, "reasons": 0x20} for x in samples]  # sw thermal slowdown counts on its own
-    assert explain.summarize_power(thermal, 0.1, window_s=None, tokens=None, max_sm_clock_mhz=1980)["throttled"] is True
+    assert power.summarize_power(thermal, 0.1, window_s=None, tokens=None, max_sm_clock_mhz=1980)["throttled"] is True
     # without the maximum clock a power cap cannot be judged: neither true nor false
-    assert explain.summarize_power(samples, 0.1, window_s=None, tokens=None)["throttled"] is None
+    assert power.summarize_power(samples, 0.1, window_s=None, tokens=None)["throttled"] is None
 
 
 def test_power_summary_idle_reasons_are_not_throttling_and_no_energy_counter():
-    from harness import explain
+    from harness.evidence import power
 
-    s = explain.summarize_power(_samples([300.0, 320.0, 310.0], 0x1 | 0x2), 0.1, window_s=None, tokens=None)
+    s = power.summarize_power(_samples([300.0, 320.0, 310.0], 0x1 | 0x2), 0.1, window_s=None, tokens=None)
     assert s["throttled"] is False and s["throttle_reasons"] == ["applications_clocks_setting", "gpu_idle"]
     assert s["joules_method"] == "mean-power-x-time" and s["joules"] == pytest.approx(310.0 * 0.2)
     assert s["joules_per_token"] is None
-    short = explain.summarize_power(_samples([300.0, 320.0]), 0.1, window_s=0.01, tokens=10)
+    short = power.summarize_power(_samples([300.0, 320.0]), 0.1, window_s=0.01, tokens=10)
     assert short["samples"] == 2 and short["window"].startswith("last samples")
-    assert explain.throttle_reason_names(0x4 | 0x40) == ["sw_power_cap", "hw_thermal_slowdown"]
+    assert power.throttle_reason_names(0x4 | 0x40) == ["sw_power_cap", "hw_thermal_slowdown"]
 
 
 class FakeNVML(types.ModuleType):
-    """pynvml as far as harness.explain uses it, for one GPU drawing 400 W."""
+    """pynvml as far as harness.evidence uses it, for one GPU drawing 400 W."""
 
     NVML_CLOCK_SM = 1
     Process = namedtuple("Process", "pid usedGpuMemory")
@@ -370,10 +370,10 @@ class FakeNVML(types.ModuleType):
 def test_power_sampler_thread_with_a_fake_nvml(monkeypatch):
     import torch
 
-    from harness import explain
+    from harness.evidence import power
 
     monkeypatch.setitem(sys.modules, "pynvml", FakeNVML([]))
-    sampler = explain.PowerSampler(torch.device("cuda", 0), interval_s=0.01).start()
+    sampler = power.PowerSampler(torch.device("cuda", 0), interval_s=0.01).start()
     assert sampler.reason is None
     import time
 
@@ -383,14 +383,14 @@ def test_power_sampler_thread_with_a_fake_nvml(monkeypatch):
     s = sampler.summary(window_s=0.05, tokens=1000)
     assert s["available"] and s["mean_w"] == 400.0 and s["throttled"] is True and s["sm_clock_mhz_mean"] == 1755
     assert s["joules_method"] == "nvml-energy-counter" and s["joules"] > 0
-    cpu = explain.PowerSampler(torch.device("cpu")).start()
+    cpu = power.PowerSampler(torch.device("cpu")).start()
     assert cpu.summary()["reason"].startswith("not available on cpu")
 
 
 def test_memory_split_arithmetic_with_a_fake_nvml(monkeypatch):
     import torch
 
-    from harness import explain
+    from harness.evidence import memory
 
     gib = 2**30
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 20 * gib)
@@ -399,14 +399,14 @@ def test_memory_split_arithmetic_with_a_fake_nvml(monkeypatch):
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     fake = FakeNVML([FakeNVML.Process(os.getpid(), 27 * gib), FakeNVML.Process(1, 5 * gib)])
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    m = explain.memory_split(torch.device("cuda", 0))
+    m = memory.memory_split(torch.device("cuda", 0))
     assert m["available"] and m["method"] == "nvml-process"
     assert (m["tensors_bytes"], m["allocator_cache_bytes"], m["outside_allocator_bytes"]) == (20 * gib, 6 * gib, 2 * gib)
     assert m["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
     fake.processes = [FakeNVML.Process(1, 5 * gib)]  # this process invisible (container PID namespace)
-    m = explain.memory_split(torch.device("cuda", 0))
+    m = memory.memory_split(torch.device("cuda", 0))
     assert m["method"] == "nvml-device-minus-reserved" and m["outside_allocator_bytes"] == 5 * gib and "1 other" in m["note"]
-    assert explain.memory_split(torch.device("cpu"))["reason"].startswith("not available on cpu")
+    assert memory.memory_split(torch.device("cpu"))["reason"].startswith("not available on cpu")
 
 
 # --------------------------------------------------------------------------- kernel inventory from CUDA events
@@ -417,7 +417,7 @@ def test_inventory_from_recorded_cuda_events():
     test fixtures, not measurements."""
     from torch.autograd import DeviceType
 
-    from harness import explain
+    from harness.evidence import profiling
 
     Kernel = namedtuple("Kernel", "name device duration")
     V = 50257
@@ -455,7 +455,7 @@ def test_inventory_from_recorded_cuda_events():
             ev(adam, CUDA, 800.0),
             ev("Memcpy DtoD (Device -> Device)", CUDA, 100.0),
         ]
-    k = explain.inventory(events, "cuda", 2, 0.05, "bf16", V, True)
+    k = profiling.inventory(events, "cuda", 2, 0.05, "bf16", V, True)
     assert k["available"] and k["device"] == "cuda"
     assert k["busy_us_per_step"] == pytest.approx(500 + 300 + 3000 + 3100 + 3200 + 800 + 100)
     names = [t["name"] for t in k["top"]]
@@ -477,7 +477,7 @@ def test_inventory_names_the_padded_lm_head_and_keeps_every_gemm_shape():
     row stride. Kernel names are real H100 names; which GEMM ran which is a fixture, durations too."""
     from torch.autograd import DeviceType
 
-    from harness import explain
+    from harness.evidence import profiling
 
     Kernel = namedtuple("Kernel", "name device duration")
     V = 50257
@@ -509,7 +509,7 @@ def test_inventory_names_the_padded_lm_head_and_keeps_every_gemm_shape():
             op("aten::mm", [[V, 16384], [16384, 768]], [[1, 50304], [768, 1]], [(dw, 2400.0)]),
             kernel(dw, 2400.0),
         ]
-    k = explain.inventory(events, "cuda", 3, 0.1, "bf16", V, False, n_embd=768)
+    k = profiling.inventory(events, "cuda", 3, 0.1, "bf16", V, False, n_embd=768)
     lm = k["lm_head_gemm"]
     assert lm["name"] == fwd and lm["shape"] == [16384, 50264, 768] and lm["padded_to"] == 50264
     assert "pad_mm" in lm["padding"] and lm["strides"] == [[768, 1], [1, 768], [50264, 1]]

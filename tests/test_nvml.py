@@ -80,20 +80,21 @@ def test_environment_memory_and_power_read_the_same_gpu(fake, monkeypatch):
     import torch
 
     from gpt import torch_compat
-    from harness import envinfo, explain
+    from harness import envinfo
+    from harness.evidence import memory, power
 
     monkeypatch.setattr(torch_compat, "nvml_device_index", lambda device: 3)
     device = torch.device("cuda", 0)
     assert envinfo.device_used_bytes(device) == 13 * 2**30
-    sampler = explain.PowerSampler(device, interval_s=0.01)
-    monkeypatch.setattr(explain.PowerSampler, "_sample", lambda self: None)
+    sampler = power.PowerSampler(device, interval_s=0.01)
+    monkeypatch.setattr(power.PowerSampler, "_sample", lambda self: None)
     sampler.start()
     sampler.stop()
     assert sampler.max_sm_clock_mhz == 1980
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda d: 1)
     monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda d: 2)
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda d: 2)
-    assert explain.memory_split(device)["process_used_bytes"] == 13 * 2**30
+    assert memory.memory_split(device)["process_used_bytes"] == 13 * 2**30
     assert set(fake.asked) == {3}
 
 

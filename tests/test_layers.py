@@ -1,0 +1,67 @@
+"""The layers: gpt/ is the workload and imports nothing from harness/ (harness runs it, never the other way
+round). Checked twice: every gpt/*.py parsed for an import of harness (also relative or by string), and
+every gpt module imported in a fresh interpreter with no harness module loaded afterwards. The torch-free
+rule for compare/report is tests/test_no_torch.py."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+GPT_FILES = sorted((ROOT / "gpt").glob("*.py"))
+LAYER = "harness"
+
+
+def _is_harness(name: str | None) -> bool:
+    return bool(name) and (name == LAYER or name.startswith(LAYER + "."))
+
+
+def harness_imports(source: str, package: str = "gpt") -> list[str]:
+    """Every import in `source` (a module of `package`) that names harness: plain, from, relative (resolved
+    against the package), importlib.import_module / __import__ with a literal name. As 'line: name'."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            parts = package.split(".")
+            base = parts[: len(parts) - (node.level - 1)] if node.level else []  # `from ..harness import x` out of gpt/
+            module = ".".join(base + ([node.module] if node.module else []))
+            names = [module] if module else [alias.name for alias in node.names]  # `from .. import harness`
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if called in ("import_module", "__import__") and isinstance(node.args[0].value, str):
+                names = [node.args[0].value]
+        found += [f"{node.lineno}: {name}" for name in names if _is_harness(name)]
+    return found
+
+
+def test_the_check_finds_every_kind_of_harness_import():
+    """The parser below must see each way a gpt module could reach harness (else the next test could not fail)."""
+    for source in ("import harness", "import harness.nvml as n", "from harness import nvml", "from harness.evidence import power",
+                   "from .. import harness", "from ..harness import kernels", "import importlib\nimportlib.import_module('harness.run')",
+                   "__import__('harness')", "def f():\n    from harness import flags\n"):
+        assert harness_imports(source), source
+    for source in ("import harnessing", "from gpt import torch_compat", "from . import model", "import torch",
+                   "from .config import WorkloadConfig"):
+        assert not harness_imports(source), source
+
+
+@pytest.mark.parametrize("path", GPT_FILES, ids=[p.name for p in GPT_FILES])
+def test_gpt_source_imports_no_harness(path):
+    assert harness_imports(path.read_text()) == [], f"gpt/{path.name} imports harness"
+
+
+def test_importing_gpt_loads_no_harness_module():
+    modules = ", ".join(f"gpt.{p.stem}" for p in GPT_FILES if p.stem != "__init__")
+    code = (f"import sys, gpt, {modules}; "
+            f"print(sorted(m for m in sys.modules if m == {LAYER!r} or m.startswith({LAYER + '.'!r})))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", f"importing gpt loaded {out.stdout.strip()}"
