@@ -18,7 +18,7 @@ def _mem_header(groups) -> str:
 
 def _mfu_header(groups) -> str:
     """summary.mfu is against the datasheet peak where the GPU is in the table, else the measured GEMM peak
-    (harness/explain.py summary_mfu): the header says which basis the column's numbers use."""
+    (harness/evidence/mfu.py summary_mfu): the header says which basis the column's numbers use."""
     bases = set()
     for g in groups:
         part = (g.explain or {}).get("mfu") or {}

@@ -76,7 +76,7 @@ def _flatten(obj, prefix="") -> dict:
 def _env_facts(g: Group, across: str) -> dict:
     keys = ENV_KEYS if across == "env" else GPU_KEYS
     facts = {k: v for k, v in _flatten(g.environment).items() if k.startswith(keys) and v is not None}
-    # the worker stores the libraries the process mapped under explain.libraries.mapped (harness/explain.py)
+    # the worker stores the libraries the process mapped under explain.libraries.mapped (harness/evidence/libraries.py)
     for lib, info in ((g.explain.get("libraries") or {}).get("mapped") or {}).items():
         if isinstance(info, dict) and info.get("version") is not None:
             facts[f"library {lib}"] = info["version"]
