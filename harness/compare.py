@@ -30,16 +30,15 @@ from tabulate import tabulate
 
 from harness import contention, stats
 from harness import sweep as sweepmod
-from harness.record import (
+from harness.record.io import iter_records
+from harness.record.model import (
     ADDED_FIELD_DEFAULTS,
     NOT_IN_WORKLOAD_HASH,
     canonical_hash,
-    device_label,
-    isa_tag,
-    iter_records,
     measured_workload,
     workload_hash,
 )
+from harness.record.view import device_label, isa_tag
 
 DEFAULT_LOSS_TOL = 0.01  # relative
 TABLES = ("ladder", "versions", "gpus", "knobs", "factors", "underneath", "libraries", "loss", "reference", "sweeps",

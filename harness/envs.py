@@ -37,7 +37,7 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness import record  # stdlib only at import, like this module
+from harness.record import io as record  # stdlib only at import, like this module
 
 ROOT = Path(__file__).resolve().parent.parent
 ENVS_DIR_VAR = "HARNESS_ENVS_DIR"  # where the specs live (tests point it at a copy)

@@ -23,7 +23,7 @@ from types import SimpleNamespace
 from harness import batch_search, stats
 from harness.compare import Cell, Compare, Group, Mfu, Table, fmt_mib, fmt_pct, fmt_signed_pct, knob_fields, run_ids
 from harness.flags import flags_for
-from harness.record import ADDED_FIELD_DEFAULTS
+from harness.record.model import ADDED_FIELD_DEFAULTS
 
 FASTEST_PLAN = "fastest"  # harness.tune tags its runs with this plan name
 START_RUNG = "start"

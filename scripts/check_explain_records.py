@@ -19,7 +19,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from harness.compare import Mfu
-from harness.record import iter_records
+from harness.record.io import iter_records
 
 GIB = 2**30
 

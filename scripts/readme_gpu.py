@@ -24,7 +24,7 @@ if str(ROOT) not in sys.path:
 import yaml
 
 from harness import batch_search
-from harness.record import iter_records
+from harness.record.io import iter_records
 
 README = ROOT / "README.md"
 START, END = "<!-- gpu-section:start (python scripts/readme_gpu.py --write) -->", "<!-- gpu-section:end -->"

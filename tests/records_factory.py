@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.record import SCHEMA_VERSION, canonical_hash, workload_hash
+from harness.record.model import SCHEMA_VERSION, canonical_hash, workload_hash
 
 GPUS = {
     "H100": ("NVIDIA H100 80GB HBM3", "9.0"),

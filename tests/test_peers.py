@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from harness.compare import Compare, load
-from harness.record import iter_records
+from harness.record.io import iter_records
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU_DIRS = [ROOT / "results" / "gpu-h100-80gb-hbm3", ROOT / "results" / "gpu-h200"]

@@ -12,7 +12,7 @@ from records_factory import constant_ms, make_record, write
 
 from harness import stats
 from harness.compare import Compare, load
-from harness.record import iter_records
+from harness.record.io import iter_records
 
 ROOT = Path(__file__).resolve().parent.parent
 REF_DIR = ROOT / "results" / "reference"
