@@ -5,29 +5,23 @@ Records on disk are evidence and are never rewritten; the upgrade happens on eve
 Versions. Every record written so far carries "schema_version": 1, which is also the current version.
 Within version 1 fields were added, all optional in the schema (so an older record is still valid), and
 the runner's first failure records (before the runner recorded hashes: a worker that died) have empty
-workload and flags hashes and an environment with env_name only. upgrade_within_v1 fills what those
-older version-1 records lack, with the value they were measured with, so every reader sees one shape:
-  - workload_hash / flags.hash "": computed from the record's workload and requested flags, the way the
-    runner computes them today (they were written empty before it did);
-  - workload.lm_head_loss absent (records before the fused lm_head losses): "plain", the only loss there was
-    (model.ADDED_FIELD_DEFAULTS; the stored workload hash is unchanged, plain being left out of it).
+workload and flags hashes and an environment with env_name only. upgrade_within_v1 computes those
+hashes, as the runner computes them today, so every reader compares such a record by the one rule.
+Fields added within version 1 are left absent, as measured: a reader asks harness.record.view
+(RecordView.workload_value reads an added workload field at the value every earlier record ran with).
 A later version N+1 adds UPGRADES[N], a function taking a version-N record to version N+1; migrate chains them.
 """
 
 from __future__ import annotations
 
-from harness.record.model import ADDED_FIELD_DEFAULTS, SCHEMA_VERSION, RecordError, canonical_hash, workload_hash
+from harness.record.model import SCHEMA_VERSION, RecordError, canonical_hash, workload_hash
 
 
 def upgrade_within_v1(record: dict) -> dict:
-    """A version-1 record as written at any time since version 1, in the shape version 1 has today."""
+    """A version-1 record as written at any time since version 1, with the hashes every reader compares by."""
     workload = record.get("workload")
-    if isinstance(workload, dict):
-        missing = {k: v for k, v in ADDED_FIELD_DEFAULTS.items() if k not in workload}
-        if missing:
-            record["workload"] = {**workload, **missing}
-        if record.get("workload_hash") == "":
-            record["workload_hash"] = workload_hash(workload)
+    if isinstance(workload, dict) and record.get("workload_hash") == "":
+        record["workload_hash"] = workload_hash(workload)
     flags = record.get("flags")
     if isinstance(flags, dict) and flags.get("hash") == "" and isinstance(flags.get("requested"), dict):
         record["flags"] = {**flags, "hash": canonical_hash(flags["requested"])}

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from harness.record.model import ADDED_FIELD_DEFAULTS
+
 # What decides CPU speed per precision, in a device label: the widest vector ISA, and whether bf16/fp16 have
 # native instructions (bf16 on a CPU without them is converted in software: tens of times slower).
 VECTOR_ISA = (("avx512f", "AVX512"), ("avx2", "AVX2"), ("avx", "AVX"), ("sve2", "SVE2"), ("sve", "SVE"), ("asimd", "NEON"))
@@ -94,6 +96,12 @@ class RecordView:
     # What was measured
     workload = property(lambda self: _dict(self._r.get("workload")))
     workload_hash = property(lambda self: self._r.get("workload_hash"))
+
+    def workload_value(self, key: str):
+        """One workload field; a field added after the record was written reads as the value every earlier record
+        ran with (model.ADDED_FIELD_DEFAULTS: lm_head_loss "plain")."""
+        return self.workload.get(key, ADDED_FIELD_DEFAULTS.get(key))
+
     flags = property(lambda self: _dict(_dict(self._r.get("flags")).get("requested")))
     flags_hash = property(lambda self: _dict(self._r.get("flags")).get("hash"))
 
