@@ -28,7 +28,7 @@ from harness.analysis.differ import knob_fields
 from harness.analysis.group import Group, run_ids
 from harness.flags import flags_for
 from harness.kernel_split import SPLIT, kernel_split
-from harness.record import ADDED_FIELD_DEFAULTS
+from harness.record.model import ADDED_FIELD_DEFAULTS
 
 FASTEST_PLAN = "fastest"  # harness.tune tags its runs with this plan name
 START_RUNG = "start"

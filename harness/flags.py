@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, fields
 
-from harness.record import canonical_hash
+from harness.record.model import canonical_hash
 
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 SDPA_CHOICES = ("auto", "flash", "efficient", "cudnn", "math")

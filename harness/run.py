@@ -41,7 +41,8 @@ from harness.envs.spec import SpecError, check_env_name
 from harness.flags import FlagError, flags_for, flags_hash
 from harness.flags import parse_assignments as parse_flag_assignments
 from harness.plan import PlanError, Sweep, builtin_plans, load_plan, make_sweep
-from harness.record import SCHEMA_VERSION, RecordError, check_writable, read_record, workload_hash, write_record
+from harness.record.io import check_writable, read_record, write_record
+from harness.record.model import RecordError, new_record
 
 DEFAULT_TIMEOUT_S = 1800
 DEFAULT_OUT = "results/runs"  # git-ignored: new runs never mix with the records shipped in results/<machine>/
@@ -220,14 +221,12 @@ def intended_environment(spec: dict) -> dict:
 
 def failure_record(spec: dict, reason: str) -> dict:
     """For a worker that died without writing its record (segfault, kill, timeout)."""
-    return {
-        "schema_version": SCHEMA_VERSION, "run_id": spec["run_id"], "kind": "measured", "status": "error",
-        "reason": reason, "notes": [], "started_at": None, "finished_at": None, "env": spec["env"],
-        "plan": spec["plan"], "rung": spec["rung"], "rung_index": spec["rung_index"], "repeat": spec["repeat"],
-        "sweep": spec["sweep"], "workload": spec["workload"], "workload_hash": workload_hash(spec["workload"]), "flags": {"requested": spec["flags"], "hash": flags_hash(spec["flags"])},
-        "environment": intended_environment(spec), "steps": {"ms": [], "loss": [], "grad_norm": []}, "summary": {},
-        "rerun": {"command": spec["rerun"]},
-    }
+    return new_record(
+        run_id=spec["run_id"], env=spec["env"], plan=spec["plan"], rung=spec["rung"], rung_index=spec["rung_index"],
+        repeat=spec["repeat"], sweep=spec["sweep"], workload=spec["workload"], flags_requested=spec["flags"],
+        flags_hash=flags_hash(spec["flags"]), reason=reason, environment=intended_environment(spec),
+        rerun_command=spec["rerun"],
+    )
 
 
 PHASES = {"calibrating": "measuring the GEMM peak (for MFU)", "building": "building the model and optimizer"}

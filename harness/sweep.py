@@ -25,7 +25,7 @@ import statistics
 
 from tabulate import tabulate
 
-from harness import record as recordmod
+from harness.record import view as recordmod
 
 KNEE_TOLERANCE = 0.02
 KNEE_DEFINITION = ("knee = the smallest {what} whose tokens/s is within {tol:g}% of the best tokens/s among the "

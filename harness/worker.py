@@ -33,7 +33,8 @@ from harness.evidence import guarded
 from harness.evidence.capture import capture
 from harness.evidence.mfu import summary_mfu
 from harness.evidence.power import THROTTLING, PowerSampler
-from harness.record import SCHEMA_VERSION, workload_hash, write_record
+from harness.record.io import write_record
+from harness.record.model import new_record
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
@@ -117,30 +118,11 @@ def measure(spec: dict, step_hook=None, progress=None) -> dict:
     runner): started, calibrating, building, compiling (or first step), each step (with its ms on CPU), profiling.
     Called outside the timed region."""
     progress = progress or (lambda event, **fields: None)
-    record = {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": spec["run_id"],
-        "kind": "measured",
-        "status": "error",
-        "reason": None,
-        "notes": [],
-        "started_at": now(),
-        "finished_at": None,
-        "env": spec["env"],
-        "plan": spec["plan"],
-        "rung": spec["rung"],
-        "rung_index": spec.get("rung_index"),
-        "repeat": spec.get("repeat"),
-        "sweep": spec.get("sweep"),
-        "workload": spec["workload"],
-        "workload_hash": workload_hash(spec["workload"]),
-        "flags": {"requested": spec["flags"], "applied": None, "after": None, "hash": flagmod.flags_hash(spec["flags"])},
-        "environment": {},
-        "steps": {"ms": [], "loss": [], "grad_norm": []},
-        "summary": {},
-        "explain": None,
-        "rerun": {"command": spec.get("rerun", "")},
-    }
+    record = new_record(
+        run_id=spec["run_id"], env=spec["env"], plan=spec["plan"], rung=spec["rung"], rung_index=spec.get("rung_index"),
+        repeat=spec.get("repeat"), sweep=spec.get("sweep"), workload=spec["workload"], flags_requested=spec["flags"],
+        flags_hash=flagmod.flags_hash(spec["flags"]), started_at=now(), rerun_command=spec.get("rerun", ""),
+    )
     device = None
     sampler = None
     try:

@@ -21,7 +21,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.record import SCHEMA_VERSION, canonical_hash, validate, workload_hash
+from harness.record.io import validate
+from harness.record.model import canonical_hash, new_record
 
 STEPS, FIRST_TIMED = 50, 10  # the README: 50 steps, median of steps 10-49
 PEERS = {  # peer name (the .jsonl's stem after "peer-") -> what the README beside it says of how it ran
@@ -61,23 +62,21 @@ def make(jsonl: Path, line: int, text: str) -> dict:
         "peak_reserved_bytes": reported["peak_reserved_mib"] * mib, "device_used_bytes": None, "peak_rss_bytes": None,
         "mfu": None,
     }
-    record = {
-        "schema_version": SCHEMA_VERSION, "run_id": f"peer-{peer}-{jsonl.parent.name.removeprefix('gpu-')}-L{line:03d}",
-        "kind": "peer", "status": "ok", "reason": None,
-        "notes": [(f"transcribed from {rel(jsonl)}:{line}: the peer's own timing (median of steps {FIRST_TIMED}-{STEPS - 1}); "
-                   "per-step times were not kept, so there is no noise estimate")],
-        "started_at": None, "finished_at": None, "env": "peer", "plan": f"peer-{peer}", "rung": peer, "rung_index": None,
-        "repeat": None, "sweep": None, "workload": workload, "workload_hash": workload_hash(workload),
+    record = new_record(
+        run_id=f"peer-{peer}-{jsonl.parent.name.removeprefix('gpu-')}-L{line:03d}", kind="peer", status="ok",
+        notes=[(f"transcribed from {rel(jsonl)}:{line}: the peer's own timing (median of steps {FIRST_TIMED}-{STEPS - 1}); "
+                "per-step times were not kept, so there is no noise estimate")],
+        env="peer", plan=f"peer-{peer}", rung=peer, workload=workload,
         # never equal to a measured run's hash: a peer is beside the measurements, not one of them
-        "flags": {"requested": info["flags"], "applied": None, "after": None, "hash": canonical_hash({"peer": peer, **info["flags"]})},
-        "environment": {"device": "cuda", "gpu": {"name": reported["gpu"]}, "torch": {"version": reported["torch"]}},
-        "steps": {"ms": [reported["first_step_ms"]] + [None] * (STEPS - 1),
-                  "loss": [reported["loss_first"]] + [None] * (STEPS - 2) + [reported["loss_last"]], "grad_norm": []},
-        "summary": summary, "explain": None, "rerun": None, "reference": None,
-        "peer": {"name": peer, "program": info["program"], "source": rel(jsonl), "line": line, "text": text,
-                 "reported": reported, "readme": rel(jsonl.parent / "README.md"), "known": info["known"],
-                 "unknown": info["unknown"]},
-    }
+        flags_requested=info["flags"], flags_hash=canonical_hash({"peer": peer, **info["flags"]}),
+        environment={"device": "cuda", "gpu": {"name": reported["gpu"]}, "torch": {"version": reported["torch"]}},
+        steps={"ms": [reported["first_step_ms"]] + [None] * (STEPS - 1),
+               "loss": [reported["loss_first"]] + [None] * (STEPS - 2) + [reported["loss_last"]], "grad_norm": []},
+        summary=summary, reference=None,
+        peer={"name": peer, "program": info["program"], "source": rel(jsonl), "line": line, "text": text,
+              "reported": reported, "readme": rel(jsonl.parent / "README.md"), "known": info["known"],
+              "unknown": info["unknown"]},
+    )
     return validate(record)
 
 

@@ -19,7 +19,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from harness.analysis.cells import Mfu
-from harness.record import iter_records
+from harness.record.io import iter_records
+from harness.record.view import RecordView
 
 GIB = 2**30
 
@@ -30,15 +31,14 @@ def _gib(value) -> str:
 
 def check_record(record: dict) -> tuple[str, list[str]]:
     """(summary line, problems) for one record."""
-    label = f"{record.get('rung')} B={(record.get('workload') or {}).get('batch_size')} ({record.get('run_id')})"
+    r = RecordView(record)
+    workload, explain = r.workload, r.explain
+    label = f"{r.rung} B={workload.get('batch_size')} ({r.run_id})"
     problems: list[str] = []
-    if record.get("status") != "ok":
-        return label + f": status {record.get('status')}", [f"{label}: status {record.get('status')}: {record.get('reason')}"]
-    environment = record.get("environment") or {}
-    if environment.get("device") != "cuda":
-        problems.append(f"{label}: ran on {environment.get('device')!r}, not cuda")
-    workload = record.get("workload") or {}
-    explain = record.get("explain") or {}
+    if r.status != "ok":
+        return label + f": status {r.status}", [f"{label}: status {r.status}: {r.reason}"]
+    if r.environment.get("device") != "cuda":
+        problems.append(f"{label}: ran on {r.environment.get('device')!r}, not cuda")
 
     def part(name: str) -> dict:
         p = explain.get(name) or {}
@@ -82,7 +82,7 @@ def check_record(record: dict) -> tuple[str, list[str]]:
 
 
 def check(paths, out=print) -> int:
-    records = [r for _path, r in iter_records(paths, warn=out) if r.get("kind", "measured") == "measured"]
+    records = [r for _path, r in iter_records(paths, warn=out) if r["kind"] == "measured"]
     if not records:
         out(f"FAIL: no measured record under {', '.join(map(str, paths))}")
         return 1
@@ -92,7 +92,7 @@ def check(paths, out=print) -> int:
         line, found = check_record(record)
         out(line)
         problems += found
-        kernels = (record.get("explain") or {}).get("kernels") or {}
+        kernels = RecordView(record).explain.get("kernels") or {}
         named_attention = named_attention or bool(kernels.get("attention_kernels"))
     if not named_attention:
         problems.append("no record names an attention kernel (run an attention=sdpa rung, e.g. sdpa-flash)")

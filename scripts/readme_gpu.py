@@ -24,7 +24,8 @@ if str(ROOT) not in sys.path:
 import yaml
 
 from harness import batch_search
-from harness.record import iter_records
+from harness.record.io import iter_records
+from harness.record.view import RecordView
 
 README = ROOT / "README.md"
 START, END = "<!-- gpu-section:start (python scripts/readme_gpu.py --write) -->", "<!-- gpu-section:end -->"
@@ -43,8 +44,8 @@ def tok(record: dict | None) -> str:
         return "-"
     if record["status"] != "ok":
         return record["status"]
-    s = record["summary"]
-    return f"{s['tokens_per_s']:,.0f} ({s['device_used_bytes'] / MIB:,.0f} MiB)"
+    r = RecordView(record)
+    return f"{r.summary['tokens_per_s']:,.0f} ({r.memory('device used') / MIB:,.0f} MiB)"
 
 
 def first(items, **match) -> dict | None:

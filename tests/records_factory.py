@@ -1,11 +1,12 @@
-"""Hand-built, schema-valid run records with known numbers (no torch): for the compare/report tests."""
+"""Run records with known numbers (no torch), built by the one constructor (harness.record.model.new_record):
+for the compare/report tests."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from harness.record import SCHEMA_VERSION, canonical_hash, workload_hash
+from harness.record.model import canonical_hash, new_record
 
 GPUS = {
     "H100": ("NVIDIA H100 80GB HBM3", "9.0"),
@@ -67,17 +68,14 @@ def make_record(*, env="torch212", gpu="H100", rung="fp32", rung_index=None, pla
         summary["peak_allocated_bytes" if device == "cuda" else "peak_rss_bytes"] = int(memory)
     if status != "ok":
         ms, loss, summary = [], [], {}
-    record = {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": run_id or f"t{_counter[0]:05d}-{env}-{gpu}-{rung}-{repeat}",
-        "kind": kind, "status": status, "reason": reason, "notes": [],
-        "env": env, "plan": plan, "rung": rung,
-        "rung_index": RUNGS.index(rung) if rung_index is None and rung in RUNGS else rung_index,
-        "repeat": repeat, "sweep": sweep, "workload": w, "workload_hash": workload_hash(w),
-        "flags": {"requested": flags, "applied": flags, "after": flags, "hash": canonical_hash(flags)},
-        "environment": environment, "steps": {"ms": ms, "loss": loss, "grad_norm": []}, "summary": summary,
-        "explain": explain, "reference": reference,
-    }
+    record = new_record(
+        run_id=run_id or f"t{_counter[0]:05d}-{env}-{gpu}-{rung}-{repeat}", kind=kind, status=status, reason=reason,
+        env=env, plan=plan, rung=rung, rung_index=RUNGS.index(rung) if rung_index is None and rung in RUNGS else rung_index,
+        repeat=repeat, sweep=sweep, workload=w, flags_requested=flags, flags_hash=canonical_hash(flags),
+        environment=environment, steps={"ms": ms, "loss": loss, "grad_norm": []}, summary=summary, reference=reference,
+    )
+    record["flags"].update(applied=flags, after=flags)
+    record["explain"] = explain
     return record  # validated where it is read (harness.compare.load), like any record
 
 

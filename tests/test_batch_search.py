@@ -13,7 +13,7 @@ from module_cli import assert_refused, run_module
 from records_factory import make_record
 
 from harness import batch_search as bs
-from harness.record import iter_records, validate
+from harness.record.io import iter_records, validate
 
 GIB = 2**30
 

@@ -93,7 +93,7 @@ def check_cpu_explain(record: dict, cuda_build: bool) -> None:
 def test_cpu_record_fills_every_explain_part(tmp_path):
     import torch
 
-    from harness.record import read_record, write_record
+    from harness.record.io import read_record, write_record
 
     record = measure_here()
     check_cpu_explain(record, cuda_build=torch.version.cuda is not None)

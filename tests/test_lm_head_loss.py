@@ -16,7 +16,8 @@ from gpt.config import ConfigError, make_config
 from harness import flags as flagmod
 from harness.analysis.context import DEFAULT_LOSS_TOL
 from harness.plan import load_plan
-from harness.record import iter_records, workload_hash
+from harness.record.io import iter_records
+from harness.record.model import workload_hash
 from harness.run import build_points
 from harness.worker import measure
 

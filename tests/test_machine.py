@@ -13,7 +13,7 @@ from records_factory import make_record, write
 
 from gpt import torch_compat
 from harness import compare, envinfo
-from harness.record import device_label, isa_tag
+from harness.record.view import device_label, isa_tag
 
 XEON_NO_BF16 = "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor @ 2.80GHz\nflags\t\t: fpu sse4_2 fma avx avx2 avx512f avx512bw avx512vl avx512_vnni\n"
 EPYC_BF16 = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse4_2 fma avx avx2 avx512f avx512bw avx512vl avx512_vnni avx512_bf16\n"

@@ -14,7 +14,7 @@ from module_cli import run_module
 
 from harness import compare, findings
 from harness.plan import load_plan
-from harness.record import iter_records
+from harness.record.io import iter_records
 
 TORCH212_PYTHON = os.environ.get("HARNESS_TORCH212_PYTHON", "/tmp/v212/bin/python")
 FAST = ["--preset", "tiny", "--device", "cpu", "--steps", "3", "--warmup-steps", "1", "--set", "compile=off",

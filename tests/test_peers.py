@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
-from harness.record import iter_records
+from harness.record.io import iter_records
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU_DIRS = [ROOT / "results" / "gpu-h100-80gb-hbm3", ROOT / "results" / "gpu-h200"]

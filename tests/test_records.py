@@ -13,9 +13,10 @@ import pytest
 from module_cli import run_module
 from records_factory import make_record
 
-from harness import record
 from harness.envs.spec import load_spec
-from harness.record import RecordError, iter_records, read_record, validate, write_record
+from harness.record import io as record
+from harness.record.io import iter_records, read_record, validate, write_record
+from harness.record.model import RecordError
 
 
 def minimal_record(**changes):

@@ -13,7 +13,7 @@ from records_factory import constant_ms, make_record, write
 from harness import stats
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
-from harness.record import iter_records
+from harness.record.io import iter_records
 
 ROOT = Path(__file__).resolve().parent.parent
 REF_DIR = ROOT / "results" / "reference"

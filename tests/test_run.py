@@ -12,7 +12,9 @@ from records_factory import make_record
 from harness import run as runmod
 from harness.flags import flags_hash
 from harness.plan import PlanError, load_plan
-from harness.record import device_label, iter_records, read_record, workload_hash
+from harness.record.io import iter_records, read_record
+from harness.record.model import workload_hash
+from harness.record.view import device_label
 
 
 @pytest.mark.parametrize("args, message", [

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from harness import run as runmod
-from harness.record import iter_records
+from harness.record.io import iter_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
 

@@ -15,7 +15,7 @@ from records_factory import make_record, write
 from harness import run as runmod
 from harness import sweep as sweepmod
 from harness.plan import PlanError, load_plan
-from harness.record import iter_records, validate
+from harness.record.io import iter_records, validate
 
 GIB = 2**30
 

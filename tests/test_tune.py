@@ -13,7 +13,7 @@ from records_factory import make_record, noisy_ms, write
 from harness import fastest, tune
 from harness import run as runmod
 from harness.plan import load_plan
-from harness.record import iter_records
+from harness.record.io import iter_records
 
 GIB = 2**30
 MS = {"start": 100.0, "sdpa-auto": 90.0, "inductor-coordinate-descent": 95.0, "lm-head-liger": 85.0, "combined": 86.0}

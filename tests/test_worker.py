@@ -6,7 +6,7 @@ import torch
 from gpt import torch_compat
 from gpt.config import make_config
 from harness.flags import flags_for
-from harness.record import validate
+from harness.record.io import validate
 from harness.worker import measure
 
 

@@ -16,7 +16,9 @@ from pathlib import Path
 
 from harness import stats
 from harness.analysis.group import Group, timed_ms
-from harness.record import canonical_hash, device_label, iter_records, workload_hash
+from harness.record.io import iter_records
+from harness.record.model import canonical_hash, workload_hash
+from harness.record.view import device_label
 
 
 def torch_version_key(version: str | None) -> tuple:

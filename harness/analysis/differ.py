@@ -9,7 +9,7 @@ from __future__ import annotations
 from itertools import combinations
 
 from harness.analysis.group import Group
-from harness.record import ADDED_FIELD_DEFAULTS, measured_workload
+from harness.record.model import ADDED_FIELD_DEFAULTS, measured_workload
 
 # Natural "before -> after" order of knob values (anything else: numbers ascending, then text).
 VALUE_ORDER = {

@@ -30,7 +30,8 @@ from gpt.config import ConfigError
 from harness.envs.spec import spec_names
 from harness.flags import FlagError
 from harness.plan import PlanError
-from harness.record import canonical_hash, iter_records
+from harness.record.io import iter_records
+from harness.record.model import canonical_hash
 
 CONFIG_PATH = Path(__file__).with_name("cluster.yaml")
 MANIFEST_DIR = ".cluster"
@@ -258,7 +259,7 @@ class Matrix:
 
 
 def _device(record: dict) -> str:
-    from harness.record import device_label
+    from harness.record.view import device_label
 
     return device_label(record.get("environment"))
 

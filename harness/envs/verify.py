@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import record
 from harness.envs.pins import check_torch, normalize
 from harness.envs.spec import load_spec
+from harness.record import io as record
 
 
 def _record_packages(rec: dict) -> dict[str, str] | None:

@@ -18,7 +18,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from harness.record import SCHEMA_VERSION, canonical_hash, validate, workload_hash
+from harness.record.io import validate
+from harness.record.model import canonical_hash, new_record
 
 SOURCE = "../shared/seeds/000_3624f831bf4e6e33.txt"
 PLAN = "seed-ladder"
@@ -123,19 +124,16 @@ def make(entry) -> dict:
             "final_loss": loss, "mean_loss": None, "peak_allocated_bytes": None, "peak_reserved_bytes": None,
             "device_used_bytes": mib * 2**20, "peak_rss_bytes": None, "mfu": None,
         }
-    record = {
-        "schema_version": SCHEMA_VERSION, "run_id": name, "kind": "reference",
-        "status": "ok" if ok else "oom",
-        "reason": None if ok else "out of memory, as logged ('B = 32, T = 1024, out of memory')",
-        "notes": ["transcribed from the user's log: one 'Step 49' line, a single sample with no noise estimate"],
-        "started_at": None, "finished_at": None,
-        "env": "reference", "plan": PLAN, "rung": rung, "rung_index": list(RUNGS).index(rung), "repeat": None,
-        "sweep": sweep, "workload": workload, "workload_hash": workload_hash(workload),
-        "flags": {"requested": flags, "applied": None, "after": None, "hash": canonical_hash({"reference": rung, **flags})},
-        "environment": {"device": "cuda", "gpu": {"name": GPU_CLASS, "capability": "9.0"},
-                        "torch": {"version": "2.1.2" if torch == "2.1.2" else None}},
-        "steps": steps, "summary": summary, "explain": None, "rerun": None, "reference": reference,
-    }
+    record = new_record(
+        run_id=name, kind="reference", status="ok" if ok else "oom",
+        reason=None if ok else "out of memory, as logged ('B = 32, T = 1024, out of memory')",
+        notes=["transcribed from the user's log: one 'Step 49' line, a single sample with no noise estimate"],
+        env="reference", plan=PLAN, rung=rung, rung_index=list(RUNGS).index(rung), sweep=sweep, workload=workload,
+        flags_requested=flags, flags_hash=canonical_hash({"reference": rung, **flags}),
+        environment={"device": "cuda", "gpu": {"name": GPU_CLASS, "capability": "9.0"},
+                     "torch": {"version": "2.1.2" if torch == "2.1.2" else None}},
+        steps=steps, summary=summary, reference=reference,
+    )
     return validate(record)
 
 

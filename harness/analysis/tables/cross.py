@@ -11,7 +11,7 @@ from harness.analysis.cells import CONTENDED_NOTE, Cell, Table
 from harness.analysis.dataset import set_key_of, short_gpu
 from harness.analysis.differ import differences
 from harness.analysis.group import Group, run_ids
-from harness.record import isa_tag
+from harness.record.view import isa_tag
 
 if TYPE_CHECKING:
     from harness.analysis.context import Compare

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from harness import stats
 from harness.analysis.cells import Cell, Table
 from harness.analysis.group import Group
-from harness.record import NOT_IN_WORKLOAD_HASH
+from harness.record.model import NOT_IN_WORKLOAD_HASH
 
 if TYPE_CHECKING:
     from harness.analysis.context import Compare

@@ -1,15 +1,15 @@
-"""Run records: one JSON file per measurement. Written atomically, never overwritten; validated on read.
+"""Reading and writing record files: the one reader and the one writer.
 
 Every record file is read through read_json (harness.compare, harness.report and harness.envs
 verify-matrix alike): a hostile or broken file (too big, nested too deep, a number too long, not
-JSON) is one RecordError, never a crash. No torch import here, and jsonschema only when validating:
-harness.envs reads records with a bare Python.
+JSON) is one RecordError, never a crash. read_record then brings an older record up to the current
+schema version (harness.record.migrate) and validates it. Writes are atomic and never replace a file.
+No torch import here, and jsonschema only when validating: harness.envs reads records with a bare Python.
 """
 
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import math
 import os
@@ -18,20 +18,12 @@ import stat
 from functools import lru_cache
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+from harness.record.migrate import migrate
+from harness.record.model import SCHEMA_VERSION, RecordError, record_filename
+
 MAX_RECORD_BYTES = 64 * 2**20  # a real record is ~20-200 KB; a larger file is refused unread
 MAX_RECORD_DEPTH = 64  # a real record nests ~6 deep; deeper JSON would overflow the stack of whatever walks it
-SCHEMA_PATH = Path(__file__).with_name("record.schema.json")
-STATUSES = ("ok", "invalid", "oom", "unsupported", "error")
-# Workload fields that do not change what is measured, only how long or where it ran (or what it is called).
-NOT_IN_WORKLOAD_HASH = ("device", "steps", "warmup_steps", "profile_steps", "preset")
-# Workload fields added after records existed, with the value every earlier record ran with: at that value they are
-# left out of the hash (and of knob comparisons), so earlier records stay comparable with runs that leave them alone.
-ADDED_FIELD_DEFAULTS = {"lm_head_loss": "plain"}
-
-
-class RecordError(ValueError):
-    """A file that is not a valid record of a schema version this code reads."""
+SCHEMA_PATH = Path(__file__).parent.parent / "record.schema.json"
 
 
 @lru_cache(maxsize=1)
@@ -50,64 +42,6 @@ def _validator():
     return cls(schema())
 
 
-def canonical_hash(obj) -> str:
-    """sha256 of the canonical JSON form (sorted keys, no whitespace)."""
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-def measured_workload(workload: dict) -> dict:
-    """The fields that say what a run measures: the workload less NOT_IN_WORKLOAD_HASH and less the added fields
-    left at their ADDED_FIELD_DEFAULTS value."""
-    return {k: v for k, v in (workload or {}).items()
-            if k not in NOT_IN_WORKLOAD_HASH and not (k in ADDED_FIELD_DEFAULTS and v == ADDED_FIELD_DEFAULTS[k])}
-
-
-def workload_hash(workload: dict) -> str:
-    """What a run measures (measured_workload). Runs with equal hashes are comparable."""
-    return canonical_hash(measured_workload(workload))
-
-
-# What decides CPU speed per precision, in a device label: the widest vector ISA, and whether bf16/fp16 have
-# native instructions (bf16 on a CPU without them is converted in software: tens of times slower).
-VECTOR_ISA = (("avx512f", "AVX512"), ("avx2", "AVX2"), ("avx", "AVX"), ("sve2", "SVE2"), ("sve", "SVE"), ("asimd", "NEON"))
-NATIVE_LOW_PRECISION = ("avx512_bf16", "avx512_fp16", "amx_bf16", "amx_fp16", "bf16", "svebf16")
-
-
-def isa_tag(isa) -> str | None:
-    """A short name for a CPU's recorded ISA flags (environment.cpu.isa): "AVX512+avx512_bf16",
-    "AVX2, no native bf16"; None without flags (an older record, not Linux)."""
-    if not isinstance(isa, dict) or not isa:
-        return None
-    base = next((name for flag, name in VECTOR_ISA if isa.get(flag)), "scalar")
-    extras = [n for n in NATIVE_LOW_PRECISION if isa.get(n)]
-    return "+".join([base, *extras]) if extras else f"{base}, no native bf16"
-
-
-def device_label(environment: dict | None) -> str:
-    """Where a record ran, from its `environment`: the GPU's name, else `cpu: <model>`, else 'unknown device';
-    then, where the record has them, what tells two machines with that name apart: a CPU's ISA tag and torch
-    thread count, and the machine id (environment.machine). Records without them (older ones) keep the plain
-    name. The one rule: compare's cells, sweeps and reports all group by this label, so runs of two machines,
-    or of two CPUs that differ in ISA, are never pooled as repeats."""
-    env = environment or {}
-    gpu, cpu = env.get("gpu"), env.get("cpu")
-    machine = (env.get("machine") or {}).get("id") if isinstance(env.get("machine"), dict) else None
-    details = []
-    if isinstance(gpu, dict) and gpu.get("name"):
-        name = str(gpu["name"])
-    elif env.get("device") == "cpu" or isinstance(cpu, dict):
-        model = cpu.get("model") if isinstance(cpu, dict) else None
-        name = f"cpu: {model or 'unknown model'}"
-        if isinstance(cpu, dict):
-            threads = (env.get("threads") or {}).get("torch") if isinstance(env.get("threads"), dict) else None
-            details += [d for d in (isa_tag(cpu.get("isa")), f"{threads} threads" if threads else None) if d]
-    else:
-        return "unknown device"
-    if machine:
-        details.append(f"machine {str(machine)[:8]}")
-    return f"{name} [{'; '.join(details)}]" if details else name
-
-
 def _json_safe(obj):
     """NaN/inf are not JSON: store them as null (a NaN loss is still visible as a missing value)."""
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -120,6 +54,7 @@ def _json_safe(obj):
 
 
 def validate(record: dict) -> dict:
+    """`record` if it is a valid record of the current schema version; RecordError otherwise."""
     if not isinstance(record, dict):
         raise RecordError("not a JSON object")
     version = record.get("schema_version")
@@ -135,10 +70,6 @@ def validate(record: dict) -> dict:
         where = "/".join(str(p) for p in exc.absolute_path) or "<top>"
         raise RecordError(f"{where}: {exc.message}") from None
     return record
-
-
-def record_filename(record: dict) -> str:
-    return f"{record['run_id']}.json"
 
 
 def _create(path: Path) -> int:
@@ -252,7 +183,8 @@ def _depth(value) -> int:
 
 
 def read_record(path: str | os.PathLike) -> dict:
-    return validate(read_json(path))
+    """The record in a file, read defensively, brought up to the current schema version, validated."""
+    return validate(migrate(read_json(path)))
 
 
 def iter_records(paths, warn=print, read=read_record):

@@ -1,0 +1,97 @@
+"""The record: what one measurement's JSON holds, and the one constructor every writer uses.
+
+A record is a plain dict (it is JSON on disk; harness/record.schema.json says what each field means).
+new_record builds it in one shape, whoever writes it: the worker for a measured run (harness.worker),
+the runner for a worker that died without writing one (harness.run failure_record), the transcription of
+the user's logs (results/reference/transcribe.py) and of a peer program's numbers (results/transcribe_peers.py).
+The version field and the derived fields (workload hash, file name) are made here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+SCHEMA_VERSION = 1  # the version new records are written with (harness.record.migrate reads the older ones)
+KINDS = ("measured", "reference", "peer")
+STATUSES = ("ok", "invalid", "oom", "unsupported", "error")
+# Workload fields that do not change what is measured, only how long or where it ran (or what it is called).
+NOT_IN_WORKLOAD_HASH = ("device", "steps", "warmup_steps", "profile_steps", "preset")
+# Workload fields added after records existed, with the value every earlier record ran with: at that value they are
+# left out of the hash (and of knob comparisons), so earlier records stay comparable with runs that leave them alone.
+ADDED_FIELD_DEFAULTS = {"lm_head_loss": "plain"}
+KIND_BLOCKS = ("reference", "peer")  # the per-kind object a transcribed record carries after the common fields
+
+
+class RecordError(ValueError):
+    """A file that is not a valid record of a schema version this code reads."""
+
+
+def canonical_hash(obj) -> str:
+    """sha256 of the canonical JSON form (sorted keys, no whitespace)."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def measured_workload(workload: dict) -> dict:
+    """The fields that say what a run measures: the workload less NOT_IN_WORKLOAD_HASH and less the added fields
+    left at their ADDED_FIELD_DEFAULTS value."""
+    return {k: v for k, v in (workload or {}).items()
+            if k not in NOT_IN_WORKLOAD_HASH and not (k in ADDED_FIELD_DEFAULTS and v == ADDED_FIELD_DEFAULTS[k])}
+
+
+def workload_hash(workload: dict) -> str:
+    """What a run measures (measured_workload). Runs with equal hashes are comparable."""
+    return canonical_hash(measured_workload(workload))
+
+
+def record_filename(record: dict) -> str:
+    return f"{record['run_id']}.json"
+
+
+def empty_steps() -> dict:
+    return {"ms": [], "loss": [], "grad_norm": []}
+
+
+def new_record(*, run_id: str, env: str, plan: str, rung: str, workload: dict, flags_requested: dict, flags_hash: str,
+               kind: str = "measured", status: str = "error", reason: str | None = None, notes: list | None = None,
+               started_at: str | None = None, rung_index: int | None = None, repeat: int | None = None,
+               sweep: dict | None = None, environment: dict | None = None, steps: dict | None = None,
+               summary: dict | None = None, rerun_command: str | None = None, **blocks) -> dict:
+    """A record in the one shape (keys in the order they are written). Derived here: schema_version and
+    workload_hash. flags_hash is the caller's (a measured run's is harness.flags.flags_hash of the requested
+    flags; a transcription's is made never to equal a measured run's). A measured run starts as status
+    "error" with empty steps and summary, and the worker fills them in as it goes; the flags read back
+    (applied, after) and explain stay null until measured. blocks: the kind's own object, `reference`
+    and/or `peer` (transcriptions), written last."""
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r}: one of {', '.join(KINDS)}")
+    if status not in STATUSES:
+        raise ValueError(f"status {status!r}: one of {', '.join(STATUSES)}")
+    unknown = set(blocks) - set(KIND_BLOCKS)
+    if unknown:
+        raise TypeError(f"new_record: unexpected fields {sorted(unknown)}")
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "kind": kind,
+        "status": status,
+        "reason": reason,
+        "notes": list(notes or []),
+        "started_at": started_at,
+        "finished_at": None,
+        "env": env,
+        "plan": plan,
+        "rung": rung,
+        "rung_index": rung_index,
+        "repeat": repeat,
+        "sweep": sweep,
+        "workload": workload,
+        "workload_hash": workload_hash(workload),
+        "flags": {"requested": flags_requested, "applied": None, "after": None, "hash": flags_hash},
+        "environment": {} if environment is None else environment,
+        "steps": empty_steps() if steps is None else steps,
+        "summary": {} if summary is None else summary,
+        "explain": None,
+        "rerun": None if rerun_command is None else {"command": rerun_command},
+        **{k: blocks[k] for k in KIND_BLOCKS if k in blocks},
+    }

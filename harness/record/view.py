@@ -1,0 +1,188 @@
+"""A read-only view of one record: the accessors every table needs, each rule written once.
+
+Readers (harness.compare, harness.report, the findings, the fastest-found table, sweeps, scripts) ask a
+RecordView instead of walking the dict: timed steps, tokens per step, the device label, the device a run
+was meant for, its peak memory with the metric named, status, env, rung, workload and flags hashes.
+The record it wraps was read through harness.record.io (migrated to the current version, validated).
+No torch import here.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from harness.record.model import ADDED_FIELD_DEFAULTS
+
+# What decides CPU speed per precision, in a device label: the widest vector ISA, and whether bf16/fp16 have
+# native instructions (bf16 on a CPU without them is converted in software: tens of times slower).
+VECTOR_ISA = (("avx512f", "AVX512"), ("avx2", "AVX2"), ("avx", "AVX"), ("sve2", "SVE2"), ("sve", "SVE"), ("asimd", "NEON"))
+NATIVE_LOW_PRECISION = ("avx512_bf16", "avx512_fp16", "amx_bf16", "amx_fp16", "bf16", "svebf16")
+
+
+def isa_tag(isa) -> str | None:
+    """A short name for a CPU's recorded ISA flags (environment.cpu.isa): "AVX512+avx512_bf16",
+    "AVX2, no native bf16"; None without flags (an older record, not Linux)."""
+    if not isinstance(isa, dict) or not isa:
+        return None
+    base = next((name for flag, name in VECTOR_ISA if isa.get(flag)), "scalar")
+    extras = [n for n in NATIVE_LOW_PRECISION if isa.get(n)]
+    return "+".join([base, *extras]) if extras else f"{base}, no native bf16"
+
+
+def device_label(environment: dict | None) -> str:
+    """Where a record ran, from its `environment`: the GPU's name, else `cpu: <model>`, else 'unknown device';
+    then, where the record has them, what tells two machines with that name apart: a CPU's ISA tag and torch
+    thread count, and the machine id (environment.machine). Records without them (older ones) keep the plain
+    name. The one rule: compare's cells, sweeps and reports all group by this label, so runs of two machines,
+    or of two CPUs that differ in ISA, are never pooled as repeats."""
+    env = environment or {}
+    gpu, cpu = env.get("gpu"), env.get("cpu")
+    machine = (env.get("machine") or {}).get("id") if isinstance(env.get("machine"), dict) else None
+    details = []
+    if isinstance(gpu, dict) and gpu.get("name"):
+        name = str(gpu["name"])
+    elif env.get("device") == "cpu" or isinstance(cpu, dict):
+        model = cpu.get("model") if isinstance(cpu, dict) else None
+        name = f"cpu: {model or 'unknown model'}"
+        if isinstance(cpu, dict):
+            threads = (env.get("threads") or {}).get("torch") if isinstance(env.get("threads"), dict) else None
+            details += [d for d in (isa_tag(cpu.get("isa")), f"{threads} threads" if threads else None) if d]
+    else:
+        return "unknown device"
+    if machine:
+        details.append(f"machine {str(machine)[:8]}")
+    return f"{name} [{'; '.join(details)}]" if details else name
+
+
+# Peak-memory metrics, most inclusive first: (summary field, metric name).
+MEMORY_METRICS = (("device_used_bytes", "device used"), ("peak_reserved_bytes", "peak reserved"),
+                  ("peak_allocated_bytes", "peak alloc"), ("peak_rss_bytes", "peak RSS"))
+_MEMORY_FIELD = {name: key for key, name in MEMORY_METRICS}
+
+
+def _dict(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+class RecordView:
+    """Read-only accessors over one record dict (the dict itself is not copied; nothing here changes it)."""
+
+    __slots__ = ("_r",)
+
+    def __init__(self, record: dict):
+        self._r = record
+
+    def get(self, key: str, default=None):
+        """A top-level field as stored (for fields without an accessor of their own)."""
+        return self._r.get(key, default)
+
+    @property
+    def raw(self) -> MappingProxyType:
+        """The record, read-only."""
+        return MappingProxyType(self._r)
+
+    # Identity and outcome
+    run_id = property(lambda self: self._r.get("run_id"))
+    kind = property(lambda self: self._r.get("kind"))
+    status = property(lambda self: self._r.get("status"))
+    reason = property(lambda self: self._r.get("reason"))
+    env = property(lambda self: self._r.get("env"))
+    plan = property(lambda self: self._r.get("plan"))
+    rung = property(lambda self: self._r.get("rung"))
+    rung_index = property(lambda self: self._r.get("rung_index"))
+    repeat = property(lambda self: self._r.get("repeat"))
+    sweep = property(lambda self: self._r.get("sweep") or None)
+
+    # What was measured
+    workload = property(lambda self: _dict(self._r.get("workload")))
+    workload_hash = property(lambda self: self._r.get("workload_hash"))
+
+    def workload_value(self, key: str):
+        """One workload field; a field added after the record was written reads as the value every earlier record
+        ran with (model.ADDED_FIELD_DEFAULTS: lm_head_loss "plain")."""
+        return self.workload.get(key, ADDED_FIELD_DEFAULTS.get(key))
+
+    flags = property(lambda self: _dict(_dict(self._r.get("flags")).get("requested")))
+    flags_hash = property(lambda self: _dict(self._r.get("flags")).get("hash"))
+
+    @property
+    def set_key(self) -> tuple[str, str]:
+        """What must be equal for two runs to be comparable: (workload hash, flags hash). The one rule of every table."""
+        return (self.workload_hash, self.flags_hash)
+
+    # Where it ran
+    environment = property(lambda self: _dict(self._r.get("environment")))
+    summary = property(lambda self: _dict(self._r.get("summary")))
+    explain = property(lambda self: _dict(self._r.get("explain")))
+    contention = property(lambda self: _dict(self._r.get("contention")))
+
+    @property
+    def contended(self) -> bool:
+        """Measured under contention (older records do not say, and are not flagged)."""
+        return bool(self.contention.get("contended"))
+
+    @property
+    def torch_version(self) -> str | None:
+        return _dict(self.environment.get("torch")).get("version")
+
+    @property
+    def device_label(self) -> str:
+        return device_label(self.environment)
+
+    @property
+    def intended_device(self) -> str | None:
+        """The device label of the GPU or CPU a run was on (or, for a worker that died early, meant for), when the
+        record says which: environment.gpu.name or environment.cpu.model. None when it does not (an early failure
+        record that has only env_name, or only `device`)."""
+        env = self.environment
+        gpu, cpu = env.get("gpu"), env.get("cpu")
+        if (isinstance(gpu, dict) and gpu.get("name")) or (isinstance(cpu, dict) and cpu.get("model")):
+            return device_label(env)
+        return None
+
+    # The numbers
+    @property
+    def timed_ms(self) -> list[float]:
+        """The timed step times: warm-up excluded (step 0 = compile is always excluded). A reference record
+        (one logged step) has its logged step after step 0; an older record without warmup_steps says how
+        many steps were timed in summary.timed_steps."""
+        ms = _dict(self._r.get("steps")).get("ms") or []
+        if self.kind == "reference":
+            return [x for x in ms[1:] if x is not None]
+        warmup = self.workload.get("warmup_steps")
+        if not isinstance(warmup, int):
+            timed = self.summary.get("timed_steps")
+            warmup = len(ms) - timed if isinstance(timed, int) and 0 < timed <= len(ms) else 1
+        return [x for x in ms[max(1, warmup) if len(ms) > 1 else 0:] if x is not None]
+
+    @property
+    def tokens_per_step(self) -> int | None:
+        """summary.tokens_per_step, else batch_size x seq_len x grad_accum from the workload."""
+        tps = self.summary.get("tokens_per_step")
+        if tps:
+            return tps
+        w = self.workload
+        if w.get("batch_size") and w.get("seq_len"):
+            return w["batch_size"] * w["seq_len"] * (w.get("grad_accum") or 1)
+        return None
+
+    def memory(self, metric: str) -> int | None:
+        """The bytes of one named metric of MEMORY_METRICS, None where the record has none."""
+        value = self.summary.get(_MEMORY_FIELD[metric])
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    def peak_memory(self, widest: bool = False) -> tuple[int | None, str]:
+        """(bytes, metric name) of the memory a run used. The comparable metric (widest=False): a reference log
+        has nvidia-smi's "device used"; a CUDA run (or any run with an allocator peak) "peak alloc"; a CPU run
+        "peak RSS". widest=True: the most inclusive metric the record has, in MEMORY_METRICS order (device used,
+        peak reserved, peak alloc, peak RSS); ("peak RSS", None) when it has none."""
+        if widest:
+            return next(((self.memory(name), name) for _key, name in MEMORY_METRICS if self.memory(name) is not None),
+                        (None, "peak RSS"))
+        if self.kind == "reference":
+            metric = "device used"
+        elif self.environment.get("device") == "cuda" or self.summary.get("peak_allocated_bytes") is not None:
+            metric = "peak alloc"
+        else:
+            metric = "peak RSS"
+        return self.memory(metric), metric
