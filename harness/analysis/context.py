@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from harness import stats
 from harness.analysis.cells import Table
-from harness.analysis.dataset import Dataset, intended_device
+from harness.analysis.dataset import Dataset
 from harness.analysis.group import Group
 from harness.analysis.tables import cross, knobs, ladder, loss, reference, sweeps, underneath
+from harness.record.view import RecordView
 
 DEFAULT_LOSS_TOL = 0.01  # relative
 TABLES = ("ladder", "versions", "gpus", "knobs", "factors", "underneath", "libraries", "loss", "reference", "sweeps",
@@ -51,7 +52,7 @@ class Compare:
         return stats.counter(a.memory[1], b.memory[1], self.floor)
 
     def sets(self) -> dict[tuple, list[Group]]:
-        """Comparison sets: groups by set_key (set_key_of), the one comparability rule."""
+        """Comparison sets: groups by set_key (RecordView.set_key), the one comparability rule."""
         out: dict[tuple, list[Group]] = {}
         for g in self.ds.groups:
             out.setdefault(g.set_key, []).append(g)
@@ -62,7 +63,7 @@ class Compare:
         for; the others are only in "left out"."""
         out = []
         for _path, r in self.ds.failed:
-            gpu = intended_device(r)
+            gpu = RecordView(r).intended_device
             if gpu is not None:
                 out.append((r, gpu, self.ds.env_of.get(r["run_id"], r["env"])))
         return out

@@ -1,6 +1,6 @@
-"""Loading records into comparable groups: Filters, load, Dataset, and the one comparability rule (set_key_of).
+"""Loading records into comparable groups: Filters, load, Dataset, and the one comparability rule (RecordView.set_key).
 
-Records are comparable when they have the same workload_hash and the same flags hash (set_key_of, the rule every
+Records are comparable when they have the same workload_hash and the same flags hash (harness.record.view.RecordView.set_key, the rule every
 table and the report use); within that, each (env, GPU) cell is one Group, and its repeats are merged (timed steps
 pooled). Runs that are not comparable are never mixed: what is left out is listed with why. The user's transcribed
 logs (kind "reference") and peers' numbers (kind "peer") never join a measured group.
@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import stats
-from harness.analysis.group import Group, timed_ms
+from harness.analysis.group import Group
 from harness.record.io import iter_records
-from harness.record.model import canonical_hash, workload_hash
-from harness.record.view import device_label
+from harness.record.view import RecordView, device_label
 
 
 def torch_version_key(version: str | None) -> tuple:
@@ -57,26 +56,6 @@ def _has_nonfinite(obj) -> bool:
     if isinstance(obj, list):
         return any(_has_nonfinite(v) for v in obj)
     return False
-
-
-def set_key_of(record: dict) -> tuple[str, str]:
-    """What must be equal for two runs to be comparable: (workload_hash, flags hash). The one rule of every
-    table. A record harness.run wrote for a worker that died has empty hashes; they are computed here the
-    way the worker computes them (from its workload and requested flags)."""
-    flags = record.get("flags") or {}
-    return (record.get("workload_hash") or workload_hash(record.get("workload") or {}),
-            flags.get("hash") or canonical_hash(flags.get("requested") or {}))
-
-
-def intended_device(record: dict) -> str | None:
-    """The device label of the GPU or CPU a run was on (or, for a worker that died early, meant for), when the
-    record says which: environment.gpu.name or environment.cpu.model. None when it does not (an early failure
-    record that has only env_name, or only `device`): such a run is listed under "left out" and nowhere else."""
-    env = record.get("environment") or {}
-    gpu, cpu = env.get("gpu"), env.get("cpu")
-    if (isinstance(gpu, dict) and gpu.get("name")) or (isinstance(cpu, dict) and cpu.get("model")):
-        return device_label(env)
-    return None
 
 
 @dataclass
@@ -177,7 +156,7 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
         gpu = device_label(r.get("environment"))
         where = f"{path.name} ({r.get('plan')}/{r.get('rung')}, {r['env']}, {gpu})"
         if r.get("kind") in ("reference", "peer"):  # beside the measurements, never one of them
-            g = Group(r["kind"], *set_key_of(r), r["env"], gpu, [r], [path], n_boot)
+            g = Group(r["kind"], *RecordView(r).set_key, r["env"], gpu, [r], [path], n_boot)
             (references if r["kind"] == "reference" else peers).append(g)
             continue
         label = env_of[r["run_id"]] = env_label(r)
@@ -186,16 +165,16 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
         if r["status"] != "ok":
             failed.append((path, r))
             why = f"status {r['status']}: {r.get('reason') or 'no reason given'}"
-            if intended_device(r) is None:  # an early death: its environment was never captured
+            if RecordView(r).intended_device is None:  # an early death: its environment was never captured
                 where = f"{path.name} ({r.get('plan')}/{r.get('rung')}, {r['env']}, device not recorded)"
                 why += "; listed here only: the record does not say which device it was meant for"
             left_out.append((where, why))
             continue
-        if not timed_ms(r):
+        if not RecordView(r).timed_ms:
             left_out.append((where, "no timed step times"))
             continue
         gpu_keys.setdefault(gpu, _gpu_sort_key(r.get("environment"), gpu))
-        key = (*set_key_of(r), label, gpu)
+        key = (*RecordView(r).set_key, label, gpu)
         if key not in groups:
             groups[key] = Group("measured", *key, n_boot=n_boot)
         groups[key].records.append(r)

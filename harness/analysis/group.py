@@ -1,6 +1,6 @@
 """One comparable cell of records (Group) and the record accessors every table needs.
 
-A Group is the runs of one workload_hash and flags hash (the comparability rule, harness.analysis.dataset.set_key_of)
+A Group is the runs of one workload_hash and flags hash (the comparability rule, harness.record.view.RecordView.set_key)
 in one (env, GPU) cell, repeats merged: its throughput estimate (harness.stats), memory, losses and notes.
 """
 
@@ -13,43 +13,7 @@ from functools import cached_property
 import numpy as np
 
 from harness import contention, stats
-
-
-# (timed_ms, tokens_per_step, memory_of read a raw record dict: they move to the record view, harness.record)
-# ---------------------------------------------------------------- record accessors: move to the record view
-def timed_ms(record: dict) -> list[float]:
-    """The timed step times: warm-up excluded (step 0 = compile is always excluded)."""
-    ms = (record.get("steps") or {}).get("ms") or []
-    if record.get("kind") == "reference":
-        return [x for x in ms[1:] if x is not None]
-    warmup = (record.get("workload") or {}).get("warmup_steps")
-    if not isinstance(warmup, int):
-        timed = (record.get("summary") or {}).get("timed_steps")
-        warmup = len(ms) - timed if isinstance(timed, int) and 0 < timed <= len(ms) else 1
-    return [x for x in ms[max(1, warmup) if len(ms) > 1 else 0:] if x is not None]
-
-
-def tokens_per_step(record: dict) -> int | None:
-    tps = (record.get("summary") or {}).get("tokens_per_step")
-    if tps:
-        return tps
-    w = record.get("workload") or {}
-    if w.get("batch_size") and w.get("seq_len"):
-        return w["batch_size"] * w["seq_len"] * (w.get("grad_accum") or 1)
-    return None
-
-
-def memory_of(record: dict) -> tuple[str, int | None]:
-    """(metric, bytes): reference logs have nvidia-smi's device memory; CUDA runs the allocator peak; CPU the RSS."""
-    s = record.get("summary") or {}
-    if record.get("kind") == "reference":
-        return "device used", s.get("device_used_bytes")
-    if (record.get("environment") or {}).get("device") == "cuda" or s.get("peak_allocated_bytes") is not None:
-        return "peak alloc", s.get("peak_allocated_bytes")
-    return "peak RSS", s.get("peak_rss_bytes")
-
-
-# ---------------------------------------------------------------- end of record accessors
+from harness.record.view import RecordView
 
 
 def run_origin(record: dict) -> str:
@@ -84,7 +48,7 @@ class Group:
 
     @property
     def set_key(self) -> tuple:
-        """What must be equal for two groups to be compared across env or GPU: set_key_of of its records."""
+        """What must be equal for two groups to be compared across env or GPU: RecordView.set_key of its records."""
         return (self.workload_hash, self.flags_hash)
 
     @property
@@ -137,7 +101,7 @@ class Group:
 
     @property
     def samples(self) -> list[list[float]]:
-        return [timed_ms(r) for r in self.records]
+        return [RecordView(r).timed_ms for r in self.records]
 
     @property
     def n_text(self) -> str:
@@ -174,7 +138,7 @@ class Group:
 
     @cached_property
     def throughput(self) -> stats.Estimate:
-        return stats.throughput(self.samples, tokens_per_step(self.first), key=repr(self.key), n_boot=self.n_boot)
+        return stats.throughput(self.samples, RecordView(self.first).tokens_per_step, key=repr(self.key), n_boot=self.n_boot)
 
     @property
     def ms_median(self) -> float | None:
@@ -183,8 +147,8 @@ class Group:
 
     @property
     def memory(self) -> tuple[str, list]:
-        metric = memory_of(self.first)[0]
-        return metric, [memory_of(r)[1] for r in self.records if memory_of(r)[1] is not None]
+        metric = RecordView(self.first).peak_memory()[1]
+        return metric, [value for value, _m in (RecordView(r).peak_memory() for r in self.records) if value is not None]
 
     @property
     def memory_bytes(self) -> float | None:

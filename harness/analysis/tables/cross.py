@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 from harness import stats
 from harness.analysis.cells import CONTENDED_NOTE, Cell, Table
-from harness.analysis.dataset import set_key_of, short_gpu
+from harness.analysis.dataset import short_gpu
 from harness.analysis.differ import differences
 from harness.analysis.group import Group, run_ids
-from harness.record.view import isa_tag
+from harness.record.view import RecordView, isa_tag
 
 if TYPE_CHECKING:
     from harness.analysis.context import Compare
@@ -44,7 +44,7 @@ def _cross(cx: Compare, name: str, across: str) -> Table:
     for g in cx.ds.groups:
         cells.setdefault(g.set_key, {}).setdefault(getattr(g, other), {})[getattr(g, across)] = g
     for r, gpu, env in cx.failed_runs():
-        row_cells = cells.get(set_key_of(r), {}).get(gpu if other == "gpu" else env)
+        row_cells = cells.get(RecordView(r).set_key, {}).get(gpu if other == "gpu" else env)
         if row_cells is not None:  # beside an ok run of the same set only: a failure alone compares nothing
             row_cells.setdefault(env if across == "env" else gpu, (r, gpu, env))
     wanted = cx.baseline_env if across == "env" else cx.baseline_gpu
