@@ -30,17 +30,27 @@ import argparse
 import os
 import sys
 import tempfile
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
 
-from gpt.config import PRESETS
-from harness import batch_search, fastest, stats
-from harness import run as runmod
+from harness import batch_search, fastest, launcher, stats
 from harness.compare import Cell, Compare, fmt_int, load, render_text
 from harness.flags import parse_assignments as parse_flag_assignments
 from harness.plan import PlanError, builtin_plans, load_plan
+from harness.progress import finished_lines
+from harness.record import check_writable
+from harness.request import (
+    DEFAULT_OUT,
+    USAGE_ERRORS,
+    RunRequest,
+    add_option,
+    build_points,
+    check_request,
+    parse_assignments,
+)
 
 
 def knobs_of(plan) -> dict[str, dict]:
@@ -71,6 +81,10 @@ class Session:
         while self.plan_path.exists():
             n += 1
             self.plan_path = out / f"fastest-{stamp}-{n}.yaml"
+        # what every run of the search shares; the start's own --set/--flag/B/T are in the plan file's defaults
+        self.request = RunRequest(plan=str(self.plan_path), preset=args.preset, out=args.out, env=args.env,
+                                  repeats=args.repeats, steps=args.steps, warmup_steps=args.warmup_steps,
+                                  device=args.device, timeout=args.timeout, threads=args.threads)
         self.records: list[dict] = []
 
     def _rung(self, name: str, sets: dict, flags: dict) -> dict:
@@ -100,20 +114,17 @@ class Session:
             yaml.safe_dump(data, f, sort_keys=False)
         os.replace(tmp, self.plan_path)
 
-    def run_args(self, rungs: list[str], sweep: str | None = None) -> argparse.Namespace:
-        a = self.args
-        return argparse.Namespace(
-            plan=str(self.plan_path), preset=a.preset, out=a.out, env=a.env, repeats=a.repeats, rungs=",".join(rungs),
-            set=None, flag=None, sweep=sweep, sweep_name=batch_search.SWEEP_NAME if sweep else None, steps=a.steps,
-            warmup_steps=a.warmup_steps, batch_size=None, seq_len=None, device=a.device, timeout=a.timeout,
-            threads=a.threads)
+    def request_for(self, rungs: list[str], sweep: str | None = None) -> RunRequest:
+        """These rungs of the plan file (and a batch-size sweep point, if any)."""
+        return replace(self.request, rungs=",".join(rungs), sweep=sweep,
+                       sweep_name=batch_search.SWEEP_NAME if sweep else None)
 
     def run(self, rungs: list[str], sweep: str | None = None) -> list[dict]:
-        ns = self.run_args(rungs, sweep)
-        plan_name, points = runmod.build_points(ns)
+        request = self.request_for(rungs, sweep)
+        plan_name, points = build_points(request)
         records: list[dict] = []
         try:
-            runmod.run_points(ns, plan_name, points, records)  # fills `records` as runs finish
+            launcher.run_points(request, plan_name, points, records)  # fills `records` as runs finish
         finally:
             self.records += records  # an interrupted search still lists what finished
         return records
@@ -147,24 +158,21 @@ def batch(session: Session, winner: fastest.Candidate) -> None:
     """The batch search on the winner, from its B: the winner's own run is the first try."""
     a = session.args
     b0 = winner.shape[0]
-    bs = argparse.Namespace(plan=str(session.plan_path), preset=a.preset, out=a.out, env=a.env, rung=winner.group.label,
-                            set=[], memory_budget_gib=None, steps=a.steps, warmup_steps=a.warmup_steps, seq_len=None,
-                            device=a.device, timeout=a.timeout, start=b0, max=a.max_batch, multiple=a.multiple,
-                            headroom_gib=None, threads=a.threads)
+    options = batch_search.SearchOptions(start=b0, max=a.max_batch, multiple=a.multiple)
+    base = replace(session.request, rungs=winner.group.label, repeats=1)
 
     def attempt(b: int) -> dict:
         if b == b0:
-            return batch_search.judge(bs, winner.group.first)
-        ns = batch_search.run_args(bs, b)
-        plan_name, points = runmod.build_points(ns)
+            return batch_search.judge(options, winner.group.first)
+        request = batch_search.try_request(base, b)
+        plan_name, points = build_points(request)
         print(f"batch search on {winner.group.label}: B={b}", flush=True)
-        record = runmod.run_points(ns, plan_name, points)[0]
+        record = launcher.run_points(request, plan_name, points)[0]
         session.records.append(record)
-        return batch_search.judge(bs, record)
+        return batch_search.judge(options, record)
 
-    result = batch_search.search(bs, attempt)
-    print(batch_search.report(argparse.Namespace(max=a.max_batch, multiple=a.multiple,
-                                                 knee_tolerance=batch_search.sweepmod.KNEE_TOLERANCE), result), flush=True)
+    result = batch_search.search(options, attempt)
+    print(batch_search.report(options, result), flush=True)
 
 
 def answer(cmp: Compare, s: fastest.Search) -> tuple[list, list[str]]:
@@ -209,25 +217,25 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--knobs-plan", default="beyond-ladder", help=f"plan whose rungs are the knobs ({', '.join(builtin_plans())} "
                    "or a .yaml path; default beyond-ladder)")
     p.add_argument("--knobs", help="comma-separated knob (rung) names to try (default: every rung that changes something)")
-    p.add_argument("--preset", default="tiny", choices=sorted(PRESETS), help="model shape (default: tiny)")
-    p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a workload field of the start (repeatable; knobs win)")
-    p.add_argument("--flag", action="append", metavar="NAME=VALUE", help="override a frozen flag of the start (repeatable; knobs win)")
-    p.add_argument("--batch-size", dest="batch_size", type=int, help="B of the start (default: the preset's)")
-    p.add_argument("--seq-len", dest="seq_len", type=int, help="T (default: the preset's)")
-    p.add_argument("--steps", type=int, help="steps per run (default: the preset's)")
-    p.add_argument("--warmup-steps", dest="warmup_steps", type=int, help="warm-up steps excluded from the summary")
+    add_option(p, "preset")
+    add_option(p, "set", help="override a workload field of the start (repeatable; knobs win)")
+    add_option(p, "flag", help="override a frozen flag of the start (repeatable; knobs win)")
+    add_option(p, "batch_size", help="B of the start (default: the preset's)")
+    add_option(p, "seq_len", help="T (default: the preset's)")
+    add_option(p, "steps")
+    add_option(p, "warmup_steps")
     p.add_argument("--repeats", type=int, default=1, help="repeats of the start, knob and combined runs (default 1)")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="device (default: cuda if available, else cpu)")
+    add_option(p, "device")
     p.add_argument("--no-batch-search", dest="batch_search", action="store_false", help="skip the batch search on the winner")
     p.add_argument("--max-batch", dest="max_batch", type=int, default=1024, help="largest B the batch search tries (default 1024)")
     p.add_argument("--multiple", type=int, default=8, help="batch search resolution (default 8)")
     p.add_argument("--loss-tol", dest="loss_tol", type=float, default=0.01, help="relative loss tolerance (default 0.01)")
     p.add_argument("--noise-floor", dest="noise_floor", type=float, default=stats.NOISE_FLOOR,
                    help=f"smallest relative gain that counts (default {stats.NOISE_FLOOR})")
-    p.add_argument("--out", default=runmod.DEFAULT_OUT, help=f"directory for the records and the plan file (default: {runmod.DEFAULT_OUT}/)")
-    p.add_argument("--env", default=os.environ.get("HARNESS_ENV", "local"), help="env name the records belong to (default: $HARNESS_ENV or local)")
-    p.add_argument("--timeout", type=float, default=runmod.DEFAULT_TIMEOUT_S, help="seconds per run before its worker is killed")
-    p.add_argument("--threads", type=int, help="torch threads in each worker (default: the CPUs this process may use)")
+    add_option(p, "out", help=f"directory for the records and the plan file (default: {DEFAULT_OUT}/)")
+    add_option(p, "env")
+    add_option(p, "timeout")
+    add_option(p, "threads")
     return p
 
 
@@ -236,12 +244,10 @@ def prepare(p: argparse.ArgumentParser, args) -> Session:
     for name in ("repeats", "max_batch", "multiple"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
-    if args.threads is not None and args.threads < 1:
-        p.error("--threads must be at least 1")
     if args.loss_tol <= 0 or not 0 <= args.noise_floor < 1:
         p.error("--loss-tol must be positive and --noise-floor in [0, 1)")
     try:
-        runmod.check_writable(args.out)  # the plan file goes there first: a bad --out is one line, not a traceback
+        check_writable(args.out)  # the plan file goes there first: a bad --out is one line, not a traceback
         start_plan = load_plan(args.start_plan)
         rung = next((r for r in start_plan.rungs if r.name == args.start_rung), None)
         if rung is None:
@@ -256,7 +262,7 @@ def prepare(p: argparse.ArgumentParser, args) -> Session:
         clash = {fastest.START_RUNG, fastest.COMBINED_RUNG} & set(knobs)
         if clash:
             raise PlanError(f"plan {args.knobs_plan}: rung name(s) {', '.join(sorted(clash))} are harness.tune's own")
-        defaults = {**rung.settings, **runmod.parse_assignments(args.set)}
+        defaults = {**rung.settings, **parse_assignments(args.set)}
         for name in ("batch_size", "seq_len"):
             if getattr(args, name) is not None:
                 defaults[name] = getattr(args, name)
@@ -271,11 +277,11 @@ def prepare(p: argparse.ArgumentParser, args) -> Session:
         session.write_plan()
         try:
             # every point valid, --env/--out/--timeout usable, or exit 2 now (before any worker)
-            runmod.check_run_args(session.run_args([r["name"] for r in session.rungs]))
-        except runmod.USAGE_ERRORS:
+            check_request(session.request_for([r["name"] for r in session.rungs]))
+        except USAGE_ERRORS:
             session.plan_path.unlink()
             raise
-    except runmod.USAGE_ERRORS as exc:
+    except USAGE_ERRORS as exc:
         p.error(str(exc))
     return session
 
@@ -284,11 +290,11 @@ def main(argv=None) -> int:
     p = make_parser()
     args = p.parse_args(argv)
     session = prepare(p, args)
-    with runmod.stop_on_signals():
+    with launcher.stop_on_signals():
         try:
             return search_and_report(session, args)
-        except runmod.Interrupted as exc:  # the running worker and its group are already stopped
-            print("\n".join(runmod.finished_lines(session.records, len(session.records), args.out)), flush=True)
+        except launcher.Interrupted as exc:  # the running worker and its group are already stopped
+            print("\n".join(finished_lines(session.records, len(session.records), args.out)), flush=True)
             print(f"python -m harness.tune: interrupted by {exc}: finished runs: {len(session.records)}, their records "
                   f"are in {args.out}/ (plan file {session.plan_path})", file=sys.stderr, flush=True)
             return exc.exit_code
