@@ -30,7 +30,7 @@ import argparse
 import os
 import sys
 import tempfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -66,25 +66,38 @@ def knobs_of(plan) -> dict[str, dict]:
     return out
 
 
+@dataclass(frozen=True)
+class TuneOptions:
+    """What harness.tune searches and how it judges (its own options; the runs' are a RunRequest)."""
+
+    start_plan: str = "seed-ladder"
+    start_rung: str = "fused-adamw-clip"
+    knobs_plan: str = "beyond-ladder"
+    knobs: str | None = None  # comma-separated knob names; None: every rung that changes something
+    batch_search: bool = True
+    max_batch: int = 1024
+    multiple: int = 8
+    loss_tol: float = 0.01
+    noise_floor: float = stats.NOISE_FLOOR
+
+
 class Session:
     """One search: its plan file (rewritten as rungs are added; rungs once written never change) and its records."""
 
-    def __init__(self, args, defaults: dict, base_flags: dict, knobs: dict):
-        self.args, self.defaults, self.base_flags, self.knobs = args, defaults, base_flags, knobs
+    def __init__(self, request: RunRequest, options: TuneOptions, defaults: dict, base_flags: dict, knobs: dict):
+        self.options, self.defaults, self.base_flags, self.knobs = options, defaults, base_flags, knobs
         self.rungs = [{"name": fastest.START_RUNG, **({"flags": base_flags} if base_flags else {})}]
         for name, knob in knobs.items():
             self.rungs.append(self._rung(name, knob["set"], knob["flags"]))
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        out = Path(args.out)
+        out = Path(request.out)
         self.plan_path = out / f"fastest-{stamp}.yaml"
         n = 1
         while self.plan_path.exists():
             n += 1
             self.plan_path = out / f"fastest-{stamp}-{n}.yaml"
         # what every run of the search shares; the start's own --set/--flag/B/T are in the plan file's defaults
-        self.request = RunRequest(plan=str(self.plan_path), preset=args.preset, out=args.out, env=args.env,
-                                  repeats=args.repeats, steps=args.steps, warmup_steps=args.warmup_steps,
-                                  device=args.device, timeout=args.timeout, threads=args.threads)
+        self.request = replace(request, plan=str(self.plan_path), sets=(), flags=(), batch_size=None, seq_len=None)
         self.records: list[dict] = []
 
     def _rung(self, name: str, sets: dict, flags: dict) -> dict:
@@ -100,7 +113,7 @@ class Session:
         self.write_plan()
 
     def write_plan(self) -> None:
-        a = self.args
+        a = self.options
         data = {
             "name": fastest.FASTEST_PLAN,
             "description": (f"written by python -m harness.tune: start = {a.start_plan}/{a.start_rung}, knobs = the rungs "
@@ -130,9 +143,9 @@ class Session:
         return records
 
     def analyse(self) -> tuple[Compare, fastest.Search | None]:
-        paths = [Path(self.args.out) / f"{r['run_id']}.json" for r in self.records]
+        paths = [Path(self.request.out) / f"{r['run_id']}.json" for r in self.records]
         ds = load(paths, warn=lambda line: print(line, file=sys.stderr))
-        cmp = Compare(ds, noise_floor=self.args.noise_floor, loss_tol=self.args.loss_tol)
+        cmp = Compare(ds, noise_floor=self.options.noise_floor, loss_tol=self.options.loss_tol)
         found = fastest.searches(cmp)
         return cmp, (found[0] if found else None)
 
@@ -156,7 +169,7 @@ def combine(session: Session, search: fastest.Search) -> tuple[list[str], dict, 
 
 def batch(session: Session, winner: fastest.Candidate) -> None:
     """The batch search on the winner, from its B: the winner's own run is the first try."""
-    a = session.args
+    a = session.options
     b0 = winner.shape[0]
     options = batch_search.SearchOptions(start=b0, max=a.max_batch, multiple=a.multiple)
     base = replace(session.request, rungs=winner.group.label, repeats=1)
@@ -239,44 +252,44 @@ def make_parser() -> argparse.ArgumentParser:
     return p
 
 
-def prepare(p: argparse.ArgumentParser, args) -> Session:
+def prepare(p: argparse.ArgumentParser, request: RunRequest, options: TuneOptions) -> Session:
     """Everything checked before the first worker starts: plans, rungs, knobs, fields, flags; every point built."""
-    for name in ("repeats", "max_batch", "multiple"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be at least 1")
-    if args.loss_tol <= 0 or not 0 <= args.noise_floor < 1:
+    for flag, value in (("--repeats", request.repeats), ("--max-batch", options.max_batch), ("--multiple", options.multiple)):
+        if value is not None and value < 1:
+            p.error(f"{flag} must be at least 1")
+    if options.loss_tol <= 0 or not 0 <= options.noise_floor < 1:
         p.error("--loss-tol must be positive and --noise-floor in [0, 1)")
     try:
-        check_writable(args.out)  # the plan file goes there first: a bad --out is one line, not a traceback
-        start_plan = load_plan(args.start_plan)
-        rung = next((r for r in start_plan.rungs if r.name == args.start_rung), None)
+        check_writable(request.out)  # the plan file goes there first: a bad --out is one line, not a traceback
+        start_plan = load_plan(options.start_plan)
+        rung = next((r for r in start_plan.rungs if r.name == options.start_rung), None)
         if rung is None:
-            raise PlanError(f"no rung {args.start_rung!r} in plan {start_plan.name}; it has {', '.join(r.name for r in start_plan.rungs)}")
-        knobs = knobs_of(load_plan(args.knobs_plan))
-        if args.knobs:
-            wanted = [k.strip() for k in args.knobs.split(",") if k.strip()]
+            raise PlanError(f"no rung {options.start_rung!r} in plan {start_plan.name}; it has {', '.join(r.name for r in start_plan.rungs)}")
+        knobs = knobs_of(load_plan(options.knobs_plan))
+        if options.knobs:
+            wanted = [k.strip() for k in options.knobs.split(",") if k.strip()]
             missing = [k for k in wanted if k not in knobs]
             if missing:
-                raise PlanError(f"no knob(s) {', '.join(missing)} in plan {args.knobs_plan}; it has {', '.join(knobs)}")
+                raise PlanError(f"no knob(s) {', '.join(missing)} in plan {options.knobs_plan}; it has {', '.join(knobs)}")
             knobs = {k: knobs[k] for k in wanted}
         clash = {fastest.START_RUNG, fastest.COMBINED_RUNG} & set(knobs)
         if clash:
-            raise PlanError(f"plan {args.knobs_plan}: rung name(s) {', '.join(sorted(clash))} are harness.tune's own")
-        defaults = {**rung.settings, **parse_assignments(args.set)}
+            raise PlanError(f"plan {options.knobs_plan}: rung name(s) {', '.join(sorted(clash))} are harness.tune's own")
+        defaults = {**rung.settings, **parse_assignments(request.sets)}
         for name in ("batch_size", "seq_len"):
-            if getattr(args, name) is not None:
-                defaults[name] = getattr(args, name)
-        base_flags = {**rung.flags, **parse_flag_assignments(args.flag)}
+            if getattr(request, name) is not None:
+                defaults[name] = getattr(request, name)
+        base_flags = {**rung.flags, **parse_flag_assignments(list(request.flags))}
         # a knob that changes nothing against this start would only repeat it
         same = [k for k, v in knobs.items() if all(defaults.get(f) == x for f, x in v["set"].items())
                 and all(base_flags.get(f, "default") == x for f, x in v["flags"].items())]
         for k in same:
             print(f"knob {k}: already part of the start configuration, not run", flush=True)
             del knobs[k]
-        session = Session(args, defaults, base_flags, knobs)
+        session = Session(request, options, defaults, base_flags, knobs)
         session.write_plan()
         try:
-            # every point valid, --env/--out/--timeout usable, or exit 2 now (before any worker)
+            # every point valid, --env/--out/--timeout/--threads usable, or exit 2 now (before any worker)
             check_request(session.request_for([r["name"] for r in session.rungs]))
         except USAGE_ERRORS:
             session.plan_path.unlink()
@@ -289,21 +302,26 @@ def prepare(p: argparse.ArgumentParser, args) -> Session:
 def main(argv=None) -> int:
     p = make_parser()
     args = p.parse_args(argv)
-    session = prepare(p, args)
+    options = TuneOptions(start_plan=args.start_plan, start_rung=args.start_rung, knobs_plan=args.knobs_plan,
+                          knobs=args.knobs, batch_search=args.batch_search, max_batch=args.max_batch,
+                          multiple=args.multiple, loss_tol=args.loss_tol, noise_floor=args.noise_floor)
+    session = prepare(p, RunRequest.from_args(args), options)
+    out = session.request.out
     with launcher.stop_on_signals():
         try:
-            return search_and_report(session, args)
+            return search_and_report(session)
         except launcher.Interrupted as exc:  # the running worker and its group are already stopped
-            print("\n".join(finished_lines(session.records, len(session.records), args.out)), flush=True)
+            print("\n".join(finished_lines(session.records, len(session.records), out)), flush=True)
             print(f"python -m harness.tune: interrupted by {exc}: finished runs: {len(session.records)}, their records "
-                  f"are in {args.out}/ (plan file {session.plan_path})", file=sys.stderr, flush=True)
+                  f"are in {out}/ (plan file {session.plan_path})", file=sys.stderr, flush=True)
             return exc.exit_code
 
 
-def search_and_report(session: Session, args) -> int:
+def search_and_report(session: Session) -> int:
     knobs = list(session.knobs)
-    print(f"tune: start {args.start_plan}/{args.start_rung}, {len(knobs)} knob(s) of {args.knobs_plan}: {', '.join(knobs) or 'none'}; "
-          f"preset {args.preset}, env {args.env} -> {args.out}/ (plan file {session.plan_path})", flush=True)
+    o, r = session.options, session.request
+    print(f"tune: start {o.start_plan}/{o.start_rung}, {len(knobs)} knob(s) of {o.knobs_plan}: {', '.join(knobs) or 'none'}; "
+          f"preset {r.preset}, env {r.env} -> {r.out}/ (plan file {session.plan_path})", flush=True)
     session.run([fastest.START_RUNG, *knobs])
     cmp, search = session.analyse()
     if search is None:
@@ -319,7 +337,7 @@ def search_and_report(session: Session, args) -> int:
         session.run([fastest.COMBINED_RUNG])
         cmp, search = session.analyse()
     print(f"winner at the start's B: {search.winner.group.label}", flush=True)
-    if args.batch_search and search.winner.shape[0] <= args.max_batch:
+    if o.batch_search and search.winner.shape[0] <= o.max_batch:
         batch(session, search.winner)
         started: set[int] = set()
         while True:  # the loss is compared at the same B only: run the start where the fastest B has none
