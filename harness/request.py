@@ -13,7 +13,7 @@ import argparse
 import math
 import os
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from gpt.config import PRESETS, ConfigError, coerce, make_config
 from harness.envs import SpecError, check_env_name
@@ -54,9 +54,8 @@ class RunRequest:
     def from_args(cls, args: argparse.Namespace) -> RunRequest:
         """The request a parsed command line stands for (a CLI that lacks an option gets its default)."""
         defaults = cls()
-        values = {name: getattr(args, name, getattr(defaults, name)) for name in cls.__dataclass_fields__
-                  if name not in ("sets", "flags")}
-        return cls(**values, sets=tuple(getattr(args, "set", None) or ()), flags=tuple(getattr(args, "flag", None) or ()))
+        given = {f.name: getattr(args, f.name, getattr(defaults, f.name)) for f in fields(cls) if f.name not in ("sets", "flags")}
+        return cls(**given, sets=tuple(getattr(args, "set", None) or ()), flags=tuple(getattr(args, "flag", None) or ()))
 
 
 @dataclass
