@@ -19,22 +19,23 @@ a table of every try (B, status, tokens/s, peak memory, fits), the largest B tha
 (harness.sweep.knee over the B's that fit: the smallest B whose tokens/s is within --knee-tolerance of
 the best). Exit 0 when some B fits, 1 when none does (or the search stopped on a non-memory failure).
 
-The worker spawning is harness.run's (build_points / run_points): the same process isolation, the
-same records, the same rerun commands.
+Each try is a harness.request.RunRequest (the search's own, with this B as a sweep point) run by
+harness.launcher: the same process isolation, the same records, the same rerun commands as harness.run.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+from dataclasses import dataclass, replace
 
 from tabulate import tabulate
 
-from gpt.config import PRESETS
-from harness import run as runmod
+from harness import launcher
 from harness import sweep as sweepmod
-from harness.plan import PlanError, builtin_plans, load_plan
+from harness.plan import PlanError, load_plan
+from harness.progress import finished_lines, fmt
+from harness.request import USAGE_ERRORS, RunRequest, add_option, build_points, check_request
 
 SWEEP_NAME = "batch-search"
 GPU_HEADROOM_GIB = 5.0
@@ -42,18 +43,29 @@ CPU_HEADROOM_GIB = 0.0
 STOP_STATUSES = ("unsupported", "invalid")  # not about memory: a smaller B would not change them
 
 
-def headroom_bytes(args, record: dict) -> int:
-    if args.headroom_gib is not None:
-        return int(args.headroom_gib * 2**30)
+@dataclass(frozen=True)
+class SearchOptions:
+    """How the search steps and judges (the --start/--max/--multiple/--headroom-gib/--knee-tolerance options)."""
+
+    start: int = 16
+    max: int = 1024
+    multiple: int = 8
+    headroom_gib: float | None = None  # None: GPU_HEADROOM_GIB on a GPU, CPU_HEADROOM_GIB on a CPU
+    knee_tolerance: float = sweepmod.KNEE_TOLERANCE
+
+
+def headroom_bytes(options: SearchOptions, record: dict) -> int:
+    if options.headroom_gib is not None:
+        return int(options.headroom_gib * 2**30)
     return int((GPU_HEADROOM_GIB if sweepmod.is_cuda(record) else CPU_HEADROOM_GIB) * 2**30)
 
 
-def judge(args, record: dict) -> dict:
+def judge(options: SearchOptions, record: dict) -> dict:
     """One try: B, status, tokens/s, peak memory, usable memory, headroom, fits (and why not)."""
     b = record["workload"]["batch_size"]
     peak, source = sweepmod.peak_memory(record)
     usable = sweepmod.usable_memory_bytes(record)
-    headroom = headroom_bytes(args, record)
+    headroom = headroom_bytes(options, record)
     why = None
     if record["status"] != "ok":
         why = f"status {record['status']}" + (f": {record['reason']}" if record.get("reason") else "")
@@ -77,7 +89,7 @@ def next_bisect(lo: int, hi: int, multiple: int) -> int | None:
     return None
 
 
-def search(args, attempt) -> dict:
+def search(options: SearchOptions, attempt) -> dict:
     """The stepping-then-bisecting search. attempt(B) -> judged try. Returns {tries, best, stopped}."""
     tries: dict[int, dict] = {}
 
@@ -87,7 +99,7 @@ def search(args, attempt) -> dict:
         return tries[b]
 
     good, bad, stopped = None, None, None
-    b = args.start
+    b = options.start
     while True:  # stepping: doubling until a try does not fit
         t = trial(b)
         if t["status"] in STOP_STATUSES:
@@ -97,12 +109,12 @@ def search(args, attempt) -> dict:
             bad = b
             break
         good = b
-        if b >= args.max:
+        if b >= options.max:
             break
-        b = min(b * 2, args.max)
+        b = min(b * 2, options.max)
     if stopped is None and bad is not None:  # bisection between the last fit and the first non-fit
         lo = good or 0
-        while (b := next_bisect(lo, bad, args.multiple)) is not None:
+        while (b := next_bisect(lo, bad, options.multiple)) is not None:
             t = trial(b)
             if t["status"] in STOP_STATUSES:
                 stopped = f"B={b}: {t['why']}"
@@ -114,20 +126,20 @@ def search(args, attempt) -> dict:
     return {"tries": tries, "best": good, "first_bad": bad, "stopped": stopped}
 
 
-def report(args, result: dict) -> str:
+def report(options: SearchOptions, result: dict) -> str:
     tries = [result["tries"][b] for b in sorted(result["tries"])]
     fitting = [t for t in tries if t["fits"]]
-    the_knee = sweepmod.knee([(t["batch_size"], t["tokens_per_s"]) for t in fitting], args.knee_tolerance)
+    the_knee = sweepmod.knee([(t["batch_size"], t["tokens_per_s"]) for t in fitting], options.knee_tolerance)
     best_tps = max((t["tokens_per_s"] for t in fitting if t["tokens_per_s"] is not None), default=None)
     rows = []
     for t in tries:
         mark = ", ".join(m for m, on in (("largest fit", t["batch_size"] == result["best"]),
                                          ("knee", t["batch_size"] == the_knee and t["fits"])) if on)
         rows.append([
-            t["batch_size"], t["status"], runmod.fmt(t["tokens_per_s"], ",.0f"),
+            t["batch_size"], t["status"], fmt(t["tokens_per_s"], ",.0f"),
             "-" if best_tps is None or t["tokens_per_s"] is None else format(t["tokens_per_s"] / best_tps, ".1%"),
-            runmod.fmt(t["peak_bytes"], ",.0f", 2**20), runmod.fmt(t["usable_bytes"], ",.0f", 2**20),
-            runmod.fmt(t["headroom_bytes"], ",.0f", 2**20), "yes" if t["fits"] else "no", mark or (t["why"] or "")[:90],
+            fmt(t["peak_bytes"], ",.0f", 2**20), fmt(t["usable_bytes"], ",.0f", 2**20),
+            fmt(t["headroom_bytes"], ",.0f", 2**20), "yes" if t["fits"] else "no", mark or (t["why"] or "")[:90],
         ])
     headers = ["B", "status", "tokens/s", "vs best fit", "peak MiB", "usable MiB", "headroom MiB", "fits", "note"]
     lines = [tabulate(rows, headers=headers, disable_numparse=True), ""]
@@ -135,15 +147,15 @@ def report(args, result: dict) -> str:
     budget = any((t["record"].get("workload") or {}).get("memory_budget_gib") for t in tries)
     lines.append(f"fits = status ok and peak memory ({source}) + headroom <= usable memory "
                  f"({'the memory budget' if budget else 'the device total'})")
-    lines.append(sweepmod.knee_definition(args.knee_tolerance, what="B", among="fitting B's"))
+    lines.append(sweepmod.knee_definition(options.knee_tolerance, what="B", among="fitting B's"))
     if result["stopped"]:
         lines.append(f"search stopped: {result['stopped']}")
     if result["best"] is None:
         lines.append(f"answer: no B fits (smallest tried {min(result['tries'])})")
     else:
         edge = (f"; B={result['first_bad']} does not" if result["first_bad"] is not None
-                else f"; --max {args.max} reached, larger B not tried")
-        lines.append(f"answer: largest B that fits = {result['best']} (resolution {args.multiple}{edge}); "
+                else f"; --max {options.max} reached, larger B not tried")
+        lines.append(f"answer: largest B that fits = {result['best']} (resolution {options.multiple}{edge}); "
                      f"knee = {the_knee if the_knee is not None else '-'}")
     return "\n".join(lines)
 
@@ -152,14 +164,14 @@ def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m harness.batch_search", description=(
         "Find the largest batch size that runs with memory headroom: doubling from --start, then bisecting; "
         "each try a fresh worker process and its own record."))
-    p.add_argument("--plan", default="seed-ladder", help=f"built-in plan ({', '.join(builtin_plans())}) or a .yaml path")
+    add_option(p, "plan")
     p.add_argument("--rung", required=True, help="the plan rung whose settings are searched (e.g. fused-adamw-clip)")
-    p.add_argument("--preset", default="tiny", choices=sorted(PRESETS), help="model shape (default: tiny)")
-    p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a workload field (repeatable)")
-    p.add_argument("--steps", type=int, help="steps per try (default: the preset's)")
-    p.add_argument("--warmup-steps", dest="warmup_steps", type=int, help="warm-up steps excluded from the summary")
-    p.add_argument("--seq-len", dest="seq_len", type=int, help="T (shorthand for --set seq_len=N)")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="device (default: cuda if available, else cpu)")
+    add_option(p, "preset")
+    add_option(p, "set")
+    add_option(p, "steps", help="steps per try (default: the preset's)")
+    add_option(p, "warmup_steps")
+    add_option(p, "seq_len")
+    add_option(p, "device")
     p.add_argument("--start", type=int, default=16, help="first B tried (default 16)")
     p.add_argument("--max", type=int, default=1024, help="largest B tried (default 1024)")
     p.add_argument("--multiple", type=int, default=8, help="bisection resolution: B's tried are multiples of it (default 8)")
@@ -169,22 +181,24 @@ def make_parser() -> argparse.ArgumentParser:
                    help="cap usable memory (emulate a smaller card): CUDA per-process fraction, CPU peak-RSS check")
     p.add_argument("--knee-tolerance", dest="knee_tolerance", type=float, default=sweepmod.KNEE_TOLERANCE,
                    help=f"knee: smallest B within this fraction of the best tokens/s (default {sweepmod.KNEE_TOLERANCE})")
-    p.add_argument("--out", default=runmod.DEFAULT_OUT, help=f"directory for the records (default: {runmod.DEFAULT_OUT}/)")
-    p.add_argument("--env", default=os.environ.get("HARNESS_ENV", "local"), help="env name the records belong to (default: $HARNESS_ENV or local)")
-    p.add_argument("--timeout", type=float, default=runmod.DEFAULT_TIMEOUT_S, help="seconds per try before its worker is killed")
-    p.add_argument("--threads", type=int, help="torch threads in each worker (default: the CPUs this process may use)")
+    add_option(p, "out")
+    add_option(p, "env")
+    add_option(p, "timeout", help="seconds per try before its worker is killed")
+    add_option(p, "threads")
     return p
 
 
-def run_args(args, b: int) -> argparse.Namespace:
-    """harness.run's arguments for one try: this rung, this B (as a sweep point), one repeat."""
+def try_request(base: RunRequest, b: int) -> RunRequest:
+    """harness.run's request for one try: the search's request with this B as a sweep point."""
+    return replace(base, sweep=f"batch_size={b}", sweep_name=SWEEP_NAME)
+
+
+def run_args(args: argparse.Namespace, b: int) -> RunRequest:
+    """The request for one try of a parsed batch_search command line: this rung, this B, one repeat."""
     sets = list(args.set or [])
     if args.memory_budget_gib is not None:
         sets.append(f"memory_budget_gib={args.memory_budget_gib}")
-    return argparse.Namespace(
-        plan=args.plan, preset=args.preset, out=args.out, env=args.env, repeats=1, rungs=args.rung, set=sets,
-        sweep=f"batch_size={b}", sweep_name=SWEEP_NAME, steps=args.steps, warmup_steps=args.warmup_steps,
-        batch_size=None, seq_len=args.seq_len, device=args.device, timeout=args.timeout, threads=args.threads)
+    return try_request(replace(RunRequest.from_args(args), rungs=args.rung, repeats=1, sets=tuple(sets)), b)
 
 
 def main(argv=None) -> int:
@@ -195,48 +209,53 @@ def main(argv=None) -> int:
             parser.error(f"--{name} must be at least 1")
     if args.start > args.max:
         parser.error(f"--start {args.start} is above --max {args.max}")
-    if args.threads is not None and args.threads < 1:
-        parser.error("--threads must be at least 1")
     if args.headroom_gib is not None and args.headroom_gib < 0:
         parser.error("--headroom-gib must be >= 0")
     if args.memory_budget_gib is not None and args.memory_budget_gib <= 0:
         parser.error("--memory-budget-gib must be positive")
     if not 0 <= args.knee_tolerance < 1:
         parser.error("--knee-tolerance must be a fraction in [0, 1)")
+    options = SearchOptions(start=args.start, max=args.max, multiple=args.multiple, headroom_gib=args.headroom_gib,
+                            knee_tolerance=args.knee_tolerance)
+    first = run_args(args, options.start)
     try:
-        plan = load_plan(args.plan)
+        plan = load_plan(first.plan)
         if args.rung not in {r.name for r in plan.rungs}:
             raise PlanError(f"no rung {args.rung!r} in plan {plan.name}; it has {', '.join(r.name for r in plan.rungs)}")
-        runmod.check_run_args(run_args(args, args.start))  # every option checked before the first worker starts
-    except runmod.USAGE_ERRORS as exc:
+        check_request(first)  # every option checked before the first worker starts
+    except USAGE_ERRORS as exc:
         parser.error(str(exc))
+    return run_search(first, options)
 
+
+def run_search(request: RunRequest, options: SearchOptions) -> int:
+    """The search with every try a worker (`request`: the first try's; each try replaces its B), then the report."""
     count = 0
     records: list[dict] = []
 
     def attempt(b: int) -> dict:
         nonlocal count
         count += 1
-        try_args = run_args(args, b)
-        plan_name, points = runmod.build_points(try_args)
+        try_req = try_request(request, b)
+        plan_name, points = build_points(try_req)
         print(f"try {count}: B={b}", flush=True)
-        t = judge(args, runmod.run_points(try_args, plan_name, points, records)[-1])
+        t = judge(options, launcher.run_points(try_req, plan_name, points, records)[-1])
         if t["status"] == "ok" and not t["fits"]:
             print(f"         does not fit: {t['why']}", flush=True)
         return t
 
-    print(f"batch search: plan {args.plan}, rung {args.rung}, preset {args.preset}, B from {args.start} to {args.max} "
-          f"(multiples of {args.multiple}), env {args.env} -> {args.out}/", flush=True)
-    with runmod.stop_on_signals():
+    print(f"batch search: plan {request.plan}, rung {request.rungs}, preset {request.preset}, B from {options.start} to "
+          f"{options.max} (multiples of {options.multiple}), env {request.env} -> {request.out}/", flush=True)
+    with launcher.stop_on_signals():
         try:
-            result = search(args, attempt)
-        except runmod.Interrupted as exc:
-            print("\n".join(runmod.finished_lines(records, len(records), args.out)), flush=True)
+            result = search(options, attempt)
+        except launcher.Interrupted as exc:
+            print("\n".join(finished_lines(records, len(records), request.out)), flush=True)
             print(f"python -m harness.batch_search: interrupted by {exc}: the running worker and its subprocesses were "
-                  f"stopped; finished tries: {len(records)}, their records are in {args.out}/", file=sys.stderr, flush=True)
+                  f"stopped; finished tries: {len(records)}, their records are in {request.out}/", file=sys.stderr, flush=True)
             return exc.exit_code
     print()
-    print(report(args, result))
+    print(report(options, result))
     return 0 if result["best"] is not None else 1
 
 

@@ -30,20 +30,30 @@ import argparse
 import os
 import sys
 import tempfile
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
 
-from gpt.config import PRESETS
-from harness import batch_search, fastest, stats
-from harness import run as runmod
+from harness import batch_search, fastest, launcher, stats
 from harness.analysis.cells import Cell, fmt_int
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
 from harness.flags import parse_assignments as parse_flag_assignments
 from harness.plan import PlanError, builtin_plans, load_plan
+from harness.progress import finished_lines
+from harness.record.io import check_writable
 from harness.render import render_text
+from harness.request import (
+    DEFAULT_OUT,
+    USAGE_ERRORS,
+    RunRequest,
+    add_option,
+    build_points,
+    check_request,
+    parse_assignments,
+)
 
 
 def knobs_of(plan) -> dict[str, dict]:
@@ -59,21 +69,38 @@ def knobs_of(plan) -> dict[str, dict]:
     return out
 
 
+@dataclass(frozen=True)
+class TuneOptions:
+    """What harness.tune searches and how it judges (its own options; the runs' are a RunRequest)."""
+
+    start_plan: str = "seed-ladder"
+    start_rung: str = "fused-adamw-clip"
+    knobs_plan: str = "beyond-ladder"
+    knobs: str | None = None  # comma-separated knob names; None: every rung that changes something
+    batch_search: bool = True
+    max_batch: int = 1024
+    multiple: int = 8
+    loss_tol: float = 0.01
+    noise_floor: float = stats.NOISE_FLOOR
+
+
 class Session:
     """One search: its plan file (rewritten as rungs are added; rungs once written never change) and its records."""
 
-    def __init__(self, args, defaults: dict, base_flags: dict, knobs: dict):
-        self.args, self.defaults, self.base_flags, self.knobs = args, defaults, base_flags, knobs
+    def __init__(self, request: RunRequest, options: TuneOptions, defaults: dict, base_flags: dict, knobs: dict):
+        self.options, self.defaults, self.base_flags, self.knobs = options, defaults, base_flags, knobs
         self.rungs = [{"name": fastest.START_RUNG, **({"flags": base_flags} if base_flags else {})}]
         for name, knob in knobs.items():
             self.rungs.append(self._rung(name, knob["set"], knob["flags"]))
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        out = Path(args.out)
+        out = Path(request.out)
         self.plan_path = out / f"fastest-{stamp}.yaml"
         n = 1
         while self.plan_path.exists():
             n += 1
             self.plan_path = out / f"fastest-{stamp}-{n}.yaml"
+        # what every run of the search shares; the start's own --set/--flag/B/T are in the plan file's defaults
+        self.request = replace(request, plan=str(self.plan_path), sets=(), flags=(), batch_size=None, seq_len=None)
         self.records: list[dict] = []
 
     def _rung(self, name: str, sets: dict, flags: dict) -> dict:
@@ -89,7 +116,7 @@ class Session:
         self.write_plan()
 
     def write_plan(self) -> None:
-        a = self.args
+        a = self.options
         data = {
             "name": fastest.FASTEST_PLAN,
             "description": (f"written by python -m harness.tune: start = {a.start_plan}/{a.start_rung}, knobs = the rungs "
@@ -103,28 +130,25 @@ class Session:
             yaml.safe_dump(data, f, sort_keys=False)
         os.replace(tmp, self.plan_path)
 
-    def run_args(self, rungs: list[str], sweep: str | None = None) -> argparse.Namespace:
-        a = self.args
-        return argparse.Namespace(
-            plan=str(self.plan_path), preset=a.preset, out=a.out, env=a.env, repeats=a.repeats, rungs=",".join(rungs),
-            set=None, flag=None, sweep=sweep, sweep_name=batch_search.SWEEP_NAME if sweep else None, steps=a.steps,
-            warmup_steps=a.warmup_steps, batch_size=None, seq_len=None, device=a.device, timeout=a.timeout,
-            threads=a.threads)
+    def request_for(self, rungs: list[str], sweep: str | None = None) -> RunRequest:
+        """These rungs of the plan file (and a batch-size sweep point, if any)."""
+        return replace(self.request, rungs=",".join(rungs), sweep=sweep,
+                       sweep_name=batch_search.SWEEP_NAME if sweep else None)
 
     def run(self, rungs: list[str], sweep: str | None = None) -> list[dict]:
-        ns = self.run_args(rungs, sweep)
-        plan_name, points = runmod.build_points(ns)
+        request = self.request_for(rungs, sweep)
+        plan_name, points = build_points(request)
         records: list[dict] = []
         try:
-            runmod.run_points(ns, plan_name, points, records)  # fills `records` as runs finish
+            launcher.run_points(request, plan_name, points, records)  # fills `records` as runs finish
         finally:
             self.records += records  # an interrupted search still lists what finished
         return records
 
     def analyse(self) -> tuple[Compare, fastest.Search | None]:
-        paths = [Path(self.args.out) / f"{r['run_id']}.json" for r in self.records]
+        paths = [Path(self.request.out) / f"{r['run_id']}.json" for r in self.records]
         ds = load(paths, warn=lambda line: print(line, file=sys.stderr))
-        cmp = Compare(ds, noise_floor=self.args.noise_floor, loss_tol=self.args.loss_tol)
+        cmp = Compare(ds, noise_floor=self.options.noise_floor, loss_tol=self.options.loss_tol)
         found = fastest.searches(cmp)
         return cmp, (found[0] if found else None)
 
@@ -148,26 +172,23 @@ def combine(session: Session, search: fastest.Search) -> tuple[list[str], dict, 
 
 def batch(session: Session, winner: fastest.Candidate) -> None:
     """The batch search on the winner, from its B: the winner's own run is the first try."""
-    a = session.args
+    a = session.options
     b0 = winner.shape[0]
-    bs = argparse.Namespace(plan=str(session.plan_path), preset=a.preset, out=a.out, env=a.env, rung=winner.group.label,
-                            set=[], memory_budget_gib=None, steps=a.steps, warmup_steps=a.warmup_steps, seq_len=None,
-                            device=a.device, timeout=a.timeout, start=b0, max=a.max_batch, multiple=a.multiple,
-                            headroom_gib=None, threads=a.threads)
+    options = batch_search.SearchOptions(start=b0, max=a.max_batch, multiple=a.multiple)
+    base = replace(session.request, rungs=winner.group.label, repeats=1)
 
     def attempt(b: int) -> dict:
         if b == b0:
-            return batch_search.judge(bs, winner.group.first)
-        ns = batch_search.run_args(bs, b)
-        plan_name, points = runmod.build_points(ns)
+            return batch_search.judge(options, winner.group.first)
+        request = batch_search.try_request(base, b)
+        plan_name, points = build_points(request)
         print(f"batch search on {winner.group.label}: B={b}", flush=True)
-        record = runmod.run_points(ns, plan_name, points)[0]
+        record = launcher.run_points(request, plan_name, points)[0]
         session.records.append(record)
-        return batch_search.judge(bs, record)
+        return batch_search.judge(options, record)
 
-    result = batch_search.search(bs, attempt)
-    print(batch_search.report(argparse.Namespace(max=a.max_batch, multiple=a.multiple,
-                                                 knee_tolerance=batch_search.sweepmod.KNEE_TOLERANCE), result), flush=True)
+    result = batch_search.search(options, attempt)
+    print(batch_search.report(options, result), flush=True)
 
 
 def answer(cmp: Compare, s: fastest.Search) -> tuple[list, list[str]]:
@@ -212,73 +233,71 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--knobs-plan", default="beyond-ladder", help=f"plan whose rungs are the knobs ({', '.join(builtin_plans())} "
                    "or a .yaml path; default beyond-ladder)")
     p.add_argument("--knobs", help="comma-separated knob (rung) names to try (default: every rung that changes something)")
-    p.add_argument("--preset", default="tiny", choices=sorted(PRESETS), help="model shape (default: tiny)")
-    p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a workload field of the start (repeatable; knobs win)")
-    p.add_argument("--flag", action="append", metavar="NAME=VALUE", help="override a frozen flag of the start (repeatable; knobs win)")
-    p.add_argument("--batch-size", dest="batch_size", type=int, help="B of the start (default: the preset's)")
-    p.add_argument("--seq-len", dest="seq_len", type=int, help="T (default: the preset's)")
-    p.add_argument("--steps", type=int, help="steps per run (default: the preset's)")
-    p.add_argument("--warmup-steps", dest="warmup_steps", type=int, help="warm-up steps excluded from the summary")
+    add_option(p, "preset")
+    add_option(p, "set", help="override a workload field of the start (repeatable; knobs win)")
+    add_option(p, "flag", help="override a frozen flag of the start (repeatable; knobs win)")
+    add_option(p, "batch_size", help="B of the start (default: the preset's)")
+    add_option(p, "seq_len", help="T (default: the preset's)")
+    add_option(p, "steps")
+    add_option(p, "warmup_steps")
     p.add_argument("--repeats", type=int, default=1, help="repeats of the start, knob and combined runs (default 1)")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="device (default: cuda if available, else cpu)")
+    add_option(p, "device")
     p.add_argument("--no-batch-search", dest="batch_search", action="store_false", help="skip the batch search on the winner")
     p.add_argument("--max-batch", dest="max_batch", type=int, default=1024, help="largest B the batch search tries (default 1024)")
     p.add_argument("--multiple", type=int, default=8, help="batch search resolution (default 8)")
     p.add_argument("--loss-tol", dest="loss_tol", type=float, default=0.01, help="relative loss tolerance (default 0.01)")
     p.add_argument("--noise-floor", dest="noise_floor", type=float, default=stats.NOISE_FLOOR,
                    help=f"smallest relative gain that counts (default {stats.NOISE_FLOOR})")
-    p.add_argument("--out", default=runmod.DEFAULT_OUT, help=f"directory for the records and the plan file (default: {runmod.DEFAULT_OUT}/)")
-    p.add_argument("--env", default=os.environ.get("HARNESS_ENV", "local"), help="env name the records belong to (default: $HARNESS_ENV or local)")
-    p.add_argument("--timeout", type=float, default=runmod.DEFAULT_TIMEOUT_S, help="seconds per run before its worker is killed")
-    p.add_argument("--threads", type=int, help="torch threads in each worker (default: the CPUs this process may use)")
+    add_option(p, "out", help=f"directory for the records and the plan file (default: {DEFAULT_OUT}/)")
+    add_option(p, "env")
+    add_option(p, "timeout")
+    add_option(p, "threads")
     return p
 
 
-def prepare(p: argparse.ArgumentParser, args) -> Session:
+def prepare(p: argparse.ArgumentParser, request: RunRequest, options: TuneOptions) -> Session:
     """Everything checked before the first worker starts: plans, rungs, knobs, fields, flags; every point built."""
-    for name in ("repeats", "max_batch", "multiple"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be at least 1")
-    if args.threads is not None and args.threads < 1:
-        p.error("--threads must be at least 1")
-    if args.loss_tol <= 0 or not 0 <= args.noise_floor < 1:
+    for flag, value in (("--repeats", request.repeats), ("--max-batch", options.max_batch), ("--multiple", options.multiple)):
+        if value is not None and value < 1:
+            p.error(f"{flag} must be at least 1")
+    if options.loss_tol <= 0 or not 0 <= options.noise_floor < 1:
         p.error("--loss-tol must be positive and --noise-floor in [0, 1)")
     try:
-        runmod.check_writable(args.out)  # the plan file goes there first: a bad --out is one line, not a traceback
-        start_plan = load_plan(args.start_plan)
-        rung = next((r for r in start_plan.rungs if r.name == args.start_rung), None)
+        check_writable(request.out)  # the plan file goes there first: a bad --out is one line, not a traceback
+        start_plan = load_plan(options.start_plan)
+        rung = next((r for r in start_plan.rungs if r.name == options.start_rung), None)
         if rung is None:
-            raise PlanError(f"no rung {args.start_rung!r} in plan {start_plan.name}; it has {', '.join(r.name for r in start_plan.rungs)}")
-        knobs = knobs_of(load_plan(args.knobs_plan))
-        if args.knobs:
-            wanted = [k.strip() for k in args.knobs.split(",") if k.strip()]
+            raise PlanError(f"no rung {options.start_rung!r} in plan {start_plan.name}; it has {', '.join(r.name for r in start_plan.rungs)}")
+        knobs = knobs_of(load_plan(options.knobs_plan))
+        if options.knobs:
+            wanted = [k.strip() for k in options.knobs.split(",") if k.strip()]
             missing = [k for k in wanted if k not in knobs]
             if missing:
-                raise PlanError(f"no knob(s) {', '.join(missing)} in plan {args.knobs_plan}; it has {', '.join(knobs)}")
+                raise PlanError(f"no knob(s) {', '.join(missing)} in plan {options.knobs_plan}; it has {', '.join(knobs)}")
             knobs = {k: knobs[k] for k in wanted}
         clash = {fastest.START_RUNG, fastest.COMBINED_RUNG} & set(knobs)
         if clash:
-            raise PlanError(f"plan {args.knobs_plan}: rung name(s) {', '.join(sorted(clash))} are harness.tune's own")
-        defaults = {**rung.settings, **runmod.parse_assignments(args.set)}
+            raise PlanError(f"plan {options.knobs_plan}: rung name(s) {', '.join(sorted(clash))} are harness.tune's own")
+        defaults = {**rung.settings, **parse_assignments(request.sets)}
         for name in ("batch_size", "seq_len"):
-            if getattr(args, name) is not None:
-                defaults[name] = getattr(args, name)
-        base_flags = {**rung.flags, **parse_flag_assignments(args.flag)}
+            if getattr(request, name) is not None:
+                defaults[name] = getattr(request, name)
+        base_flags = {**rung.flags, **parse_flag_assignments(list(request.flags))}
         # a knob that changes nothing against this start would only repeat it
         same = [k for k, v in knobs.items() if all(defaults.get(f) == x for f, x in v["set"].items())
                 and all(base_flags.get(f, "default") == x for f, x in v["flags"].items())]
         for k in same:
             print(f"knob {k}: already part of the start configuration, not run", flush=True)
             del knobs[k]
-        session = Session(args, defaults, base_flags, knobs)
+        session = Session(request, options, defaults, base_flags, knobs)
         session.write_plan()
         try:
-            # every point valid, --env/--out/--timeout usable, or exit 2 now (before any worker)
-            runmod.check_run_args(session.run_args([r["name"] for r in session.rungs]))
-        except runmod.USAGE_ERRORS:
+            # every point valid, --env/--out/--timeout/--threads usable, or exit 2 now (before any worker)
+            check_request(session.request_for([r["name"] for r in session.rungs]))
+        except USAGE_ERRORS:
             session.plan_path.unlink()
             raise
-    except runmod.USAGE_ERRORS as exc:
+    except USAGE_ERRORS as exc:
         p.error(str(exc))
     return session
 
@@ -286,21 +305,26 @@ def prepare(p: argparse.ArgumentParser, args) -> Session:
 def main(argv=None) -> int:
     p = make_parser()
     args = p.parse_args(argv)
-    session = prepare(p, args)
-    with runmod.stop_on_signals():
+    options = TuneOptions(start_plan=args.start_plan, start_rung=args.start_rung, knobs_plan=args.knobs_plan,
+                          knobs=args.knobs, batch_search=args.batch_search, max_batch=args.max_batch,
+                          multiple=args.multiple, loss_tol=args.loss_tol, noise_floor=args.noise_floor)
+    session = prepare(p, RunRequest.from_args(args), options)
+    out = session.request.out
+    with launcher.stop_on_signals():
         try:
-            return search_and_report(session, args)
-        except runmod.Interrupted as exc:  # the running worker and its group are already stopped
-            print("\n".join(runmod.finished_lines(session.records, len(session.records), args.out)), flush=True)
+            return search_and_report(session)
+        except launcher.Interrupted as exc:  # the running worker and its group are already stopped
+            print("\n".join(finished_lines(session.records, len(session.records), out)), flush=True)
             print(f"python -m harness.tune: interrupted by {exc}: finished runs: {len(session.records)}, their records "
-                  f"are in {args.out}/ (plan file {session.plan_path})", file=sys.stderr, flush=True)
+                  f"are in {out}/ (plan file {session.plan_path})", file=sys.stderr, flush=True)
             return exc.exit_code
 
 
-def search_and_report(session: Session, args) -> int:
+def search_and_report(session: Session) -> int:
     knobs = list(session.knobs)
-    print(f"tune: start {args.start_plan}/{args.start_rung}, {len(knobs)} knob(s) of {args.knobs_plan}: {', '.join(knobs) or 'none'}; "
-          f"preset {args.preset}, env {args.env} -> {args.out}/ (plan file {session.plan_path})", flush=True)
+    o, r = session.options, session.request
+    print(f"tune: start {o.start_plan}/{o.start_rung}, {len(knobs)} knob(s) of {o.knobs_plan}: {', '.join(knobs) or 'none'}; "
+          f"preset {r.preset}, env {r.env} -> {r.out}/ (plan file {session.plan_path})", flush=True)
     session.run([fastest.START_RUNG, *knobs])
     cmp, search = session.analyse()
     if search is None:
@@ -316,7 +340,7 @@ def search_and_report(session: Session, args) -> int:
         session.run([fastest.COMBINED_RUNG])
         cmp, search = session.analyse()
     print(f"winner at the start's B: {search.winner.group.label}", flush=True)
-    if args.batch_search and search.winner.shape[0] <= args.max_batch:
+    if o.batch_search and search.winner.shape[0] <= o.max_batch:
         batch(session, search.winner)
         started: set[int] = set()
         while True:  # the loss is compared at the same B only: run the start where the fastest B has none

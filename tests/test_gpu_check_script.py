@@ -73,7 +73,7 @@ def test_every_option_is_accepted_by_the_modules_parser(module_name, argv):
         _plan, points = module.build_points(args)
         assert points and all(p.workload["preset"] == "gpt2-124m" and p.workload["device"] == "cuda" for p in points)
     if module_name == "harness.batch_search":
-        from harness import run as runmod
+        from harness import request as runmod
         from harness.plan import load_plan
 
         assert args.rung in {r.name for r in load_plan(args.plan).rungs}

@@ -100,7 +100,7 @@ def test_environment_memory_and_power_read_the_same_gpu(fake, monkeypatch):
 
 def test_the_runner_names_the_gpu_a_dead_worker_was_meant_for(fake, monkeypatch):
     from harness import envinfo
-    from harness import run as runmod
+    from harness import launcher as runmod
     from harness.record.view import device_label
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")

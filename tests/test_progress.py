@@ -11,7 +11,8 @@ import time
 import pytest
 from module_cli import run_module
 
-from harness import run as runmod
+from harness import launcher as runmod
+from harness import run
 
 
 class Clock:
@@ -102,7 +103,7 @@ def test_a_run_streams_its_progress_into_results_runs_with_one_slash(tmp_path):
 
 
 def test_runs_land_in_results_runs_by_default():
-    args = runmod.make_parser().parse_args([])
+    args = run.make_parser().parse_args([])
     assert args.out == "results/runs"
     ignored = subprocess.run(["git", "check-ignore", "-q", "results/runs/x.json"], cwd=runmod.Path(__file__).parent.parent,
                              check=False)

@@ -9,6 +9,7 @@ import pytest
 from module_cli import assert_refused, run_module
 from records_factory import make_record
 
+from harness import launcher
 from harness import run as runmod
 from harness.flags import flags_hash
 from harness.plan import PlanError, load_plan
@@ -89,7 +90,7 @@ def test_a_wrongly_typed_plan_is_exit_2_naming_file_and_field(tmp_path):
 def test_run_ids_are_plain_file_names_and_not_taken(tmp_path):
     args = runmod.make_parser().parse_args(["--out", str(tmp_path), "--rungs", "fp32", "--sweep", "data=text:/a/b.txt"])
     _, points = runmod.build_points(args)
-    run_id = runmod.new_run_id("local", "seed-ladder", points[0], tmp_path)
+    run_id = launcher.new_run_id("local", "seed-ladder", points[0], tmp_path)
     assert "/" not in run_id and re.fullmatch(r"[A-Za-z0-9._-]+", run_id)
 
 
@@ -104,7 +105,7 @@ def test_a_taken_run_id_keeps_the_new_measurement_under_a_fresh_id(tmp_path):
     (tmp_path / "taken.json").write_text(json.dumps(old))
     spec = {"run_id": "taken", "env": "local", "plan": "seed-ladder", "rung": "fp32", "rung_index": 0, "repeat": 0,
             "sweep": None, "workload": points[0].workload, "flags": points[0].flags, "out": str(tmp_path), "rerun": "x"}
-    record = runmod.run_point(spec, timeout_s=600)
+    record = launcher.run_point(spec, timeout_s=600)
     assert record["status"] == "ok" and record["run_id"].startswith("taken-") and record["started_at"] is not None
     assert json.loads((tmp_path / "taken.json").read_text()) == old
     assert read_record(tmp_path / f"{record['run_id']}.json") == record
@@ -137,7 +138,7 @@ def test_a_worker_that_dies_still_leaves_an_error_record(tmp_path):
     _, points = runmod.build_points(args)
     spec = {"run_id": "dies", "env": "local", "plan": "seed-ladder", "rung": "fp32", "rung_index": 0, "repeat": 0, "sweep": None,
             "workload": points[0].workload, "flags": points[0].flags, "out": str(tmp_path), "rerun": "x"}
-    record = runmod.run_point(spec, timeout_s=0.5)  # far too short: the worker is killed
+    record = launcher.run_point(spec, timeout_s=0.5)  # far too short: the worker is killed
     assert record["status"] == "error" and "timed out" in record["reason"]
     assert json.loads((tmp_path / "dies.json").read_text())["status"] == "error"
     # the runner records where the worker was meant to run: not an "unknown device" (the H100/H200 records' defect)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import launcher
 from harness import run as runmod
 from harness.record.io import iter_records
 
@@ -184,7 +185,7 @@ def test_a_timed_out_worker_goes_with_its_whole_process_group(tmp_path, monkeypa
     spec = {"run_id": "slow", "env": "local", "plan": "seed-ladder", "rung": "fp32", "rung_index": 0, "repeat": 0,
             "sweep": None, "workload": points[0].workload, "flags": points[0].flags, "out": str(tmp_path / "out"),
             "rerun": "x"}
-    record = runmod.run_point(spec, timeout_s=20)
+    record = launcher.run_point(spec, timeout_s=20)
     assert record["status"] == "error" and "timed out after 20 s" in record["reason"]
     grandchildren = [int(x) for x in pids_file.read_text().split()]
     try:

@@ -12,6 +12,7 @@ import pytest
 from module_cli import assert_refused, run_module
 from records_factory import make_record, write
 
+from harness import request
 from harness import run as runmod
 from harness import sweep as sweepmod
 from harness.plan import PlanError, load_plan
@@ -33,13 +34,13 @@ def pow2(n: int) -> int:
 
 
 def test_parse_sweep_types_values_like_set():
-    s = runmod.parse_sweep("batch_size=64, 80,96")
+    s = request.parse_sweep("batch_size=64, 80,96")
     assert (s.name, s.field, s.values) == ("batch_size", "batch_size", [64, 80, 96])
     assert all(type(v) is int for v in s.values)
-    s = runmod.parse_sweep("grad_clip=0,0.5,1", name="clips")
+    s = request.parse_sweep("grad_clip=0,0.5,1", name="clips")
     assert (s.name, s.values) == ("clips", [0.0, 0.5, 1.0]) and all(type(v) is float for v in s.values)
-    assert runmod.parse_sweep("precision=fp32,bf16").values == ["fp32", "bf16"]
-    assert runmod.parse_sweep("seq_len=128").values == [128]
+    assert request.parse_sweep("precision=fp32,bf16").values == ["fp32", "bf16"]
+    assert request.parse_sweep("seq_len=128").values == [128]
 
 
 @pytest.mark.parametrize("text, message", [
@@ -54,8 +55,8 @@ def test_parse_sweep_types_values_like_set():
     ("preset=tiny,small", "preset is a label"),
 ])
 def test_parse_sweep_errors(text, message):
-    with pytest.raises(runmod.ConfigError, match=message):
-        runmod.parse_sweep(text)
+    with pytest.raises(request.ConfigError, match=message):
+        request.parse_sweep(text)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -15,6 +15,7 @@ from tabulate import tabulate
 
 from harness.cluster import k8s, slurm
 from harness.cluster.matrix import ClusterError, find_matrix, load_config, new_matrix
+from harness.request import add_option
 
 PROG = "python -m harness.cluster"
 
@@ -22,12 +23,12 @@ PROG = "python -m harness.cluster"
 def _matrix_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--envs", required=True, help="comma-separated env names (envs/<name>/env.yaml)")
     p.add_argument("--gpus", required=True, help="comma-separated GPU types, as named in the cluster config")
-    p.add_argument("--plan", default="seed-ladder", help="built-in plan or a .yaml path (default seed-ladder)")
+    add_option(p, "plan", help="built-in plan or a .yaml path (default seed-ladder)")
     p.add_argument("--preset", default="tiny", help="workload preset (default tiny)")
     p.add_argument("--rungs", help="comma-separated rungs (default: the whole plan)")
     p.add_argument("--repeats", type=int, help="repeats per rung (default: the plan's)")
-    p.add_argument("--steps", type=int, help="steps per rung")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="device (default: harness.run's)")
+    add_option(p, "steps", help="steps per rung")
+    add_option(p, "device", help="device (default: harness.run's)")
     p.add_argument("--cluster-config", metavar="PATH", help="cluster YAML (default harness/cluster/cluster.yaml)")
     p.add_argument("run_args", nargs="*", metavar="-- HARNESS_RUN_ARGS",
                    help="more harness.run options after --, e.g. -- --set batch_size=8 --warmup-steps 2")

@@ -1,0 +1,275 @@
+"""The launcher: one fresh worker process per point, its progress relayed, its record returned.
+
+No torch import in this process: flags, compile caches, CUDA context and memory statistics cannot leak between
+points, and an OOM or a segfault ends only its own point. Each worker runs in its own session: on a timeout,
+SIGTERM, SIGINT or SIGHUP (stop_on_signals) its whole process group (compiler subprocesses included) is killed,
+and its temp dir removed. A worker that dies without writing its record leaves a failure record (failure_record:
+the one place the runner builds a record). A worker also dies with its runner if the runner itself is killed
+(harness.worker).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from harness import envinfo, nvml
+from harness.flags import flags_hash
+from harness.progress import Progress, point_label, progress_line
+from harness.record.io import read_record, write_record
+from harness.record.model import RecordError, new_record
+from harness.request import Point, RunRequest, rerun_command
+
+DRAIN_S = 3.0  # after a worker exits, how long a leftover child may hold its pipes before the group is killed
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class Interrupted(Exception):
+    """A stop signal reached the runner; the worker running then has been killed with its process group."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.finished: dict | None = None  # the record of a worker that wrote it just before the signal
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """SIGTERM, SIGINT and SIGHUP raise Interrupted in the main thread (instead of killing the runner outright
+    or a KeyboardInterrupt traceback), so the current worker group is killed and what finished is reported."""
+
+    def handler(signum, frame):
+        for sig in STOP_SIGNALS:  # the first stop signal wins; a second one must not cut the clean-up short
+            signal.signal(sig, signal.SIG_IGN)
+        raise Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+
+def new_run_id(env: str, plan: str, point: Point, out: str | os.PathLike) -> str:
+    """A run id that is a plain file name (a sweep value like data=text:/a/b cannot make a path of it) and is
+    not taken in `out` yet."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    label = point.rung if point.sweep is None else f"{point.rung}-{point.sweep['field']}{point.sweep['value']}"
+    while True:
+        run_id = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{stamp}-{env}-{plan}-{label}-r{point.repeat}-{secrets.token_hex(3)}")
+        if not (Path(out) / f"{run_id}.json").exists():
+            return run_id
+
+
+def intended_environment(spec: dict) -> dict:
+    """What the runner can tell, without torch, of where the worker was meant to run: for a worker that died
+    before capturing its own environment, so its record is not an "unknown device" (the GPU from NVML, CUDA
+    device 0 as CUDA_VISIBLE_DEVICES exposes it; else the CPU)."""
+    env = {"env_name": spec["env"], "captured_by": "runner: the worker died before capturing its environment",
+           "harness": envinfo.code_identity()}
+    wanted = (spec.get("workload") or {}).get("device", "auto")
+    index = nvml.visible_index(0) if wanted in ("cuda", "auto") else None
+    gpu = nvml.gpu_identity(index) if index is not None else None
+    if gpu or wanted == "cuda":
+        return {**env, "device": "cuda", "gpu": gpu, "machine": envinfo.machine_id()}
+    threads = spec.get("threads") or envinfo.usable_cpus()
+    return {**env, "device": "cpu", "machine": envinfo.machine_id(), "threads": {"torch": threads},
+            "cpu": {"model": envinfo.cpu_model(), "count": os.cpu_count(), "usable": envinfo.usable_cpus(),
+                    "isa": envinfo.cpu_isa()}}
+
+
+def failure_record(spec: dict, reason: str) -> dict:
+    """For a worker that died without writing its record (segfault, kill, timeout)."""
+    return new_record(
+        run_id=spec["run_id"], env=spec["env"], plan=spec["plan"], rung=spec["rung"], rung_index=spec["rung_index"],
+        repeat=spec["repeat"], sweep=spec["sweep"], workload=spec["workload"], flags_requested=spec["flags"],
+        flags_hash=flags_hash(spec["flags"]), reason=reason, environment=intended_environment(spec),
+        rerun_command=spec["rerun"],
+    )
+
+
+
+class WorkerOutput:
+    """A worker's stdout and stderr, read as they come (one thread, a selector): each stdout line that is a
+    progress event goes to `progress` at once; everything is kept for the record's path and the error tail."""
+
+    def __init__(self, proc: subprocess.Popen, progress: Progress | None = None):
+        self.proc, self.progress = proc, progress
+        self.chunks = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+        self.selector = selectors.DefaultSelector()
+        for pipe in self.chunks:
+            self.selector.register(pipe, selectors.EVENT_READ)
+        self.exited_at = None
+        self.closed = False
+
+    @property
+    def stdout(self) -> str:
+        return self.chunks[self.proc.stdout].decode("utf-8", "replace")
+
+    @property
+    def stderr(self) -> str:
+        return self.chunks[self.proc.stderr].decode("utf-8", "replace")
+
+    def _read(self, pipe) -> None:
+        data = os.read(pipe.fileno(), 65536)
+        if not data:
+            self.selector.unregister(pipe)
+            return
+        buf = self.chunks[pipe]
+        start = len(buf)
+        buf += data
+        if pipe is self.proc.stdout and self.progress:
+            line_start = buf.rfind(b"\n", 0, start) + 1
+            for line in bytes(buf[line_start:]).split(b"\n")[:-1]:  # the complete lines among the new bytes
+                if line.startswith(b'{"progress"'):
+                    with contextlib.suppress(ValueError):
+                        self.progress.event(json.loads(line))
+
+    def pump(self, deadline: float) -> bool:
+        """Read until the worker has exited and its pipes are closed (True), or until `deadline` (False). A child
+        the worker left behind that still holds the pipes DRAIN_S after the worker exited is killed with its group."""
+        while True:
+            now = time.monotonic()
+            if self.closed or not self.selector.get_map():
+                try:
+                    self.proc.wait(timeout=max(deadline - now, 0.01))
+                    return True
+                except subprocess.TimeoutExpired:
+                    return False
+            if now >= deadline:
+                return False
+            if self.proc.poll() is not None:
+                self.exited_at = self.exited_at or now
+                if now - self.exited_at > DRAIN_S:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(self.proc.pid, signal.SIGKILL)  # the group outlives its leader only through such children
+                    self.close()
+                    continue
+            for key, _ in self.selector.select(timeout=min(1.0, deadline - now)):
+                self._read(key.fileobj)
+            if self.progress:
+                self.progress.tick()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.selector.close()
+        for pipe in self.chunks:
+            pipe.close()
+
+
+def run_point(spec: dict, timeout_s: float, progress: Progress | None = None) -> dict:
+    """Run one worker process; return its record (or an error record if it died without one).
+
+    The worker gets its own session, so it and everything it starts (Inductor's compiler processes) are one
+    process group, killed together on a timeout or when Interrupted passes through here. Its output is read
+    as it comes: progress events go to `progress`. Call it from a thread that outlives the worker (the main
+    thread): the worker's parent-death signal fires when the thread that started it ends."""
+    with tempfile.TemporaryDirectory(prefix="harness-worker-", ignore_cleanup_errors=True) as tmp:
+        spec = dict(spec, runner_pid=os.getpid())  # the worker dies when this process does
+        spec_path = Path(tmp) / "spec.json"
+        spec_path.write_text(json.dumps(spec))
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # Cold, private compile caches: a rung never reuses another's compiled graphs or kernels.
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(tmp) / "inductor")
+        env["TRITON_CACHE_DIR"] = str(Path(tmp) / "triton")
+        root = Path(__file__).resolve().parent.parent
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+        proc = subprocess.Popen([sys.executable, "-m", "harness.worker", str(spec_path)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env, start_new_session=True)
+        output = WorkerOutput(proc, progress)
+        try:
+            finished = output.pump(time.monotonic() + timeout_s)
+            if not finished:
+                kill_group(proc, output)
+                return _record_or_failure(spec, output.stdout, f"worker timed out after {timeout_s:g} s")
+        except Interrupted as exc:
+            kill_group(proc, output)
+            path = _worker_record_path(spec, output.stdout)  # it may have written its record just before the signal
+            with contextlib.suppress(RecordError):
+                exc.finished = read_record(path) if path else None
+            raise
+        except BaseException:  # anything else: never leave the worker group running either
+            kill_group(proc, output)
+            raise
+        finally:
+            output.close()
+        stdout, stderr = output.stdout, output.stderr
+        if proc.returncode != 0:
+            lines = [line for line in (stderr or stdout).strip().splitlines() if not line.startswith('{"progress"')]
+            tail = " | ".join(lines[-3:])
+            return _record_or_failure(spec, stdout, f"worker exited with code {proc.returncode}: {tail}"[:800])
+        return _record_or_failure(spec, stdout, "worker exited 0 but wrote no record")
+
+
+def kill_group(proc: subprocess.Popen, output: WorkerOutput) -> None:
+    """SIGKILL the worker's whole process group (it leads its own session), reap it, keep what it printed."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(Interrupted):  # a second signal must not cut the clean-up short
+        if not output.pump(time.monotonic() + 10):  # a grandchild that left the group still holds the pipes
+            proc.kill()
+            proc.wait()
+
+
+def _worker_record_path(spec: dict, stdout: str) -> Path | None:
+    """Where the worker wrote its record: the path on its last JSON line (a taken run_id made it pick a fresh
+    one), else <run_id>.json if it exists (new_run_id made sure it did not before the worker started)."""
+    for line in reversed((stdout or "").strip().splitlines()):
+        with contextlib.suppress(ValueError):
+            reported = json.loads(line)
+            if isinstance(reported, dict) and isinstance(reported.get("record"), str):
+                return Path(reported["record"])
+    expected = Path(spec["out"]) / f"{spec['run_id']}.json"
+    return expected if expected.exists() else None
+
+
+def _record_or_failure(spec: dict, stdout: str, reason: str) -> dict:
+    path = _worker_record_path(spec, stdout)
+    if path is not None:
+        try:
+            return read_record(path)
+        except RecordError as exc:
+            reason = f"{reason}; its record is unreadable: {exc}"
+    return read_record(write_record(failure_record(spec, reason), spec["out"]))
+
+
+
+def run_points(request: RunRequest, plan_name: str, points: list[Point], records: list | None = None) -> list[dict]:
+    """Run each point; append its record to `records` as it finishes (so an interrupted caller keeps them)."""
+    records = [] if records is None else records
+    for i, point in enumerate(points, 1):
+        spec = {
+            "run_id": new_run_id(request.env, plan_name, point, request.out), "env": request.env, "plan": plan_name,
+            "rung": point.rung, "rung_index": point.rung_index, "repeat": point.repeat, "sweep": point.sweep,
+            "workload": point.workload, "flags": point.flags, "out": str(request.out),
+            "rerun": rerun_command(request, point), "threads": request.threads,
+        }
+        started = time.monotonic()
+        try:
+            record = run_point(spec, request.timeout, Progress(f"[{i}/{len(points)}] {point_label(point)}"))
+        except Interrupted as exc:
+            if exc.finished:
+                records.append(exc.finished)
+            raise
+        print(progress_line(i, len(points), point, record, time.monotonic() - started), flush=True)
+        records.append(record)
+    return records

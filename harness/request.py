@@ -1,0 +1,200 @@
+"""What to measure: the typed request behind harness.run, batch_search and tune, and the points it expands to.
+
+A `RunRequest` is made once at a command line's edge (`RunRequest.from_args`) or by a caller with
+`dataclasses.replace`; `check_request` validates it in one place (before any worker starts),
+`build_points` expands it into the measurements to make, and `rerun_command` writes the one command
+that makes a point again (each record's rerun.command). The options the three CLIs share are defined
+here once (`add_option`). No torch import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shlex
+from dataclasses import dataclass, fields
+
+from gpt.config import PRESETS, ConfigError, coerce, make_config
+from harness.envs.spec import SpecError, check_env_name
+from harness.flags import FlagError, flags_for
+from harness.flags import parse_assignments as parse_flag_assignments
+from harness.plan import PlanError, Sweep, builtin_plans, load_plan, make_sweep
+from harness.record.io import check_writable
+from harness.record.model import RecordError
+
+DEFAULT_TIMEOUT_S = 1800
+DEFAULT_OUT = "results/runs"  # git-ignored: new runs never mix with the records shipped in results/<machine>/
+USAGE_ERRORS = (PlanError, ConfigError, FlagError, SpecError, RecordError)
+SHORTHANDS = ("steps", "warmup_steps", "device", "batch_size", "seq_len")  # options that stand for --set FIELD=N
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One `python -m harness.run` invocation, typed: which plan and rungs, what overrides, where the records go."""
+
+    plan: str = "seed-ladder"
+    preset: str = "tiny"
+    out: str = DEFAULT_OUT
+    env: str = "local"
+    repeats: int | None = None  # None: the plan's
+    rungs: str | None = None  # comma-separated rung names; None: every rung
+    sets: tuple[str, ...] = ()  # FIELD=VALUE, as typed
+    flags: tuple[str, ...] = ()  # NAME=VALUE, as typed
+    sweep: str | None = None  # FIELD=V1,V2,...
+    sweep_name: str | None = None
+    steps: int | None = None
+    warmup_steps: int | None = None
+    batch_size: int | None = None
+    seq_len: int | None = None
+    device: str | None = None
+    timeout: float = DEFAULT_TIMEOUT_S
+    threads: int | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RunRequest:
+        """The request a parsed command line stands for (a CLI that lacks an option gets its default)."""
+        defaults = cls()
+        given = {f.name: getattr(args, f.name, getattr(defaults, f.name)) for f in fields(cls) if f.name not in ("sets", "flags")}
+        return cls(**given, sets=tuple(getattr(args, "set", None) or ()), flags=tuple(getattr(args, "flag", None) or ()))
+
+
+@dataclass
+class Point:
+    """One measurement to make."""
+
+    rung: str
+    rung_index: int
+    workload: dict
+    flags: dict
+    repeat: int
+    sweep: dict | None = None
+
+
+def parse_assignments(items, what: str = "--set") -> dict:
+    values = {}
+    for item in items or []:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"{what} {item!r}: expected FIELD=VALUE")
+        values[name.strip()] = coerce(name.strip(), text.strip())
+    return values
+
+
+def parse_sweep(text: str, name: str | None = None) -> Sweep:
+    """--sweep FIELD=V1,V2,... -> a checked Sweep (values typed like --set)."""
+    field_name, sep, values = (text or "").partition("=")
+    if not sep or not field_name.strip() or not values.strip():
+        raise ConfigError(f"--sweep {text!r}: expected FIELD=V1,V2,...")
+    if any(not v.strip() for v in values.split(",")):
+        raise ConfigError(f"--sweep {text!r}: an empty value between commas")
+    return make_sweep(field_name.strip(), values.split(","), name)
+
+
+def build_points(request: RunRequest) -> tuple[str, list[Point]]:
+    """The plan's name and every measurement the request makes: rung x sweep value x repeat."""
+    plan = load_plan(request.plan)
+    cli_sweep = parse_sweep(request.sweep, request.sweep_name) if request.sweep else None
+    overrides = parse_assignments(request.sets)
+    flag_overrides = parse_flag_assignments(list(request.flags))
+    for name in SHORTHANDS:
+        value = getattr(request, name)
+        if value is not None:
+            overrides[name] = value
+    wanted = None
+    if request.rungs is not None:
+        wanted = {name.strip() for name in request.rungs.split(",")}
+        if "" in wanted:
+            raise PlanError(f"--rungs {request.rungs!r}: expected rung names separated by commas (omit --rungs for all)")
+    if wanted and wanted - {r.name for r in plan.rungs}:
+        raise PlanError(f"no rung(s) {', '.join(sorted(wanted - {r.name for r in plan.rungs}))} in plan {plan.name}; it has {', '.join(r.name for r in plan.rungs)}")
+    repeats = request.repeats or plan.repeats
+    points = []
+    for index, rung in enumerate(plan.rungs):
+        if wanted and rung.name not in wanted:
+            continue
+        sweep = cli_sweep or rung.sweep
+        for value in sweep.values if sweep else [None]:
+            swept = {sweep.field: value} if sweep else {}  # the sweep's value wins over the rung and --set
+            workload = make_config(request.preset, **{**rung.settings, **overrides, **swept}).to_dict()  # the command line wins
+            flags = flags_for(workload, {**rung.flags, **flag_overrides}).to_dict()  # --flag wins over the plan
+            tag = {"name": sweep.name, "field": sweep.field, "value": value} if sweep else None
+            points += [Point(rung.name, index, workload, flags, r, tag) for r in range(repeats)]
+    return plan.name, points
+
+
+def check_request(request: RunRequest) -> tuple[str, list[Point]]:
+    """Everything checkable before a worker starts, so bad input costs nothing and loses nothing: the counts, the
+    plan and every value in it, --env, --rungs, --timeout, and that --out takes a file. Raises one of USAGE_ERRORS."""
+    if request.repeats is not None and request.repeats < 1:
+        raise ConfigError("--repeats must be at least 1")
+    if request.sweep_name and not request.sweep:
+        raise ConfigError("--sweep-name needs --sweep")
+    if request.threads is not None and request.threads < 1:
+        raise ConfigError("--threads must be at least 1")
+    check_env_name(request.env)
+    if not (math.isfinite(request.timeout) and request.timeout > 0):
+        raise ConfigError(f"--timeout {request.timeout:g}: expected a number of seconds above 0")
+    plan_name, points = build_points(request)
+    try:
+        check_writable(request.out)
+    except RecordError as exc:
+        raise RecordError(f"--out {exc}") from None
+    return plan_name, points
+
+
+def rerun_command(request: RunRequest, point: Point) -> str:
+    """The one command that makes this measurement again (same env, same CLI, just this rung)."""
+    parts = ["--plan", request.plan, "--preset", request.preset, "--rungs", point.rung, "--repeats", "1", "--out", request.out]
+    for item in request.sets:
+        parts += ["--set", item]
+    for item in request.flags:
+        parts += ["--flag", item]
+    for name in (*SHORTHANDS, "threads"):
+        if getattr(request, name) is not None:
+            parts += [f"--{name.replace('_', '-')}", str(getattr(request, name))]
+    if point.sweep:  # just this point, under the same sweep name
+        parts += ["--sweep", f"{point.sweep['field']}={point.sweep['value']}"]
+        if point.sweep["name"] != point.sweep["field"]:
+            parts += ["--sweep-name", point.sweep["name"]]
+    if request.env == "local":
+        return shlex.join(["python", "-m", "harness.run", "--env", "local", *parts])
+    return shlex.join(["nox", "-s", f"bench-{request.env}", "--", *parts])
+
+
+def selection_line(request: RunRequest, points: list[Point]) -> str | None:
+    """What --rungs left out of the plan, said up front (the nox bench sessions choose the Quick start's rungs)."""
+    if request.rungs is None:
+        return None
+    every = [r.name for r in load_plan(request.plan).rungs]
+    chosen = {p.rung for p in points}
+    left = [name for name in every if name not in chosen]
+    return (f"rungs: {', '.join(n for n in every if n in chosen)}" + (f" (left out: {', '.join(left)}; without --rungs every "
+            f"rung of the plan runs)" if left else ""))
+
+
+# The options harness.run, batch_search and tune share: flag, type, default and help, defined once. A CLI may
+# word a help text for its own use (`help=`); the rest is the same everywhere.
+OPTIONS: dict[str, tuple[tuple[str, ...], dict]] = {
+    "plan": (("--plan",), {"default": "seed-ladder", "help": f"built-in plan ({', '.join(builtin_plans())}) or a .yaml path"}),
+    "preset": (("--preset",), {"default": "tiny", "choices": sorted(PRESETS), "help": "model shape (default: tiny)"}),
+    "out": (("--out",), {"default": DEFAULT_OUT, "help": f"directory for the records (default: {DEFAULT_OUT}/)"}),
+    "env": (("--env",), {"help": "env name the records belong to (default: $HARNESS_ENV or local)"}),
+    "set": (("--set",), {"action": "append", "metavar": "FIELD=VALUE", "help": "override a workload field (repeatable)"}),
+    "flag": (("--flag",), {"action": "append", "metavar": "NAME=VALUE", "help": "override a frozen flag (repeatable)"}),
+    "steps": (("--steps",), {"type": int, "help": "steps per run (default: the preset's)"}),
+    "warmup_steps": (("--warmup-steps",), {"dest": "warmup_steps", "type": int, "help": "warm-up steps excluded from the summary"}),
+    "batch_size": (("--batch-size",), {"dest": "batch_size", "type": int, "help": "B (shorthand for --set batch_size=N)"}),
+    "seq_len": (("--seq-len",), {"dest": "seq_len", "type": int, "help": "T (shorthand for --set seq_len=N)"}),
+    "device": (("--device",), {"choices": ["auto", "cpu", "cuda"], "help": "device (default: cuda if available, else cpu)"}),
+    "timeout": (("--timeout",), {"type": float, "default": DEFAULT_TIMEOUT_S, "help": "seconds per run before its worker is killed"}),
+    "threads": (("--threads",), {"type": int, "help": "torch threads in each worker (default: the CPUs this process may use)"}),
+}
+
+
+def add_option(parser: argparse.ArgumentParser, name: str, **overrides) -> None:
+    """Add one of the shared OPTIONS to a CLI's parser (`overrides`: its own help wording or default)."""
+    flags, spec = OPTIONS[name]
+    if name == "env":  # read when the parser is made, not when this module is imported
+        spec = dict(spec, default=os.environ.get("HARNESS_ENV", "local"))
+    parser.add_argument(*flags, **{**spec, **overrides})
