@@ -1,4 +1,5 @@
-"""Every difference between torch versions that this project touches, in one place.
+"""Every difference between torch versions that this project touches, in one place (over ~400 lines on purpose: the
+rule is one module for every quirk, so it grows with the versions supported).
 
 Supported: torch 2.1.2 through the nightly. Each function feature-detects rather than compares
 version numbers where it can. Sources: ../shared/notes/torch-builds-and-apis.md section 3.

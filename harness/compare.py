@@ -2,7 +2,7 @@
 
 The command line only: it parses the options (those shared with harness.report are defined once, in common_parser),
 then calls harness.analysis (loading, grouping by the one comparability rule, the table builders) and harness.render
-(text, markdown, CSV, JSON). Significance: harness.stats (one rule, printed in the footer). No torch import: this
+(text, markdown, CSV, JSON). Significance: harness.analysis.stats (one rule, printed in the footer). No torch import: this
 runs on a laptop that has only the results.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness import stats
+from harness.analysis import stats
 from harness.analysis.cells import CONTENDED_NOTE  # noqa: F401 (unused here: tests/test_contention.py reads compare.CONTENDED_NOTE)
 from harness.analysis.context import DEFAULT_LOSS_TOL, TABLES, Compare
 from harness.analysis.dataset import (

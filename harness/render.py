@@ -9,7 +9,7 @@ import json
 
 from tabulate import tabulate
 
-from harness import stats
+from harness.analysis import stats
 from harness.analysis.cells import SHOWN_AS_TEXT, Cell, Memory, Mfu, Table, fmt_int, fmt_mib, fmt_ms, fmt_pct
 from harness.analysis.dataset import Dataset
 

@@ -13,7 +13,7 @@ Every run is a fresh worker (harness.run's), its record in --out tagged plan `fa
   4. the batch search (harness.batch_search's) on the winner at the start's B, from that B up to --max-batch;
   5. where the fastest batch size that fits has no start run, the start at that B: the loss is compared only at
      the same B.
-What helped, the winner and the best are harness.fastest's rules (the report uses the same): a run counts when its
+What helped, the winner and the best are harness.analysis.fastest's rules (the report uses the same): a run counts when its
 loss is within --loss-tol of the start's at the same B (harness.compare's loss rule) and its tokens/s are beyond
 noise above it; a faster run whose loss drifts is reported as not equivalent and never chosen. At the end: every
 run against the start, the best configuration with its tokens/s, MFU (datasheet and measured GEMM peak), memory,
@@ -36,7 +36,8 @@ from pathlib import Path
 
 import yaml
 
-from harness import batch_search, fastest, launcher, stats
+from harness import batch_search, launcher
+from harness.analysis import fastest, stats
 from harness.analysis.cells import Cell, fmt_int
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load

@@ -1,5 +1,5 @@
 """Beyond the ladder: the Inductor options as frozen flags, the beyond-ladder plan's knobs, and the modules that must
-run where only results are (harness.fastest, harness.tune) importing no torch."""
+run where only results are (harness.analysis.fastest, harness.tune) importing no torch."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_the_beyond_ladder_rungs_are_single_knobs():
         knobs_of(load_plan("seed-ladder"))
 
 
-@pytest.mark.parametrize("module", ["harness.fastest", "harness.tune"])
+@pytest.mark.parametrize("module", ["harness.analysis.fastest", "harness.tune"])
 def test_module_does_not_import_torch(module):
     code = f"import sys, {module}; print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

@@ -1,4 +1,4 @@
-"""harness.compare and harness.stats on hand-built records with known numbers (no torch)."""
+"""harness.compare and harness.analysis.stats on hand-built records with known numbers (no torch)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from records_factory import constant_ms, kernels, make_record, noisy_ms, write
 
-from harness import compare, stats
+from harness import compare
+from harness.analysis import stats
 from harness.analysis.cells import Cell
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load

@@ -1,4 +1,4 @@
-"""harness.fastest: which runs count as faster and equivalent, the best found, and the report's per-GPU section, on
+"""harness.analysis.fastest: which runs count as faster and equivalent, the best found, and the report's per-GPU section, on
 hand-built records with known numbers and on the real H100/H200 records."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from records_factory import make_record, noisy_ms, write
 
-from harness import fastest
+from harness.analysis import fastest
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
 from harness.flags import flags_for

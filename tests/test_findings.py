@@ -8,7 +8,8 @@ import json
 import shutil
 from pathlib import Path
 
-from harness import compare, findings
+from harness import compare
+from harness.analysis import findings
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU = [ROOT / "results" / "gpu-h100-80gb-hbm3", ROOT / "results" / "gpu-h200"]

@@ -1,4 +1,4 @@
-"""harness.kernels, harness.gpu_peaks and the pure parts of harness.evidence, on recorded real data.
+"""harness.evidence.kernels, harness.evidence.gpu_peaks and the pure parts of harness.evidence, on recorded real data.
 
 Kernel names are copied from real Ampere/Hopper profiler and Nsight traces (sources: the notes'
 section 4, public trace dumps); where a template argument list was abbreviated in the source, it is
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import gpu_peaks, kernels
+from harness.evidence import gpu_peaks, kernels
 
 DATA = Path(__file__).parent / "data"
 
@@ -526,7 +526,7 @@ def test_inventory_names_the_padded_lm_head_and_keeps_every_gemm_shape():
 
 
 # The fused lm_head losses' Triton kernels, named as the libraries' sources name them (not from a real trace: see
-# harness/kernels.py LM_HEAD_LOSS_KERNELS); liger's says cross_entropy, which would otherwise read as a reduction.
+# harness/evidence/kernels.py LM_HEAD_LOSS_KERNELS); liger's says cross_entropy, which would otherwise read as a reduction.
 @pytest.mark.parametrize("name", ["liger_cross_entropy_kernel", "element_mul_kernel", "_cce_lse_forward_kernel",
                                   "_cce_backward_kernel", "_indexed_neg_dot_forward_kernel"])
 def test_fused_lm_head_loss_kernels_have_their_own_category(name):

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from module_cli import run_module
 
-from harness import compare, findings
+from harness import compare
+from harness.analysis import findings
 from harness.plan import load_plan
 from harness.record.io import iter_records
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from records_factory import constant_ms, make_record, write
 
-from harness import stats
+from harness.analysis import stats
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
 from harness.record.io import iter_records

@@ -10,8 +10,9 @@ import pytest
 from module_cli import run_module
 from records_factory import make_record, noisy_ms, write
 
-from harness import fastest, tune
 from harness import launcher as runmod
+from harness import tune
+from harness.analysis import fastest
 from harness.plan import load_plan
 from harness.record.io import iter_records
 

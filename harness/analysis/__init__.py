@@ -8,6 +8,11 @@
   tables/      the table builders by theme: ladder, cross (versions, GPUs), knobs (and factors), underneath (kernels,
                libraries), loss, reference, sweeps (and left-out)
 
-Rendering (text, markdown, CSV, JSON) is harness.render; the command line is harness.compare; the significance rule
-is harness.stats.
+  stats.py     the significance rule: throughput estimates, bootstrap intervals, ranges, verdicts
+  fastest.py   the fastest loss-equivalent run found per device (beyond-ladder, harness.tune) and its tables
+  findings.py  findings computed from the tables, each citing its run ids (the report's section 1)
+  knob_pairs.py, kernel_split.py   the one-knob pairs findings use; the kernel-time split fastest shows
+
+Rendering (text, markdown, CSV, JSON) is harness.render; the report is harness.report; the command line is
+harness.compare.
 """

@@ -6,7 +6,7 @@ Compare has one method per table and the helpers several tables use (pairs, ladd
 
 from __future__ import annotations
 
-from harness import stats
+from harness.analysis import stats
 from harness.analysis.cells import Table
 from harness.analysis.dataset import Dataset
 from harness.analysis.group import Group
@@ -161,7 +161,7 @@ class Compare:
         return sweeps.sweeps_table(self)
 
     def fastest_tables(self) -> list[Table]:
-        from harness import fastest  # harness.fastest builds on this module
+        from harness.analysis import fastest  # harness.analysis.fastest builds on this module
 
         return fastest.overview(self) + [fastest.search_table(self, s) for s in fastest.searches(self)]
 

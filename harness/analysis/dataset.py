@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import stats
+from harness.analysis import stats
 from harness.analysis.group import Group
 from harness.record.io import iter_records
 from harness.record.view import RecordView, device_label

@@ -1,7 +1,7 @@
 """One comparable cell of records (Group) and the record accessors every table needs.
 
 A Group is the runs of one workload_hash and flags hash (the comparability rule, harness.record.view.RecordView.set_key)
-in one (env, GPU) cell, repeats merged: its throughput estimate (harness.stats), memory, losses and notes.
+in one (env, GPU) cell, repeats merged: its throughput estimate (harness.analysis.stats), memory, losses and notes.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from functools import cached_property
 
 import numpy as np
 
-from harness import contention, stats
+from harness import contention
+from harness.analysis import stats
 from harness.record.view import RecordView
 
 

@@ -1,15 +1,14 @@
 """explain.mfu and summary.mfu: model FLOPs utilisation, the nanoGPT estimate beside the parameter count.
 
 FLOPs per token come from the model (gpt/model.py); the peaks from the datasheet table
-(harness/gpu_peaks.py) and from the GEMM calibration (calibration.py).
+(harness/evidence/gpu_peaks.py) and from the GEMM calibration (calibration.py).
 """
 
 from __future__ import annotations
 
 import torch
 
-from harness import gpu_peaks
-from harness.evidence import NOT_ON_CPU
+from harness.evidence import NOT_ON_CPU, gpu_peaks
 
 MFU_FORMULA = "flops_per_token = 6*N + 12*n_layer*n_head*head_dim*seq_len (nanoGPT estimate_mfu, PaLM appendix B)"
 N_DEFINITION = ("all parameters except the position embedding wpe; the token embedding is tied to lm_head and "
@@ -26,7 +25,7 @@ def model_flops_utilisation(model, tokens_per_s: float | None, device: torch.dev
     if measured and measured.get("available"):
         measured_peak = {k: measured.get(k) for k in ("dtype", "flops", "method", "n", "sizes")}
     if device.type == "cuda":
-        datasheet_reason = None if datasheet else f"{device_name!r} is not in harness/gpu_peaks.py"
+        datasheet_reason = None if datasheet else f"{device_name!r} is not in harness/evidence/gpu_peaks.py"
     else:
         datasheet_reason = f"{NOT_ON_CPU}: no datasheet peak for CPUs"
     result = {

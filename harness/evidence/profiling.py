@@ -3,7 +3,7 @@
 profile_kernels() runs the profiled steps; inventory() turns profiler events into the part: per-kernel and
 per-category time, every GEMM with its shapes/strides/dtypes (_gemm_inventory), the lm_head's three GEMMs
 (_vocab_gemms), the attention kernels and the SDPA backend. Event fields that differ between torch versions
-are read through gpt/torch_compat.py; the kernel-name rules are harness/kernels.py's.
+are read through gpt/torch_compat.py; the kernel-name rules are harness/evidence/kernels.py's.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import time
 import torch
 
 from gpt import torch_compat
-from harness import kernels
-from harness.evidence import unavailable
+from harness.evidence import kernels, unavailable
 
 TOP_KERNELS = 40
 

@@ -5,5 +5,5 @@
   charts.py    the matplotlib charts, drawn from harness.compare's typed rows and groups
   __main__.py  the command line
 
-The findings are harness.findings; the tables are harness.compare's (and harness.fastest's, through it).
+The findings are harness.analysis.findings; the tables are harness.compare's (and harness.analysis.fastest's, through it).
 """

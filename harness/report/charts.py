@@ -15,14 +15,14 @@ import matplotlib.patches
 import matplotlib.pyplot as plt
 import numpy as np
 
-from harness import stats
 from harness import sweep as sweepmod
+from harness.analysis import stats
 from harness.analysis.cells import Cell, Table
 from harness.analysis.context import Compare
 from harness.analysis.dataset import short_gpu
+from harness.analysis.findings import interaction_dominates, split_verdict
 from harness.analysis.group import Group
-from harness.findings import interaction_dominates, split_verdict
-from harness.kernels import CATEGORIES
+from harness.evidence.kernels import CATEGORIES
 
 DPI = 110
 MEMORY_PARTS = (("tensors_bytes", "tensors"), ("allocator_cache_bytes", "allocator cache"),
@@ -278,7 +278,7 @@ def kernel_mix_chart(cmp: Compare) -> Chart | None:
     keys = sorted(cells, key=lambda k: (cmp.gpu_rank[k[0]], cmp.env_rank[k[1]]))[:6]
     most = max(len(cells[k]) for k in keys)  # wide enough that each bar's label has its own room
     fig, axes = plt.subplots(1, len(keys), figsize=(max(6.0, max(4.2, 0.4 * most) * len(keys)), 5.2), squeeze=False, sharey=True)
-    # one colour per category in every report (harness.kernels.CATEGORIES order), unknown ones after
+    # one colour per category in every report (harness.evidence.kernels.CATEGORIES order), unknown ones after
     order = list(CATEGORIES) + [c for c in categories if c not in CATEGORIES]
     palette = plt.get_cmap("tab20")(np.linspace(0, 1, max(2, len(order))))
     colors = [palette[order.index(c)] for c in categories]

@@ -11,7 +11,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from harness.analysis.cells import Table
-from harness.findings import Finding
+from harness.analysis.findings import Finding
 from harness.render import display_rows
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from harness import findings, stats
+from harness.analysis import findings, stats
 from harness.analysis.cells import Table
 from harness.analysis.context import COMPARABLE_RULE, Compare
 from harness.report import charts
 from harness.report.document import Doc
 
 TITLE = "GPT-2 training performance: optimisation ladder, torch versions and GPUs"
-FINDING_TOPICS = (  # harness.findings topics, in the order the report shows them
+FINDING_TOPICS = (  # harness.analysis.findings topics, in the order the report shows them
     ("ladder", "Ladders"), ("tf32-memory", "Memory with TF32 on (the user's question (a))"),
     ("vocab", "Vocab padding 50257 -> 50304 (question (b))"), ("padding-ab", "The compiler's own padding (A/B)"),
     ("versions", "Torch builds: memory and speed"), ("batch", "How far B grows"), ("sdpa", "Which SDPA backend"),
@@ -32,7 +32,7 @@ FASTEST_INTRO = (
     "Per device: the seed ladder's best run, the fastest loss-equivalent run found beyond it (plan beyond-ladder, "
     "and `python -m harness.tune`, plan fastest), the user's best logged number and the peer's, each with tokens/s, "
     "MFU and memory; then the kernel time per step that explains the gain, against its start at the same B and T "
-    "(harness.fastest; docs/beyond.md).")
+    "(harness.analysis.fastest; docs/beyond.md).")
 
 
 def environment_table(cmp: Compare) -> Table:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from itertools import combinations
 from typing import TYPE_CHECKING
 
-from harness import stats
+from harness.analysis import stats
 from harness.analysis.cells import CONTENDED_NOTE, Cell, Table
 from harness.analysis.dataset import short_gpu
 from harness.analysis.differ import differences

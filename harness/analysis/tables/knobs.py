@@ -6,7 +6,7 @@ from __future__ import annotations
 from itertools import combinations, pairwise
 from typing import TYPE_CHECKING
 
-from harness import stats
+from harness.analysis import stats
 from harness.analysis.cells import Cell, Change, Table
 from harness.analysis.dataset import short_gpu
 from harness.analysis.differ import field_diff, show_value, value_key, variant_labels

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from harness import stats
+from harness.analysis import stats
 from harness.analysis.cells import Cell, Table
 from harness.analysis.group import Group
 from harness.record.model import NOT_IN_WORKLOAD_HASH

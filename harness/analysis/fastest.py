@@ -9,7 +9,7 @@ the user's best vs the peer") use it on whatever records they are given. So the 
   partner     of a run: the start configuration in the same (GPU, env) cell at the same B and T
   equivalent  the run is a start run, or its loss is within tolerance of its partner's (Compare.pair_parity, the
               loss rule of every table). A faster run that is not equivalent is reported as such and never chosen.
-  faster      its tokens/s against its partner's is beyond noise and higher (harness.stats)
+  faster      its tokens/s against its partner's is beyond noise and higher (harness.analysis.stats)
   fits        peak memory + headroom <= usable memory (harness.batch_search.judge with its default headroom)
   best        the fastest run that fits and is a start run or equivalent and faster than its partner
 """
@@ -20,14 +20,15 @@ import statistics
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-from harness import batch_search, stats
+from harness import batch_search
 from harness import sweep as sweepmod
+from harness.analysis import stats
 from harness.analysis.cells import Cell, Memory, Mfu, Table, fmt_pct, fmt_signed_pct
 from harness.analysis.context import Compare
 from harness.analysis.differ import knob_fields
 from harness.analysis.group import Group, run_ids
+from harness.analysis.kernel_split import SPLIT, kernel_split
 from harness.flags import flags_for
-from harness.kernel_split import SPLIT, kernel_split
 from harness.record.model import ADDED_FIELD_DEFAULTS
 
 FASTEST_PLAN = "fastest"  # harness.tune tags its runs with this plan name
@@ -39,7 +40,7 @@ STARTS = {
     FASTEST_PLAN: {(FASTEST_PLAN, START_RUNG)},
     "beyond-ladder": {("beyond-ladder", "best-of-ladder"), (SEED_PLAN, "fused-adamw-clip")},
 }
-OVERVIEW_TITLE = "Fastest found vs the user's best vs the peer: "  # + the device; harness.findings reads these tables
+OVERVIEW_TITLE = "Fastest found vs the user's best vs the peer: "  # + the device; harness.analysis.findings reads these tables
 SPLIT_TITLE = "What explains it on "
 SEED_ROW = "the seed ladder's best run"
 BEYOND_ROW = "fastest of plan beyond-ladder (equivalent, faster than its start)"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from harness import stats
+from harness.analysis import stats
 from harness.analysis.cells import Cell
 from harness.analysis.context import Compare
 from harness.analysis.dataset import short_gpu

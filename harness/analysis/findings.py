@@ -13,24 +13,24 @@ pairs it needs, and says so when they do not. Topics, in the report's order:
   batch        how far B grows: batch searches and the user's batch sweep
   sdpa         which SDPA backend `auto` chose, and what forcing one costs
   fastest      per GPU: the seed ladder's best, the fastest found beyond it (plan beyond-ladder, harness.tune), the
-               user's best and the peer, and the kernel time that explains the gain (harness.fastest's tables)
+               user's best and the peer, and the kernel time that explains the gain (harness.analysis.fastest's tables)
   knobs, factors, cross, loss   the generic tables' headlines
 
-The pairs of runs that differ in one knob, and the phrases that describe a pair: harness.knob_pairs. No torch import.
+The pairs of runs that differ in one knob, and the phrases that describe a pair: harness.analysis.knob_pairs. No torch import.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness import stats
 from harness import sweep as sweepmod
+from harness.analysis import stats
 from harness.analysis.cells import Cell, Table
 from harness.analysis.context import Compare
 from harness.analysis.dataset import short_gpu
+from harness.analysis.fastest import BEYOND_ROW, OVERVIEW_TITLE, SEED_ROW, SPLIT_TITLE, TUNE_ROW, USER_ROW
 from harness.analysis.group import Group, run_ids
-from harness.fastest import BEYOND_ROW, OVERVIEW_TITLE, SEED_ROW, SPLIT_TITLE, TUNE_ROW, USER_ROW
-from harness.knob_pairs import (
+from harness.analysis.knob_pairs import (
     MIB,
     lm_head_text,
     measured_pairs,
@@ -237,7 +237,7 @@ def sdpa(cmp: Compare) -> list[Finding]:
 
 
 def fastest(tables: list[Table]) -> list[Finding]:
-    """One finding per GPU from harness.fastest's overview table and the kernel split after it."""
+    """One finding per GPU from harness.analysis.fastest's overview table and the kernel split after it."""
     out = []
     for i, t in enumerate(tables):
         if not t.title.startswith(OVERVIEW_TITLE):

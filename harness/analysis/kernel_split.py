@@ -1,6 +1,6 @@
 """Kernel time per step of one group of runs, by what the kernels do (attention, GEMMs and the lm_head's among
 them, fused lm_head loss, Inductor-generated, optimizer, the rest), from its explain.kernels profile: what
-harness.fastest's "What explains it" tables compare. No torch import.
+harness.analysis.fastest's "What explains it" tables compare. No torch import.
 """
 
 from __future__ import annotations
