@@ -26,6 +26,7 @@ from pathlib import Path
 
 from harness import envinfo, nvml
 from harness.flags import flags_hash
+from harness.lifeline import RUNNER_PID_VAR
 from harness.progress import Progress, point_label, progress_line
 from harness.record.io import read_record, write_record
 from harness.record.model import RecordError, new_record
@@ -193,7 +194,9 @@ def run_point(spec: dict, timeout_s: float, progress: Progress | None = None) ->
         env["TRITON_CACHE_DIR"] = str(Path(tmp) / "triton")
         root = Path(__file__).resolve().parent.parent
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
-        proc = subprocess.Popen([sys.executable, "-m", "harness.worker", str(spec_path)], stdout=subprocess.PIPE,
+        env[RUNNER_PID_VAR] = str(os.getpid())
+        proc = subprocess.Popen([sys.executable, "-m", "harness.lifeline", "harness.worker", str(spec_path)],
+                                stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=env, start_new_session=True)
         output = WorkerOutput(proc, progress)
         try:

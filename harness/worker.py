@@ -7,15 +7,11 @@ with nothing else in the loop; evidence (profiling, ...) is gathered only after 
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import json
 import os
 import resource
-import signal
 import statistics
 import sys
-import threading
 import time
 import traceback
 from datetime import datetime, timezone
@@ -35,8 +31,6 @@ from harness.evidence.mfu import summary_mfu
 from harness.evidence.power import THROTTLING, PowerSampler
 from harness.record.io import write_record
 from harness.record.model import new_record
-
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def now() -> str:
@@ -245,26 +239,6 @@ def measure(spec: dict, step_hook=None, progress=None) -> dict:
     return record
 
 
-def die_with_runner(runner_pid: int | None) -> None:
-    """A worker never outlives the runner that started it, also when the runner is SIGKILLed. Linux: the
-    kernel sends SIGKILL when the parent dies (prctl PR_SET_PDEATHSIG); elsewhere a daemon thread polls
-    getppid() every second. Either way the worker is gone before it could write a record nobody waits for."""
-    if runner_pid is None:  # started by hand, not by harness.run
-        return
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != runner_pid:  # the runner died before the line above took effect
-        os._exit(1)
-    if not sys.platform.startswith("linux"):
-        def watch():
-            while os.getppid() == runner_pid:
-                time.sleep(1.0)
-            os.killpg(os.getpgrp(), signal.SIGKILL)  # the worker's own group: it and its compiler processes
-
-        threading.Thread(target=watch, name="runner-watch", daemon=True).start()
-
-
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
@@ -272,8 +246,7 @@ def main(argv=None) -> int:
         return 2
     with open(argv[0]) as f:
         spec = json.load(f)
-    runner_pid = spec.get("runner_pid")
-    die_with_runner(runner_pid)
+    runner_pid = spec.get("runner_pid")  # the launcher started this process through harness.lifeline, tied to it
     record = measure(spec, progress=emit_progress)
     if runner_pid is not None and os.getppid() != runner_pid:
         return 1  # the runner is gone (a platform without PR_SET_PDEATHSIG): nobody asked for this record any more
