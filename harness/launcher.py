@@ -185,7 +185,6 @@ def run_point(spec: dict, timeout_s: float, progress: Progress | None = None) ->
     as it comes: progress events go to `progress`. Call it from a thread that outlives the worker (the main
     thread): the worker's parent-death signal fires when the thread that started it ends."""
     with tempfile.TemporaryDirectory(prefix="harness-worker-", ignore_cleanup_errors=True) as tmp:
-        spec = dict(spec, runner_pid=os.getpid())  # the worker dies when this process does
         spec_path = Path(tmp) / "spec.json"
         spec_path.write_text(json.dumps(spec))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -194,7 +193,7 @@ def run_point(spec: dict, timeout_s: float, progress: Progress | None = None) ->
         env["TRITON_CACHE_DIR"] = str(Path(tmp) / "triton")
         root = Path(__file__).resolve().parent.parent
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
-        env[RUNNER_PID_VAR] = str(os.getpid())
+        env[RUNNER_PID_VAR] = str(os.getpid())  # the worker dies when this process does (harness.lifeline)
         proc = subprocess.Popen([sys.executable, "-m", "harness.lifeline", "harness.worker", str(spec_path)],
                                 stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=env, start_new_session=True)

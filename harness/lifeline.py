@@ -22,6 +22,12 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 RUNNER_PID_VAR = "HARNESS_RUNNER_PID"  # set by the launcher in the worker's environment
 
 
+def runner_pid() -> int | None:
+    """The pid of the runner that started this worker (the launcher sets RUNNER_PID_VAR); None when started by hand."""
+    pid = os.environ.get(RUNNER_PID_VAR)
+    return int(pid) if pid and pid.isdigit() else None
+
+
 def die_with_runner(runner_pid: int | None) -> None:
     """Tie this process's life to runner_pid's (None: started by hand, nothing to tie)."""
     if runner_pid is None:
@@ -44,8 +50,7 @@ def main(argv: list[str]) -> None:
     if len(argv) < 1:
         print("usage: python -m harness.lifeline MODULE [ARGS...]", file=sys.stderr)
         sys.exit(2)
-    pid = os.environ.get(RUNNER_PID_VAR)
-    die_with_runner(int(pid) if pid and pid.isdigit() else None)
+    die_with_runner(runner_pid())
     sys.argv = argv  # the module sees its own argv, as under `python -m MODULE ARGS`
     runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
 

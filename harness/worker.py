@@ -22,7 +22,7 @@ from gpt import torch_compat
 from gpt.config import ConfigError, WorkloadConfig
 from gpt.data import DataError
 from gpt.train import build, resolve_device
-from harness import contention, envinfo, nvml
+from harness import contention, envinfo, lifeline, nvml
 from harness import flags as flagmod
 from harness.evidence import calibration as gemm_calibration
 from harness.evidence import guarded
@@ -246,7 +246,7 @@ def main(argv=None) -> int:
         return 2
     with open(argv[0]) as f:
         spec = json.load(f)
-    runner_pid = spec.get("runner_pid")  # the launcher started this process through harness.lifeline, tied to it
+    runner_pid = lifeline.runner_pid()  # the launcher started this process through harness.lifeline, tied to it
     record = measure(spec, progress=emit_progress)
     if runner_pid is not None and os.getppid() != runner_pid:
         return 1  # the runner is gone (a platform without PR_SET_PDEATHSIG): nobody asked for this record any more
