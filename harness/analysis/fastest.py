@@ -28,7 +28,7 @@ from harness.analysis.context import Compare
 from harness.analysis.differ import knob_fields
 from harness.analysis.group import Group, run_ids
 from harness.analysis.kernel_split import SPLIT, kernel_split
-from harness.flags import flags_for
+from harness.analysis.knob_pairs import overrides
 from harness.record.model import ADDED_FIELD_DEFAULTS
 
 FASTEST_PLAN = "fastest"  # harness.tune tags its runs with this plan name
@@ -125,15 +125,6 @@ def candidate(cmp: Compare, g: Group, plan: str) -> Candidate:
     return Candidate(g, partner, parity, delta, ok, why)
 
 
-def _flag_overrides(g: Group) -> dict:
-    """g's requested flags that do not follow from its workload (flags_for): what a plan or --flag set."""
-    try:
-        implied = flags_for(g.workload).to_dict()
-    except ValueError:
-        implied = {}
-    return {k: v for k, v in g.flags.items() if implied.get(k, "default") != v}
-
-
 def changes(start: Group, g: Group) -> str:
     """What g changes against start, batch size aside: workload fields, and flags that do not follow from them."""
     wa, wb = knob_fields(start.workload), knob_fields(g.workload)
@@ -142,7 +133,7 @@ def changes(start: Group, g: Group) -> str:
 
     parts = [f"{k} {value(wa, k)} -> {value(wb, k)}" for k in sorted(set(wa) | set(wb))
              if k != "batch_size" and value(wa, k) != value(wb, k)]
-    fa, fb = _flag_overrides(start), _flag_overrides(g)
+    fa, fb = overrides(start, explicit_defaults=False), overrides(g, explicit_defaults=False)
     parts += [f"flag {k} {fa.get(k, 'default')} -> {fb.get(k, 'default')}" for k in sorted(set(fa) | set(fb))
               if fa.get(k, "default") != fb.get(k, "default")]
     return "; ".join(parts) or "(the start configuration)"

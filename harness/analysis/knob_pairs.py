@@ -31,13 +31,18 @@ def _signed_pct(a, b) -> str:
 
 # ---------------------------------------------------------------- pairs that differ in one knob
 
-def overrides(g: Group) -> dict:
-    """The group's requested flags that do not follow from its workload (plan or --flag overrides)."""
+def overrides(g: Group, explicit_defaults: bool = True) -> dict:
+    """The group's requested flags that do not follow from its workload (plan or --flag overrides). A flag the
+    workload does not imply but that was requested as "default" counts when explicit_defaults (its requested flags,
+    and so its flags hash, differ from a run that left it out); harness.analysis.fastest, which names what a run
+    changes, leaves it out."""
     try:
         implied = flags_for(g.workload).to_dict()
     except ValueError:
         implied = {}
-    return {k: v for k, v in g.flags.items() if implied.get(k, v) != v or k not in implied}
+    if explicit_defaults:
+        return {k: v for k, v in g.flags.items() if implied.get(k, v) != v or k not in implied}
+    return {k: v for k, v in g.flags.items() if implied.get(k, "default") != v}
 
 
 def padding_setting(g: Group) -> str:
