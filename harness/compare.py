@@ -12,14 +12,8 @@ import argparse
 import sys
 
 from harness.analysis import stats
-from harness.analysis.cells import CONTENDED_NOTE  # noqa: F401 (unused here: tests/test_contention.py reads compare.CONTENDED_NOTE)
 from harness.analysis.context import DEFAULT_LOSS_TOL, TABLES, Compare
-from harness.analysis.dataset import (
-    Dataset,
-    Filters,
-    load,
-    torch_version_key,  # noqa: F401 (unused here: tests/test_compare.py reads it from compare)
-)
+from harness.analysis.dataset import Dataset, Filters, load
 from harness.analysis.tables.underneath import TOP_UNDERNEATH
 from harness.render import header_lines, render_csv, render_json, render_text
 

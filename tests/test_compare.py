@@ -15,7 +15,7 @@ from harness import compare
 from harness.analysis import stats
 from harness.analysis.cells import Cell
 from harness.analysis.context import Compare
-from harness.analysis.dataset import load
+from harness.analysis.dataset import load, torch_version_key
 
 ROOT = Path(__file__).resolve().parent.parent
 BF16_SDPA = {"precision": "bf16", "attention": "sdpa", "sdpa_backend": "flash"}
@@ -260,7 +260,7 @@ def test_env_with_two_torch_versions_is_split(tmp_path):
 
 def test_torch_version_order():
     versions = ["2.6.0", "2.1.2+cu121", "2.6.0.dev20241203+cu124", "2.3.1", "2.10.0", None, "2.6.0rc1"]
-    ordered = sorted(versions, key=compare.torch_version_key)
+    ordered = sorted(versions, key=torch_version_key)
     assert ordered == ["2.1.2+cu121", "2.3.1", "2.6.0.dev20241203+cu124", "2.6.0rc1", "2.6.0", "2.10.0", None]
 
 

@@ -13,6 +13,7 @@ from module_cli import run_module
 from records_factory import make_record, write
 
 from harness import compare, contention
+from harness.analysis.cells import CONTENDED_NOTE
 
 STAT = """cpu  900 0 300 5000 10 0 0 0 0 0
 cpu0 100 0 50 2000 5 0 0 {steal0} 0 0
@@ -70,7 +71,7 @@ def test_compare_flags_contended_runs_next_to_their_deltas(tmp_path):
     table = compare.Compare(compare.load([tmp_path], warn=lambda line: None)).ladder_tables()[0]
     assert [r["runs"] for r in table.rows] == ["1x10", "1x10 contended"]
     assert any(n.startswith("contended: bf16") and "1.50 of the 2 usable CPU(s)" in n for n in table.notes)
-    assert compare.CONTENDED_NOTE in table.notes
+    assert CONTENDED_NOTE in table.notes
 
 
 @pytest.mark.slow
