@@ -187,16 +187,27 @@ def read_record(path: str | os.PathLike) -> dict:
     return validate(migrate(read_json(path)))
 
 
+class BadFile(str):
+    """A path iter_records could not read as a record, and why: what its `warn` callback receives. It is the warning
+    line (a str, so print and list.append take it as it is); a reader that lists what was left out takes .path,
+    .why and .skipped instead of parsing the line back."""
+
+    def __new__(cls, path, why: str, skipped: bool = True):
+        line = super().__new__(cls, f"warning: {path}: {'skipped: ' if skipped else ''}{why}")
+        line.path, line.why, line.skipped = Path(path), why, skipped  # skipped False: a path that is not there
+        return line
+
+
 def iter_records(paths, warn=print, read=read_record):
-    """(path, record) for every valid *.json under the paths (recursively); one warning per bad file.
-    read=read_json gives the raw JSON of every readable file, unvalidated."""
+    """(path, record) for every valid *.json under the paths (recursively); one BadFile to `warn` per bad file
+    (print writes its line). read=read_json gives the raw JSON of every readable file, unvalidated."""
     for root in map(Path, paths):
         if not root.exists():
-            warn(f"warning: {root}: no such file or directory")
+            warn(BadFile(root, "no such file or directory", skipped=False))
             continue
         files = [root] if root.is_file() else sorted(p for p in root.rglob("*.json") if not p.name.startswith(".tmp-"))
         for path in files:
             try:
                 yield path, read(path)
             except RecordError as exc:
-                warn(f"warning: {path}: skipped: {exc}")
+                warn(BadFile(path, str(exc)))

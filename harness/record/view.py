@@ -92,6 +92,15 @@ class RecordView:
     rung_index = property(lambda self: self._r.get("rung_index"))
     repeat = property(lambda self: self._r.get("repeat"))
     sweep = property(lambda self: self._r.get("sweep") or None)
+    reference = property(lambda self: _dict(self._r.get("reference")))  # a transcribed log line: source, line, torch, watts
+    peer = property(lambda self: _dict(self._r.get("peer")))  # a peer program's numbers: name, program, source, line
+    ok = property(lambda self: self._r.get("status") == "ok")
+
+    @property
+    def sweep_point(self) -> str:
+        """'field=value' of the sweep point a run is, '' for a plan rung."""
+        s = self.sweep
+        return f"{s.get('field')}={s.get('value')}" if s else ""
 
     # What was measured
     workload = property(lambda self: _dict(self._r.get("workload")))
@@ -117,6 +126,11 @@ class RecordView:
     contention = property(lambda self: _dict(self._r.get("contention")))
 
     @property
+    def contention_reason(self) -> str | None:
+        """Why a contended run was called so (harness.contention's words), None for a clean one."""
+        return self.contention.get("reason") if self.contended else None
+
+    @property
     def contended(self) -> bool:
         """Measured under contention (older records do not say, and are not flagged)."""
         return bool(self.contention.get("contended"))
@@ -124,6 +138,46 @@ class RecordView:
     @property
     def torch_version(self) -> str | None:
         return _dict(self.environment.get("torch")).get("version")
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.environment.get("device") == "cuda" or isinstance(self.environment.get("gpu"), dict)
+
+    @property
+    def gpu_capability(self) -> float | None:
+        """The GPU's compute capability (9.0 for an H100), None on a CPU or where not recorded."""
+        try:
+            return float(_dict(self.environment.get("gpu")).get("capability"))
+        except (TypeError, ValueError):
+            return None
+
+    @property
+    def cpu_isa(self) -> dict:
+        """environment.cpu.isa: the ISA flags that decide CPU speed per precision ({} on older records)."""
+        return _dict(_dict(self.environment.get("cpu")).get("isa"))
+
+    @property
+    def cpu_kernels(self) -> str | None:
+        """The CPU kernel path torch picked (environment.cpu.torch_capability: AVX512, AVX2)."""
+        return _dict(self.environment.get("cpu")).get("torch_capability")
+
+    @property
+    def versions(self) -> dict:
+        """The library and driver versions a report's environment table names."""
+        env = self.environment
+        torch = _dict(env.get("torch"))
+        return {"torch": torch.get("version"), "cuda": torch.get("cuda"), "cudnn": torch.get("cudnn"),
+                "triton": env.get("triton"), "driver": _dict(_dict(env.get("driver")).get("nvml")).get("driver"),
+                "python": _dict(env.get("python")).get("version"), "cpu": _dict(env.get("cpu")).get("model")}
+
+    @property
+    def packages(self) -> dict:
+        """environment.packages: what `pip freeze` said (and its hash)."""
+        return _dict(self.environment.get("packages"))
+
+    @property
+    def container(self) -> dict:
+        return _dict(self.environment.get("container"))
 
     @property
     def device_label(self) -> str:
@@ -141,6 +195,31 @@ class RecordView:
         return None
 
     # The numbers
+    def summary_number(self, name: str) -> float | None:
+        """One numeric summary field (tokens_per_s, step_ms_median, first_step_ms, mfu, ...); None where absent."""
+        value = self.summary.get(name)
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """The worker's own tokens/s (summary.tokens_per_s) of an ok run; None for any other."""
+        value = self.summary_number("tokens_per_s")
+        return float(value) if value is not None and self.ok else None
+
+    @property
+    def first_step_ms(self) -> float | None:
+        return self.summary_number("first_step_ms")
+
+    @property
+    def warmup_steps(self) -> int:
+        warmup = self.workload.get("warmup_steps")
+        return warmup if isinstance(warmup, int) else 0
+
+    @property
+    def step_losses(self) -> list:
+        """Every step's loss as recorded (None where a step had none); [] for a record with only a summary."""
+        return list(_dict(self._r.get("steps")).get("loss") or [])
+
     @property
     def timed_ms(self) -> list[float]:
         """The timed step times: warm-up excluded (step 0 = compile is always excluded). A reference record
@@ -171,14 +250,25 @@ class RecordView:
         value = self.summary.get(_MEMORY_FIELD[metric])
         return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
+    @property
+    def usable_memory_bytes(self) -> int | None:
+        """The memory a run may use: its workload's memory budget if set, else the device's total memory
+        (CUDA: environment.gpu.memory_bytes; CPU: environment.host_ram_bytes)."""
+        budget = self.workload.get("memory_budget_gib")
+        if budget:
+            return int(budget * 2**30)
+        if self.is_cuda:
+            return _dict(self.environment.get("gpu")).get("memory_bytes")
+        return self.environment.get("host_ram_bytes")
+
     def peak_memory(self, widest: bool = False) -> tuple[int | None, str]:
         """(bytes, metric name) of the memory a run used. The comparable metric (widest=False): a reference log
         has nvidia-smi's "device used"; a CUDA run (or any run with an allocator peak) "peak alloc"; a CPU run
-        "peak RSS". widest=True: the most inclusive metric the record has, in MEMORY_METRICS order (device used,
-        peak reserved, peak alloc, peak RSS); ("peak RSS", None) when it has none."""
-        if widest:
-            return next(((self.memory(name), name) for _key, name in MEMORY_METRICS if self.memory(name) is not None),
-                        (None, "peak RSS"))
+        "peak RSS". widest=True: the most inclusive metric the record has: on a CUDA run device used, else peak
+        reserved, else peak alloc; on a CPU run peak RSS; (None, the last of those) when it has none."""
+        if widest:  # a CUDA run's memory is the device's: the host process's RSS never stands in for it
+            names = [name for _key, name in MEMORY_METRICS if name != "peak RSS"] if self.is_cuda else ["peak RSS"]
+            return next(((self.memory(name), name) for name in names if self.memory(name) is not None), (None, names[-1]))
         if self.kind == "reference":
             metric = "device used"
         elif self.environment.get("device") == "cuda" or self.summary.get("peak_allocated_bytes") is not None:
@@ -186,3 +276,51 @@ class RecordView:
         else:
             metric = "peak RSS"
         return self.memory(metric), metric
+
+    # Why: the evidence (record.explain, docs/explain.md)
+    @property
+    def kernels(self) -> dict:
+        """explain.kernels when the profile is there (available), else {} (kernels_reason says why)."""
+        k = _dict(self.explain.get("kernels"))
+        return k if k.get("available") else {}
+
+    @property
+    def kernels_reason(self) -> str:
+        """'available', or why the record has no kernel profile."""
+        k = _dict(self.explain.get("kernels"))
+        return "available" if k.get("available") else (k.get("reason") or "not profiled")
+
+    @property
+    def kernel_categories(self) -> dict:
+        """category -> {per_step_us, share} of the kernel profile ({} without one)."""
+        return {c: _dict(v) for c, v in _dict(self.kernels.get("by_category")).items()}
+
+    @property
+    def lm_head_gemm(self) -> dict:
+        return _dict(self.kernels.get("lm_head_gemm"))
+
+    @property
+    def lm_head_kernel(self) -> str | None:
+        """The lm_head forward GEMM's kernel name from the kernel capture; None where there is none."""
+        name = self.lm_head_gemm.get("name")
+        return str(name) if name else None
+
+    @property
+    def vocab_gemms(self) -> list[dict]:
+        return [v for v in self.kernels.get("vocab_gemms") or [] if isinstance(v, dict)]
+
+    def mfu(self, key: str) -> float | None:
+        """explain.mfu's mfu_datasheet or mfu_measured."""
+        value = _dict(self.explain.get("mfu")).get(key)
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    @property
+    def mapped_libraries(self) -> dict:
+        """library -> version of the libraries the worker process mapped (explain.libraries.mapped)."""
+        mapped = _dict(_dict(self.explain.get("libraries")).get("mapped"))
+        return {lib: info["version"] for lib, info in mapped.items()
+                if isinstance(info, dict) and info.get("version") is not None}
+
+    @property
+    def memory_split(self) -> dict:
+        return _dict(self.explain.get("memory_split"))
