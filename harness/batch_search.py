@@ -11,8 +11,9 @@ A try fits when its status is ok AND peak memory + headroom <= usable memory, wh
   usable   = the memory budget if given (--memory-budget-gib: on CUDA the per-process memory fraction,
              on CPU a check of the worker's peak RSS, the worker marking the run `oom` past it),
              else the device's total memory (CUDA: environment.gpu.memory_bytes; CPU: host RAM);
-  peak     = harness.sweep.peak_memory (CUDA: NVML device used, else allocator reserved; CPU: peak RSS);
+  peak     = the record's most inclusive peak (CUDA: NVML device used, else allocator peak reserved; CPU: peak RSS);
   headroom = --headroom-gib (default 5 GiB on a GPU, 0 on a CPU).
+The rule itself is harness.analysis.fit's (harness.tune and the fastest-found table judge by it too).
 
 Each try is one record, tagged sweep = {name: batch-search, field: batch_size, value: B}. At the end:
 a table of every try (B, status, tokens/s, peak memory, fits), the largest B that fits, and the knee
@@ -33,13 +34,13 @@ from tabulate import tabulate
 
 from harness import launcher
 from harness import sweep as sweepmod
+from harness.analysis import fit
+from harness.analysis.fit import CPU_HEADROOM_GIB, GPU_HEADROOM_GIB
 from harness.plan import PlanError, load_plan
 from harness.progress import finished_lines, fmt
 from harness.request import USAGE_ERRORS, RunRequest, add_option, build_points, check_request
 
 SWEEP_NAME = "batch-search"
-GPU_HEADROOM_GIB = 5.0
-CPU_HEADROOM_GIB = 0.0
 STOP_STATUSES = ("unsupported", "invalid")  # not about memory: a smaller B would not change them
 
 
@@ -54,28 +55,9 @@ class SearchOptions:
     knee_tolerance: float = sweepmod.KNEE_TOLERANCE
 
 
-def headroom_bytes(options: SearchOptions, record: dict) -> int:
-    if options.headroom_gib is not None:
-        return int(options.headroom_gib * 2**30)
-    return int((GPU_HEADROOM_GIB if sweepmod.is_cuda(record) else CPU_HEADROOM_GIB) * 2**30)
-
-
-def judge(options: SearchOptions, record: dict) -> dict:
-    """One try: B, status, tokens/s, peak memory, usable memory, headroom, fits (and why not)."""
-    b = record["workload"]["batch_size"]
-    peak, source = sweepmod.peak_memory(record)
-    usable = sweepmod.usable_memory_bytes(record)
-    headroom = headroom_bytes(options, record)
-    why = None
-    if record["status"] != "ok":
-        why = f"status {record['status']}" + (f": {record['reason']}" if record.get("reason") else "")
-    elif peak is None or usable is None:
-        why = "peak or usable memory unknown"
-    elif peak + headroom > usable:
-        why = f"peak {peak / 2**30:.2f} GiB + headroom {headroom / 2**30:.2f} GiB > usable {usable / 2**30:.2f} GiB"
-    return {"batch_size": b, "status": record["status"], "tokens_per_s": sweepmod.tokens_per_s(record), "peak_bytes": peak,
-            "memory_source": source, "usable_bytes": usable, "headroom_bytes": headroom, "fits": why is None, "why": why,
-            "record": record}
+def judge(options: SearchOptions, record: dict) -> fit.Fit:
+    """One try against the fit rule (harness.analysis.fit) with this search's headroom."""
+    return fit.judge(record, options.headroom_gib)
 
 
 def next_bisect(lo: int, hi: int, multiple: int) -> int | None:
@@ -102,10 +84,10 @@ def search(options: SearchOptions, attempt) -> dict:
     b = options.start
     while True:  # stepping: doubling until a try does not fit
         t = trial(b)
-        if t["status"] in STOP_STATUSES:
-            stopped = f"B={b}: {t['why']} (not a memory limit; searching further would not change it)"
+        if t.status in STOP_STATUSES:
+            stopped = f"B={b}: {t.why} (not a memory limit; searching further would not change it)"
             break
-        if not t["fits"]:
+        if not t.fits:
             bad = b
             break
         good = b
@@ -116,10 +98,10 @@ def search(options: SearchOptions, attempt) -> dict:
         lo = good or 0
         while (b := next_bisect(lo, bad, options.multiple)) is not None:
             t = trial(b)
-            if t["status"] in STOP_STATUSES:
-                stopped = f"B={b}: {t['why']}"
+            if t.status in STOP_STATUSES:
+                stopped = f"B={b}: {t.why}"
                 break
-            if t["fits"]:
+            if t.fits:
                 lo = good = b
             else:
                 bad = b
@@ -128,23 +110,23 @@ def search(options: SearchOptions, attempt) -> dict:
 
 def report(options: SearchOptions, result: dict) -> str:
     tries = [result["tries"][b] for b in sorted(result["tries"])]
-    fitting = [t for t in tries if t["fits"]]
-    the_knee = sweepmod.knee([(t["batch_size"], t["tokens_per_s"]) for t in fitting], options.knee_tolerance)
-    best_tps = max((t["tokens_per_s"] for t in fitting if t["tokens_per_s"] is not None), default=None)
+    fitting = [t for t in tries if t.fits]
+    the_knee = sweepmod.knee([(t.batch_size, t.tokens_per_s) for t in fitting], options.knee_tolerance)
+    best_tps = max((t.tokens_per_s for t in fitting if t.tokens_per_s is not None), default=None)
     rows = []
     for t in tries:
-        mark = ", ".join(m for m, on in (("largest fit", t["batch_size"] == result["best"]),
-                                         ("knee", t["batch_size"] == the_knee and t["fits"])) if on)
+        mark = ", ".join(m for m, on in (("largest fit", t.batch_size == result["best"]),
+                                         ("knee", t.batch_size == the_knee and t.fits)) if on)
         rows.append([
-            t["batch_size"], t["status"], fmt(t["tokens_per_s"], ",.0f"),
-            "-" if best_tps is None or t["tokens_per_s"] is None else format(t["tokens_per_s"] / best_tps, ".1%"),
-            fmt(t["peak_bytes"], ",.0f", 2**20), fmt(t["usable_bytes"], ",.0f", 2**20),
-            fmt(t["headroom_bytes"], ",.0f", 2**20), "yes" if t["fits"] else "no", mark or (t["why"] or "")[:90],
+            t.batch_size, t.status, fmt(t.tokens_per_s, ",.0f"),
+            "-" if best_tps is None or t.tokens_per_s is None else format(t.tokens_per_s / best_tps, ".1%"),
+            fmt(t.peak_bytes, ",.0f", 2**20), fmt(t.usable_bytes, ",.0f", 2**20),
+            fmt(t.headroom_bytes, ",.0f", 2**20), "yes" if t.fits else "no", mark or (t.why or "")[:90],
         ])
     headers = ["B", "status", "tokens/s", "vs best fit", "peak MiB", "usable MiB", "headroom MiB", "fits", "note"]
     lines = [tabulate(rows, headers=headers, disable_numparse=True), ""]
-    source = next((t["memory_source"] for t in tries if t["memory_source"] != "-"), "-")
-    budget = any((t["record"].get("workload") or {}).get("memory_budget_gib") for t in tries)
+    source = next((t.memory_source for t in tries if t.memory_source != "-"), "-")
+    budget = any(t.record.workload.get("memory_budget_gib") for t in tries)
     lines.append(f"fits = status ok and peak memory ({source}) + headroom <= usable memory "
                  f"({'the memory budget' if budget else 'the device total'})")
     lines.append(sweepmod.knee_definition(options.knee_tolerance, what="B", among="fitting B's"))
@@ -240,8 +222,8 @@ def run_search(request: RunRequest, options: SearchOptions) -> int:
         plan_name, points = build_points(try_req)
         print(f"try {count}: B={b}", flush=True)
         t = judge(options, launcher.run_points(try_req, plan_name, points, records)[-1])
-        if t["status"] == "ok" and not t["fits"]:
-            print(f"         does not fit: {t['why']}", flush=True)
+        if t.status == "ok" and not t.fits:
+            print(f"         does not fit: {t.why}", flush=True)
         return t
 
     print(f"batch search: plan {request.plan}, rung {request.rungs}, preset {request.preset}, B from {options.start} to "

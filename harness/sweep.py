@@ -6,8 +6,9 @@ its points are the swept values, repeats of a value merged (median tokens/s, lar
 The knee of a curve: the smallest value whose tokens/s is within `tolerance` (default 2%) of the best
 tokens/s of the curve's ok points; past it, a larger value buys less than `tolerance` more throughput.
 
-Peak memory, per device: CUDA = summary.device_used_bytes (NVML, device level) if present, else
-summary.peak_reserved_bytes (the caching allocator); CPU = summary.peak_rss_bytes (the worker process).
+Every per-record rule (device, peak memory, tokens/s, the lm_head kernel) is harness.record.view.RecordView's:
+peak memory is its most inclusive metric (CUDA: NVML device used, else the allocator's peak reserved; CPU: the
+worker's peak RSS). This module only groups and sweeps.
 
 No torch import: harness.compare and harness.report import this where only the results are.
 
@@ -25,12 +26,13 @@ import statistics
 
 from tabulate import tabulate
 
-from harness.record import view as recordmod
+from harness.record.view import RecordView
 
 KNEE_TOLERANCE = 0.02
 KNEE_DEFINITION = ("knee = the smallest {what} whose tokens/s is within {tol:g}% of the best tokens/s among the "
                    "{among}; beyond it tokens/s rises by less than that")
-MEMORY_DEFINITION = "peak memory: CUDA = NVML device used, else allocator reserved; CPU = worker peak RSS"
+MEMORY_NAME = "peak memory"
+MEMORY_DEFINITION = f"{MEMORY_NAME}: CUDA = NVML device used, else allocator peak reserved; CPU = worker peak RSS"
 FORMATS = ("text", "markdown", "csv", "json")
 MISSING = "-"
 COLUMNS = (  # (row key, header)
@@ -43,58 +45,6 @@ COLUMNS = (  # (row key, header)
 
 class SweepError(ValueError):
     pass
-
-
-# ---------------------------------------------------------------- one record
-
-def device_label(record: dict) -> str:
-    """The device a record ran on (harness.record.device_label: the same label as harness.compare's)."""
-    return recordmod.device_label(record.get("environment"))
-
-
-def is_cuda(record: dict) -> bool:
-    env = record.get("environment") or {}
-    return env.get("device") == "cuda" or isinstance(env.get("gpu"), dict)
-
-
-def peak_memory(record: dict) -> tuple[int | None, str]:
-    """(bytes, what they are) for the memory the run needed at its peak; (None, '-') when unknown."""
-    s = record.get("summary") or {}
-    if is_cuda(record):
-        for key, what in (("device_used_bytes", "device used"), ("peak_reserved_bytes", "reserved")):
-            if s.get(key) is not None:
-                return int(s[key]), what
-        return None, MISSING
-    if s.get("peak_rss_bytes") is not None:
-        return int(s["peak_rss_bytes"]), "peak RSS"
-    return None, MISSING
-
-
-def usable_memory_bytes(record: dict) -> int | None:
-    """The memory a run may use: its workload's memory budget if set, else the device's total memory
-    (CUDA: environment.gpu.memory_bytes; CPU: environment.host_ram_bytes)."""
-    budget = (record.get("workload") or {}).get("memory_budget_gib")
-    if budget:
-        return int(budget * 2**30)
-    env = record.get("environment") or {}
-    if is_cuda(record):
-        gpu = env.get("gpu") or {}
-        return gpu.get("memory_bytes")
-    return env.get("host_ram_bytes")
-
-
-def lm_head_kernel(record: dict) -> str:
-    """The lm_head GEMM's (forward) kernel, from the kernel capture in record['explain'], else '-'."""
-    explain = record.get("explain") or {}
-    kernels = explain.get("kernels") if isinstance(explain, dict) else None
-    gemm = kernels.get("lm_head_gemm") if isinstance(kernels, dict) else None
-    name = gemm.get("name") if isinstance(gemm, dict) else None
-    return str(name) if name else MISSING
-
-
-def tokens_per_s(record: dict) -> float | None:
-    value = (record.get("summary") or {}).get("tokens_per_s")
-    return float(value) if value is not None and record.get("status") == "ok" else None
 
 
 # ---------------------------------------------------------------- the knee
@@ -125,25 +75,26 @@ def knee_definition(tolerance: float = KNEE_TOLERANCE, what: str = "value", amon
 
 # ---------------------------------------------------------------- grouping
 
-def curve_key(record: dict) -> tuple:
-    s = record["sweep"]
-    return (str(s.get("name")), str(s.get("field")), str(record.get("plan")), str(record.get("rung")),
-            str(record.get("env")), device_label(record))
+def _view(record) -> RecordView:
+    return record if isinstance(record, RecordView) else RecordView(record)
 
 
-def _merge(records: list[dict]) -> dict:
+def curve_key(record: RecordView | dict) -> tuple:
+    r = _view(record)
+    return (str(r.sweep.get("name")), str(r.sweep.get("field")), str(r.plan), str(r.rung), str(r.env), r.device_label)
+
+
+def _merge(records: list[RecordView]) -> dict:
     """One point from the repeats of one value: median tokens/s of the ok ones, the largest peak memory."""
-    ok = [r for r in records if r.get("status") == "ok"]
-    status = "ok" if ok else records[0].get("status")
+    ok = [r for r in records if r.ok]
+    status = "ok" if ok else records[0].status
     if ok and len(ok) < len(records):
         status = f"ok ({len(records) - len(ok)} not)"
-    tps = [t for t in map(tokens_per_s, ok) if t is not None]
-    mems = [peak_memory(r) for r in records]
-    known = [(b, w) for b, w in mems if b is not None]
+    tps = [t for t in (r.tokens_per_s for r in ok) if t is not None]
+    known = [(b, w) for b, w in (r.peak_memory(widest=True) for r in records) if b is not None]
     peak, source = max(known) if known else (None, MISSING)
-    kernels = sorted({lm_head_kernel(r) for r in ok or records} - {MISSING})
-    step_ms = [(r.get("summary") or {}).get("step_ms_median") for r in ok]
-    step_ms = [x for x in step_ms if x is not None]
+    kernels = sorted({r.lm_head_kernel for r in ok or records} - {None})
+    step_ms = [x for x in (r.summary_number("step_ms_median") for r in ok) if x is not None]
     return {
         "status": status,
         "runs": len(records),
@@ -151,10 +102,10 @@ def _merge(records: list[dict]) -> dict:
         "step_ms": statistics.median(step_ms) if step_ms else None,
         "peak_memory_bytes": peak,
         "memory_source": source,
-        "usable_memory_bytes": usable_memory_bytes(records[0]),
+        "usable_memory_bytes": records[0].usable_memory_bytes,
         "lm_head_kernel": " | ".join(kernels) if kernels else MISSING,
-        "reason": None if ok else records[0].get("reason"),
-        "run_ids": [r.get("run_id") for r in records],
+        "reason": None if ok else records[0].reason,
+        "run_ids": [r.run_id for r in records],
     }
 
 
@@ -166,18 +117,18 @@ def sweep_rows(records, tolerance: float = KNEE_TOLERANCE) -> list[dict]:
     ('-' where no kernel capture), kernel_changed (lm_head kernel differs from the previous value's),
     is_best, is_knee, mark (text of the last three), reason, run_ids. Records without a sweep are ignored."""
     curves: dict[tuple, dict] = {}
-    for r in records:
-        if not r.get("sweep"):
+    for r in map(_view, records):
+        if not r.sweep:
             continue
         by_value = curves.setdefault(curve_key(r), {})
-        by_value.setdefault(json.dumps(r["sweep"].get("value"), sort_keys=True), []).append(r)
+        by_value.setdefault(json.dumps(r.sweep.get("value"), sort_keys=True), []).append(r)
     rows = []
     for key in sorted(curves):
         name, field, plan, rung, env, device = key
         points = []
         for group in curves[key].values():
             points.append({"sweep": name, "field": field, "plan": plan, "rung": rung, "env": env, "device": device,
-                           "value": group[0]["sweep"].get("value"), **_merge(group)})
+                           "value": group[0].sweep.get("value"), **_merge(group)})
         points.sort(key=lambda p: value_key(p["value"]))
         best = max((p["tokens_per_s"] for p in points if p["tokens_per_s"] is not None), default=None)
         the_knee = knee([(p["value"], p["tokens_per_s"]) for p in points], tolerance)

@@ -15,7 +15,6 @@ import argparse
 import re
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -23,7 +22,8 @@ if str(ROOT) not in sys.path:
 
 import yaml
 
-from harness import batch_search
+from harness import sweep
+from harness.analysis import fit
 from harness.record.io import iter_records
 from harness.record.view import RecordView
 
@@ -39,50 +39,46 @@ def _fail(line: str) -> None:
     raise SystemExit(f"readme_gpu: {line}")  # a bad record here is a broken checkout, not something to skip
 
 
-def tok(record: dict | None) -> str:
+def tok(record: RecordView | None) -> str:
     if record is None:
         return "-"
-    if record["status"] != "ok":
-        return record["status"]
-    r = RecordView(record)
-    return f"{r.summary['tokens_per_s']:,.0f} ({r.memory('device used') / MIB:,.0f} MiB)"
+    if not record.ok:
+        return record.status
+    return f"{record.summary_number('tokens_per_s'):,.0f} ({record.memory('device used') / MIB:,.0f} MiB)"
 
 
-def first(items, **match) -> dict | None:
-    found = [r for r in items if all(_get(r, k) == v for k, v in match.items())]
-    return min(found, key=lambda r: r["run_id"]) if found else None
+def first(items, folder: str | None = None, **match) -> RecordView | None:
+    """The first record (by run id) of (folder, record) items in that folder whose fields match."""
+    found = [r for f, r in items if folder in (None, f) and all(_get(r, k) == v for k, v in match.items())]
+    return min(found, key=lambda r: r.run_id) if found else None
 
 
-def _get(record: dict, key: str):
+def _get(record: RecordView, key: str):
     if key in ("batch_size", "vocab_size", "sdpa_backend"):
-        return record["workload"][key]
-    if key == "folder":
-        return record["_folder"]
-    if key == "torch":
-        return (record.get("reference") or {}).get("torch")
-    if key == "line":
-        return (record.get("reference") or {}).get("line")
-    return record.get(key)
+        return record.workload.get(key)
+    if key in ("torch", "line"):
+        return record.reference.get(key)
+    return getattr(record, key)
 
 
 def load() -> dict:
-    """The records of each GPU folder (each tagged with its sub-folder: ladder, explain, ...) and the references."""
-    data = {gpu: [dict(r, _folder=path.parent.name) for path, r in iter_records([folder], warn=_fail)] for gpu, folder in GPUS}
-    data["reference"] = [r for _path, r in iter_records([REFERENCE], warn=_fail)]
+    """(sub-folder, record) of each GPU folder (ladder, explain, ...) and the references."""
+    data = {gpu: [(path.parent.name, RecordView(r)) for path, r in iter_records([folder], warn=_fail)] for gpu, folder in GPUS}
+    data["user-log"] = [RecordView(r) for _path, r in iter_records([REFERENCE], warn=_fail)]
     return data
 
 
 def ladder_table(data: dict) -> list[str]:
-    refs = data["reference"]
+    refs = data["user-log"]
     head = ["rung", "user's log B=16", "H100 B=16", "H200 B=16", "user's log B=64", "H100 B=64", "H200 B=64"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for rung in LADDER:
         cells = [rung]
         for b in (16, 64):
-            logged = [r for r in refs if r["rung"] == rung and r["workload"]["batch_size"] == b and r["status"] == "ok"
-                      and r["workload"].get("compile") != "off"]
-            logged.sort(key=lambda r: r["reference"]["line"])
-            cells.append("; ".join(f"{tok(r)}" + (f" torch {r['reference']['torch']}" if r["reference"].get("torch") else "")
+            logged = [r for r in refs if r.rung == rung and r.workload.get("batch_size") == b and r.ok
+                      and r.workload.get("compile") != "off"]
+            logged.sort(key=lambda r: r.reference.get("line"))
+            cells.append("; ".join(f"{tok(r)}" + (f" torch {r.reference['torch']}" if r.reference.get("torch") else "")
                                    for r in logged) or "-")
             for gpu in ("H100", "H200"):
                 cells.append(tok(first(data[gpu], folder="ladder", rung=rung, batch_size=b)))
@@ -91,24 +87,22 @@ def ladder_table(data: dict) -> list[str]:
 
 
 def batch_table(data: dict) -> list[str]:
-    tries = sorted((r for r in data["H100"] if r["_folder"] == "batch-search"), key=lambda r: r["workload"]["batch_size"])
-    args = SimpleNamespace(headroom_gib=None)  # the batch search's own default headroom
-    judged = [batch_search.judge(args, r) for r in tries]
-    fits = [j["batch_size"] for j in judged if j["fits"]]
-    knee = batch_search.sweepmod.knee([(j["batch_size"], j["tokens_per_s"]) for j in judged if j["fits"]])
-    logged = {r["workload"]["batch_size"]: r for r in data["reference"]
-              if (r.get("sweep") or {}).get("field") == "batch_size" and r["status"] == "ok"}
+    tries = sorted((r for f, r in data["H100"] if f == "batch-search"), key=lambda r: r.workload.get("batch_size"))
+    judged = [fit.judge(r) for r in tries]  # the batch search's own default headroom
+    fits = [j.batch_size for j in judged if j.fits]
+    knee = sweep.knee([(j.batch_size, j.tokens_per_s) for j in judged if j.fits])
+    logged = {r.workload.get("batch_size"): r for r in data["user-log"]
+              if r.sweep and r.sweep.get("field") == "batch_size" and r.ok}
     lines = ["| B | H100, torch 2.11 | fits with the default headroom | user's log (nightly) |", "|---|---|---|---|"]
     for j in judged:
-        r = j["record"]
-        note = "yes" if j["fits"] else "no"
-        if j["batch_size"] == max(fits, default=None):
+        note = "yes" if j.fits else "no"
+        if j.batch_size == max(fits, default=None):
             note += " (largest that fits)"
-        if j["batch_size"] == knee:
+        if j.batch_size == knee:
             note += " (knee)"
-        if not j["fits"] and j["status"] == "ok":
-            note += f": peak {j['peak_bytes'] / 2**30:.2f} GiB + {j['headroom_bytes'] / 2**30:.0f} GiB headroom > {j['usable_bytes'] / 2**30:.2f} GiB"
-        lines.append(f"| {j['batch_size']} | {tok(r)} | {note} | {tok(logged.get(j['batch_size']))} |")
+        if not j.fits and j.status == "ok":
+            note += f": peak {j.peak_bytes / 2**30:.2f} GiB + {j.headroom_bytes / 2**30:.0f} GiB headroom > {j.usable_bytes / 2**30:.2f} GiB"
+        lines.append(f"| {j.batch_size} | {tok(j.record)} | {note} | {tok(logged.get(j.batch_size))} |")
     return lines
 
 
@@ -117,7 +111,7 @@ def overhead_lines(data: dict) -> list[str]:
     log = (GPUS[0][1] / "logs/overhead.log").read_text()
     m = re.search(r"round 1/\d+: harness ([\d,]+) tokens/s .*?bare loop ([\d,]+) tokens/s, harness/bare ([\d.]+)", log)
     h100_record = first(data["H100"], folder="overhead-check")
-    if m is None or int(m.group(1).replace(",", "")) != round(h100_record["summary"]["tokens_per_s"]):
+    if m is None or int(m.group(1).replace(",", "")) != round(h100_record.summary_number("tokens_per_s")):
         raise SystemExit("readme_gpu: the H100 overhead log and its record disagree")
     rounds = ", ".join(f"{x['harness_tokens_per_s']:,.0f} vs {x['bare_tokens_per_s']:,.0f}" for x in h200["rounds"])
     return [
@@ -129,9 +123,9 @@ def overhead_lines(data: dict) -> list[str]:
     ]
 
 
-def peers(records: list[dict]) -> list[dict]:
+def peers(items) -> list[RecordView]:
     """The peer's runs: records of kind peer (results/transcribe_peers.py), in the order of their source lines."""
-    return sorted((r for r in records if r["kind"] == "peer"), key=lambda r: r["peer"]["line"])
+    return sorted((r for _f, r in items if r.kind == "peer"), key=lambda r: r.peer.get("line"))
 
 
 def peer_lines(data: dict) -> list[str]:
@@ -139,10 +133,10 @@ def peer_lines(data: dict) -> list[str]:
            "|---|---|---|---|"]
     for gpu, _folder in GPUS:
         runs = peers(data[gpu])
-        peer = " / ".join(f"{p['summary']['tokens_per_s']:,.0f}" for p in runs)
+        peer = " / ".join(f"{p.summary_number('tokens_per_s'):,.0f}" for p in runs)
         ours_auto = first(data[gpu], folder="beyond", rung="sdpa-auto")
         ours = first(data[gpu], folder="ladder", rung="fused-adamw-clip", batch_size=64)
-        out.append(f"| {runs[0]['environment']['gpu']['name']} | {peer} tokens/s ({len(runs)} run{'s' if len(runs) > 1 else ''}) | "
+        out.append(f"| {runs[0].device_label} | {peer} tokens/s ({len(runs)} run{'s' if len(runs) > 1 else ''}) | "
                    f"{tok(ours_auto) if ours_auto else 'not run'} | {tok(ours)} |")
     return out
 
@@ -151,21 +145,21 @@ def sdpa_lines(data: dict) -> list[str]:
     auto = first(data["H200"], folder="beyond", rung="sdpa-auto")
     cudnn = first(data["H200"], folder="beyond", rung="sdpa-cudnn")
     flash = first(data["H200"], folder="ladder", rung="fused-adamw-clip", batch_size=64)
-    picked = auto["explain"]["kernels"]["sdpa_backend"]
+    picked = auto.kernels["sdpa_backend"]
     return [(f"- H200, B=64, the seed ladder's last rung with SDPA left to choose (`auto`): it picked **{picked}** attention "
-            f"(`{auto['explain']['kernels']['attention_kernels'][0][:60]}...`), {tok(auto)}; cuDNN forced: {tok(cudnn)}; "
+            f"(`{auto.kernels['attention_kernels'][0][:60]}...`), {tok(auto)}; cuDNN forced: {tok(cudnn)}; "
             f"flash forced (the seed ladder's rung): {tok(flash)}.")]
 
 
 def section(data: dict) -> str:
     h100 = first(data["H100"], folder="ladder")
-    env = h100["environment"]
+    versions = h100.versions
     parts = [
         START,
         "## GPU numbers (H100 and H200, torch 2.11)",
         "",
         (f"Measured with this project's code on 2026-11-23 on lent machines: an NVIDIA H100 80GB HBM3 and an NVIDIA H200, "
-        f"driver {env['driver']['nvml']['driver']}, torch {env['torch']['version']}, Python {env['python']['version']} "
+        f"driver {versions['driver']}, torch {versions['torch']}, Python {versions['python']} "
         "(env `local`). gpt2-124m, T=1024, synthetic data, `torch.compile` default, 50 steps of which 10 warm-up, one "
         "worker process and one run per rung. Records, logs and how they were made: `results/gpu-h100-80gb-hbm3/` and "
         "`results/gpu-h200/` (their READMEs). The user's numbers are their own log (`results/reference/`, H100/H800 "
@@ -180,7 +174,7 @@ def section(data: dict) -> str:
         *ladder_table(data),
         "",
         ("**Batch search** on the H100 (`python -m harness.batch_search ... --rung fused-adamw-clip --start 64`; "
-        f"headroom {batch_search.GPU_HEADROOM_GIB:.0f} GiB), beside the user's own B sweep:"),
+        f"headroom {fit.GPU_HEADROOM_GIB:.0f} GiB), beside the user's own B sweep:"),
         "",
         *batch_table(data),
         "",

@@ -13,7 +13,9 @@ from module_cli import assert_refused, run_module
 from records_factory import make_record
 
 from harness import batch_search as bs
+from harness.analysis.fit import Fit
 from harness.record.io import iter_records, validate
+from harness.record.view import RecordView
 
 GIB = 2**30
 
@@ -22,10 +24,10 @@ def parse(*argv):
     return bs.make_parser().parse_args(["--rung", "fp32", *argv])
 
 
-def fake_try(b: int, fits: bool, status: str = "ok") -> dict:
-    return {"batch_size": b, "status": status, "tokens_per_s": 1000.0 * b if fits else None, "peak_bytes": b * 2**20,
-            "memory_source": "peak RSS", "usable_bytes": 2**30, "headroom_bytes": 0, "fits": fits,
-            "why": None if fits else f"status {status}", "record": {"workload": {}}}
+def fake_try(b: int, fits: bool, status: str = "ok") -> Fit:
+    return Fit(batch_size=b, status=status, tokens_per_s=1000.0 * b if fits else None, peak_bytes=b * 2**20,
+               memory_source="peak RSS", usable_bytes=2**30, headroom_bytes=0,
+               why=None if fits else f"status {status}", record=RecordView({"workload": {}}))
 
 
 def searched(edge: int, argv=(), status="oom"):
@@ -105,23 +107,23 @@ def cpu_record(b, rss, status="ok", budget=None):
 
 def test_fits_needs_ok_and_peak_plus_headroom_within_usable_memory():
     args = parse()
-    assert bs.judge(args, cuda_record(96, 74 * GIB))["fits"]  # 74 + 5 <= 80
+    assert bs.judge(args, cuda_record(96, 74 * GIB)).fits  # 74 + 5 <= 80
     t = bs.judge(args, cuda_record(112, 76 * GIB))  # ok, but 76 + 5 > 80
-    assert not t["fits"] and "headroom 5.00 GiB" in t["why"] and t["memory_source"] == "device used"
-    assert not bs.judge(args, cuda_record(128, None, status="oom"))["fits"]
-    assert bs.judge(parse("--headroom-gib", "0"), cuda_record(112, 76 * GIB))["fits"]
+    assert not t.fits and "headroom 5.00 GiB" in t.why and t.memory_source == "device used"
+    assert not bs.judge(args, cuda_record(128, None, status="oom")).fits
+    assert bs.judge(parse("--headroom-gib", "0"), cuda_record(112, 76 * GIB)).fits
     # a budget emulates a smaller card: usable = the budget
     t = bs.judge(args, cuda_record(48, 36 * GIB, budget=40.0))
-    assert t["usable_bytes"] == 40 * GIB and not t["fits"]
-    assert bs.judge(args, cuda_record(32, 30 * GIB, budget=40.0))["fits"]
+    assert t.usable_bytes == 40 * GIB and not t.fits
+    assert bs.judge(args, cuda_record(32, 30 * GIB, budget=40.0)).fits
     # no NVML: the allocator's reserved peak stands in
     r = cuda_record(96, 74 * GIB)
     del r["summary"]["device_used_bytes"]
-    assert bs.judge(args, r)["peak_bytes"] == 73 * GIB and bs.judge(args, r)["memory_source"] == "reserved"
+    assert bs.judge(args, r).peak_bytes == 73 * GIB and bs.judge(args, r).memory_source == "peak reserved"
     # CPU: no headroom by default; usable = host RAM, or the budget
-    assert bs.judge(args, cpu_record(8, 15 * GIB))["fits"] and bs.judge(args, cpu_record(8, 15 * GIB))["headroom_bytes"] == 0
-    assert not bs.judge(args, cpu_record(8, 17 * GIB))["fits"]
-    assert not bs.judge(args, cpu_record(8, 2 * GIB, budget=1.0))["fits"]
+    assert bs.judge(args, cpu_record(8, 15 * GIB)).fits and bs.judge(args, cpu_record(8, 15 * GIB)).headroom_bytes == 0
+    assert not bs.judge(args, cpu_record(8, 17 * GIB)).fits
+    assert not bs.judge(args, cpu_record(8, 2 * GIB, budget=1.0)).fits
 
 
 @pytest.mark.parametrize("args, message", [
@@ -199,7 +201,7 @@ def test_real_batch_search_on_cpu_finds_the_edge_of_a_memory_budget(tmp_path):
     assert all(r["status"] == "oom" for b, r in records.items() if b > edge)
     assert 4 <= knee <= edge
     # the oom records are on disk, saying why
-    ooms = [json.loads(p.read_text()) for p in out.glob("*.json") if json.loads(p.read_text())["status"] == "oom"]
+    ooms = [json.loads(p.read_text()) for p in out.glob("*.json") if json.loads(p.read_text()).status == "oom"]
     assert ooms and all(first_bad <= r["workload"]["batch_size"] for r in ooms)
     for r in ooms:
         assert r["summary"]["peak_rss_bytes"] > budget * GIB

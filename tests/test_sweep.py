@@ -12,9 +12,13 @@ import pytest
 from module_cli import assert_refused, run_module
 from records_factory import make_record, write
 
+from harness.analysis.context import Compare
+from harness.analysis.dataset import load
+from harness.analysis.tables import registry
 from harness import request
 from harness import run as runmod
 from harness import sweep as sweepmod
+from harness.record.view import RecordView
 from harness.plan import PlanError, load_plan
 from harness.record.io import iter_records, validate
 
@@ -292,19 +296,21 @@ def test_sweep_table_formats_are_stable():
 
 
 def test_peak_and_usable_memory_per_device():
+    """The one peak-memory rule (RecordView.peak_memory(widest=True)) the sweeps, the batch search and the fastest
+    table all read: CUDA device used, else the allocator's peak reserved; CPU peak RSS."""
     cuda = point(64, 100.0)
     cuda["summary"].update(peak_reserved_bytes=30 * GIB)
-    assert sweepmod.peak_memory(cuda) == (30 * GIB, "reserved")
+    assert RecordView(cuda).peak_memory(widest=True) == (30 * GIB, "peak reserved")
     cuda["summary"]["device_used_bytes"] = 31 * GIB
-    assert sweepmod.peak_memory(cuda) == (31 * GIB, "device used")
-    assert sweepmod.usable_memory_bytes(cuda) == 80 * GIB
+    assert RecordView(cuda).peak_memory(widest=True) == (31 * GIB, "device used")
+    assert RecordView(cuda).usable_memory_bytes == 80 * GIB
     cuda["workload"]["memory_budget_gib"] = 40.0
-    assert sweepmod.usable_memory_bytes(cuda) == 40 * GIB
+    assert RecordView(cuda).usable_memory_bytes == 40 * GIB
     cpu = point(8, 100.0, gpu=None, used=700 * 2**20)
     cpu["environment"]["host_ram_bytes"] = 16 * GIB
-    assert sweepmod.peak_memory(cpu) == (700 * 2**20, "peak RSS")
-    assert sweepmod.usable_memory_bytes(cpu) == 16 * GIB
-    assert sweepmod.device_label(cpu).startswith("cpu: ")
+    assert RecordView(cpu).peak_memory(widest=True) == (700 * 2**20, "peak RSS")
+    assert RecordView(cpu).usable_memory_bytes == 16 * GIB
+    assert RecordView(cpu).device_label.startswith("cpu: ")
 
 
 # ---------------------------------------------------------------- a real sweep on CPU
@@ -343,8 +349,8 @@ def test_compare_sweeps_table_keeps_rungs_of_one_sweep_apart_with_knee_and_kerne
                                  ("bt-b16", ((1008, 60.0, gemm_b), (1016, 61.0, gemm_b), (1024, 62.0, gemm_b))))
                for t, ms, k in pts]
     write(tmp_path, records)
-    cmp = compare.Compare(compare.load([tmp_path], warn=lambda _line: None))
-    table = cmp.sweeps_table()
+    cmp = Compare(load([tmp_path], warn=lambda _line: None))
+    table = registry.one(cmp, "sweeps")
     rows = [(r["rung"], r["value"]) for r in table.rows]
     assert rows == [("bt-b15", 1008), ("bt-b15", 1016), ("bt-b15", 1024), ("bt-b16", 1008), ("bt-b16", 1016), ("bt-b16", 1024)]
     marks = {(r["rung"], r["value"]): r["mark"] for r in table.rows}
