@@ -12,8 +12,11 @@ import argparse
 import sys
 
 from harness.analysis import stats
-from harness.analysis.context import DEFAULT_LOSS_TOL, TABLES, Compare
-from harness.analysis.dataset import Dataset, Filters, load
+from harness.analysis.context import DEFAULT_LOSS_TOL, Compare
+from harness.analysis.dataset import Dataset
+from harness.analysis.options import CompareOptions, NothingToCompare, UsageError, analyse
+from harness.analysis.tables import registry
+from harness.analysis.tables.registry import TABLES
 from harness.analysis.tables.underneath import TOP_UNDERNEATH
 from harness.render import header_lines, render_csv, render_json, render_text
 
@@ -23,7 +26,7 @@ FORMATS = ("text", "markdown", "csv", "json")
 def parser() -> argparse.ArgumentParser:
     p = common_parser("python -m harness.compare", __doc__.split("\n\n")[0])
     p.add_argument("--format", choices=FORMATS, default="text")
-    p.add_argument("--table", action="append", default=[], choices=TABLES, help="only this table (repeatable; default all)")
+    p.add_argument("--table", action="append", default=[], choices=list(TABLES), help="only this table (repeatable; default all)")
     return p
 
 
@@ -50,42 +53,21 @@ def common_parser(prog: str, description: str) -> argparse.ArgumentParser:
     return p
 
 
-def resolve_baselines(p: argparse.ArgumentParser, args, ds: Dataset) -> tuple[str | None, str | None]:
-    env = gpu = None
-    if args.baseline_env:
-        envs = ds.envs()
-        matches = [e for e in envs if e == args.baseline_env] or [e for e in envs if e.split("@")[0] == args.baseline_env]
-        if len(matches) != 1:
-            p.error(f"--baseline-env {args.baseline_env}: {'ambiguous' if matches else 'no such env'} (envs here: {', '.join(envs) or 'none'})")
-        env = matches[0]
-    if args.baseline_gpu:
-        gpus = ds.gpus()
-        matches = [g for g in gpus if g == args.baseline_gpu] or [g for g in gpus if args.baseline_gpu.lower() in g.lower()]
-        if len(matches) != 1:
-            p.error(f"--baseline-gpu {args.baseline_gpu}: {'matches ' + ', '.join(matches) if matches else 'no such GPU'} (GPUs here: {', '.join(gpus) or 'none'})")
-        gpu = matches[0]
-    return env, gpu
+def options_from(args: argparse.Namespace) -> CompareOptions:
+    """The parsed shared options as keyword arguments of the comparison (harness.analysis.options)."""
+    return CompareOptions(tuple(args.paths), args.baseline_env, args.baseline_gpu, tuple(args.env), tuple(args.gpu),
+                          tuple(args.plan), tuple(args.rung), args.noise_floor, args.loss_tol, args.boot, args.all)
 
 
-def analyse(args, p: argparse.ArgumentParser, warn) -> tuple[Dataset, Compare]:
-    """Shared by harness.compare and harness.report: load, check options, build the comparison."""
-    if not 0 <= args.noise_floor < 1:
-        p.error("--noise-floor must be in [0, 1)")
-    if args.loss_tol <= 0:
-        p.error("--loss-tol must be positive")
-    if args.boot < 100:
-        p.error("--boot must be at least 100")
-    filters = Filters(args.env, args.gpu, args.plan, args.rung)
-    ds = load(args.paths, warn, filters, n_boot=args.boot)
-    if not ds.valid_records:
-        print(f"error: no valid record found under {', '.join(args.paths)}", file=sys.stderr)
+def analyse_or_exit(p: argparse.ArgumentParser, args: argparse.Namespace, warn) -> tuple[Dataset, Compare]:
+    """analyse at the edge: a bad option is the parser's usage error (exit 2), nothing to compare one line (exit 1)."""
+    try:
+        return analyse(options_from(args), warn)
+    except UsageError as exc:
+        p.error(str(exc))
+    except NothingToCompare as exc:
+        print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
-    # References pass --env (Filters): an --env that matches no record still leaves nothing to compare.
-    if not (ds.groups or ds.references or ds.peers or ds.failed or ds.left_out) or (args.env and not ds.kept_envs & set(args.env)):
-        print(f"error: {ds.valid_records} valid record(s), but none matches the filters", file=sys.stderr)
-        sys.exit(1)
-    env, gpu = resolve_baselines(p, args, ds)
-    return ds, Compare(ds, env, gpu, args.noise_floor, args.loss_tol, show_all=args.all)
 
 
 def main(argv=None) -> int:
@@ -97,8 +79,8 @@ def main(argv=None) -> int:
         warnings.append(line)
         print(line, file=sys.stderr)
 
-    ds, cmp = analyse(args, p, warn)
-    tables = cmp.tables(args.table or TABLES)
+    ds, cmp = analyse_or_exit(p, args, warn)
+    tables = registry.build(cmp, args.table or list(TABLES))
     footer = cmp.footer()
     if args.format == "json":
         out = render_json(tables, ds, footer, warnings)

@@ -37,14 +37,16 @@ from pathlib import Path
 import yaml
 
 from harness import batch_search, launcher
-from harness.analysis import fastest, stats
+from harness.analysis import fastest, fit, stats
 from harness.analysis.cells import Cell, fmt_int
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
+from harness.analysis.tables import fastest as fastest_tables
 from harness.flags import parse_assignments as parse_flag_assignments
 from harness.plan import PlanError, builtin_plans, load_plan
 from harness.progress import finished_lines
 from harness.record.io import check_writable
+from harness.record.view import RecordView
 from harness.render import render_text
 from harness.request import (
     DEFAULT_OUT,
@@ -92,7 +94,7 @@ class Session:
         self.options, self.defaults, self.base_flags, self.knobs = options, defaults, base_flags, knobs
         self.rungs = [{"name": fastest.START_RUNG, **({"flags": base_flags} if base_flags else {})}]
         for name, knob in knobs.items():
-            self.rungs.append(self._rung(name, knob["set"], knob["flags"]))
+            self.rungs.append(self._rung(name, knob["set"], knob["flags"]))  # not a record: the knob table
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         out = Path(request.out)
         self.plan_path = out / f"fastest-{stamp}.yaml"
@@ -109,7 +111,7 @@ class Session:
         if sets:
             rung["set"] = dict(sets)
         if self.base_flags or flags:
-            rung["flags"] = {**self.base_flags, **flags}
+            rung["flags"] = {**self.base_flags, **flags}  # not a record: the knob table
         return rung
 
     def add_rung(self, name: str, sets: dict, flags: dict) -> None:
@@ -161,13 +163,13 @@ def combine(session: Session, search: fastest.Search) -> tuple[list[str], dict, 
         knob = session.knobs.get(c.group.label)
         if knob is None:
             continue
-        keys = set(knob["set"]) | {f"flag:{k}" for k in knob["flags"]}
+        keys = set(knob["set"]) | {f"flag:{k}" for k in knob["flags"]}  # not a record: the knob table
         if keys & taken:
             continue
         chosen.append(c.group.label)
         taken |= keys
         sets.update(knob["set"])
-        flags.update(knob["flags"])
+        flags.update(knob["flags"])  # not a record: the knob table
     return chosen, sets, flags
 
 
@@ -178,7 +180,7 @@ def batch(session: Session, winner: fastest.Candidate) -> None:
     options = batch_search.SearchOptions(start=b0, max=a.max_batch, multiple=a.multiple)
     base = replace(session.request, rungs=winner.group.label, repeats=1)
 
-    def attempt(b: int) -> dict:
+    def attempt(b: int) -> fit.Fit:
         if b == b0:
             return batch_search.judge(options, winner.group.first)
         request = batch_search.try_request(base, b)
@@ -194,7 +196,7 @@ def batch(session: Session, winner: fastest.Candidate) -> None:
 
 def answer(cmp: Compare, s: fastest.Search) -> tuple[list, list[str]]:
     """The tables and the closing lines: every run, the best against the start, and what explains it."""
-    tables = [fastest.search_table(cmp, s)]
+    tables = [fastest_tables.search_table(cmp, s)]
     lines = []
     best, start = s.best, s.start
     if best is None:
@@ -206,7 +208,7 @@ def answer(cmp: Compare, s: fastest.Search) -> tuple[list, list[str]]:
                  f"{start.batch}) {fmt_int(start.throughput.point)} tokens/s: {Cell(gain).text()}")
     b0, b = start.workload.get("batch_size"), g.workload.get("batch_size")
     lines.append(f"  changes: {fastest.changes(start, g)}" + (f"; B {b0} -> {b}" if b != b0 else ""))
-    ds, measured = fastest.mfu(g, "mfu_datasheet"), fastest.mfu(g, "mfu_measured")
+    ds, measured = fastest_tables.mfu(g, "mfu_datasheet"), fastest_tables.mfu(g, "mfu_measured")
     lines.append(f"  MFU: {ds.text() if ds else 'n/a'} of the datasheet peak, "
                  f"{measured.text() if measured else 'n/a'} of the measured GEMM peak; memory: "
                  f"{fastest.memory_text(g) or 'n/a'} (start: {fastest.memory_text(start) or 'n/a'})")
@@ -220,7 +222,7 @@ def answer(cmp: Compare, s: fastest.Search) -> tuple[list, list[str]]:
         lines.append(f"  not equivalent (faster, but its loss drifts): {c.group.label} at {c.group.batch}: "
                      f"{c.parity_text(cmp.loss_tol)}")
     if best.partner is not None and not best.is_start:
-        tables.append(fastest.split_table(f"What explains it: {g.label} against the start at the same B ({g.batch})",
+        tables.append(fastest_tables.split_table(f"What explains it: {g.label} against the start at the same B ({g.batch})",
                                           best.partner, g))
     return tables, lines
 
@@ -286,7 +288,7 @@ def prepare(p: argparse.ArgumentParser, request: RunRequest, options: TuneOption
         base_flags = {**rung.flags, **parse_flag_assignments(list(request.flags))}
         # a knob that changes nothing against this start would only repeat it
         same = [k for k, v in knobs.items() if all(defaults.get(f) == x for f, x in v["set"].items())
-                and all(base_flags.get(f, "default") == x for f, x in v["flags"].items())]
+                and all(base_flags.get(f, "default") == x for f, x in v["flags"].items())]  # not a record: the knob table
         for k in same:
             print(f"knob {k}: already part of the start configuration, not run", flush=True)
             del knobs[k]
@@ -329,8 +331,8 @@ def search_and_report(session: Session) -> int:
     session.run([fastest.START_RUNG, *knobs])
     cmp, search = session.analyse()
     if search is None:
-        start = next((r for r in session.records if r["rung"] == fastest.START_RUNG), None)
-        print(f"\nthe start did not run ({start['status'] if start else 'no record'}: {(start or {}).get('reason')}): "
+        start = next((r for r in map(RecordView, session.records) if r.rung == fastest.START_RUNG), None)
+        print(f"\nthe start did not run ({start.status if start else 'no record'}: {start.reason if start else None}): "
               "nothing to compare the knobs against")
         return 1
     chosen, sets, flags = combine(session, search)

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 from records_factory import constant_ms, kernels, make_record, noisy_ms, write
 
+from harness.analysis.tables import registry
 from harness import compare
 from harness.analysis import stats
 from harness.analysis.cells import Cell
 from harness.analysis.context import Compare
-from harness.analysis.dataset import load, torch_version_key
+from harness.analysis.dataset import Filters, load, torch_version_key
 
 ROOT = Path(__file__).resolve().parent.parent
 BF16_SDPA = {"precision": "bf16", "attention": "sdpa", "sdpa_backend": "flash"}
@@ -57,7 +58,7 @@ def exact(tmp_path):
 def test_exact_deltas(exact):
     cmp = Compare(load([exact], warn=lambda line: None))
     # ladder: bf16 300 ms -> sdpa-flash 150 ms (2x) -> vocab 100 ms (1.5x; 3x the first rung)
-    ladder = next(t for t in cmp.ladder_tables() if "H100" in t.title and "torch212" in t.title)
+    ladder = next(t for t in registry.build(cmp, ["ladder"]) if "H100" in t.title and "torch212" in t.title)
     assert [r["rung"] for r in ladder.rows] == ["bf16", "sdpa-flash", "vocab-50304"]
     assert by(ladder, rung="bf16")["tokens_s"] == pytest.approx(TOKENS / 0.3)
     assert by(ladder, rung="sdpa-flash")["vs_previous"].delta.value == pytest.approx(1.0)
@@ -68,7 +69,7 @@ def test_exact_deltas(exact):
     assert vocab["runs"] == "2x10" and vocab["ms"] == pytest.approx(100.0)
 
     # cross-version: H100 sdpa-flash 150 -> 105 ms = +42.857%; memory 20 -> 16 GiB = -20%
-    versions = cmp.versions_table()
+    versions = registry.one(cmp, "versions")
     row = by(versions, gpu="NVIDIA H100 80GB HBM3", rung="sdpa-flash", env="nightly")
     assert row["baseline"] == "H100 80GB HBM3 / torch212, B=16, T=1024"  # the baseline cell, named fully
     assert row["d_tokens_s"].delta.value == pytest.approx(150 / 105 - 1)
@@ -78,16 +79,16 @@ def test_exact_deltas(exact):
     assert by(versions, gpu="NVIDIA H100 80GB HBM3", rung="sdpa-flash", env="torch212")["baseline"] == "(baseline)"
 
     # cross-GPU: A100 is the baseline (lower capability); vocab torch212: 200 -> 100 ms = +100%
-    row = by(cmp.gpus_table(), env="torch212", rung="vocab-50304", gpu="NVIDIA H100 80GB HBM3")
+    row = by(registry.one(cmp, "gpus"), env="torch212", rung="vocab-50304", gpu="NVIDIA H100 80GB HBM3")
     assert row["baseline"] == "A100-SXM4-80GB / torch212, B=16, T=1024"
     assert row["d_tokens_s"].delta.value == pytest.approx(1.0)
 
     # knob effects per cell, and the 2x2 split
-    knobs = cmp.knobs_table()
+    knobs = registry.one(cmp, "knobs")
     vocab_rows = [r for r in knobs.rows if r["knob"] == "vocab_size 50257 -> 50304"]
     assert {(r["gpu"].split()[1], r["env"]): round(r["d_tokens_s"].delta.value, 6) for r in vocab_rows} == {
         ("H100", "torch212"): 0.5, ("H100", "nightly"): 0.05, ("A100-SXM4-80GB", "torch212"): 0.02, ("A100-SXM4-80GB", "nightly"): 0.03}
-    factors = cmp.factors_table()
+    factors = registry.one(cmp, "factors")
     row = by(factors, knob="vocab_size 50257 -> 50304")
     assert row["gpus"] == "NVIDIA A100-SXM4-80GB -> NVIDIA H100 80GB HBM3" and row["envs"] == "torch212 -> nightly"
     assert row["gpu_factor"].delta.value == pytest.approx(0.5 * (0.50 - 0.02) + 0.5 * (0.05 - 0.03))  # +25 pp
@@ -122,7 +123,7 @@ def _pair(tmp_path, a_ms, b_ms, name):
     recs = [make_record(env="torch212", rung="sdpa-flash", repeat=i, workload=BF16_SDPA, ms=m) for i, m in enumerate(a_ms)]
     recs += [make_record(env="nightly", rung="sdpa-flash", repeat=i, workload=BF16_SDPA, ms=m) for i, m in enumerate(b_ms)]
     cmp = Compare(load([write(tmp_path / name, recs)], warn=lambda line: None))
-    return by(cmp.versions_table(), env="nightly")["d_tokens_s"].delta
+    return by(registry.one(cmp, "versions"), env="nightly")["d_tokens_s"].delta
 
 
 def test_significance_labels(tmp_path):
@@ -209,19 +210,19 @@ def test_env_filter_keeps_the_users_reference_records(tmp_path, capsys):
     refs = ROOT / "results" / "reference"
     measured = write(tmp_path / "m", [make_record(env=env, rung="vocab-50304", workload=VOCAB, ms=constant_ms(ms))
                                       for env, ms in (("torch212", 70.0), ("nightly", 60.0))])
-    ds = load([refs, measured], warn=lambda line: None, filters=compare.Filters(envs=["nightly"]))
+    ds = load([refs, measured], warn=lambda line: None, filters=Filters(envs=["nightly"]))
     assert len(ds.references) == 21 and [g.env for g in ds.groups] == ["nightly"] and ds.filtered == 1
-    beside = [r["measured"] for r in Compare(ds).reference_table().rows if r.get("measured") not in (None, "(none)")]
+    beside = [r["measured"] for r in registry.one(Compare(ds), "reference").rows if r.get("measured") not in (None, "(none)")]
     assert beside == ["NVIDIA H100 80GB HBM3 / nightly"]  # the reference line 44 (vocab-50304, B=16) beside the filtered run
     code, out, _err = run([refs, measured, "--env", "nightly", "--table", "reference", "--format", "json"], capsys)
     doc = json.loads(out)
     assert code == 0 and doc["references"] == 21 and doc["groups"] == 1
     # filtered explicitly: --env reference keeps them alone; --rung and --gpu select them by their own rung and GPU class
-    ds = load([refs, measured], warn=lambda line: None, filters=compare.Filters(envs=["reference"]))
+    ds = load([refs, measured], warn=lambda line: None, filters=Filters(envs=["reference"]))
     assert len(ds.references) == 21 and not ds.groups
-    ds = load([refs, measured], warn=lambda line: None, filters=compare.Filters(rungs=["fp32"]))
+    ds = load([refs, measured], warn=lambda line: None, filters=Filters(rungs=["fp32"]))
     assert len(ds.references) == 2 and not ds.groups  # log lines 5 and 7
-    ds = load([refs, measured], warn=lambda line: None, filters=compare.Filters(gpus=["A100"]))
+    ds = load([refs, measured], warn=lambda line: None, filters=Filters(gpus=["A100"]))
     assert not ds.references
     # an env that matches no record is still an error, though the references pass the filter
     with pytest.raises(SystemExit) as exc:
@@ -240,12 +241,12 @@ def test_not_comparable_runs_are_never_mixed(tmp_path):
     ]
     ds = load([write(tmp_path / "r", recs)], warn=lambda line: None)
     cmp = Compare(ds)
-    assert cmp.versions_table().rows == []
+    assert registry.one(cmp, "versions").rows == []
     assert len(ds.groups) == 4  # nothing merged
     assert any("tf32" in n and "2 different workload/flags hashes" in n for n in ds.notes)
-    left = cmp.left_out_table()
+    left = registry.one(cmp, "left-out")
     assert any("status oom: CUDA out of memory" in r["why"] for r in left.rows)
-    ladder = next(t for t in cmp.ladder_tables() if "torch212" in t.title and "B=16" in t.title)
+    ladder = next(t for t in registry.build(cmp, ["ladder"]) if "torch212" in t.title and "B=16" in t.title)
     assert {k: ladder.rows[0][k] for k in ("rung", "runs")} == {"rung": "fp32", "runs": "oom"}
 
 
@@ -254,7 +255,7 @@ def test_env_with_two_torch_versions_is_split(tmp_path):
             make_record(env="nightly", rung="bf16", workload={"precision": "bf16"}, torch_version="2.7.0.dev20250301", ms=constant_ms(90))]
     cmp = Compare(load([write(tmp_path / "r", recs)], warn=lambda line: None))
     assert cmp.ds.envs() == ["nightly@2.6.0.dev20241203", "nightly@2.7.0.dev20250301"]
-    row = by(cmp.versions_table(), env="nightly@2.7.0.dev20250301")
+    row = by(registry.one(cmp, "versions"), env="nightly@2.7.0.dev20250301")
     assert row["d_tokens_s"].delta.value == pytest.approx(100 / 90 - 1)
 
 
@@ -267,9 +268,9 @@ def test_torch_version_order():
 def test_baselines_and_filters(exact, capsys):
     ds = load([exact], warn=lambda line: None)
     cmp = Compare(ds, baseline_env="nightly", baseline_gpu="NVIDIA H100 80GB HBM3")
-    row = by(cmp.versions_table(), gpu="NVIDIA H100 80GB HBM3", rung="sdpa-flash", env="torch212")
+    row = by(registry.one(cmp, "versions"), gpu="NVIDIA H100 80GB HBM3", rung="sdpa-flash", env="torch212")
     assert row["baseline"] == "H100 80GB HBM3 / nightly, B=16, T=1024" and row["d_tokens_s"].delta.value == pytest.approx(105 / 150 - 1)
-    row = by(cmp.gpus_table(), env="torch212", rung="vocab-50304", gpu="NVIDIA A100-SXM4-80GB")
+    row = by(registry.one(cmp, "gpus"), env="torch212", rung="vocab-50304", gpu="NVIDIA A100-SXM4-80GB")
     assert row["d_tokens_s"].delta.value == pytest.approx(-0.5)
     code, out, _err = run([exact, "--gpu", "a100", "--rung", "vocab-50304", "--format", "json"], capsys)
     doc = json.loads(out)
@@ -290,7 +291,7 @@ def test_kernels_and_libraries_underneath(tmp_path):
     recs = [make_record(env="torch212", rung="vocab-50304", workload=VOCAB, explain=slow),
             make_record(env="nightly", rung="vocab-50304", workload=VOCAB, explain=fast)]
     cmp = Compare(load([write(tmp_path / "r", recs)], warn=lambda line: None), show_all=True)
-    rows = cmp.underneath_table().rows
+    rows = registry.one(cmp, "underneath").rows
     assert rows[0]["what"] == "lm_head GEMM (changed)" and rows[0]["b"].startswith("sm90_xmma_gemm_bf16_128x128")
     assert rows[1]["what"].startswith("attention kernels (changed)")
     whats = [r["what"] for r in rows]
@@ -298,7 +299,7 @@ def test_kernels_and_libraries_underneath(tmp_path):
     assert any(w.startswith("appeared [gemm]: sm90_xmma") for w in whats)
     assert any(w.startswith("disappeared [attention]: fmha_cutlassF") for w in whats)
     assert any(w.startswith("changed [elementwise]: elementwise_kernel") for w in whats)
-    libs = {r["what"]: (r["a"], r["b"]) for r in cmp.libraries_table().rows}
+    libs = {r["what"]: (r["a"], r["b"]) for r in registry.one(cmp, "libraries").rows}
     assert libs["library cublasLt"] == ("12.1.3.1", "12.4.5.8")
     assert libs["torch.version"] == ("2.1.2+cu121", "2.6.0.dev20241203+cu124")
 
@@ -309,7 +310,7 @@ def test_loss_parity_flags_drift(tmp_path):
             make_record(env="torch23", rung="bf16", workload={"precision": "bf16"}, loss=[x * 1.001 for x in base]),
             make_record(env="nightly", rung="bf16", workload={"precision": "bf16"}, loss=[x * 1.05 for x in base])]
     cmp = Compare(load([write(tmp_path / "r", recs)], warn=lambda line: None), loss_tol=0.01)
-    table = cmp.loss_table()
+    table = registry.one(cmp, "loss")
     assert [r["parity"] for r in table.rows] == ["baseline", "ok", "DRIFT"]
     assert by(table, env="nightly")["d_mean"] == "+5.00%"
     assert "1.0%" in table.title
@@ -338,21 +339,21 @@ def _two_by_two(tmp_path, name, nightly_flags=None, nightly_hash=None):
 def test_2x2_never_mixes_runs_that_the_rule_keeps_apart(tmp_path, variant):
     """nightly's runs differ in a frozen flag (or in workload_hash): the cross-version and loss tables refuse them,
     and so must the 2x2 split, with the reason. (The old code split it: a 'version factor' that mixed the flag in.)"""
-    assert by(_two_by_two(tmp_path, "same").factors_table(), knob="vocab_size 50257 -> 50304")  # comparable: split
+    assert by(registry.one(_two_by_two(tmp_path, "same"), "factors"), knob="vocab_size 50257 -> 50304")  # comparable: split
     kwargs = {"nightly_flags": {"cudnn_benchmark": True}} if variant == "flag" else {"nightly_hash": lambda h: "f" + h[1:]}
     cmp = _two_by_two(tmp_path, variant, **kwargs)
-    factors = cmp.factors_table()
+    factors = registry.one(cmp, "factors")
     assert factors.rows == []
     why = "cudnn_benchmark" if variant == "flag" else "workload_hash"
     assert any(n.startswith("not split: vocab_size 50257 -> 50304") and why in n for n in factors.notes), factors.notes
-    versions = cmp.versions_table()
+    versions = registry.one(cmp, "versions")
     assert versions.rows == [] and any(n.startswith("not compared:") and why in n for n in versions.notes), versions.notes
     base_env = None
-    for r in cmp.loss_table().rows:  # each comparison set compares GPUs within one env, never torch212 with nightly
+    for r in registry.one(cmp, "loss").rows:  # each comparison set compares GPUs within one env, never torch212 with nightly
         base_env = r["env"] if r["parity"] == "baseline" else base_env
         assert r["env"] == base_env
     # the knob's effect is still shown in every cell, with the variant named
-    knobs = cmp.knobs_table()
+    knobs = registry.one(cmp, "knobs")
     assert len([r for r in knobs.rows if r["knob"] == "vocab_size 50257 -> 50304"]) == 4
     if variant == "flag":
         assert {r["at"] for r in knobs.rows} == {"sdpa-flash (B=16, T=1024) [cudnn_benchmark=null]",
@@ -369,7 +370,7 @@ def test_cross_gpu_rows_in_rung_order_baseline_named_and_failed_baseline_said(tm
                     recs.append(make_record(env="torch212", gpu=gpu, rung=rung, workload=w, status="oom", reason="CUDA out of memory"))
                 else:
                     recs.append(make_record(env="torch212", gpu=gpu, rung=rung, workload=w, ms=constant_ms(base_ms * b / 16)))
-    table = Compare(load([write(tmp_path / "r", recs)], warn=lambda line: None)).gpus_table()
+    table = registry.one(Compare(load([write(tmp_path / "r", recs)], warn=lambda line: None)), "gpus")
     assert [(r["rung"], r["batch"], r["gpu"].split()[1]) for r in table.rows] == [
         ("bf16", "B=16, T=1024", "A100-SXM4-80GB"), ("bf16", "B=16, T=1024", "H100"),
         ("bf16", "B=64, T=1024", "A100-SXM4-80GB"), ("bf16", "B=64, T=1024", "H100"),
@@ -391,11 +392,11 @@ def test_failure_records_without_an_environment_are_no_device(tmp_path, capsys):
             failure_record(env="torch212", rung="sdpa-flash", workload=BF16_SDPA),
             failure_record(env="torch212", rung="vocab-50304", workload=VOCAB, gpu="H100")]
     cmp = Compare(load([write(tmp_path / "r", recs)], warn=lambda line: None))
-    titles = [t.title for t in cmp.ladder_tables()]
+    titles = [t.title for t in registry.build(cmp, ["ladder"])]
     assert titles == ["Ladder: plan seed-ladder on NVIDIA H100 80GB HBM3 / torch212 (B=16, T=1024)"]
-    ladder = cmp.ladder_tables()[0]
+    ladder = registry.build(cmp, ["ladder"])[0]
     assert [(r["rung"], r["runs"]) for r in ladder.rows] == [("bf16", "1x10"), ("vocab-50304", "error")]
-    left = cmp.left_out_table().rows
+    left = registry.one(cmp, "left-out").rows
     died = next(r for r in left if "sdpa-flash" in r["what"])
     assert "device not recorded" in died["what"] and "does not say which device" in died["why"]
     code, out, _err = run([tmp_path / "r"], capsys)
@@ -412,9 +413,9 @@ def test_pooled_runs_from_separate_invocations_are_named(tmp_path):
             make_record(env="local", rung="bf16", workload={"precision": "bf16"}, repeat=0),  # one invocation's repeats:
             make_record(env="local", rung="bf16", workload={"precision": "bf16"}, repeat=1)]  # not flagged
     cmp = Compare(load([write(tmp_path / "r", recs)], warn=lambda line: None))
-    rows = {r["rung"]: r for t in cmp.ladder_tables() for r in t.rows}
+    rows = {r["rung"]: r for t in registry.build(cmp, ["ladder"]) for r in t.rows}
     assert rows["vocab-50304"]["runs"] == "3x10 pooled" and rows["bf16"]["runs"] == "2x10"
-    note = next(n for t in cmp.ladder_tables() for n in t.notes if n.startswith("vocab-50304"))
+    note = next(n for t in registry.build(cmp, ["ladder"]) for n in t.notes if n.startswith("vocab-50304"))
     assert "3 runs from separate invocations pooled" in note
     assert "search-run (sweep batch-search batch_size=64)" in note and "ladder-run (plan seed-ladder repeat 0)" in note
 
@@ -452,7 +453,7 @@ def test_underneath_ranked_by_time_top_few_and_all(tmp_path, capsys):
     recs = [make_record(env="torch212", rung="vocab-50304", workload=VOCAB, explain=ea),
             make_record(env="nightly", rung="vocab-50304", workload=VOCAB, explain=eb)]
     path = write(tmp_path / "r", recs)
-    table = Compare(load([path], warn=lambda line: None)).underneath_table()
+    table = registry.one(Compare(load([path], warn=lambda line: None)), "underneath")
     whats = [r["what"] for r in table.rows]
     assert whats[0] == "lm_head GEMM (same kernel)" and whats[1].startswith("attention kernels (same)")
     ranked = table.rows[2:]
@@ -462,7 +463,7 @@ def test_underneath_ranked_by_time_top_few_and_all(tmp_path, capsys):
     assert ranked[0]["what"] == "changed [elementwise]: kernel_11" and ranked[0]["impact"] == pytest.approx(2100)
     assert ranked[-1]["what"] == "changed [elementwise]: kernel_7"
     assert any("not shown (--all shows every row)" in n for n in table.notes)
-    everything = Compare(load([path], warn=lambda line: None), show_all=True).underneath_table()
+    everything = registry.one(Compare(load([path], warn=lambda line: None), show_all=True), "underneath")
     assert len(everything.rows) == 2 + 12 and not any("not shown" in n for n in everything.notes)
     code, out, _err = run([path, "--table", "underneath", "--all"], capsys)
     assert code == 0 and "kernel_0" in out
@@ -470,11 +471,11 @@ def test_underneath_ranked_by_time_top_few_and_all(tmp_path, capsys):
 
 def test_cross_version_note_names_the_real_reason(tmp_path):
     one_env = [make_record(env="local", gpu=gpu, rung="bf16", workload={"precision": "bf16"}) for gpu in ("H100", "A100")]
-    note = Compare(load([write(tmp_path / "one", one_env)], warn=lambda line: None)).versions_table().notes
+    note = registry.one(Compare(load([write(tmp_path / "one", one_env)], warn=lambda line: None)), "versions").notes
     assert note == ["only one env in these records (local): nothing to compare across envs"]
     apart = [make_record(env="torch212", gpu="A100", rung="bf16", workload={"precision": "bf16"}),
              make_record(env="nightly", gpu="H100", rung="bf16", workload={"precision": "bf16"})]
-    note = Compare(load([write(tmp_path / "apart", apart)], warn=lambda line: None)).versions_table().notes
+    note = registry.one(Compare(load([write(tmp_path / "apart", apart)], warn=lambda line: None)), "versions").notes
     assert note == ["no rung ran under two envs on the same GPU: nightly on NVIDIA H100 80GB HBM3; torch212 on NVIDIA A100-SXM4-80GB"]
 
 
@@ -482,7 +483,7 @@ def test_mfu_above_100_percent_is_never_shown_bare(tmp_path, capsys):
     recs = [make_record(env="local", gpu=None, rung="fp32", mfu=1.62),
             make_record(env="local", gpu=None, rung="tf32", workload={"precision": "tf32"}, mfu=0.4)]
     path = write(tmp_path / "r", recs)
-    ladder = Compare(load([path], warn=lambda line: None)).ladder_tables()[0]
+    ladder = registry.build(Compare(load([path], warn=lambda line: None)), ["ladder"])[0]
     assert by(ladder, rung="fp32")["mfu"].text() == "162.0% (peak suspect)"
     assert by(ladder, rung="tf32")["mfu"].text() == "40.0%"
     assert any("peak suspect" in n for n in ladder.notes)
@@ -505,7 +506,7 @@ def _gpu_records() -> list[Path]:
 
 def test_real_gpu_records_read_as_a_person_would():
     cmp = Compare(load(_gpu_records(), warn=lambda line: None))
-    gpus = cmp.gpus_table()
+    gpus = registry.one(cmp, "gpus")
     order = [(r["rung"], r["batch"]) for r in gpus.rows]
     rung_index = {rung: i for i, rung in enumerate(("fp32", "tf32", "bf16", "sdpa-flash", "vocab-50304", "fused-adamw-clip"))}
     assert order == sorted(order, key=lambda rb: (rung_index[rb[0]], int(rb[1].split(",")[0][2:])))
@@ -516,11 +517,11 @@ def test_real_gpu_records_read_as_a_person_would():
         assert h200["d_tokens_s"].text() == "n/a (the baseline ran out of memory)"
     fp32 = by(gpus, rung="fp32", batch="B=16, T=1024", gpu="NVIDIA H200")
     assert fp32["baseline"] == "H100 80GB HBM3 / local, B=16, T=1024" and "[" in fp32["d_tokens_s"].text()
-    ladder = next(t for t in cmp.ladder_tables() if "H100" in t.title and "B=64" in t.title)
+    ladder = next(t for t in registry.build(cmp, ["ladder"]) if "H100" in t.title and "B=64" in t.title)
     assert by(ladder, rung="fused-adamw-clip")["runs"] == "3x40 pooled"
     assert any("sweep batch-search batch_size=64" in n for n in ladder.notes)
-    assert cmp.versions_table().notes == ["only one env in these records (local): nothing to compare across envs"]
-    under = cmp.underneath_table()
+    assert registry.one(cmp, "versions").notes == ["only one env in these records (local): nothing to compare across envs"]
+    under = registry.one(cmp, "underneath")
     per_pair: dict = {}
     for r in under.rows:
         per_pair.setdefault(r["rung"], []).append(r)

@@ -12,7 +12,10 @@ import pytest
 from module_cli import run_module
 from records_factory import make_record, write
 
-from harness import compare, contention
+from harness.analysis.context import Compare
+from harness.analysis.dataset import load
+from harness.analysis.tables import registry
+from harness import contention
 from harness.analysis.cells import CONTENDED_NOTE
 
 STAT = """cpu  900 0 300 5000 10 0 0 0 0 0
@@ -68,7 +71,7 @@ def test_compare_flags_contended_runs_next_to_their_deltas(tmp_path):
                for rung, ms in (("fp32", 140.0), ("bf16", 65.0))]
     records[1]["contention"] = contention.window(sample(0, 100.0, 10.0), sample(10, 125.0, 20.0), threads=2, usable=2)
     write(tmp_path, records)
-    table = compare.Compare(compare.load([tmp_path], warn=lambda line: None)).ladder_tables()[0]
+    table = registry.build(Compare(load([tmp_path], warn=lambda line: None)), ["ladder"])[0]
     assert [r["runs"] for r in table.rows] == ["1x10", "1x10 contended"]
     assert any(n.startswith("contended: bf16") and "1.50 of the 2 usable CPU(s)" in n for n in table.notes)
     assert CONTENDED_NOTE in table.notes
@@ -95,5 +98,5 @@ def test_a_rung_beside_a_cpu_hog_is_recorded_warned_and_flagged_as_contended(tmp
     assert "CONTENDED" in proc.stdout
     warning = [line for line in proc.stderr.splitlines() if line.startswith("warning: 1 of 1 run(s) measured under contention")]
     assert len(warning) == 1 and "fp32 #0: other processes kept" in warning[0] and "load " in warning[0]
-    table = compare.Compare(compare.load([out], warn=lambda line: None)).ladder_tables()[0]
+    table = registry.build(Compare(load([out], warn=lambda line: None)), ["ladder"])[0]
     assert table.rows[0]["runs"].endswith("contended")

@@ -8,6 +8,7 @@ from pathlib import Path
 from records_factory import make_record, noisy_ms, write
 
 from harness.analysis import fastest
+from harness.analysis.tables import fastest as fastest_tables
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
 from harness.flags import flags_for
@@ -68,11 +69,11 @@ def test_helped_winner_best_and_the_drifting_knob(tmp_path):
     assert s.unchecked is None
     fits = {c.group.label: c.fits for c in s.candidates}
     assert fits["combined [batch_size=56]"] is False and fits["combined [batch_size=48]"] is True
-    assert [r["rung"] for r in s.failed] == ["sdpa-cudnn"]
+    assert [r.rung for r in s.failed] == ["sdpa-cudnn"]
     assert fastest.changes(s.start, s.best.group) == ("sdpa_backend flash -> auto; flag inductor_coordinate_descent_tuning "
                                                       "default -> on")
     assert fastest.changes(s.start, liger.group) == "lm_head_loss plain -> liger"
-    table = fastest.search_table(cmp, s)
+    table = fastest_tables.search_table(cmp, s)
     marks = {r["rung"]: r.get("mark") for r in table.rows}
     assert marks["combined [batch_size=48]"] == "BEST" and "helped" in marks["sdpa-auto"]
     assert any(r["status"] == "unsupported" and r["mark"].startswith("SDPA backend 'cudnn'") for r in table.rows)
@@ -97,17 +98,17 @@ def test_overview_on_the_real_gpu_records():
     (beyond-ladder sdpa-cudnn, B=64), explained by its attention kernels against the seed ladder's last rung."""
     cmp = Compare(load([ROOT / "results" / "gpu-h100-80gb-hbm3", ROOT / "results" / "gpu-h200", ROOT / "results" / "reference"],
                        warn=lambda line: None))
-    tables = {t.title: t for t in fastest.overview(cmp)}
-    h200 = {r["what"]: r for r in tables[fastest.OVERVIEW_TITLE + "NVIDIA H200"].rows}
-    assert h200[fastest.BEYOND_ROW]["run"] == "beyond-ladder sdpa-cudnn" and round(h200[fastest.BEYOND_ROW]["tokens_s"]) == 532624
-    assert h200[fastest.BEYOND_ROW]["parity"].startswith("ok")
-    assert h200[fastest.TUNE_ROW]["run"].startswith("none: no `python -m harness.tune` run")
-    assert round(h200[fastest.USER_ROW]["tokens_s"]) == 452606  # the user's best: B=96, nightly
+    tables = {t.title: t for t in fastest_tables.fastest_tables(cmp)}
+    h200 = {r["what"]: r for r in tables[fastest_tables.OVERVIEW_TITLE + "NVIDIA H200"].rows}
+    assert h200[fastest_tables.BEYOND_ROW]["run"] == "beyond-ladder sdpa-cudnn" and round(h200[fastest_tables.BEYOND_ROW]["tokens_s"]) == 532624
+    assert h200[fastest_tables.BEYOND_ROW]["parity"].startswith("ok")
+    assert h200[fastest_tables.TUNE_ROW]["run"].startswith("none: no `python -m harness.tune` run")
+    assert round(h200[fastest_tables.USER_ROW]["tokens_s"]) == 452606  # the user's best: B=96, nightly
     assert round(h200["peer: build-nanogpt"]["tokens_s"]) == 533862
-    assert h200[fastest.SEED_ROW]["run"] == "seed-ladder fused-adamw-clip (3 runs pooled)"  # the ladder run and the overhead check
-    h100 = tables[fastest.OVERVIEW_TITLE + "NVIDIA H100 80GB HBM3"]
+    assert h200[fastest_tables.SEED_ROW]["run"] == "seed-ladder fused-adamw-clip (3 runs pooled)"  # the ladder run and the overhead check
+    h100 = tables[fastest_tables.OVERVIEW_TITLE + "NVIDIA H100 80GB HBM3"]
     assert [round(r["tokens_s"]) for r in h100.rows if r["what"].startswith("peer")] == [475826, 476082]
-    seed = next(r for r in h100.rows if r["what"] == fastest.SEED_ROW)
+    seed = next(r for r in h100.rows if r["what"] == fastest_tables.SEED_ROW)
     assert round(seed["tokens_s"]) == 473340 and "does not fit" in seed["run"]  # B=104 ran, past the 5 GiB headroom
     assert any("no harness.tune run exists in these records yet" in n for n in h100.notes)
     split = tables["What explains it on NVIDIA H200: sdpa-cudnn (B=64, T=1024) against its start fused-adamw-clip at the same B and T"]
@@ -124,7 +125,7 @@ def test_report_section_and_finding_per_gpu(tmp_path):
     md = (tmp_path / "report.md").read_text()
     section = md.split("## 5. Fastest found vs the user's best vs the peer")[1].split("## 6.")[0]
     for gpu in ("NVIDIA H100 80GB HBM3", "NVIDIA H200"):
-        assert f"**{fastest.OVERVIEW_TITLE}{gpu}**" in section
+        assert f"**{fastest_tables.OVERVIEW_TITLE}{gpu}**" in section
     assert "none: no `python -m harness.tune` run (plan fastest) on this GPU in these records" in section
     assert "the fastest measured so far is sdpa-cudnn (B=64, T=1024, plan beyond-ladder)" in section
     findings = md.split("### Fastest found vs the user's best vs the peer")[1].split("###")[0]

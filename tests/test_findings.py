@@ -8,8 +8,9 @@ import json
 import shutil
 from pathlib import Path
 
-from harness import compare
 from harness.analysis import findings
+from harness.analysis.context import Compare
+from harness.analysis.dataset import load
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU = [ROOT / "results" / "gpu-h100-80gb-hbm3", ROOT / "results" / "gpu-h200"]
@@ -17,11 +18,7 @@ REFERENCE = ROOT / "results" / "reference"
 
 
 def found(paths) -> list[findings.Finding]:
-    cmp = compare.Compare(compare.load(paths, warn=lambda line: None))
-    effects = cmp.knob_effects()
-    tables = {"ladder": cmp.ladder_tables(), "versions": [cmp.versions_table()], "gpus": [cmp.gpus_table()],
-              "factors": [cmp.factors_table(effects)], "loss": [cmp.loss_table()]}
-    return findings.compute(cmp, tables, effects)
+    return findings.compute(Compare(load(paths, warn=lambda line: None)))
 
 
 def texts(items, topic) -> str:

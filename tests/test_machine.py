@@ -12,7 +12,10 @@ import pytest
 from records_factory import make_record, write
 
 from gpt import torch_compat
-from harness import compare, envinfo
+from harness.analysis.context import Compare
+from harness.analysis.dataset import load
+from harness.analysis.tables import registry
+from harness import envinfo
 from harness.record.view import device_label, isa_tag
 
 XEON_NO_BF16 = "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor @ 2.80GHz\nflags\t\t: fpu sse4_2 fma avx avx2 avx512f avx512bw avx512vl avx512_vnni\n"
@@ -79,16 +82,16 @@ def test_compare_never_pools_two_machines_and_names_a_different_cpu_isa(tmp_path
     slow = [with_env(make_record(env="latest", gpu=None, rung="bf16", ms=[9000.0] + [5059.0] * 11),
                      cpu_env(cpuinfo=ZEN2, machine="dddddddddddd", capability="AVX2"))]
     write(tmp_path, fast + slow)
-    ds = compare.load([tmp_path], warn=lambda line: None)
+    ds = load([tmp_path], warn=lambda line: None)
     assert sorted(len(g.records) for g in ds.groups) == [1, 2]  # two cells, nothing pooled across machines
-    table = compare.Compare(ds).gpus_table()
+    table = registry.one(Compare(ds), "gpus")
     assert len(table.rows) == 2 and abs(table.rows[1]["d_tokens_s"].delta.value) > 10  # 77x apart, beyond noise
     assert table.rows[1]["d_tokens_s"].delta.verdict == "beyond noise"
     note = next(n for n in table.notes if "different CPU ISA" in n)
     assert "AVX2, no native bf16 vs AVX512+avx512_bf16" in note  # the baseline (first in label order) first
     assert "only the second has avx512_bf16, avx512_vnni, avx512bw, avx512f, avx512vl" in note
     assert "torch's CPU kernels AVX2 vs AVX512" in note
-    libraries = compare.Compare(ds).libraries_table()
+    libraries = registry.one(Compare(ds), "libraries")
     assert any(r["what"] == "cpu.isa.avx512_bf16" and {r["a"], r["b"]} == {True, False} for r in libraries.rows)
 
 
@@ -96,7 +99,7 @@ def test_compare_says_when_only_one_side_recorded_its_isa(tmp_path):
     old = make_record(env="latest", gpu=None, rung="bf16", ms=[900.0] + [65.0] * 11)  # "cpu: Test CPU", no ISA
     new = with_env(make_record(env="latest", gpu=None, rung="bf16", ms=[9000.0] + [5059.0] * 11), cpu_env(cpuinfo=ZEN2))
     write(tmp_path, [old, new])
-    table = compare.Compare(compare.load([tmp_path], warn=lambda line: None)).gpus_table()
+    table = registry.one(Compare(load([tmp_path], warn=lambda line: None)), "gpus")
     assert any("CPU ISA recorded for one side only (AVX2, no native bf16)" in n for n in table.notes)
 
 

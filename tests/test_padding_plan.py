@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from module_cli import run_module
 
-from harness import compare
+from harness.analysis.context import Compare
+from harness.analysis.dataset import load
+from harness.analysis.tables import knobs as knob_tables
 from harness.analysis import findings
 from harness.plan import load_plan
 from harness.record.io import iter_records
@@ -55,8 +57,8 @@ def test_the_padding_plan_runs_on_cpu_and_its_ab_reaches_the_findings(tmp_path):
     assert len({hashes["bf16-50257"], hashes["bf16-50257-no-shape-pad"], hashes["bf16-50257-no-pad"]}) == 3
     assert hashes["bf16-50257"] == hashes["bf16-50304"]  # padding left at default: same flags, another workload
 
-    cmp = compare.Compare(compare.load([tmp_path], warn=lambda line: None))
-    knobs = [k for k, _ctx in cmp.knob_effects()]
+    cmp = Compare(load([tmp_path], warn=lambda line: None))
+    knobs = [k for k, _ctx in knob_tables.knob_effects(cmp)]
     assert any(k.startswith("flags: inductor_comprehensive_padding default -> off") for k in knobs), knobs
     ab = [f for f in findings.tf32_memory(cmp) + findings.vocab(cmp) if f.topic == "padding-ab"]
     texts = "\n".join(f.text for f in ab)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.analysis.group import estimate
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
 from harness.record.io import iter_records
@@ -69,8 +70,8 @@ def test_compare_keeps_peers_beside_the_measured_runs():
     ds = load(GPU_DIRS, warn=warnings.append)
     assert len(ds.peers) == 3 and all(p.kind == "peer" for p in ds.peers)
     assert all(g.kind == "measured" for g in ds.groups)
-    assert not any(r["kind"] == "peer" for g in ds.groups for r in g.records)
+    assert not any(r.kind == "peer" for g in ds.groups for r in g.records)
     assert "peer" not in ds.env_order  # not an env: no cross-version table pairs it with anything
     assert {p.gpu for p in ds.peers} == {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}
-    assert Compare.ref_estimate(ds.peers[-1]).point == 533861.7
+    assert estimate(ds.peers[-1]).point == 533861.7
     assert all(r.get("peer") is None for g in ds.groups for r in g.records)

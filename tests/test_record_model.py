@@ -123,7 +123,8 @@ def test_the_view_answers_each_kind_by_its_rule():
     assert h200.peak_memory() == (121124488704, "peak alloc") and h200.peak_memory(widest=True) == (127305383936, "device used")
     assert ref.peak_memory() == (39104 * 2**20, "device used")
     assert peer.peak_memory() == (43795873792, "peak alloc") and peer.peak_memory(widest=True) == (49652170752, "peak reserved")
-    assert oom.peak_memory() == (None, "peak alloc") and oom.peak_memory(widest=True) == (1608400896, "peak RSS")
+    assert oom.peak_memory() == (None, "peak alloc")
+    assert oom.peak_memory(widest=True) == (None, "peak alloc")  # a CUDA run: the host RSS never stands in for device memory
     # where it ran
     assert h200.device_label == "NVIDIA H200" and h200.intended_device == "NVIDIA H200" and oom.intended_device == "NVIDIA H100 80GB HBM3"
     assert cpu.device_label.startswith("cpu: AMD EPYC") and ref.device_label == "H100/H800 class"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from records_factory import constant_ms, make_record, write
 
+from harness.analysis.tables import reference, registry
 from harness.analysis import stats
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
@@ -96,7 +97,7 @@ def test_compare_puts_references_beside_measured_runs(tmp_path):
     assert len(ds.references) == 21
     assert all(g.kind == "measured" for g in ds.groups) and len(ds.groups) == 2  # never merged
     cmp = Compare(ds)
-    table = cmp.reference_table()
+    table = registry.one(cmp, "reference")
     beside = [r for r in table.rows if r.get("measured") not in (None, "(none)")]
     assert len(beside) == 1
     row = beside[0]
@@ -106,10 +107,10 @@ def test_compare_puts_references_beside_measured_runs(tmp_path):
     assert row["d_tokens_s"].delta.verdict == stats.SINGLE  # the log's one step: no noise estimate
     assert "sdpa_backend" in row["differs"]  # unknown in the log, said so
     # the measured ladder holds measured runs only
-    for t in cmp.ladder_tables():
+    for t in registry.build(cmp, ["ladder"]):
         assert "H100/H800" not in t.title
     # the user's own ladder, rebuilt from the records: TF32 at B=16 is 2.56x the FP32 baseline
-    ladders = cmp.reference_ladder_tables()
+    ladders = reference.reference_ladder_tables(cmp)
     b16 = next(t for t in ladders if "B=16," in t.title and "compile default" in t.title)
     tf32 = next(r for r in b16.rows if r["rung"] == "tf32" and r["line"] == 11)
     assert tf32["vs_previous"].delta.value == pytest.approx(123183.87 / 48157.21 - 1)

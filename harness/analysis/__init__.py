@@ -1,18 +1,23 @@
 """Comparing run records, apart from how the results are shown (no torch import: runs where only the results are).
 
-  dataset.py   read records (Filters, load) into comparable groups (Dataset); the one comparability rule, RecordView.set_key (harness/record/view.py)
-  group.py     Group: one (workload, flags, env, device) cell with its repeats merged; the record accessors it uses
+Records are read through harness.record.view.RecordView only (tests/test_record_boundary.py): every per-record rule
+(peak memory, tokens/s, the device label, the kernel profile) is written once, there.
+
+  options.py   CompareOptions (what harness.compare and harness.report are asked, as keyword arguments) and analyse
+  dataset.py   read records (Filters, load) into comparable groups (Dataset); the one comparability rule, RecordView.set_key
+  group.py     Group: one (workload, flags, env, device) cell of RecordViews, its repeats merged; estimate()
   differ.py    what sets two groups apart (knob fields, flags) and the natural order of knob values
   cells.py     the values a table row holds (Cell = a stats.Delta with its style, Mfu), Table, number formats
-  context.py   Compare: a dataset with its baselines and noise floor, the context every table builder reads
-  tables/      the table builders by theme: ladder, cross (versions, GPUs), knobs (and factors), underneath (kernels,
-               libraries), loss, reference, sweeps (and left-out)
+  context.py   Compare: a dataset with its baselines and noise floor, and the memo of the typed results
+  tables/      one module per theme: its typed result (ladder.Ladder, cross.Cross, knobs.Split, loss.ParityRow, ...)
+               computed once per Compare, and the Table(s) built from it; tables/registry.py names them (TABLES)
 
   stats.py     the significance rule: throughput estimates, bootstrap intervals, ranges, verdicts
-  fastest.py   the fastest loss-equivalent run found per device (beyond-ladder, harness.tune) and its tables
-  findings.py  findings computed from the tables, each citing its run ids (the report's section 1)
+  fit.py       whether a run fits its device (peak + headroom <= usable): the batch search's rule, read by all
+  fastest.py   the fastest loss-equivalent run found per device (beyond-ladder, harness.tune): Search, Overview
+  findings.py  findings computed from the typed results, each citing its run ids (the report's section 1)
   knob_pairs.py, kernel_split.py   the one-knob pairs findings use; the kernel-time split fastest shows
 
 Rendering (text, markdown, CSV, JSON) is harness.render; the report is harness.report; the command line is
-harness.compare.
+harness.compare. Nothing here imports a command line (tests/test_layers.py).
 """

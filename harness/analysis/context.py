@@ -1,29 +1,25 @@
-"""Compare: one dataset with its baselines, noise floor and loss tolerance; the context the table builders share.
+"""Compare: one dataset with its baselines, noise floor and loss tolerance; the context every analysis shares.
 
-The builders live by theme in harness.analysis.tables (ladder, cross, knobs, underneath, loss, reference, sweeps);
-Compare has one method per table and the helpers several tables use (pairs, ladders, comparison sets).
+It holds what several analyses need (pairs, ladders, comparison sets, the delta rules) and a memo of their typed
+results, so the tables, the findings, the verdict and the report read one computation. The analyses and their tables
+live by theme in harness.analysis.tables (their registry is harness.analysis.tables.TABLES); nothing here imports them.
 """
 
 from __future__ import annotations
 
 from harness.analysis import stats
-from harness.analysis.cells import Table
 from harness.analysis.dataset import Dataset
 from harness.analysis.group import Group
-from harness.analysis.tables import cross, knobs, ladder, loss, reference, sweeps, underneath
 from harness.record.view import RecordView
 
 DEFAULT_LOSS_TOL = 0.01  # relative
-TABLES = ("ladder", "versions", "gpus", "knobs", "factors", "underneath", "libraries", "loss", "reference", "sweeps",
-          "fastest", "left-out")
 COMPARABLE_RULE = ("Comparable = same workload_hash (the workload less where and how long it ran) and same flags hash "
                    "(the frozen global flags): such runs differ only in env and GPU, and no table or finding puts any "
                    "other runs side by side.")
 
 
 class Compare:
-    """All tables of one dataset, with the chosen baselines: the context every table builder (harness.analysis.tables)
-    reads, and one method per table."""
+    """One dataset with the chosen baselines, noise floor and loss tolerance: the context every analysis reads."""
 
     def __init__(self, ds: Dataset, baseline_env: str | None = None, baseline_gpu: str | None = None,
                  noise_floor: float = stats.NOISE_FLOOR, loss_tol: float = DEFAULT_LOSS_TOL, show_all: bool = False):
@@ -41,6 +37,14 @@ class Compare:
             gpus = [g for g in gpus if g == baseline_gpu] + [g for g in gpus if g != baseline_gpu]
         self.env_rank = {e: i for i, e in enumerate(envs)}
         self.gpu_rank = {g: i for i, g in enumerate(gpus)}
+        self._memo: dict = {}
+
+    def cached(self, name: str, make):
+        """make(self), computed once per Compare: the typed result one analysis returns, read by its table, the
+        findings, the verdict and the report alike."""
+        if name not in self._memo:
+            self._memo[name] = make(self)
+        return self._memo[name]
 
     # --- shared by several tables
     def delta(self, a: Group, b: Group) -> stats.Delta:
@@ -58,14 +62,13 @@ class Compare:
             out.setdefault(g.set_key, []).append(g)
         return out
 
-    def failed_runs(self) -> list[tuple[dict, str, str]]:
+    def failed_runs(self) -> list[tuple[RecordView, str, str]]:
         """(record, device label, env label) of every run not ok whose record says which device it was meant
         for; the others are only in "left out"."""
         out = []
         for _path, r in self.ds.failed:
-            gpu = RecordView(r).intended_device
-            if gpu is not None:
-                out.append((r, gpu, self.ds.env_of.get(r["run_id"], r["env"])))
+            if r.intended_device is not None:
+                out.append((r, r.intended_device, self.ds.env_of.get(r.run_id, r.env)))
         return out
 
     def cells(self) -> dict[tuple, list[Group]]:
@@ -84,13 +87,13 @@ class Compare:
                 k = (plan, g.gpu, g.env, g.workload.get("batch_size"), g.workload.get("seq_len"))
                 out.setdefault(k, []).append((idx, rung, g))
         for r, gpu, env in self.failed_runs():
-            if r.get("sweep"):
+            if r.sweep:
                 continue
-            k = (r.get("plan"), gpu, env, (r.get("workload") or {}).get("batch_size"), (r.get("workload") or {}).get("seq_len"))
-            out.setdefault(k, []).append((r.get("rung_index"), r.get("rung"), r))
+            k = (r.plan, gpu, env, r.workload.get("batch_size"), r.workload.get("seq_len"))
+            out.setdefault(k, []).append((r.rung_index, r.rung, r))
         result = []
         for k, rows in out.items():
-            rows.sort(key=lambda t: (t[0] if t[0] is not None else 1 << 30, str(t[1]), isinstance(t[2], dict)))
+            rows.sort(key=lambda t: (t[0] if t[0] is not None else 1 << 30, str(t[1]), isinstance(t[2], RecordView)))
             result.append((k, rows))
         result.sort(key=lambda kr: (str(kr[0][0]), self.gpu_rank.get(kr[0][1], 99), self.env_rank.get(kr[0][2], 99),
                                     kr[0][3] or 0, kr[0][4] or 0))
@@ -112,76 +115,6 @@ class Compare:
                                           t[1].rungs[0][2] if t[1].rungs[0][2] is not None else 1 << 30, t[1].label,
                                           t[1].workload.get("batch_size") or 0, t[1].workload.get("seq_len") or 0,
                                           self.gpu_rank[t[2].gpu], self.env_rank[t[2].env]))
-
-    # --- the tables (each built in harness.analysis.tables.<theme>)
-    def ladder_tables(self) -> list[Table]:
-        return ladder.ladder_tables(self)
-
-    def versions_table(self) -> Table:
-        return cross.versions_table(self)
-
-    def gpus_table(self) -> Table:
-        return cross.gpus_table(self)
-
-    def knob_effects(self) -> dict[tuple, dict]:
-        return knobs.knob_effects(self)
-
-    def knobs_table(self, effects=None) -> Table:
-        return knobs.knobs_table(self, effects)
-
-    def factors_table(self, effects=None) -> Table:
-        return knobs.factors_table(self, effects)
-
-    def underneath_table(self) -> Table:
-        return underneath.underneath_table(self)
-
-    def libraries_table(self) -> Table:
-        return underneath.libraries_table(self)
-
-    def pair_parity(self, base: Group, other: Group) -> dict:
-        return loss.pair_parity(self, base, other)
-
-    def loss_table(self) -> Table:
-        return loss.loss_table(self)
-
-    @staticmethod
-    def ref_estimate(ref: Group) -> stats.Estimate:
-        return reference.ref_estimate(ref)
-
-    def reference_ladder_tables(self) -> list[Table]:
-        return reference.reference_ladder_tables(self)
-
-    def reference_table(self) -> Table:
-        return reference.reference_table(self)
-
-    def sweep_records(self) -> list[dict]:
-        return sweeps.sweep_records(self)
-
-    def sweeps_table(self) -> Table:
-        return sweeps.sweeps_table(self)
-
-    def fastest_tables(self) -> list[Table]:
-        from harness.analysis import fastest  # harness.analysis.fastest builds on this module
-
-        return fastest.overview(self) + [fastest.search_table(self, s) for s in fastest.searches(self)]
-
-    def left_out_table(self) -> Table:
-        return sweeps.left_out_table(self)
-
-    def tables(self, names=TABLES) -> list[Table]:
-        effects = self.knob_effects() if {"knobs", "factors"} & set(names) else None
-        makers = {
-            "ladder": self.ladder_tables, "versions": self.versions_table, "gpus": self.gpus_table,
-            "knobs": lambda: self.knobs_table(effects), "factors": lambda: self.factors_table(effects),
-            "underneath": self.underneath_table, "libraries": self.libraries_table, "loss": self.loss_table,
-            "reference": lambda: [self.reference_table(), *self.reference_ladder_tables()], "sweeps": self.sweeps_table,
-            "fastest": self.fastest_tables, "left-out": self.left_out_table,
-        }
-        out = []
-        for name in names:
-            made = makers[name]()
-            out += made if isinstance(made, list) else [made]
-        return out
 
     def footer(self) -> list[str]:
         return [stats.rule_text(self.floor, self.ds.groups[0].n_boot if self.ds.groups else stats.N_BOOT),

@@ -17,7 +17,7 @@ from pathlib import Path
 from harness.analysis import stats
 from harness.analysis.group import Group
 from harness.record.io import iter_records
-from harness.record.view import RecordView, device_label
+from harness.record.view import RecordView
 
 
 def torch_version_key(version: str | None) -> tuple:
@@ -37,14 +37,10 @@ def short_gpu(label: str) -> str:
     return re.sub(r"^(NVIDIA|AMD)\s+(GeForce\s+)?", "", label)
 
 
-def _gpu_sort_key(environment: dict | None, label: str) -> tuple:
-    gpu = (environment or {}).get("gpu")
-    if isinstance(gpu, dict) and gpu.get("name"):
-        try:
-            cap = float(gpu.get("capability") or 99)
-        except (TypeError, ValueError):
-            cap = 99.0
-        return (0, cap, label)
+def _gpu_sort_key(record: RecordView, label: str) -> tuple:
+    """GPUs by compute capability (unknown last among GPUs), then CPUs."""
+    if record.is_cuda and record.intended_device:
+        return (0, record.gpu_capability or 99.0, label)
     return (1, 0.0, label)
 
 
@@ -69,22 +65,22 @@ class Filters:
     plans: list = field(default_factory=list)
     rungs: list = field(default_factory=list)
 
-    def keep(self, record: dict) -> bool:
-        if self.envs and record.get("env") not in self.envs and record.get("kind") not in ("reference", "peer"):
+    def keep(self, record: RecordView) -> bool:
+        if self.envs and record.env not in self.envs and record.kind not in ("reference", "peer"):
             return False
-        gpu = device_label(record.get("environment")).lower()
+        gpu = record.device_label.lower()
         if self.gpus and not any(g.lower() in gpu for g in self.gpus):
             return False
-        if self.plans and record.get("plan") not in self.plans:
+        if self.plans and record.plan not in self.plans:
             return False
-        return not (self.rungs and record.get("rung") not in self.rungs)
+        return not (self.rungs and record.rung not in self.rungs)
 
 
 @dataclass
 class Dataset:
     groups: list  # measured, status ok, comparable cells
     references: list  # kind=reference, one group per record (never merged)
-    failed: list  # (path, record): measured runs whose status is not ok
+    failed: list  # (path, RecordView): measured runs whose status is not ok
     left_out: list  # (what, why)
     notes: list
     valid_records: int = 0
@@ -113,84 +109,76 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
         warn(f"warning: {what}: {'skipped: ' if skipped else ''}{why}")
         left_out.append((str(what), why))
 
-    def record_warning(line: str) -> None:
-        # harness.record.iter_records reports a bad file as a line only ("warning: PATH: [skipped: ]WHY"): the one
-        # place a line is read back, until the record io hands over (path, why)
-        warn(line)
-        m = re.match(r"warning: (.*?): (?:skipped: )?(.*)$", line)
-        left_out.append((m.group(1), m.group(2)) if m else (line, ""))
-
     for root in map(Path, paths):
         if root.is_dir() and not any(p for p in root.rglob("*.json") if not p.name.startswith(".tmp-")):
             leave_out(root, "no *.json records in this directory", skipped=False)
     valid = filtered = 0
-    for path, record in iter_records(paths, record_warning):
-        if _has_nonfinite(record):
+    for path, raw in iter_records(paths, lambda bad: leave_out(bad.path, bad.why, bad.skipped)):
+        if _has_nonfinite(raw):
             leave_out(path, "contains NaN or infinity (the harness writes null for those)")
             continue
         valid += 1
-        if record["run_id"] in seen:
-            leave_out(path, f"run_id {record['run_id']} already read from {seen[record['run_id']]}")
+        r = RecordView(raw)
+        if r.run_id in seen:
+            leave_out(path, f"run_id {r.run_id} already read from {seen[r.run_id]}")
             continue
-        seen[record["run_id"]] = path
-        if not filters.keep(record):
+        seen[r.run_id] = path
+        if not filters.keep(r):
             filtered += 1
             continue
-        kept.append((path, record))
+        kept.append((path, r))
 
     versions: dict[str, set] = {}
     for _path, r in kept:
-        if r.get("kind") == "measured":
-            v = ((r.get("environment") or {}).get("torch") or {}).get("version")
-            versions.setdefault(r["env"], set())
-            if v:
-                versions[r["env"]].add(v)
+        if r.kind == "measured":
+            versions.setdefault(r.env, set())
+            if r.torch_version:
+                versions[r.env].add(r.torch_version)
 
-    def env_label(r: dict) -> str:
-        v = ((r.get("environment") or {}).get("torch") or {}).get("version")
-        return r["env"] if len(versions.get(r["env"], ())) <= 1 else f"{r['env']}@{v or '?'}"
+    def env_label(r: RecordView) -> str:
+        return r.env if len(versions.get(r.env, ())) <= 1 else f"{r.env}@{r.torch_version or '?'}"
 
     groups: dict[tuple, Group] = {}
     references, peers, failed, env_versions, gpu_keys, env_of = [], [], [], {}, {}, {}
     for path, r in kept:
-        gpu = device_label(r.get("environment"))
-        where = f"{path.name} ({r.get('plan')}/{r.get('rung')}, {r['env']}, {gpu})"
-        if r.get("kind") in ("reference", "peer"):  # beside the measurements, never one of them
-            g = Group(r["kind"], *RecordView(r).set_key, r["env"], gpu, [r], [path], n_boot)
-            (references if r["kind"] == "reference" else peers).append(g)
+        gpu = r.device_label
+        where = f"{path.name} ({r.plan}/{r.rung}, {r.env}, {gpu})"
+        if r.kind in ("reference", "peer"):  # beside the measurements, never one of them
+            g = Group(r.kind, *r.set_key, r.env, gpu, [r], [path], n_boot)
+            (references if r.kind == "reference" else peers).append(g)
             continue
-        label = env_of[r["run_id"]] = env_label(r)
+        label = env_of[r.run_id] = env_label(r)
         if env_versions.get(label) is None:  # a failed run may not know its torch version; an ok run of the env does
-            env_versions[label] = ((r.get("environment") or {}).get("torch") or {}).get("version")
-        if r["status"] != "ok":
+            env_versions[label] = r.torch_version
+        if not r.ok:
             failed.append((path, r))
-            why = f"status {r['status']}: {r.get('reason') or 'no reason given'}"
-            if RecordView(r).intended_device is None:  # an early death: its environment was never captured
-                where = f"{path.name} ({r.get('plan')}/{r.get('rung')}, {r['env']}, device not recorded)"
+            why = f"status {r.status}: {r.reason or 'no reason given'}"
+            if r.intended_device is None:  # an early death: its environment was never captured
+                where = f"{path.name} ({r.plan}/{r.rung}, {r.env}, device not recorded)"
                 why += "; listed here only: the record does not say which device it was meant for"
             left_out.append((where, why))
             continue
-        if not RecordView(r).timed_ms:
+        if not r.timed_ms:
             left_out.append((where, "no timed step times"))
             continue
-        gpu_keys.setdefault(gpu, _gpu_sort_key(r.get("environment"), gpu))
-        key = (*RecordView(r).set_key, label, gpu)
+        gpu_keys.setdefault(gpu, _gpu_sort_key(r, gpu))
+        key = (*r.set_key, label, gpu)
         if key not in groups:
             groups[key] = Group("measured", *key, n_boot=n_boot)
         groups[key].records.append(r)
         groups[key].paths.append(path)
 
     for g in groups.values():
-        g.records.sort(key=lambda r: (r.get("repeat") is None, r.get("repeat") or 0, r["run_id"]))
+        g.records.sort(key=lambda r: (r.repeat is None, r.repeat or 0, r.run_id))
     env_rank = sorted(env_versions, key=lambda e: (torch_version_key(env_versions[e]), e))
     ds = Dataset(
         groups=sorted(groups.values(), key=lambda g: (g.gpu, g.env, g.rungs[0][0] or "", g.rungs[0][2] or 0, g.label)),
-        references=sorted(references, key=lambda g: (g.first.get("rung_index") or 0, g.workload.get("batch_size") or 0, g.first["run_id"])),
+        references=sorted(references, key=lambda g: (g.first.rung_index or 0, g.workload.get("batch_size") or 0, g.first.run_id)),
         failed=failed, left_out=left_out, notes=[], valid_records=valid, filtered=filtered,
         env_order={e: i for i, e in enumerate(env_rank)},
         gpu_order={gname: i for i, gname in enumerate(sorted(gpu_keys, key=gpu_keys.get))},
-        env_versions=env_versions, kept_envs={r["env"] for _path, r in kept}, env_of=env_of,
-        peers=sorted(peers, key=lambda g: (g.gpu, g.first["run_id"])),
+        env_versions=env_versions, kept_envs={r.env for _path, r in kept}, env_of=env_of,
+        peers=sorted(peers, key=lambda g: (g.gpu, g.first.run_id)),
     )
     _note_variants(ds)
     return ds

@@ -10,7 +10,7 @@ the user's best vs the peer") use it on whatever records they are given. So the 
   equivalent  the run is a start run, or its loss is within tolerance of its partner's (Compare.pair_parity, the
               loss rule of every table). A faster run that is not equivalent is reported as such and never chosen.
   faster      its tokens/s against its partner's is beyond noise and higher (harness.analysis.stats)
-  fits        peak memory + headroom <= usable memory (harness.batch_search.judge with its default headroom)
+  fits        peak memory + headroom <= usable memory (harness.analysis.fit, the batch search's rule, default headroom)
   best        the fastest run that fits and is a start run or equivalent and faster than its partner
 """
 
@@ -18,18 +18,16 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
-from harness import batch_search
-from harness import sweep as sweepmod
-from harness.analysis import stats
-from harness.analysis.cells import Cell, Memory, Mfu, Table, fmt_pct, fmt_signed_pct
+from harness.analysis import fit, stats
+from harness.analysis.cells import Memory, fmt_signed_pct
 from harness.analysis.context import Compare
 from harness.analysis.differ import knob_fields
-from harness.analysis.group import Group, run_ids
-from harness.analysis.kernel_split import SPLIT, kernel_split
+from harness.analysis.group import Group, estimate
 from harness.analysis.knob_pairs import overrides
+from harness.analysis.tables.loss import pair_parity
 from harness.record.model import ADDED_FIELD_DEFAULTS
+from harness.record.view import RecordView
 
 FASTEST_PLAN = "fastest"  # harness.tune tags its runs with this plan name
 START_RUNG = "start"
@@ -40,13 +38,6 @@ STARTS = {
     FASTEST_PLAN: {(FASTEST_PLAN, START_RUNG)},
     "beyond-ladder": {("beyond-ladder", "best-of-ladder"), (SEED_PLAN, "fused-adamw-clip")},
 }
-OVERVIEW_TITLE = "Fastest found vs the user's best vs the peer: "  # + the device; harness.analysis.findings reads these tables
-SPLIT_TITLE = "What explains it on "
-SEED_ROW = "the seed ladder's best run"
-BEYOND_ROW = "fastest of plan beyond-ladder (equivalent, faster than its start)"
-TUNE_ROW = "fastest found by harness.tune"
-USER_ROW = "the user's best (their log)"
-DEFAULT_HEADROOM = SimpleNamespace(headroom_gib=None)  # batch_search's own default: 5 GiB on a GPU, 0 on a CPU
 
 
 # ---------------------------------------------------------------- one run against its start
@@ -106,9 +97,9 @@ def is_start(g: Group, plan: str) -> bool:
 
 
 def fits(g: Group) -> tuple[bool, str | None]:
-    judged = [batch_search.judge(DEFAULT_HEADROOM, r) for r in g.records]
-    bad = next((j for j in judged if not j["fits"]), None)
-    return (True, None) if bad is None else (False, bad["why"])
+    """Every run of g fits its device with the default headroom (harness.analysis.fit); else why the first does not."""
+    bad = next((j for j in map(fit.judge, g.records) if not j.fits), None)
+    return (True, None) if bad is None else (False, bad.why)
 
 
 def candidate(cmp: Compare, g: Group, plan: str) -> Candidate:
@@ -120,7 +111,7 @@ def candidate(cmp: Compare, g: Group, plan: str) -> Candidate:
                 and (s.workload.get("batch_size"), s.workload.get("seq_len")) == (g.workload.get("batch_size"), g.workload.get("seq_len"))]
         partner = max(same, key=lambda s: len(s.records)) if same else None
     ok, why = fits(g)
-    parity = cmp.pair_parity(partner, g) if partner is not None and partner is not g else None
+    parity = pair_parity(cmp, partner, g) if partner is not None and partner is not g else None
     delta = cmp.delta(partner, g) if partner is not None and partner is not g else None
     return Candidate(g, partner, parity, delta, ok, why)
 
@@ -149,7 +140,7 @@ class Search:
     env: str
     start: Group  # the start run made as a rung, at the search's first B
     candidates: list = field(default_factory=list)  # every ok run of the plan in the cell
-    failed: list = field(default_factory=list)  # records not ok (unsupported, oom, error, invalid)
+    failed: list[RecordView] = field(default_factory=list)  # records not ok (unsupported, oom, error, invalid)
     helped: list = field(default_factory=list)  # knob runs at the start's B and T: equivalent and faster, fastest first
     winner: Candidate | None = None  # at the start's B and T: the fastest equivalent-and-faster run, else the start
     best: Candidate | None = None  # over every B
@@ -170,7 +161,7 @@ def searches(cmp: Compare, plan: str = FASTEST_PLAN) -> list[Search]:
         if len(starts) > 1:
             s.notes.append(f"{len(starts)} start runs at different B or T in this cell: the search is read from B={start.workload.get('batch_size')}")
         s.candidates = [candidate(cmp, g, plan) for g in mine]
-        s.failed = [r for r, rg, re_ in cmp.failed_runs() if (rg, re_) == (gpu, env) and r.get("plan") == plan]
+        s.failed = [r for r, rg, re_ in cmp.failed_runs() if (rg, re_) == (gpu, env) and r.plan == plan]
         at_start = [c for c in s.candidates if c.shape == (start.workload.get("batch_size"), start.workload.get("seq_len"))
                     and c.group.in_ladder and not c.is_start]
         s.helped = sorted((c for c in at_start if c.equivalent and c.faster and COMBINED_RUNG not in c.rung),
@@ -186,56 +177,12 @@ def searches(cmp: Compare, plan: str = FASTEST_PLAN) -> list[Search]:
     return out
 
 
-def search_table(cmp: Compare, s: Search) -> Table:
-    """Every run of one search: what it changes, B, status, tokens/s against its start run, loss parity, fits."""
-    t = Table("fastest", f"harness.tune on {s.gpu} / {s.env}: every run against the start run at the same B and T "
-              f"(start: B={s.start.workload.get('batch_size')}, T={s.start.workload.get('seq_len')})", [
-        ("rung", "rung"), ("changes", "changes against the start"), ("batch", "B"), ("status", "status"),
-        ("tokens_s", "tokens/s"), ("vs_start", "vs start, same B"), ("parity", "loss vs start, same B"),
-        ("memory", "peak MiB"), ("fits", "fits"), ("mark", "note")])
-    order = sorted(s.candidates, key=lambda c: (c.shape, not c.is_start, c.group.label))
-    for c in order:
-        mark = ", ".join(m for m, on in (("BEST", c is s.best), ("winner at the start's B", c is s.winner and not c.is_start),
-                                         ("helped", c in s.helped), ("loss unchecked", c is s.unchecked)) if on)
-        peak = peak_memory(c.group, over=max)
-        t.rows.append({"rung": c.group.label, "changes": changes(s.start, c.group), "batch": c.shape[0], "status": "ok",
-                       "tokens_s": c.tokens_per_s, "vs_start": Cell(c.delta) if c.delta else None,
-                       "parity": c.parity_text(cmp.loss_tol), "memory": peak.bytes if peak else None,
-                       "fits": "yes" if c.fits else f"no: {c.why_not}", "mark": mark, "run_ids": run_ids(c.group)})
-    for r in sorted(s.failed, key=lambda r: r["run_id"]):
-        t.rows.append({"rung": r.get("rung"), "batch": (r.get("workload") or {}).get("batch_size"), "status": r["status"],
-                       "mark": r.get("reason") or "no reason given", "run_ids": [r["run_id"]]})
-    t.notes += [
-        (f"equivalent = loss within {cmp.loss_tol:.1%} of the start run at the same B and T (final and mean, the loss rule "
-         "of every table); faster = tokens/s beyond noise and higher than that start run's; fits = peak memory + "
-         "headroom <= usable memory (the batch search's rule)"),
-        ("best = the fastest run that fits and is a start run, or equivalent and faster; a faster run that is not "
-         "equivalent is never chosen"),
-        *s.notes,
-    ]
-    if s.unchecked is not None:
-        t.notes.append(f"{s.unchecked.group.label} at B={s.unchecked.shape[0]} is faster than the best but no start run at "
-                       f"that B checks its loss: it is not chosen")
-    return t
-
-
 # ---------------------------------------------------------------- MFU and memory of one group; the kernel split of two
 
-def _median(values) -> float | None:
-    values = [v for v in values if isinstance(v, (int, float))]
-    return statistics.median(values) if values else None
-
-
-def mfu(g: Group, key: str) -> Mfu | None:
-    """mfu_datasheet or mfu_measured from explain.mfu, median over the group's runs (above 100%: 'peak suspect')."""
-    value = _median(((r.get("explain") or {}).get("mfu") or {}).get(key) for r in g.records)
-    return None if value is None else Mfu(value)
-
-
 def peak_memory(g: Group, over=statistics.median) -> Memory | None:
-    """The peak memory of g's runs (harness.sweep.peak_memory of each record: NVML device used, else the allocator's
-    reserved; CPU: peak RSS), the median over the runs (over=max: the largest). This module's one reading of it."""
-    peaks = [sweepmod.peak_memory(r) for r in g.records]
+    """The peak memory of g's runs (RecordView.peak_memory(widest=True) of each: NVML device used, else the
+    allocator's peak reserved; CPU: peak RSS), the median over the runs (over=max: the largest)."""
+    peaks = [r.peak_memory(widest=True) for r in g.records]
     known = [(value, metric) for value, metric in peaks if value is not None]
     if not known:
         return None
@@ -248,42 +195,31 @@ def memory_text(g: Group) -> str | None:
     return None if memory is None else memory.text()
 
 
-def split_table(title: str, before: Group, after: Group) -> Table:
-    """The kernel-time split of `after` against `before` (its start at the same B and T): what explains the gain."""
-    a, b = kernel_split(before), kernel_split(after)
-    t = Table("fastest", title, [("what", "per step"), ("a", f"start: {before.label}"), ("b", f"{after.label}"),
-                                 ("delta", "B - A"), ("share_a", "share A"), ("share_b", "share B")])
-    if a is None or b is None:
-        t.notes.append("no kernel profile (explain.kernels) on " + " and ".join(
-            x.label for x, s in ((before, a), (after, b)) if s is None))
-        return t
-    for key, label in SPLIT:
-        va, vb = a.get(key), b.get(key)
-        scale = 1.0 if key == "step_ms" else 1000.0  # us -> ms
-        row = {"what": label, "a": f"{va / scale:,.2f}" if va is not None else None,
-               "b": f"{vb / scale:,.2f}" if vb is not None else None,
-               "delta": f"{(vb - va) / scale:+,.2f}" if None not in (va, vb) else None}
-        if key not in ("step_ms", "busy", "uncaptured"):
-            row["share_a"] = fmt_pct(va / a["busy"]) if a["busy"] else None
-            row["share_b"] = fmt_pct(vb / b["busy"]) if b["busy"] else None
-        t.rows.append(row)
-    compiled = [x.label for x in (before, after) if x.workload.get("compile") not in (None, "off")]
-    if b.get("device") == "cuda" and compiled and not (a["triton"] and b["triton"]):
-        t.notes.append("no Inductor-generated kernel was captured on a compiled run: profiles taken before the fix in "
-                       "gpt/torch_compat.py device_kernel_events (torch 2.4+) dropped every Triton kernel, so their time "
-                       "is in 'step time not in captured kernels' and the shares are of the rest")
-    what = "GPU kernel time" if b.get("device") == "cuda" else "CPU op self time (CPU ops stand in for kernels)"
-    t.notes.append(f"ms per step: the timed median for the step time, else {what} per profiled step "
-                   "(explain.kernels, profiled after the timed steps); shares of all kernel time. lm_head GEMMs = the "
-                   "GEMMs whose M, N or K is the vocab (explain.kernels.vocab_gemms); the plain path's softmax and "
-                   "cross-entropy kernels are Inductor-generated and fused with other work, so they count there")
-    return t
+# ---------------------------------------------------------------- per device: the fastest found and what it stands against
 
+@dataclass
+class Overview:
+    """One device: the seed ladder's best run, the fastest equivalent run beyond it (plan beyond-ladder) and found by
+    harness.tune, the user's best logged number and the peers', and which of the found runs the kernel split explains."""
 
-# ---------------------------------------------------------------- the report's section: per GPU
+    gpu: str
+    seed: Group | None
+    seed_fits: tuple[bool, str | None]
+    beyond: Candidate | None  # the fastest eligible run of plan beyond-ladder
+    tuned: Candidate | None  # the fastest harness.tune found (over its searches on this device)
+    user_best: Group | None  # the user's fastest logged line (any device: their own GPU)
+    peers: list[Group] = field(default_factory=list)
 
-def _estimate(g: Group) -> stats.Estimate:
-    return g.throughput if g.kind == "measured" else Compare.ref_estimate(g)
+    @property
+    def shown(self) -> Candidate | None:
+        """The fastest found beyond the seed ladder (tuned or beyond-ladder): the one the kernel split explains."""
+        return max((c for c in (self.tuned, self.beyond) if c is not None), key=lambda c: c.tokens_per_s, default=None)
+
+    def vs_seed(self, g: Group, floor: float = stats.NOISE_FLOOR) -> stats.Delta | None:
+        """g's tokens/s against the seed ladder's best (None for the seed itself or without one)."""
+        if self.seed is None or g is self.seed:
+            return None
+        return stats.ratio(estimate(self.seed), estimate(g), floor)[0]
 
 
 def _fastest(groups: list[Group]) -> Group | None:
@@ -297,79 +233,23 @@ def beyond_candidates(cmp: Compare, gpu: str) -> list[Candidate]:
             if g.gpu == gpu and plan in {p for p, _r, _i in g.rungs} and not is_start(g, plan)]
 
 
-def _row(cmp: Compare, seed: Group | None, what: str, g: Group | None, parity: str | None = None,
-         run: str | None = None, source: str | None = None) -> dict:
-    """One line of the overview: g's tokens/s against the seed ladder's best, MFU, memory, loss parity."""
-    if g is None:
-        return {"what": what, "run": run or "none in these records"}
-    vs = Cell(stats.ratio(_estimate(seed), _estimate(g), cmp.floor)[0]) if seed is not None and g is not seed else None
-    pooled = f" ({len(g.records)} runs pooled)" if len(g.records) > 1 else ""
-    return {"what": what, "run": (run or f"{'/'.join(sorted({p for p, _r, _i in g.rungs}))} {g.label}") + pooled,
-            "env": source or g.env, "batch": g.batch, "tokens_s": _estimate(g).point, "vs_seed": vs,
-            "mfu_ds": mfu(g, "mfu_datasheet"), "mfu_meas": mfu(g, "mfu_measured"),
-            "memory": peak_memory(g), "parity": parity, "run_ids": run_ids(g)}
+def overviews(cmp: Compare) -> list[Overview]:
+    """Per device in the records (computed once per Compare)."""
+    return cmp.cached("fastest-overviews", _overviews)
 
 
-def gpu_overview(cmp: Compare, gpu: str, tuned: list[Search], user_best: Group | None) -> list[Table]:
-    """One GPU's table (the seed ladder's best, beyond-ladder, harness.tune, the user's best, the peer) and the
-    kernel split of the fastest found beyond the seed ladder against its start."""
-    seed = _fastest([g for g in cmp.ds.groups if g.gpu == gpu and SEED_PLAN in {p for p, _r, _i in g.rungs}])
-    t = Table("fastest", f"{OVERVIEW_TITLE}{gpu}", [
-        ("what", "what"), ("run", "run"), ("env", "env / source"), ("batch", "B, T"), ("tokens_s", "tokens/s"),
-        ("vs_seed", "vs the seed ladder's best"), ("mfu_ds", "MFU (datasheet)"), ("mfu_meas", "MFU (measured GEMM peak)"),
-        ("memory", "memory MiB"), ("parity", "loss vs its start")])
-    seed_fits, why = fits(seed) if seed is not None else (True, None)
-    t.rows.append(_row(cmp, seed, SEED_ROW, seed, "start" if seed else None,
-                       run=None if seed_fits else f"{'/'.join(sorted({p for p, _r, _i in seed.rungs}))} {seed.label} "
-                                                  f"(does not fit the batch search's headroom: {why})"))
-    beyond = [c for c in beyond_candidates(cmp, gpu) if c.eligible]
-    best_beyond = max(beyond, key=lambda c: c.tokens_per_s) if beyond else None
-    t.rows.append(_row(cmp, seed, BEYOND_ROW, best_beyond.group if best_beyond else None, best_beyond.parity_text(cmp.loss_tol) if best_beyond else None))
-    found = [s.best for s in tuned if s.best is not None]
-    best_tuned = max(found, key=lambda c: c.tokens_per_s) if found else None
-    t.rows.append(_row(cmp, seed, TUNE_ROW, best_tuned.group if best_tuned else None,
-                       best_tuned.parity_text(cmp.loss_tol) if best_tuned else None,
-                       run=None if best_tuned else "none: no `python -m harness.tune` run (plan fastest) on this GPU in these records"))
-    if user_best is not None:
-        info = user_best.first.get("reference") or {}
-        t.rows.append(_row(cmp, seed, USER_ROW, user_best,
-                           run=f"{user_best.label} (torch {info.get('torch') or 'not stated'})",
-                           source=f"{user_best.gpu}, {info.get('source', '?')}:{info.get('line', '?')}"))
-    else:
-        t.rows.append(_row(cmp, seed, USER_ROW, None))
-    peers = [p for p in cmp.ds.peers if p.gpu == gpu]
-    for p in peers:
-        info = p.first.get("peer") or {}
-        t.rows.append(_row(cmp, seed, f"peer: {info.get('name', p.label)}", p, run=info.get("program") or p.label,
-                           source=f"{info.get('source', '?')}:{info.get('line', '?')} (torch {p.torch_version})"))
-    if not peers:
-        t.rows.append(_row(cmp, seed, "peer", None))
-    t.notes += [
-        ("tokens/s: measured runs = tokens per step / median timed step; the user's log = its one logged step; the "
-         "peer = its own median of steps 10-49. Only measured runs have a noise estimate."),
-        (f"equivalent: loss within {cmp.loss_tol:.1%} of the start configuration at the same B and T on this GPU "
-         "(plan beyond-ladder: the seed ladder's last rung; harness.tune: its start rung). A faster run that is not "
-         "equivalent is not counted here."),
-        "memory: measured = NVML device used; the user's log = nvidia-smi; the peer = torch's peak reserved.",
-    ]
-    if user_best is not None:
-        t.notes.append(f"the user's numbers come from their own {user_best.gpu} GPU, not this one")
-    if best_tuned is None:
-        t.notes.append("no harness.tune run exists in these records yet: the fastest measured so far is "
-                       + (f"{best_beyond.group.label} ({best_beyond.group.batch}, plan beyond-ladder)" if best_beyond else
-                          f"the seed ladder's best run ({seed.label}, {seed.batch})" if seed else "nothing"))
-    tables = [t]
-    shown = max((c for c in (best_tuned, best_beyond) if c is not None), key=lambda c: c.tokens_per_s, default=None)
-    if shown is not None:
-        tables.append(split_table(f"{SPLIT_TITLE}{gpu}: {shown.group.label} ({shown.group.batch}) against its start "
-                                  f"{shown.partner.label} at the same B and T", shown.partner, shown.group))
-    return tables
-
-
-def overview(cmp: Compare) -> list[Table]:
-    """Per device in the records: gpu_overview."""
+def _overviews(cmp: Compare) -> list[Overview]:
     tuned: dict[str, list[Search]] = {}
     for s in searches(cmp):
         tuned.setdefault(s.gpu, []).append(s)
-    user_best = _fastest([r for r in cmp.ds.references if r.first.get("status") == "ok"])
-    return [t for gpu in cmp.ds.gpus() for t in gpu_overview(cmp, gpu, tuned.get(gpu, []), user_best)]
+    user_best = _fastest([r for r in cmp.ds.references if r.first.ok])
+    out = []
+    for gpu in cmp.ds.gpus():
+        seed = _fastest([g for g in cmp.ds.groups if g.gpu == gpu and SEED_PLAN in {p for p, _r, _i in g.rungs}])
+        beyond = [c for c in beyond_candidates(cmp, gpu) if c.eligible]
+        found = [s.best for s in tuned.get(gpu, []) if s.best is not None]
+        out.append(Overview(gpu, seed, fits(seed) if seed is not None else (True, None),
+                            max(beyond, key=lambda c: c.tokens_per_s) if beyond else None,
+                            max(found, key=lambda c: c.tokens_per_s) if found else None,
+                            user_best, [p for p in cmp.ds.peers if p.gpu == gpu]))
+    return out

@@ -1,7 +1,8 @@
 """The report's findings, computed from whatever records are given; each cites the records it rests on.
 
 Nothing here knows the user's log or the GPUs by name: a finding exists when the records contain the
-pairs it needs, and says so when they do not. Topics, in the report's order:
+pairs it needs, and says so when they do not. Every finding reads the typed results the analyses compute once per
+Compare (ladders, cross, splits, parity rows, the fastest overviews), never a table's display rows. Topics, in the report's order:
 
   ladder       per ladder: first -> last rung, the fastest rung, the largest single step
   tf32-memory  memory with TF32 on vs IEEE fp32, same rung otherwise (the user's question (a)), per cell and
@@ -13,7 +14,7 @@ pairs it needs, and says so when they do not. Topics, in the report's order:
   batch        how far B grows: batch searches and the user's batch sweep
   sdpa         which SDPA backend `auto` chose, and what forcing one costs
   fastest      per GPU: the seed ladder's best, the fastest found beyond it (plan beyond-ladder, harness.tune), the
-               user's best and the peer, and the kernel time that explains the gain (harness.analysis.fastest's tables)
+               user's best and the peer, and the kernel time that explains the gain (harness.analysis.fastest)
   knobs, factors, cross, loss   the generic tables' headlines
 
 The pairs of runs that differ in one knob, and the phrases that describe a pair: harness.analysis.knob_pairs. No torch import.
@@ -25,11 +26,17 @@ from dataclasses import dataclass
 
 from harness import sweep as sweepmod
 from harness.analysis import stats
-from harness.analysis.cells import Cell, Table
+from harness.analysis.cells import Cell, fmt_signed_pct
 from harness.analysis.context import Compare
 from harness.analysis.dataset import short_gpu
-from harness.analysis.fastest import BEYOND_ROW, OVERVIEW_TITLE, SEED_ROW, SPLIT_TITLE, TUNE_ROW, USER_ROW
-from harness.analysis.group import Group, run_ids
+from harness.analysis.fastest import overviews
+from harness.analysis.group import Group, estimate, run_ids
+from harness.analysis.kernel_split import kernel_split
+from harness.analysis.tables.cross import cross as cross_result
+from harness.analysis.tables.knobs import knob_effects, splits
+from harness.analysis.tables.ladder import ladders
+from harness.analysis.tables.loss import parity_rows
+from harness.analysis.tables.sweeps import sweep_records
 from harness.analysis.knob_pairs import (
     MIB,
     lm_head_text,
@@ -153,15 +160,15 @@ def versions(cmp: Compare) -> list[Finding]:
     (measured envs against each other: the cross-version finding)."""
     out = []
     logged: dict[tuple, dict[str, Group]] = {}
-    for r in sorted(ok_references(cmp), key=lambda g: (g.first.get("reference") or {}).get("line") or 0):
-        key = (r.gpu, r.first.get("rung"), r.workload.get("batch_size"), r.workload.get("seq_len"), r.workload.get("compile"))
+    for r in sorted(ok_references(cmp), key=lambda g: g.first.reference.get("line") or 0):
+        key = (r.gpu, r.first.rung, r.workload.get("batch_size"), r.workload.get("seq_len"), r.workload.get("compile"))
         logged.setdefault(key, {}).setdefault(ref_torch(r), r)
     for (gpu, rung, b, t, _c), builds in logged.items():
         stated = {k: v for k, v in builds.items() if k != "torch not stated"}
         if len(stated) < 2:
             continue
         (ta, ra), (tb, rb) = list(stated.items())[:2]
-        first_a, first_b = (ra.first.get("summary") or {}).get("first_step_ms"), (rb.first.get("summary") or {}).get("first_step_ms")
+        first_a, first_b = ra.first.first_step_ms, rb.first.first_step_ms
         text = (f"The user's log, {rung} at B={b}, T={t} on {gpu}: torch {ta} -> {tb}: {speed_text(cmp, ra, rb)}; "
                 f"{memory_text(ra, rb)}")
         if first_a and first_b:
@@ -172,8 +179,8 @@ def versions(cmp: Compare) -> list[Finding]:
             out.append(Finding("versions", (
                 f"Measured beside it: {rung} at B={b} on {short_gpu(g.gpu)} / {g.env} (torch {g.torch_version}): "
                 f"{g.throughput.point:,.0f} tokens/s, {mib(device_used)} MiB device used, against the user's "
-                f"{cmp.ref_estimate(ra).point:,.0f} / {mib(ra.memory_bytes)} MiB (torch {ta}) and "
-                f"{cmp.ref_estimate(rb).point:,.0f} / {mib(rb.memory_bytes)} MiB (torch {tb}) (single samples; GPU "
+                f"{estimate(ra).point:,.0f} / {mib(ra.memory_bytes)} MiB (torch {ta}) and "
+                f"{estimate(rb).point:,.0f} / {mib(rb.memory_bytes)} MiB (torch {tb}) (single samples; GPU "
                 "model, driver and data may differ: the reference table lists what is known)."), tuple(run_ids(g, ra, rb))))
     return out
 
@@ -186,7 +193,7 @@ def _matching_groups(cmp: Compare, rung, b, t) -> list[Group]:
 def batch(cmp: Compare) -> list[Finding]:
     """How far B grows: every batch_size sweep (batch searches, and the user's logged B sweep)."""
     out = []
-    records = cmp.sweep_records()
+    records = sweep_records(cmp)
     for curve in sweepmod.sweep_curves(records):
         if curve["field"] != "batch_size":
             continue
@@ -199,20 +206,20 @@ def batch(cmp: Compare) -> list[Finding]:
         text = (f"Batch size, {curve['rung']} on {short_gpu(curve['device'])} / {curve['env']} ({curve['sweep']}): "
                 + ", ".join(f"B={v} {tps:,.0f} tokens/s" for v, tps, _m in ran)
                 + (f"; did not run: {', '.join(failed)}" if failed else "")
-                + f"; largest that ran: B={largest[0]} ({mib(largest[2])} MiB {sweepmod.MEMORY_DEFINITION.split(': ')[0]});"
+                + f"; largest that ran: B={largest[0]} ({mib(largest[2])} MiB {sweepmod.MEMORY_NAME});"
                 f" knee B={curve['knee']} ({sweepmod.KNEE_TOLERANCE:.0%} of the best).")
-        ids = [r["run_id"] for r in records if sweepmod.curve_key(r) == (curve["sweep"], curve["field"], curve["plan"],
+        ids = [r.run_id for r in records if sweepmod.curve_key(r) == (curve["sweep"], curve["field"], curve["plan"],
                                                                         curve["rung"], curve["env"], curve["device"])]
         out.append(Finding("batch", text, tuple(ids)))
     refs: dict[tuple, list[Group]] = {}
     for r in ok_references(cmp):
         if r.sweep and r.sweep.get("field") == "batch_size":
-            refs.setdefault((r.sweep.get("name"), r.first.get("rung"), r.gpu), []).append(r)
+            refs.setdefault((r.sweep.get("name"), r.first.rung, r.gpu), []).append(r)
     for (name, rung, gpu), groups in refs.items():
         groups.sort(key=lambda g: g.sweep.get("value") or 0)
-        best = max(groups, key=lambda g: cmp.ref_estimate(g).point or 0)
+        best = max(groups, key=lambda g: estimate(g).point or 0)
         out.append(Finding("batch", (f"Batch size in the user's log ({name}), {rung} on {gpu}: "
-                                     + ", ".join(f"B={g.sweep.get('value')} {cmp.ref_estimate(g).point:,.0f} tokens/s "
+                                     + ", ".join(f"B={g.sweep.get('value')} {estimate(g).point:,.0f} tokens/s "
                                                  f"({mib(g.memory_bytes)} MiB)" for g in groups)
                                      + f"; best B={best.sweep.get('value')} (single samples)."), tuple(run_ids(*groups))))
     return out
@@ -224,8 +231,8 @@ def sdpa(cmp: Compare) -> list[Finding]:
         auto, forced = (a, b) if a.workload.get("sdpa_backend") == "auto" else (b, a) if b.workload.get("sdpa_backend") == "auto" else (None, None)
         if auto is None:
             continue
-        kernels = auto.explain.get("kernels") or {}
-        chose = kernels.get("sdpa_backend") if kernels.get("available") else None
+        kernels = auto.kernels
+        chose = kernels.get("sdpa_backend")
         names = kernels.get("attention_kernels") or []
         chose_text = f"auto ran {chose} attention" + (f" ({names[0][:70]}...)" if names else "") if chose else \
             "auto's backend is unknown (no kernel capture)"
@@ -236,151 +243,134 @@ def sdpa(cmp: Compare) -> list[Finding]:
     return out
 
 
-def fastest(tables: list[Table]) -> list[Finding]:
-    """One finding per GPU from harness.analysis.fastest's overview table and the kernel split after it."""
+def fastest(cmp: Compare) -> list[Finding]:
+    """One finding per device from harness.analysis.fastest's overviews and the kernel split of the fastest found."""
     out = []
-    for i, t in enumerate(tables):
-        if not t.title.startswith(OVERVIEW_TITLE):
+    for ov in overviews(cmp):
+        seed = ov.seed
+        if seed is None:
             continue
-        gpu = t.title.removeprefix(OVERVIEW_TITLE)
-        rows = {r["what"]: r for r in t.rows}
-        seed = rows.get(SEED_ROW) or {}
-        if seed.get("tokens_s") is None:
-            continue
-        text = (f"{short_gpu(gpu)}: the seed ladder's best run is {seed['run']} ({seed['batch']}), {seed['tokens_s']:,.0f} "
-                f"tokens/s, MFU {seed['mfu_ds'].text() if seed.get('mfu_ds') else 'n/a'} of the datasheet peak")
-        found = [r for r in t.rows if r["what"] in (BEYOND_ROW, TUNE_ROW) and r.get("tokens_s") is not None]
-        best = max(found, key=lambda r: r["tokens_s"], default=None)
+        seed_mfu = seed.mfu("mfu_datasheet")
+        fits, why = ov.seed_fits
+        remark = None if fits else f"does not fit the batch search's headroom: {why}"
+        text = (f"{short_gpu(ov.gpu)}: the seed ladder's best run is {_run_name(seed, remark)} ({seed.batch}), "
+                f"{estimate(seed).point:,.0f} tokens/s, MFU {_pct(seed_mfu)} of the datasheet peak")
+        best = max((c for c in (ov.beyond, ov.tuned) if c is not None), key=lambda c: c.tokens_per_s, default=None)
         if best is not None:
-            text += (f"; the fastest found beyond it: {best['run']} ({best['batch']}), {best['tokens_s']:,.0f} tokens/s, "
-                     f"{best['vs_seed'].brief() if best.get('vs_seed') else 'n/a'} against it, MFU "
-                     f"{best['mfu_ds'].text() if best.get('mfu_ds') else 'n/a'}, "
-                     f"loss {best['parity']}")
-            split = tables[i + 1] if i + 1 < len(tables) and tables[i + 1].title.startswith(SPLIT_TITLE) else None
-            parts = {r["what"]: r for r in split.rows} if split else {}
-            named = [(k, label) for k, label in (("attention kernels", "attention"), ("GEMMs, all", "GEMMs"),
-                                                 ("lm_head GEMMs (part of the GEMMs above)", "lm_head GEMMs"))
-                     if parts.get(k, {}).get("a") is not None]
-            if named:
+            g = best.group
+            vs = ov.vs_seed(g, cmp.floor)
+            text += (f"; the fastest found beyond it: {_run_name(g)} ({g.batch}), {estimate(g).point:,.0f} tokens/s, "
+                     f"{Cell(vs).brief() if vs is not None else 'n/a'} against it, MFU {_pct(g.mfu('mfu_datasheet'))}, "
+                     f"loss {best.parity_text(cmp.loss_tol)}")
+            shown = ov.shown
+            a, b = kernel_split(shown.partner), kernel_split(shown.group)
+            if a is not None and b is not None:
+                named = [(k, label) for k, label in (("attention", "attention"), ("gemm", "GEMMs"),
+                                                     ("lm_head_gemm", "lm_head GEMMs"))]
                 text += ("; kernel time per step against its start: " + ", ".join(
-                    f"{label} {parts[k]['a']} -> {parts[k]['b']} ms" for k, label in named))
-        if (rows.get(TUNE_ROW) or {}).get("tokens_s") is None:
+                    f"{label} {a[k] / 1000:,.2f} -> {b[k] / 1000:,.2f} ms" for k, label in named))
+        if ov.tuned is None:
             text += "; no harness.tune run is in these records"
-        others = [r for r in t.rows if (r["what"] == USER_ROW or r["what"].startswith("peer")) and r.get("tokens_s") is not None]
+        others = ([("the user's best (their log)", ov.user_best)] if ov.user_best is not None else []) + \
+                 [(f"peer: {p.first.peer.get('name', p.label)}", p) for p in ov.peers]
+        others = [(name, g) for name, g in others if estimate(g).point is not None]
         if others:
             text += "; beside it: " + "; ".join(
-                f"{r['what']} {r['tokens_s']:,.0f} tokens/s ({r['run'] + ', ' if r['what'] == USER_ROW else ''}{r['batch']})"
-                for r in others)
-        ids = [x for r in t.rows for x in r.get("run_ids", ())]
-        out.append(Finding("fastest", text + ".", tuple(ids)))
+                f"{name} {estimate(g).point:,.0f} tokens/s ("
+                + (f"{g.label} (torch {g.first.reference.get('torch') or 'not stated'}), " if g.kind == "reference" else "")
+                + f"{g.batch})" for name, g in others)
+        groups = [seed] + [c.group for c in (ov.beyond, ov.tuned) if c is not None] + [g for _n, g in others]
+        out.append(Finding("fastest", text + ".", tuple(run_ids(*groups))))
     return out
 
 
-def ladder(ladder_tables: list[Table]) -> list[Finding]:
+def _run_name(g: Group, remark: str | None = None) -> str:
+    """The plan(s) and rung of a group, as the fastest tables name it."""
+    name = f"{'/'.join(sorted({p for p, _r, _i in g.rungs}))} {g.label}" + (f" ({remark})" if remark else "")
+    return name + (f" ({len(g.records)} runs pooled)" if len(g.records) > 1 else "")
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:.1f}%" + (" (peak suspect)" if value > 1.0 else "")
+
+
+def ladder(cmp: Compare) -> list[Finding]:
     out = []
-    for t in ladder_tables:
-        ok = [r for r in t.rows if r.get("tokens_s")]
+    for lad in ladders(cmp):
+        ok = [s for s in lad.steps if s.tokens_per_s]
         if len(ok) < 2:
             continue
-        best = max(ok, key=lambda r: r["tokens_s"])
-        steps = [r for r in ok if isinstance(r.get("vs_previous"), Cell) and r["vs_previous"].delta.value is not None]
-        big = max(steps, key=lambda r: abs(r["vs_previous"].delta.value), default=None)
-        text = (f"{t.title.removeprefix('Ladder: ')}: {ok[0]['rung']} {ok[0]['tokens_s']:,.0f} tokens/s -> "
-                f"{ok[-1]['rung']} {ok[-1]['tokens_s']:,.0f} tokens/s ({ok[-1]['vs_first'].text()}); "
-                f"fastest rung {best['rung']} ({best['tokens_s']:,.0f} tokens/s)")
+        best = max(ok, key=lambda s: s.tokens_per_s)
+        steps = [s for s in ok if s.vs_previous is not None and s.vs_previous.value is not None]
+        big = max(steps, key=lambda s: abs(s.vs_previous.value), default=None)
+        name = lambda s: s.rung if s.rung == s.group.label else f"{s.rung} (= {s.group.label})"
+        text = (f"{lad.title}: {name(ok[0])} {ok[0].tokens_per_s:,.0f} tokens/s -> "
+                f"{name(ok[-1])} {ok[-1].tokens_per_s:,.0f} tokens/s ({Cell(ok[-1].vs_first, 'ratio').text()}); "
+                f"fastest rung {name(best)} ({best.tokens_per_s:,.0f} tokens/s)")
         if big:
-            text += f"; largest single step: {big['rung']} {big['vs_previous'].text()} vs the rung before"
-        out.append(Finding("ladder", text + ".", tuple(i for r in t.rows for i in r.get("run_ids", ()))))
+            text += f"; largest single step: {name(big)} {Cell(big.vs_previous, 'ratio').text()} vs the rung before"
+        ids = [i for s in lad.steps for i in (run_ids(s.group) if s.group is not None else [s.failed.run_id])]
+        out.append(Finding("ladder", text + ".", tuple(ids)))
     return out
 
 
-def compute(cmp: Compare, tables: dict[str, list[Table]], effects: dict) -> list[Finding]:
+def compute(cmp: Compare) -> list[Finding]:
     """Every finding, in the report's order."""
-    out = ladder(tables["ladder"])
-    out += tf32_memory(cmp) + vocab(cmp) + versions(cmp) + batch(cmp) + sdpa(cmp) + fastest(tables.get("fastest", []))
-    for (knob, _ctx), entry in effects.items():
+    out = ladder(cmp)
+    out += tf32_memory(cmp) + vocab(cmp) + versions(cmp) + batch(cmp) + sdpa(cmp) + fastest(cmp)
+    for (knob, _ctx), entry in knob_effects(cmp).items():
         cells = sorted(entry["cells"].items(), key=lambda kv: (cmp.gpu_rank[kv[0][0]], cmp.env_rank[kv[0][1]]))
         parts = [f"{Cell(d).brief()} on {short_gpu(gpu)}/{env}" for (gpu, env), (_a, _b, d, _boot) in cells]
         out.append(Finding("knobs", f"Knob {knob} (at {entry['at']}): tokens/s " + ", ".join(parts) + ".",
                            tuple(i for _k, (a, b, _d, _boot) in cells for i in run_ids(a, b))))
-    out += factors(tables["factors"][0])
-    out += cross(tables)
-    out += loss(cmp, tables["loss"][0])
+    out += factors(cmp)
+    out += cross(cmp)
+    out += loss(cmp)
     return out
 
 
-def interaction_dominates(row: dict) -> bool:
-    """The 2x2's interaction is beyond noise and larger than both factors."""
-    g, v, i = row["gpu_factor"].delta, row["version_factor"].delta, row["interaction"].delta
-    return i.beyond and all(d.value is not None and abs(i.value) > abs(d.value) for d in (g, v))
+def factors(cmp: Compare) -> list[Finding]:
+    return [Finding("factors", f"{r.knob} (at {r.at}), GPUs {' -> '.join(r.gpus)}, envs {' -> '.join(r.envs)}: GPU factor "
+                               f"{Cell(r.gpu_factor, 'pp').brief()}, version factor {Cell(r.version_factor, 'pp').brief()}, "
+                               f"interaction {Cell(r.interaction, 'pp').brief()} ({r.verdict()}).", tuple(r.run_ids))
+            for r in splits(cmp).rows]
 
 
-def split_verdict(row: dict) -> str:
-    """What a 2x2 split says, in words: which factor is real and larger, or that the interaction is larger than
-    both (then the effect belongs to one GPU together with one torch build, not to either alone)."""
-    g, v, i = row["gpu_factor"].delta, row["version_factor"].delta, row["interaction"].delta
-    if interaction_dominates(row):
-        text = "the interaction is larger than both factors, so the effect is not the GPU's or the torch version's alone"
-        if row.get("standout"):
-            gpu, env = row["standout"]
-            here = row["cells"][row["standout"]]
-            others = sorted(d.value for q, d in row["cells"].items() if q != row["standout"])
-            text += (f": it comes from {short_gpu(gpu)} together with {env} ({Cell(here).brief()} there, "
-                     f"{others[0] * 100:+.1f}% to {others[-1] * 100:+.1f}% in the other three cells)")
-        return text
-    real = [(name, d) for name, d in (("the GPU", g), ("the torch version", v)) if d.beyond]
-    if not real:
-        text = "neither factor is beyond noise"
-    elif len(real) == 1:
-        text = f"only {real[0][0]} factor is beyond noise"
-    else:
-        text = f"both are beyond noise; the larger is {max(real, key=lambda nd: abs(nd[1].value))[0]}"
-    if i.beyond:
-        text += "; the interaction is beyond noise too: the version change differs between the GPUs"
-    return text
-
-
-def factors(table: Table) -> list[Finding]:
-    return [Finding("factors", f"{r['knob']} (at {r['at']}), GPUs {r['gpus']}, envs {r['envs']}: GPU factor "
-                               f"{r['gpu_factor'].brief()}, version factor {r['version_factor'].brief()}, "
-                               f"interaction {r['interaction'].brief()} ({split_verdict(r)}).", tuple(r.get("run_ids", ())))
-            for r in table.rows]
-
-
-def cross(tables: dict[str, list[Table]]) -> list[Finding]:
+def cross(cmp: Compare) -> list[Finding]:
     out = []
-    for name, what in (("versions", "Cross-version"), ("gpus", "Cross-GPU")):
-        rows = tables[name][0].rows
-        deltas = [r for r in rows if isinstance(r.get("d_tokens_s"), Cell) and r["d_tokens_s"].delta.value is not None]
+    for across, what in (("env", "Cross-version"), ("gpu", "Cross-GPU")):
+        rows = cross_result(cmp, across).rows
+        deltas = [r for r in rows if r.d_tokens is not None and r.d_tokens.value is not None]
         if not deltas:
             continue
-        beyond = [r for r in deltas if r["d_tokens_s"].delta.beyond]
-        within = [r for r in deltas if r["d_tokens_s"].delta.verdict == stats.WITHIN]
+        beyond = [r for r in deltas if r.d_tokens.beyond]
+        within = [r for r in deltas if r.d_tokens.verdict == stats.WITHIN]
         text = (f"{what} tokens/s deltas: {len(beyond)} beyond noise, {len(within)} within noise, "
                 f"{len(deltas) - len(beyond) - len(within)} without a noise estimate (too few samples)")
-        no_base = [r for r in rows if r.get("base_status", "ok") != "ok" and not r.get("is_baseline")]
+        no_base = [r for r in rows if r.base_status != "ok" and not r.is_baseline]
         if no_base:
             text += (f"; {len(no_base)} without a delta because the baseline run failed ("
-                     + ", ".join(f"{r['rung']} B={r['batch_size']}: {r['d_tokens_s'].delta.verdict}" for r in no_base) + ")")
-        top = sorted(beyond, key=lambda r: -abs(r["d_tokens_s"].delta.value))[:3]
+                     + ", ".join(f"{r.label} B={r.batch_size}: {r.d_tokens.verdict}" for r in no_base) + ")")
+        top = sorted(beyond, key=lambda r: -abs(r.d_tokens.value))[:3]
         if top:
-            key, other = ("gpu", "env") if name == "versions" else ("env", "gpu")
-            show = (lambda v, col: short_gpu(v) if col == "gpu" else v)
+            if across == "env":
+                show = lambda r: (short_gpu(r.gpu), r.env, r.base_env)
+            else:
+                show = lambda r: (r.env, short_gpu(r.gpu), short_gpu(r.base_gpu))
             text += "; largest: " + "; ".join(
-                f"{r['rung']} ({r['batch']}) on {show(r[key], key)}: {show(r[other], other)} vs "
-                f"{show(r['base_' + other], other)} {Cell(r['d_tokens_s'].delta).brief()}, "
-                f"memory {Cell(r['d_memory'].delta).brief()}" for r in top)
-        out.append(Finding("cross", text + ".", tuple(i for r in rows for i in r.get("run_ids", ()))))
+                f"{r.label} ({r.batch}) on {show(r)[0]}: {show(r)[1]} vs {show(r)[2]} {Cell(r.d_tokens).brief()}, "
+                f"memory {Cell(r.d_memory).brief()}" for r in top)
+        out.append(Finding("cross", text + ".", tuple(i for r in rows for i in r.run_ids)))
     return out
 
 
-def loss(cmp: Compare, table: Table) -> list[Finding]:
-    rows = [r for r in table.rows if r.get("parity") in ("ok", "DRIFT")]
+def loss(cmp: Compare) -> list[Finding]:
+    rows = [r for r in parity_rows(cmp) if r.parity in ("ok", "DRIFT")]
     if not rows:
         return []
-    drift = [r for r in rows if r["parity"] == "DRIFT"]
+    drift = [r for r in rows if r.parity == "DRIFT"]
     text = f"Loss parity: {len(rows) - len(drift)} of {len(rows)} comparable cells within {cmp.loss_tol:.1%} of their baseline"
     if drift:
-        text += "; drift: " + "; ".join(f"{r['rung']} {short_gpu(r['gpu'])}/{r['env']} mean {r['d_mean']}, final {r['d_final']}"
-                                        for r in drift[:5])
-    return [Finding("loss", text + ".", tuple(i for r in rows for i in r.get("run_ids", ())))]
+        text += "; drift: " + "; ".join(f"{r.group.label} {short_gpu(r.group.gpu)}/{r.group.env} mean {fmt_signed_pct(r.d_mean)}, "
+                                        f"final {fmt_signed_pct(r.d_final)}" for r in drift[:5])
+    return [Finding("loss", text + ".", tuple(i for r in rows for i in r.run_ids))]

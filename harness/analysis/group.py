@@ -17,29 +17,39 @@ from harness.analysis import stats
 from harness.record.view import RecordView
 
 
-def run_origin(record: dict) -> str:
+def run_origin(record: RecordView) -> str:
     """Which job a run came from, as far as the record says: its plan and repeat, or the sweep it is a point of."""
-    sweep = record.get("sweep")
-    if sweep:
-        return f"sweep {sweep.get('name')} {sweep.get('field')}={sweep.get('value')}"
-    return f"plan {record.get('plan')} repeat {record.get('repeat')}"
+    if record.sweep:
+        return f"sweep {record.sweep.get('name')} {record.sweep_point}"
+    return f"plan {record.plan} repeat {record.repeat}"
+
+
+def estimate(g: Group) -> stats.Estimate:
+    """A group's tokens/s: measured runs' bootstrap estimate; a transcribed log line's or a peer's own logged
+    tokens/s (one sample, no noise estimate), else the one derived from its logged step time."""
+    est = g.throughput
+    if g.kind == "measured":
+        return est
+    logged = g.first.summary_number("tokens_per_s")
+    return stats.Estimate(logged if logged is not None else est.point, None, est.n, est.repeats)
 
 
 def run_ids(*groups: Group) -> list[str]:
     """The run ids a table row rests on (rows carry them beside their columns; renderers show only columns)."""
-    return [r["run_id"] for g in groups for r in g.records]
+    return [r.run_id for g in groups for r in g.records]
 
 
 @dataclass
 class Group:
-    """One comparable cell: same workload and flags hash, one env, one GPU; its repeats merged."""
+    """One comparable cell: same workload and flags hash, one env, one GPU; its repeats merged. Its records are
+    RecordViews (harness.record.view): every per-record rule is theirs, a Group only merges."""
 
     kind: str
     workload_hash: str
     flags_hash: str
     env: str  # env label (env name, or name@torch-version where one name has several versions)
     gpu: str
-    records: list = field(default_factory=list)
+    records: list[RecordView] = field(default_factory=list)
     paths: list = field(default_factory=list)
     n_boot: int = stats.N_BOOT
 
@@ -53,39 +63,39 @@ class Group:
         return (self.workload_hash, self.flags_hash)
 
     @property
-    def first(self) -> dict:
+    def first(self) -> RecordView:
         return self.records[0]
 
     @property
     def workload(self) -> dict:
-        return self.first.get("workload") or {}
+        return self.first.workload
 
     @property
     def flags(self) -> dict:
-        return (self.first.get("flags") or {}).get("requested") or {}
+        return self.first.flags
 
     @property
     def environment(self) -> dict:
-        return self.first.get("environment") or {}
+        return self.first.environment
 
     @property
     def sweep(self) -> dict | None:
         """The sweep this group is a point of (a plain rung run of the same workload may be merged in)."""
-        return next((r["sweep"] for r in self.records if r.get("sweep")), None)
+        return next((r.sweep for r in self.records if r.sweep), None)
 
     @property
     def in_ladder(self) -> bool:
         """Has at least one run made as a plan rung rather than as a sweep point."""
-        return any(not r.get("sweep") for r in self.records)
+        return any(not r.sweep for r in self.records)
 
     @property
     def rungs(self) -> list[tuple[str, str, int | None]]:
-        return sorted({(r.get("plan"), r.get("rung"), r.get("rung_index")) for r in self.records},
+        return sorted({(r.plan, r.rung, r.rung_index) for r in self.records},
                       key=lambda t: (str(t[0]), t[2] if t[2] is not None else 1 << 30, str(t[1])))
 
     @property
     def label(self) -> str:
-        names = sorted({r.get("rung") for r in self.records}, key=str)
+        names = sorted({r.rung for r in self.records}, key=str)
         text = "+".join(str(n) for n in names)
         if self.sweep and not self.in_ladder:
             text += f" [{self.sweep.get('field')}={self.sweep.get('value')}]"
@@ -98,11 +108,11 @@ class Group:
 
     @property
     def torch_version(self) -> str | None:
-        return (self.environment.get("torch") or {}).get("version")
+        return self.first.torch_version
 
     @property
     def samples(self) -> list[list[float]]:
-        return [RecordView(r).timed_ms for r in self.records]
+        return [r.timed_ms for r in self.records]
 
     @property
     def n_text(self) -> str:
@@ -113,21 +123,21 @@ class Group:
         return text + (" pooled" if self.pooled else "") + mark
 
     @property
-    def contended(self) -> list[dict]:
+    def contended(self) -> list[RecordView]:
         """Its runs measured under contention (record.contention; older records do not say, and are not flagged)."""
-        return [r for r in self.records if (r.get("contention") or {}).get("contended")]
+        return [r for r in self.records if r.contended]
 
     @property
     def contended_notes(self) -> list[str]:
-        return [f"contended: {self.label} ({self.batch}) on {self.gpu} / {self.env}, {r['run_id']}: "
-                f"{contention.describe(r.get('contention'))}" for r in self.contended]
+        return [f"contended: {self.label} ({self.batch}) on {self.gpu} / {self.env}, {r.run_id}: "
+                f"{contention.describe(r.contention)}" for r in self.contended]
 
     @property
     def pooled(self) -> bool:
         """Its runs are not the repeats of one invocation: repeat numbers recur, or plans or sweeps differ.
         They are still merged (same workload and flags); the tables say so and pooled_note lists them."""
-        repeats = [r.get("repeat") for r in self.records]
-        origins = {(r.get("plan"), json.dumps(r.get("sweep"), sort_keys=True)) for r in self.records}
+        repeats = [r.repeat for r in self.records]
+        origins = {(r.plan, json.dumps(r.sweep, sort_keys=True)) for r in self.records}
         return len(self.records) > 1 and (len(set(repeats)) < len(repeats) or len(origins) > 1)
 
     @property
@@ -135,11 +145,11 @@ class Group:
         if not self.pooled:
             return None
         return (f"{self.label} ({self.batch}): {len(self.records)} runs from separate invocations pooled (same workload "
-                f"and flags): " + "; ".join(f"{r['run_id']} ({run_origin(r)})" for r in self.records))
+                f"and flags): " + "; ".join(f"{r.run_id} ({run_origin(r)})" for r in self.records))
 
     @cached_property
     def throughput(self) -> stats.Estimate:
-        return stats.throughput(self.samples, RecordView(self.first).tokens_per_step, key=repr(self.key), n_boot=self.n_boot)
+        return stats.throughput(self.samples, self.first.tokens_per_step, key=repr(self.key), n_boot=self.n_boot)
 
     @property
     def ms_median(self) -> float | None:
@@ -148,8 +158,8 @@ class Group:
 
     @property
     def memory(self) -> tuple[str, list]:
-        metric = RecordView(self.first).peak_memory()[1]
-        return metric, [value for value, _m in (RecordView(r).peak_memory() for r in self.records) if value is not None]
+        metric = self.first.peak_memory()[1]
+        return metric, [value for value, _m in (r.peak_memory() for r in self.records) if value is not None]
 
     @property
     def memory_bytes(self) -> float | None:
@@ -157,40 +167,72 @@ class Group:
         return float(np.median(values)) if values else None
 
     def summary_median(self, name: str) -> float | None:
-        values = [(r.get("summary") or {}).get(name) for r in self.records]
-        values = [v for v in values if isinstance(v, (int, float))]
+        values = [v for v in (r.summary_number(name) for r in self.records) if v is not None]
         return float(np.median(values)) if values else None
 
+    def _with(self, read):
+        """The first of its runs for which read(run) is non-empty (the evidence of one run stands for the group)."""
+        return next((read(r) for r in self.records if read(r)), read(self.first))
+
     @property
-    def explain(self) -> dict:
-        for r in self.records:
-            if isinstance(r.get("explain"), dict):
-                return r["explain"]
-        return {}
+    def kernels(self) -> dict:
+        """The kernel profile (explain.kernels) of its first run that has one, else {}."""
+        return self._with(lambda r: r.kernels)
+
+    @property
+    def kernels_reason(self) -> str:
+        return "available" if self.kernels else self.first.kernels_reason
+
+    @property
+    def kernel_categories(self) -> dict:
+        """category -> {per_step_us, share} of that profile ({} without one)."""
+        return self._with(lambda r: r.kernel_categories)
+
+    @property
+    def vocab_gemms(self) -> list[dict]:
+        """The lm_head GEMMs of that profile (explain.kernels.vocab_gemms)."""
+        return self._with(lambda r: r.vocab_gemms) or []
+
+    @property
+    def mapped_libraries(self) -> dict:
+        return self._with(lambda r: r.mapped_libraries)
+
+    @property
+    def memory_split(self) -> dict:
+        return self._with(lambda r: r.memory_split)
+
+    def mfu(self, key: str) -> float | None:
+        """explain.mfu's key (mfu_datasheet or mfu_measured), the median over its runs."""
+        values = [v for v in (r.mfu(key) for r in self.records) if v is not None]
+        return float(np.median(values)) if values else None
 
     def losses(self, upto: int | None = None, start: int | None = None) -> tuple[float | None, float | None]:
         """(loss at step upto-1, mean over steps start..upto-1) averaged over repeats; defaults: all steps, own warm-up."""
         finals, means = [], []
         for r in self.records:
-            loss = (r.get("steps") or {}).get("loss") or []
+            loss = r.step_losses
             if loss:
                 n = min(len(loss), upto or len(loss))
-                warm = (r.get("workload") or {}).get("warmup_steps") or 0 if start is None else start
+                warm = r.warmup_steps if start is None else start
                 timed = [x for x in loss[min(warm, n - 1):n] if x is not None]
                 if loss[n - 1] is not None:
                     finals.append(loss[n - 1])
                 if timed:
                     means.append(sum(timed) / len(timed))
             else:
-                s = r.get("summary") or {}
-                if s.get("final_loss") is not None:
-                    finals.append(s["final_loss"])
-                if s.get("mean_loss") is not None:
-                    means.append(s["mean_loss"])
+                if r.summary_number("final_loss") is not None:
+                    finals.append(r.summary_number("final_loss"))
+                if r.summary_number("mean_loss") is not None:
+                    means.append(r.summary_number("mean_loss"))
         avg = lambda xs: sum(xs) / len(xs) if xs else None
         return avg(finals), avg(means)
 
     @property
     def loss_steps(self) -> int | None:
-        lengths = [len((r.get("steps") or {}).get("loss") or []) for r in self.records]
+        lengths = [len(r.step_losses) for r in self.records]
         return min(lengths) if lengths and min(lengths) else None
+
+    @property
+    def warmup_steps(self) -> int:
+        """The longest warm-up among its runs (the loss rule starts its mean after the longer warm-up of a pair)."""
+        return max(r.warmup_steps for r in self.records)

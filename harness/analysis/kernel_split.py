@@ -24,16 +24,16 @@ SPLIT = (  # (key, label) of the kernel-time split
 def kernel_split(g: Group) -> dict | None:
     """Per profiled step (us) from explain.kernels: attention, GEMMs (and the lm_head's among them), the fused
     lm_head loss kernels, Inductor-generated, optimizer, the rest; step_ms is the timed median. None without a profile."""
-    k = g.explain.get("kernels") or {}
-    if not k.get("available"):
+    k = g.kernels
+    if not k:
         return None
-    cats = {c: (v or {}).get("per_step_us") or 0.0 for c, v in (k.get("by_category") or {}).items()}
+    cats = {c: v.get("per_step_us") or 0.0 for c, v in g.kernel_categories.items()}
     out = {
         "step_ms": g.ms_median,
         "busy": k.get("busy_us_per_step") or sum(cats.values()),
         "attention": cats.get("attention", 0.0),
         "gemm": cats.get("gemm", 0.0),
-        "lm_head_gemm": sum((v.get("per_step_us") or 0.0) for v in k.get("vocab_gemms") or [] if isinstance(v, dict)),
+        "lm_head_gemm": sum((v.get("per_step_us") or 0.0) for v in g.vocab_gemms),
         "lm_head_loss": cats.get("lm-head-loss", 0.0),
         "triton": cats.get("triton", 0.0),
         "optimizer": cats.get("optimizer-fused", 0.0) + cats.get("optimizer-foreach", 0.0),

@@ -14,7 +14,7 @@ from harness.analysis.cells import Cell
 from harness.analysis.context import Compare
 from harness.analysis.dataset import short_gpu
 from harness.analysis.differ import knob_fields, value_key
-from harness.analysis.group import Group
+from harness.analysis.group import Group, estimate
 from harness.flags import flags_for
 
 MIB = 2**20
@@ -80,19 +80,19 @@ def measured_pairs(cmp: Compare, field: str, before=None, after=None) -> list[tu
 
 
 def ref_torch(g: Group) -> str:
-    return (g.first.get("reference") or {}).get("torch") or "torch not stated"
+    return g.first.reference.get("torch") or "torch not stated"
 
 
 def ok_references(cmp: Compare) -> list[Group]:
-    return [r for r in cmp.ds.references if r.first.get("status") == "ok"]
+    return [r for r in cmp.ds.references if r.first.ok]
 
 
 def reference_pairs(cmp: Compare, field: str, before=None, after=None) -> list[tuple[Group, Group]]:
     """One-knob pairs in the user's log, within one GPU class and one stated torch; of several logged
     repeats of a rung, the first line."""
     firsts: dict[tuple, Group] = {}
-    for r in sorted(ok_references(cmp), key=lambda g: (g.first.get("reference") or {}).get("line") or 0):
-        key = (r.gpu, ref_torch(r), r.workload.get("batch_size"), r.workload.get("seq_len"), r.first.get("rung"),
+    for r in sorted(ok_references(cmp), key=lambda g: g.first.reference.get("line") or 0):
+        key = (r.gpu, ref_torch(r), r.workload.get("batch_size"), r.workload.get("seq_len"), r.first.rung,
                tuple(sorted(overrides(r).items())), bool(r.sweep))
         firsts.setdefault(key, r)
     by_build: dict[tuple, list[Group]] = {}
@@ -125,7 +125,7 @@ def memory_text(a: Group, b: Group) -> str:
 
 def speed_text(cmp: Compare, a: Group, b: Group) -> str:
     if a.kind == "reference":
-        ea, eb = cmp.ref_estimate(a), cmp.ref_estimate(b)
+        ea, eb = estimate(a), estimate(b)
         delta = stats.ratio(ea, eb)[0]
         return f"tokens/s {ea.point:,.0f} -> {eb.point:,.0f} ({Cell(delta).brief()})"
     return f"tokens/s {a.throughput.point:,.0f} -> {b.throughput.point:,.0f} ({Cell(cmp.delta(a, b)).brief()})"
@@ -133,13 +133,12 @@ def speed_text(cmp: Compare, a: Group, b: Group) -> str:
 
 def lm_head_roles(g: Group) -> dict[str, dict]:
     """role -> the kernel capture's lm_head GEMM entry (explain.kernels.vocab_gemms), when profiled."""
-    kernels = g.explain.get("kernels") or {}
-    return {v["role"]: v for v in kernels.get("vocab_gemms") or [] if isinstance(v, dict)} if kernels.get("available") else {}
+    return {v.get("role"): v for v in g.vocab_gemms}
 
 
 def lm_head_text(g: Group, label: str) -> str | None:
     """What the profile saw of the lm_head GEMMs: which roles ran at N = vocab, which padded, which not seen."""
-    if not (g.explain.get("kernels") or {}).get("available"):
+    if not g.kernels:
         return None
     roles = lm_head_roles(g)
     vocab = g.workload.get("vocab_size")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness.compare import analyse, common_parser
+from harness.compare import analyse_or_exit, common_parser
 from harness.report import document, outline
 
 
@@ -24,7 +24,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     p = parser()
     args = p.parse_args(argv)
-    _ds, cmp = analyse(args, p, lambda line: print(line, file=sys.stderr))
+    _ds, cmp = analyse_or_exit(p, args, lambda line: print(line, file=sys.stderr))
     doc = outline.build(cmp, args.paths, "python -m harness.report " + " ".join(argv))
     for path in document.write(doc, Path(args.out)):
         print(path)

@@ -1,4 +1,4 @@
-"""The report's charts: matplotlib figures drawn from harness.compare's typed table rows and groups, each
+"""The report's charts: matplotlib figures drawn from the analyses' typed results and groups, each
 returned as (file name, PNG bytes, caption), or None / [] when there is nothing to draw (the report then says so).
 """
 
@@ -17,11 +17,13 @@ import numpy as np
 
 from harness import sweep as sweepmod
 from harness.analysis import stats
-from harness.analysis.cells import Cell, Table
+from harness.analysis.cells import Cell
 from harness.analysis.context import Compare
 from harness.analysis.dataset import short_gpu
-from harness.analysis.findings import interaction_dominates, split_verdict
-from harness.analysis.group import Group
+from harness.analysis.group import Group, estimate
+from harness.analysis.tables.cross import Cross
+from harness.analysis.tables.knobs import Splits
+from harness.analysis.tables.sweeps import sweep_records
 from harness.evidence.kernels import CATEGORIES
 
 DPI = 110
@@ -61,8 +63,8 @@ def ladder_charts(cmp: Compare) -> list[Chart]:
                 rung_index.setdefault(rung, idx if idx is not None else 99)
                 if isinstance(g, Group) and rung not in values:
                     values[rung] = (g.throughput.point, *_ci(g))
-                elif isinstance(g, dict):
-                    failed.setdefault(rung, g.get("status"))
+                elif not isinstance(g, Group):
+                    failed.setdefault(rung, g.status)
             if values or failed:
                 shapes.add((b, t))
                 series.append((f"{short_gpu(gpu)} / {env} (B={b}, T={t})", values, None, failed))
@@ -71,12 +73,12 @@ def ladder_charts(cmp: Compare) -> list[Chart]:
         refs: dict[tuple, dict] = {}
         for ref in cmp.ds.references:
             w = ref.workload
-            if ref.first.get("plan") == plan and ref.first["status"] == "ok" and (w.get("batch_size"), w.get("seq_len")) in shapes \
+            if ref.first.plan == plan and ref.first.ok and (w.get("batch_size"), w.get("seq_len")) in shapes \
                     and w.get("compile") != "off" and not ref.sweep:
                 key = (w.get("batch_size"), w.get("seq_len"))
-                refs.setdefault(key, {}).setdefault(ref.first["rung"], (cmp.ref_estimate(ref).point, 0.0, 0.0))
-                idx = ref.first.get("rung_index")
-                rung_index.setdefault(ref.first["rung"], 99 if idx is None else idx)
+                refs.setdefault(key, {}).setdefault(ref.first.rung, (estimate(ref).point, 0.0, 0.0))
+                idx = ref.first.rung_index
+                rung_index.setdefault(ref.first.rung, 99 if idx is None else idx)
         for (b, t), values in sorted(refs.items()):
             series.append((f"user's log, {cmp.ds.references[0].gpu} (B={b}, T={t})", values, "//", {}))
         rungs = sorted(rung_index, key=lambda r: (rung_index[r], r))
@@ -107,13 +109,12 @@ def ladder_charts(cmp: Compare) -> list[Chart]:
     return charts
 
 
-def heatmap_chart(table: Table) -> Chart | None:
+def heatmap_chart(result: Cross) -> Chart | None:
     """Cross-version delta in tokens/s: rows (GPU, rung, B), columns env vs its baseline."""
     cells = {}
-    for r in table.rows:
-        cell = r.get("d_tokens_s")
-        if isinstance(cell, Cell) and cell.delta.value is not None:
-            cells[(f"{short_gpu(r['gpu'])} | {r['rung']} | {r['batch']}", f"{r['env']} vs {r['base_env']}")] = cell.delta
+    for r in result.rows:
+        if r.d_tokens is not None and r.d_tokens.value is not None:
+            cells[(f"{short_gpu(r.gpu)} | {r.label} | {r.batch}", f"{r.env} vs {r.base_env}")] = r.d_tokens
     if not cells:
         return None
     rows = list(dict.fromkeys(k[0] for k in cells))
@@ -144,16 +145,16 @@ def _delta_errors(deltas: list) -> np.ndarray | None:
                      [max(0.0, (d.high - d.value) * 100) if d.high is not None else 0.0 for d in deltas]])
 
 
-def cross_gpu_chart(table: Table) -> Chart | None:
+def cross_gpu_chart(result: Cross) -> Chart | None:
     """Cross-GPU delta in tokens/s with its 95% interval, one bar per rung and B (the table's order), one colour
     per GPU pair; a rung whose baseline run failed is written where its bar would be, not left out."""
     items = []  # (row label, series, Delta)
-    envs = {r["env"] for r in table.rows}
-    for r in table.rows:
-        if r["baseline"] == "(baseline)":
+    envs = {r.env for r in result.rows}
+    for r in result.rows:
+        if r.is_baseline:
             continue
-        label = f"{r['rung']}, B={r['batch_size']}" + (f" / {r['env']}" if len(envs) > 1 else "")
-        items.append((label, f"{short_gpu(r['gpu'])} vs {short_gpu(r['base_gpu'])}", r["d_tokens_s"].delta))
+        label = f"{r.label}, B={r.batch_size}" + (f" / {r.env}" if len(envs) > 1 else "")
+        items.append((label, f"{short_gpu(r.gpu)} vs {short_gpu(r.base_gpu)}", r.d_tokens))
     if not any(d.value is not None for _l, _s, d in items):
         return None
     labels = list(dict.fromkeys(i[0] for i in items))
@@ -191,22 +192,22 @@ def cross_gpu_chart(table: Table) -> Chart | None:
             "within noise or no noise estimate); a rung whose baseline run failed says so where its bar would be."))
 
 
-def factors_chart(table: Table) -> Chart | None:
+def factors_chart(result: Splits) -> Chart | None:
     """Per 2x2 split: the knob's effect in the four cells, and its GPU factor, version factor and interaction."""
-    rows = [r for r in table.rows if r.get("cells")]
+    rows = result.rows
     if not rows:
         return None
     shown = rows[:6]
     fig, axes = plt.subplots(len(shown), 2, figsize=(11, 3.3 * len(shown)), squeeze=False,
                              gridspec_kw={"width_ratios": [1.3, 1.0]})
     for (left, right), r in zip(axes, shown, strict=True):
-        quad = list(r["cells"].items())
+        quad = list(r.cells.items())
         gpus = list(dict.fromkeys(g for (g, _v), _d in quad))
         envs = list(dict.fromkeys(v for (_g, v), _d in quad))
         deltas = [d for _q, d in quad]
         bars = left.bar(range(4), [(d.value or 0.0) * 100 for d in deltas], capsize=3,
                         yerr=_delta_errors(deltas) if all(d.value is not None for d in deltas) else None)
-        odd = r.get("standout") if interaction_dominates(r) else None
+        odd = r.standout if r.interaction_dominates else None
         for bar, ((g, v), _d) in zip(bars, quad, strict=True):  # colour: GPU; hatch: the second env; outline: the odd cell
             bar.set_facecolor(plt.get_cmap("Set2")(gpus.index(g)))
             bar.set_hatch("//" if envs.index(v) else None)
@@ -214,16 +215,15 @@ def factors_chart(table: Table) -> Chart | None:
             bar.set_linewidth(2.0 if (g, v) == odd else 0.5)
         left.set_xticks(range(4), [f"{short_gpu(g)}\n{v}" for (g, v), _d in quad], fontsize=7)
         left.set_ylabel("effect on tokens/s (%)", fontsize=8)
-        left.set_title(textwrap.fill(f"{r['knob']} at {r['at']}: effect per cell", 70), fontsize=8)
-        parts = [("GPU factor", r["gpu_factor"].delta), ("version factor", r["version_factor"].delta),
-                 ("interaction", r["interaction"].delta)]
+        left.set_title(textwrap.fill(f"{r.knob} at {r.at}: effect per cell", 70), fontsize=8)
+        parts = [("GPU factor", r.gpu_factor), ("version factor", r.version_factor), ("interaction", r.interaction)]
         right.bar(range(3), [(d.value or 0.0) * 100 for _n, d in parts], capsize=3,
                   color=[matplotlib.colors.to_rgba(c, 1.0 if d.beyond else 0.35)
                          for c, (_n, d) in zip(("tab:blue", "tab:orange", "tab:red"), parts, strict=True)],
                   yerr=_delta_errors([d for _n, d in parts if d.value is not None]) if all(d.value is not None for _n, d in parts) else None)
         right.set_xticks(range(3), [f"{n}\n{Cell(d, 'pp').brief()}" for n, d in parts], fontsize=7)
         right.set_ylabel("percentage points", fontsize=8)
-        right.set_title(textwrap.fill(split_verdict(r), 60), fontsize=8)
+        right.set_title(textwrap.fill(r.verdict(), 60), fontsize=8)
         for ax in (left, right):
             ax.axhline(0, color="black", linewidth=0.8)
             ax.grid(axis="y", alpha=0.3)
@@ -246,7 +246,7 @@ def _rung_order(g: Group) -> tuple:
 def memory_chart(cmp: Compare) -> Chart | None:
     bars = []
     for g in sorted(cmp.ds.groups, key=lambda g: (cmp.gpu_rank[g.gpu], cmp.env_rank[g.env], *_rung_order(g))):
-        split = g.explain.get("memory_split") or {}
+        split = g.memory_split
         if split.get("available") and any(split.get(k) is not None for k, _l in MEMORY_PARTS):
             bars.append((f"{short_gpu(g.gpu)} / {g.env} / {g.label} ({g.batch})", [(split.get(k) or 0) / 2**30 for k, _l in MEMORY_PARTS]))
     if not bars:
@@ -269,9 +269,9 @@ def memory_chart(cmp: Compare) -> Chart | None:
 def kernel_mix_chart(cmp: Compare) -> Chart | None:
     cells = {}
     for g in cmp.ds.groups:
-        cats = ((g.explain.get("kernels") or {}).get("by_category")) or {}
-        if (g.explain.get("kernels") or {}).get("available") and cats:
-            cells.setdefault((g.gpu, g.env), []).append((g, {c: (v or {}).get("share") or 0 for c, v in cats.items()}))
+        cats = g.kernel_categories
+        if cats:
+            cells.setdefault((g.gpu, g.env), []).append((g, {c: v.get("share") or 0 for c, v in cats.items()}))
     if not cells:
         return None
     categories = sorted({c for items in cells.values() for _g, shares in items for c in shares})
@@ -307,7 +307,7 @@ def sweep_charts(cmp: Compare) -> list[Chart]:
     """One chart per sweep (name, field): a line per curve of harness.sweep (one rung in one env on one
     device; the knee starred), and the user's logged points of the same sweep dashed."""
     charts_by_sweep: dict[tuple, list] = {}
-    for c in sweepmod.sweep_curves(cmp.sweep_records()):
+    for c in sweepmod.sweep_curves(sweep_records(cmp)):
         pts = [(v, t, m) for v, t, m in zip(c["values"], c["tokens_per_s"], c["peak_memory_bytes"], strict=True)
                if isinstance(v, (int, float))]
         failed = [(v, st) for v, t, st in zip(c["values"], c["tokens_per_s"], c["statuses"], strict=True)
@@ -315,10 +315,10 @@ def sweep_charts(cmp: Compare) -> list[Chart]:
         label = f"{c['rung']}, {short_gpu(c['device'])} / {c['env']}"
         charts_by_sweep.setdefault((c["sweep"], c["field"]), []).append((label, pts, c["knee"], "-", failed))
     refs: dict[tuple, dict] = {}
-    for g in (r for r in cmp.ds.references if r.first["status"] == "ok" and r.sweep):
+    for g in (r for r in cmp.ds.references if r.first.ok and r.sweep):
         key = (str(g.sweep.get("name")), str(g.sweep.get("field")))
         label = f"{short_gpu(g.gpu)} / {g.env} (user's log)"
-        refs.setdefault(key, {}).setdefault(label, []).append((g.sweep.get("value"), cmp.ref_estimate(g).point, g.memory_bytes))
+        refs.setdefault(key, {}).setdefault(label, []).append((g.sweep.get("value"), estimate(g).point, g.memory_bytes))
     for key, lines in refs.items():
         for label, pts in lines.items():
             charts_by_sweep.setdefault(key, []).append((label, [p for p in pts if isinstance(p[0], (int, float))], None, "--", []))

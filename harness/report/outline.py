@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from harness.analysis import findings, stats
 from harness.analysis.cells import Table
 from harness.analysis.context import COMPARABLE_RULE, Compare
+from harness.analysis.tables import cross, knobs, registry
 from harness.report import charts
 from harness.report.document import Doc
 
@@ -42,12 +43,7 @@ def environment_table(cmp: Compare) -> Table:
         ("driver", "driver"), ("python", "python"), ("cpu", "CPU"), ("runs", "ok runs")])
     seen: dict[tuple, dict] = {}
     for g in cmp.ds.groups:
-        e = g.environment
-        torch = e.get("torch") or {}
-        row = seen.setdefault((g.env, g.gpu), {
-            "env": g.env, "device": g.gpu, "torch": torch.get("version"), "cuda": torch.get("cuda"), "cudnn": torch.get("cudnn"),
-            "triton": e.get("triton"), "driver": ((e.get("driver") or {}).get("nvml") or {}).get("driver"),
-            "python": (e.get("python") or {}).get("version"), "cpu": (e.get("cpu") or {}).get("model"), "runs": 0})
+        row = seen.setdefault((g.env, g.gpu), {"env": g.env, "device": g.gpu, **g.first.versions, "runs": 0})
         row["runs"] += len(g.records)
     t.rows = sorted(seen.values(), key=lambda r: (cmp.gpu_rank[r["device"]], cmp.env_rank[r["env"]]))
     if not t.rows:
@@ -56,9 +52,9 @@ def environment_table(cmp: Compare) -> Table:
 
 
 def tables_by_name(cmp: Compare) -> dict[str, list[Table]]:
-    """Every table harness.compare makes (Compare.tables), by table name, in compare's order."""
+    """Every table harness.compare makes (harness.analysis.tables.registry), by table name, in compare's order."""
     out: dict[str, list[Table]] = {}
-    for t in cmp.tables():
+    for t in registry.build(cmp):
         out.setdefault(t.name, []).append(t)
     return out
 
@@ -88,7 +84,7 @@ def build(cmp: Compare, paths, command: str) -> Doc:
 
     doc.h(2, "1. Findings")
     doc.p("Computed from the records above, each with the run ids it rests on (file names are <run id>.json).")
-    found = findings.compute(cmp, tables, cmp.knob_effects())
+    found = findings.compute(cmp)
     for topic, title in FINDING_TOPICS:
         items = [f for f in found if f.topic == topic]
         if items:
@@ -123,15 +119,15 @@ def build(cmp: Compare, paths, command: str) -> Doc:
 
     doc.h(2, "6. Torch versions and GPUs")
     versions, gpus = tables["versions"][0], tables["gpus"][0]
-    _charts(doc, _some(charts.heatmap_chart(versions)), "No cross-version heatmap: no rung ran under two envs on the same GPU.")
+    _charts(doc, _some(charts.heatmap_chart(cross.cross(cmp, "env"))), "No cross-version heatmap: no rung ran under two envs on the same GPU.")
     doc.table(versions)
-    _charts(doc, _some(charts.cross_gpu_chart(gpus)), "No cross-GPU chart: no rung ran on two GPUs under the same env.")
+    _charts(doc, _some(charts.cross_gpu_chart(cross.cross(cmp, "gpu"))), "No cross-GPU chart: no rung ran on two GPUs under the same env.")
     doc.table(gpus)
 
     doc.h(2, "7. Knob effects: the GPU or the torch version?")
     _tables(doc, tables["knobs"])
     factors = tables["factors"][0]
-    _charts(doc, _some(charts.factors_chart(factors)), "No 2x2 chart: no knob was measured with comparable runs on 2 GPUs x 2 envs.")
+    _charts(doc, _some(charts.factors_chart(knobs.splits(cmp))), "No 2x2 chart: no knob was measured with comparable runs on 2 GPUs x 2 envs.")
     doc.table(factors)
 
     doc.h(2, "8. Memory")
@@ -149,7 +145,7 @@ def build(cmp: Compare, paths, command: str) -> Doc:
     _tables(doc, tables["loss"])
 
     doc.h(2, "12. The user's own numbers (reference)")
-    _tables(doc, tables["reference"])
+    _tables(doc, tables["reference"])  # not a record: the tables by name
 
     doc.h(2, "13. Left out")
     _tables(doc, tables["left-out"])

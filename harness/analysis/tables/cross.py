@@ -3,6 +3,7 @@ comparability rule keeps apart, and why."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from itertools import combinations
 from typing import TYPE_CHECKING
 
@@ -20,31 +21,107 @@ if TYPE_CHECKING:
 STATUS_TEXT = {"oom": "ran out of memory", "unsupported": "was unsupported", "error": "failed", "invalid": "was invalid"}
 
 
+@dataclass
+class CrossRow:
+    """One cell of a comparison set beside its baseline cell: the same workload and flags, the same device (across
+    env) or env (across gpu). A failed cell has no group (`failed` is its record) and no deltas."""
+
+    across: str  # "env" or "gpu": what differs from the baseline
+    same: str  # the device (across env) or env (across gpu) both cells share
+    value: str  # this cell's env (across env) or device (across gpu)
+    group: Group | None
+    failed: RecordView | None
+    base: Group | None  # the baseline cell's group (None where the baseline failed)
+    base_gpu: str
+    base_env: str
+    base_status: str
+    label: str  # the rung (group label)
+    batch: str  # "B=.., T=.."
+    batch_size: int | None
+    d_tokens: stats.Delta | None = None  # None on the baseline row itself
+    d_memory: stats.Delta | None = None
+    isa: str | None = None  # across gpu on CPUs: how the two CPUs' ISA differ
+    run_ids: list = field(default_factory=list)
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.value == (self.base_env if self.across == "env" else self.base_gpu)
+
+    @property
+    def gpu(self) -> str:
+        return self.same if self.across == "env" else self.value
+
+    @property
+    def env(self) -> str:
+        return self.value if self.across == "env" else self.same
+
+    @property
+    def status(self) -> str:
+        return "ok" if self.group is not None else self.failed.status
+
+
+@dataclass
+class Cross:
+    """Every comparison set's cells against their baseline, across env (versions) or across gpu, and the notes that
+    say what was not compared and why."""
+
+    across: str
+    rows: list[CrossRow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def cross(cx: Compare, across: str) -> Cross:
+    """The typed result the versions and gpus tables, the findings and the verdict read (computed once)."""
+    return cx.cached(f"cross-{across}", lambda c: _cross_result(c, across))
+
+
 def versions_table(cx: Compare) -> Table:
-    return _cross(cx, "versions", "env")
+    return _table(cx, "versions", cross(cx, "env"))
 
 
 def gpus_table(cx: Compare) -> Table:
-    return _cross(cx, "gpus", "gpu")
+    return _table(cx, "gpus", cross(cx, "gpu"))
 
 
-def _cross(cx: Compare, name: str, across: str) -> Table:
+def _table(cx: Compare, name: str, result: Cross) -> Table:
+    across = result.across
+    other = "gpu" if across == "env" else "env"
+    what, same = ("env", "GPU") if across == "env" else ("GPU", "env")
+    table = Table(name, f"Cross-{'version' if across == 'env' else 'GPU'}: same {same} and rung; each {what} vs the baseline {what}", [
+        (other, same), ("rung", "rung"), ("batch", "B, T"), (across, what), ("runs", "runs"),
+        ("baseline", "baseline cell (GPU / env, B, T)"), ("tokens_s", "tokens/s"), ("d_tokens_s", "delta tokens/s"),
+        ("memory", "memory MiB"), ("d_memory", "delta memory")])
+    for r in result.rows:
+        row = {other: r.same, "rung": r.label, "batch": r.batch, across: r.value,
+               "baseline": "(baseline)" if r.is_baseline else f"{short_gpu(r.base_gpu)} / {r.base_env}, {r.batch}",
+               "run_ids": r.run_ids}
+        if r.group is not None:
+            row.update(runs=r.group.n_text, tokens_s=r.group.throughput.point, memory=r.group.memory_bytes)
+        else:
+            row["runs"] = r.failed.status
+        if r.isa:
+            row["isa"] = r.isa
+        if not r.is_baseline:
+            row.update(d_tokens_s=Cell(r.d_tokens), d_memory=Cell(r.d_memory))
+        table.rows.append(row)
+    table.notes += result.notes
+    return table
+
+
+def _cross_result(cx: Compare, across: str) -> Cross:
     """Same comparison set, same GPU (across=env) or same env (across=gpu): each against the baseline.
     A cell whose run failed (the baseline GPU ran out of memory where the other GPU did not) is a row
     that says so: the other cell's numbers are shown, without a delta."""
     other = "gpu" if across == "env" else "env"
     rank = cx.env_rank if across == "env" else cx.gpu_rank
     other_rank = cx.gpu_rank if across == "env" else cx.env_rank
-    what, same = ("env", "GPU") if across == "env" else ("GPU", "env")
-    table = Table(name, f"Cross-{'version' if across == 'env' else 'GPU'}: same {same} and rung; each {what} vs the baseline {what}", [
-        (other, same), ("rung", "rung"), ("batch", "B, T"), (across, what), ("runs", "runs"),
-        ("baseline", "baseline cell (GPU / env, B, T)"), ("tokens_s", "tokens/s"), ("d_tokens_s", "delta tokens/s"),
-        ("memory", "memory MiB"), ("d_memory", "delta memory")])
+    what = "env" if across == "env" else "GPU"
+    result = Cross(across)
     cells: dict[tuple, dict[str, dict]] = {}  # set_key -> other value -> across value -> Group or (record, gpu, env)
     for g in cx.ds.groups:
         cells.setdefault(g.set_key, {}).setdefault(getattr(g, other), {})[getattr(g, across)] = g
     for r, gpu, env in cx.failed_runs():
-        row_cells = cells.get(RecordView(r).set_key, {}).get(gpu if other == "gpu" else env)
+        row_cells = cells.get(r.set_key, {}).get(gpu if other == "gpu" else env)
         if row_cells is not None:  # beside an ok run of the same set only: a failure alone compares nothing
             row_cells.setdefault(env if across == "env" else gpu, (r, gpu, env))
     wanted = cx.baseline_env if across == "env" else cx.baseline_gpu
@@ -56,59 +133,55 @@ def _cross(cx: Compare, name: str, across: str) -> Table:
             g0 = next(c for c in row_cells.values() if isinstance(c, Group))
             order = sorted(row_cells, key=lambda v: (rank.get(v, len(rank)), v))
             if wanted and order[0] != wanted:
-                table.notes.append(f"{o} {g0.label} ({g0.batch}): no run on baseline {what} {wanted}; not compared")
+                result.notes.append(f"{o} {g0.label} ({g0.batch}): no run on baseline {what} {wanted}; not compared")
                 continue
             base = row_cells[order[0]]
             base_gpu, base_env = (base.gpu, base.env) if isinstance(base, Group) else base[1:]
             failed_base += not isinstance(base, Group)
             for v in order:
                 c = row_cells[v]
-                row = {other: o, "rung": g0.label, "batch": g0.batch, across: v,
-                       "baseline": "(baseline)" if v == order[0] else f"{short_gpu(base_gpu)} / {base_env}, {g0.batch}",
-                       "base_gpu": base_gpu, "base_env": base_env,  # (not columns: for charts and findings)
-                       "base_status": "ok" if isinstance(base, Group) else base[0]["status"], "is_baseline": v == order[0],
-                       "batch_size": g0.workload.get("batch_size")}
-                if isinstance(c, Group):
-                    row.update(runs=c.n_text, tokens_s=c.throughput.point, memory=c.memory_bytes)
-                    contended += [n for n in c.contended_notes if n not in contended]
-                else:
-                    row["runs"] = c[0]["status"]
+                group = c if isinstance(c, Group) else None
+                row = CrossRow(across, o, v, group, None if group else c[0], base if isinstance(base, Group) else None,
+                               base_gpu, base_env, "ok" if isinstance(base, Group) else base[0].status, g0.label,
+                               g0.batch, g0.workload.get("batch_size"))
+                if group is not None:
+                    contended += [n for n in group.contended_notes if n not in contended]
                 if across == "gpu" and v != order[0]:
-                    isa = isa_difference(base_env_of(base), base_env_of(c))
-                    if isa:
-                        row["isa"] = isa
-                        isa_notes.setdefault(f"{short_gpu(base_gpu)} vs {short_gpu(v)}: {isa}", None)
-                row["run_ids"] = [i for cell in ((c,) if v == order[0] else (base, c))
-                                  for i in (run_ids(cell) if isinstance(cell, Group) else [cell[0]["run_id"]])]
+                    row.isa = isa_difference(record_of(base), record_of(c))
+                    if row.isa:
+                        isa_notes.setdefault(f"{short_gpu(base_gpu)} vs {short_gpu(v)}: {row.isa}", None)
+                row.run_ids = [i for cell in ((c,) if v == order[0] else (base, c))
+                               for i in (run_ids(cell) if isinstance(cell, Group) else [cell[0].run_id])]
                 if v != order[0]:
-                    row.update(_cross_deltas(cx, base, c))
+                    row.d_tokens, row.d_memory = _cross_deltas(cx, base, c)
                 key = (other_rank.get(o, len(other_rank)), g0.rungs[0][2] if g0.rungs[0][2] is not None else 1 << 30,
                        g0.label, g0.workload.get("batch_size") or 0, g0.workload.get("seq_len") or 0, rank.get(v, len(rank)), v)
                 rows.append((key, row))
     rows.sort(key=lambda kr: kr[0])
-    table.rows = [r for _k, r in rows]
+    result.rows = [r for _k, r in rows]
     if failed_base:
-        table.notes.append(f"{failed_base} baseline cell(s) did not run ok (their status is under 'runs'): the other "
-                           f"{what}'s runs of that rung and B are shown without a delta")
-    table.notes += list(isa_notes)
+        result.notes.append(f"{failed_base} baseline cell(s) did not run ok (their status is under 'runs'): the other "
+                            f"{what}'s runs of that rung and B are shown without a delta")
+    result.notes += list(isa_notes)
     if contended:
-        table.notes += contended + [CONTENDED_NOTE]
+        result.notes += contended + [CONTENDED_NOTE]
     refused = refused_pairs(cx, across)
-    table.notes += refused[:5] + ([f"... and {len(refused) - 5} more such pairs"] if len(refused) > 5 else [])
-    if not table.rows:
-        table.notes.append(_why_no_rows(cx, across, bool(refused)))
-    return table
+    result.notes += refused[:5] + ([f"... and {len(refused) - 5} more such pairs"] if len(refused) > 5 else [])
+    if not result.rows:
+        result.notes.append(_why_no_rows(cx, across, bool(refused)))
+    return result
 
 
-def _cross_deltas(cx: Compare, base, c) -> dict:
-    """Delta cells of one row against its baseline cell; a failed side gives a delta that says why it has none."""
+def _cross_deltas(cx: Compare, base, c) -> tuple[stats.Delta, stats.Delta]:
+    """(tokens/s, memory) deltas of one cell against its baseline cell; a failed side gives deltas that say why
+    there are none."""
     if isinstance(base, Group) and isinstance(c, Group):
-        return {"d_tokens_s": Cell(cx.delta(base, c)), "d_memory": Cell(cx.mem_delta(base, c))}
+        return cx.delta(base, c), cx.mem_delta(base, c)
     failed = base if not isinstance(base, Group) else c
-    status = failed[0]["status"]
+    status = failed[0].status
     why = f"the baseline {STATUS_TEXT.get(status, status)}" if failed is base else f"this run {STATUS_TEXT.get(status, status)}"
-    none = Cell(stats.Delta(None, verdict=why))
-    return {"d_tokens_s": none, "d_memory": none}
+    none = stats.Delta(None, verdict=why)
+    return none, none
 
 
 def refused_pairs(cx: Compare, across: str) -> list[str]:
@@ -143,19 +216,18 @@ def _why_no_rows(cx: Compare, across: str, refused: bool) -> str:
             "; ".join(f"{k} on {', '.join(sorted(v))}" for k, v in sorted(where.items(), key=lambda kv: str(kv[0]))))
 
 
-def base_env_of(cell) -> dict:
-    """The environment of a cross-table cell: a Group, or a failed run's (record, device, env)."""
-    return cell.environment if isinstance(cell, Group) else (cell[0].get("environment") or {})
+def record_of(cell) -> RecordView:
+    """The record that stands for a cross-table cell: a Group's first run, or a failed run's (record, device, env)."""
+    return cell.first if isinstance(cell, Group) else cell[0]
 
 
-def isa_difference(env_a: dict, env_b: dict) -> str | None:
+def isa_difference(a: RecordView, b: RecordView) -> str | None:
     """'different CPU ISA: ...' when two CPU records' ISA flags (environment.cpu.isa) or torch's kernel path
     differ; None when they agree or either record does not say (an older record, a GPU)."""
-    cpu_a, cpu_b = env_a.get("cpu") or {}, env_b.get("cpu") or {}
-    if env_a.get("gpu") or env_b.get("gpu"):
+    if a.is_cuda or b.is_cuda:
         return None
-    isa_a, isa_b = cpu_a.get("isa"), cpu_b.get("isa")
-    known_a, known_b = isinstance(isa_a, dict) and bool(isa_a), isinstance(isa_b, dict) and bool(isa_b)
+    isa_a, isa_b = a.cpu_isa, b.cpu_isa
+    known_a, known_b = bool(isa_a), bool(isa_b)
     if known_a != known_b:
         return (f"CPU ISA recorded for one side only ({isa_tag(isa_a if known_a else isa_b)}): the other record does "
                 f"not say, so a difference in ISA can be neither named nor ruled out")
@@ -163,7 +235,7 @@ def isa_difference(env_a: dict, env_b: dict) -> str | None:
         return None
     only_a = sorted(k for k, v in isa_a.items() if v and not isa_b.get(k))
     only_b = sorted(k for k, v in isa_b.items() if v and not isa_a.get(k))
-    cap_a, cap_b = cpu_a.get("torch_capability"), cpu_b.get("torch_capability")
+    cap_a, cap_b = a.cpu_kernels, b.cpu_kernels
     parts = [f"{isa_tag(isa_a)} vs {isa_tag(isa_b)}"] if isa_tag(isa_a) != isa_tag(isa_b) else []
     if only_a:
         parts.append(f"only the first has {', '.join(only_a)}")

@@ -3,6 +3,7 @@ GPU and a version factor over a 2x2 of GPUs x envs."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from itertools import combinations, pairwise
 from typing import TYPE_CHECKING
 
@@ -31,7 +32,11 @@ def _knob_order(cx: Compare, a: Group, b: Group) -> tuple[Group, Group]:
 
 def knob_effects(cx: Compare) -> dict[tuple, dict]:
     """{(knob, context): {(gpu, env): (a, b, Delta, boot)}} for pairs that differ in one knob,
-    and for adjacent rungs of a ladder (whatever they change)."""
+    and for adjacent rungs of a ladder (whatever they change). Computed once per Compare."""
+    return cx.cached("knob-effects", _knob_effects)
+
+
+def _knob_effects(cx: Compare) -> dict[tuple, dict]:
     pairs: set[tuple] = set()
     for (_plan, _gpu, _env, _b, _t), rows in cx.ladders():
         groups = [g for _i, _r, g in rows if isinstance(g, Group)]
@@ -79,8 +84,8 @@ def knob_effects(cx: Compare) -> dict[tuple, dict]:
     return dict(sorted(out.items(), key=lambda kv: (min(g.rungs[0][2] or 0 for g, *_ in kv[1]["cells"].values()), kv[1]["at"], kv[0][0])))
 
 
-def knobs_table(cx: Compare, effects=None) -> Table:
-    effects = knob_effects(cx) if effects is None else effects
+def knobs_table(cx: Compare) -> Table:
+    effects = knob_effects(cx)
     table = Table("knobs", "Knob effects: one change, in every (GPU, env) cell where both sides ran", [
         ("knob", "knob"), ("at", "at"), ("gpu", "GPU"), ("env", "env"), ("tokens_s", "tokens/s before -> after"),
         ("d_tokens_s", "effect on tokens/s"), ("d_memory", "effect on memory")])
@@ -94,12 +99,67 @@ def knobs_table(cx: Compare, effects=None) -> Table:
     return table
 
 
-def factors_table(cx: Compare, effects=None) -> Table:
-    """Where a knob's effect exists on 2 GPUs x 2 envs: split it into a GPU and a version factor."""
-    effects = knob_effects(cx) if effects is None else effects
-    table = Table("factors", "Is it the GPU or the torch version? A knob's effect split over a 2x2 of GPUs x envs", [
-        ("knob", "knob"), ("at", "at"), ("gpus", "GPU A -> B"), ("envs", "env 1 -> 2"), ("effects", "effect per cell"),
-        ("gpu_factor", "GPU factor (B - A)"), ("version_factor", "version factor (2 - 1)"), ("interaction", "interaction")])
+@dataclass
+class Split:
+    """A knob's effect on 2 GPUs x 2 envs, split into a GPU factor, a version factor and their interaction (each a
+    difference of effects, in percentage points), and the cell furthest from the other three."""
+
+    knob: str
+    at: str
+    gpus: tuple[str, str]
+    envs: tuple[str, str]
+    cells: dict  # (gpu, env) -> the effect there (stats.Delta), in the order (g1,v1), (g1,v2), (g2,v1), (g2,v2)
+    gpu_factor: stats.Delta
+    version_factor: stats.Delta
+    interaction: stats.Delta
+    standout: tuple | None
+    run_ids: list
+
+    @property
+    def interaction_dominates(self) -> bool:
+        """The interaction is beyond noise and larger than both factors."""
+        g, v, i = self.gpu_factor, self.version_factor, self.interaction
+        return i.beyond and all(d.value is not None and abs(i.value) > abs(d.value) for d in (g, v))
+
+    def verdict(self) -> str:
+        """What the split says, in words: which factor is real and larger, or that the interaction is larger than
+        both (then the effect belongs to one GPU together with one torch build, not to either alone)."""
+        g, v, i = self.gpu_factor, self.version_factor, self.interaction
+        if self.interaction_dominates:
+            text = "the interaction is larger than both factors, so the effect is not the GPU's or the torch version's alone"
+            if self.standout:
+                gpu, env = self.standout
+                here = self.cells[self.standout]
+                others = sorted(d.value for q, d in self.cells.items() if q != self.standout)
+                text += (f": it comes from {short_gpu(gpu)} together with {env} ({Cell(here).brief()} there, "
+                         f"{others[0] * 100:+.1f}% to {others[-1] * 100:+.1f}% in the other three cells)")
+            return text
+        real = [(name, d) for name, d in (("the GPU", g), ("the torch version", v)) if d.beyond]
+        if not real:
+            text = "neither factor is beyond noise"
+        elif len(real) == 1:
+            text = f"only {real[0][0]} factor is beyond noise"
+        else:
+            text = f"both are beyond noise; the larger is {max(real, key=lambda nd: abs(nd[1].value))[0]}"
+        if i.beyond:
+            text += "; the interaction is beyond noise too: the version change differs between the GPUs"
+        return text
+
+
+@dataclass
+class Splits:
+    rows: list[Split] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def splits(cx: Compare) -> Splits:
+    """Where a knob's effect exists on 2 GPUs x 2 envs: its split (computed once per Compare)."""
+    return cx.cached("splits", _splits)
+
+
+def _splits(cx: Compare) -> Splits:
+    effects = knob_effects(cx)
+    result = Splits()
     for (knob, _ctx), entry in effects.items():
         cells = {k: (d, boot) for k, (_a, _b, d, boot) in entry["cells"].items()}
         gpus = sorted({g for g, _e in cells}, key=cx.gpu_rank.get)
@@ -117,25 +177,38 @@ def factors_table(cx: Compare, effects=None) -> Table:
                 # the cell furthest from the mean of the other three: where an interaction comes from
                 standout = None if None in values.values() else max(
                     quad, key=lambda q: abs(values[q] - sum(values[o] for o in quad if o != q) / 3))
-                table.rows.append({
-                    "knob": knob, "at": entry["at"], "gpus": f"{g1} -> {g2}", "envs": f"{v1} -> {v2}",
-                    "effects": "; ".join(f"{short_gpu(g)}/{v} {Cell(cells[(g, v)][0]).brief()}" for g, v in quad),
-                    "gpu_factor": Cell(gpu_f, "pp"), "version_factor": Cell(ver_f, "pp"), "interaction": Cell(inter, "pp"),
-                    "cells": {q: cells[q][0] for q in quad}, "standout": standout,  # for findings and charts
-                    "run_ids": run_ids(*(g for q in quad for g in entry["cells"][q][:2]))})
-    table.notes += _unsplit_notes(cx, effects)
-    if not table.rows:
+                result.rows.append(Split(knob, entry["at"], (g1, g2), (v1, v2), {q: cells[q][0] for q in quad},
+                                         gpu_f, ver_f, inter, standout,
+                                         run_ids(*(g for q in quad for g in entry["cells"][q][:2]))))
+    result.notes += _unsplit_notes(cx, effects)
+    if not result.rows:
         envs, gpus = sorted({g.env for g in cx.ds.groups}), sorted({g.gpu for g in cx.ds.groups})
         if len(envs) < 2 or len(gpus) < 2:
             what, names = ("env", envs) if len(envs) < 2 else ("GPU", gpus)
-            table.notes.append(f"only one {what} in these records ({', '.join(names) or 'none'}): a knob's effect needs "
-                               f"2 GPUs x 2 envs to be split")
+            result.notes.append(f"only one {what} in these records ({', '.join(names) or 'none'}): a knob's effect needs "
+                                f"2 GPUs x 2 envs to be split")
         else:
-            table.notes.append("no knob was measured on 2 GPUs x 2 envs with comparable runs; run the same plan on both "
-                               "GPUs under both envs to split its effect")
-    table.notes.append("effects in %; factors in percentage points: GPU factor = effect on GPU B minus on GPU A, averaged "
-                       "over the two envs; version factor = effect under env 2 minus env 1, averaged over the two GPUs; "
-                       "interaction = how much the version change differs between the GPUs")
+            result.notes.append("no knob was measured on 2 GPUs x 2 envs with comparable runs; run the same plan on both "
+                                "GPUs under both envs to split its effect")
+    result.notes.append("effects in %; factors in percentage points: GPU factor = effect on GPU B minus on GPU A, averaged "
+                        "over the two envs; version factor = effect under env 2 minus env 1, averaged over the two GPUs; "
+                        "interaction = how much the version change differs between the GPUs")
+    return result
+
+
+def factors_table(cx: Compare) -> Table:
+    """The 2x2 splits as a table."""
+    result = splits(cx)
+    table = Table("factors", "Is it the GPU or the torch version? A knob's effect split over a 2x2 of GPUs x envs", [
+        ("knob", "knob"), ("at", "at"), ("gpus", "GPU A -> B"), ("envs", "env 1 -> 2"), ("effects", "effect per cell"),
+        ("gpu_factor", "GPU factor (B - A)"), ("version_factor", "version factor (2 - 1)"), ("interaction", "interaction")])
+    for r in result.rows:
+        table.rows.append({
+            "knob": r.knob, "at": r.at, "gpus": " -> ".join(r.gpus), "envs": " -> ".join(r.envs),
+            "effects": "; ".join(f"{short_gpu(g)}/{v} {Cell(d).brief()}" for (g, v), d in r.cells.items()),
+            "gpu_factor": Cell(r.gpu_factor, "pp"), "version_factor": Cell(r.version_factor, "pp"),
+            "interaction": Cell(r.interaction, "pp"), "run_ids": r.run_ids})
+    table.notes += result.notes
     return table
 
 

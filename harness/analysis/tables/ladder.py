@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from harness.analysis import stats
 from harness.analysis.cells import CONTENDED_NOTE, MFU_SUSPECT_NOTE, Cell, Mfu, Table
 from harness.analysis.group import Group, run_ids
+from harness.record.view import RecordView
 
 if TYPE_CHECKING:
     from harness.analysis.context import Compare
@@ -21,10 +24,9 @@ def _mfu_header(groups) -> str:
     (harness/evidence/mfu.py summary_mfu): the header says which basis the column's numbers use."""
     bases = set()
     for g in groups:
-        part = (g.explain or {}).get("mfu") or {}
-        if part.get("mfu_datasheet") is not None:
+        if g.mfu("mfu_datasheet") is not None:
             bases.add("datasheet peak")
-        elif part.get("mfu_measured") is not None:
+        elif g.mfu("mfu_measured") is not None:
             bases.add("measured GEMM peak")
     if len(bases) == 1:
         return f"MFU ({bases.pop()})"
@@ -41,32 +43,87 @@ def _brief_reason(reason: str | None, limit: int = 160) -> str:
     return reason[: cut + 1 if cut > 0 else limit] + " ... (in full under left out)"
 
 
-def ladder_tables(cx: Compare) -> list[Table]:
-    tables = []
+@dataclass
+class LadderStep:
+    """One rung of a ladder: its group (None where the run did not go ok: `failed` is that record) and its tokens/s
+    against the previous rung's and the first rung's."""
+
+    rung: str
+    group: Group | None
+    failed: RecordView | None = None
+    vs_previous: stats.Delta | None = None
+    vs_first: stats.Delta | None = None
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        return self.group.throughput.point if self.group is not None else None
+
+
+@dataclass
+class Ladder:
+    """The rungs of one plan in one (device, env) cell at one B and T, in rung order."""
+
+    plan: str
+    gpu: str
+    env: str
+    batch_size: int | None
+    seq_len: int | None
+    steps: list[LadderStep] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        return f"plan {self.plan} on {self.gpu} / {self.env} (B={self.batch_size}, T={self.seq_len})"
+
+    @property
+    def groups(self) -> list[Group]:
+        return [s.group for s in self.steps if s.group is not None]
+
+
+def ladders(cx: Compare) -> list[Ladder]:
+    """Every ladder of the dataset (computed once per Compare)."""
+    return cx.cached("ladders", _ladders)
+
+
+def _ladders(cx: Compare) -> list[Ladder]:
+    out = []
     for (plan, gpu, env, b, t), rows in cx.ladders():
-        groups = [g for _i, _r, g in rows if isinstance(g, Group)]
-        table = Table("ladder", f"Ladder: plan {plan} on {gpu} / {env} (B={b}, T={t})", [
-            ("rung", "rung"), ("runs", "runs"), ("ms", "ms/step"), ("tokens_s", "tokens/s"),
-            ("memory", _mem_header(groups) if groups else "memory MiB"), ("mfu", _mfu_header(groups)),
-            ("vs_previous", "vs previous rung"), ("vs_first", "vs first rung")])
+        ladder = Ladder(plan, gpu, env, b, t)
         first = previous = None
-        rung_of = {}  # rung name -> its first ok group in this table; "previous" is the previous rung's
+        rung_of = {}  # rung name -> its first ok group in this ladder; "previous" is the previous rung's
         for _idx, rung, g in rows:
             if not isinstance(g, Group):
-                table.rows.append({"rung": rung, "runs": g["status"], "run_ids": [g["run_id"]]})
-                table.notes.append(f"{rung}: {g['status']}: {_brief_reason(g.get('reason'))}")
+                ladder.steps.append(LadderStep(rung, None, failed=g))
                 continue
             if rung_of and rung not in rung_of:
                 previous = rung_of[list(rung_of)[-1]]
             rung_of.setdefault(rung, g)
-            mfu = g.summary_median("mfu")
-            row = {"rung": rung if rung == g.label else f"{rung} (= {g.label})", "runs": g.n_text,
-                   "ms": g.ms_median, "tokens_s": g.throughput.point, "memory": g.memory_bytes,
-                   "mfu": None if mfu is None else Mfu(mfu),
-                   "vs_previous": Cell(cx.delta(previous, g), "ratio") if previous else None,
-                   "vs_first": Cell(cx.delta(first, g), "ratio") if first else None, "run_ids": run_ids(g)}
-            table.rows.append(row)
+            ladder.steps.append(LadderStep(rung, g, vs_previous=cx.delta(previous, g) if previous else None,
+                                           vs_first=cx.delta(first, g) if first else None))
             first = first or g
+        out.append(ladder)
+    return out
+
+
+def ladder_tables(cx: Compare) -> list[Table]:
+    tables = []
+    for ladder in ladders(cx):
+        groups = ladder.groups
+        table = Table("ladder", f"Ladder: {ladder.title}", [
+            ("rung", "rung"), ("runs", "runs"), ("ms", "ms/step"), ("tokens_s", "tokens/s"),
+            ("memory", _mem_header(groups) if groups else "memory MiB"), ("mfu", _mfu_header(groups)),
+            ("vs_previous", "vs previous rung"), ("vs_first", "vs first rung")])
+        for step in ladder.steps:
+            g, rung = step.group, step.rung
+            if g is None:
+                table.rows.append({"rung": rung, "runs": step.failed.status, "run_ids": [step.failed.run_id]})
+                table.notes.append(f"{rung}: {step.failed.status}: {_brief_reason(step.failed.reason)}")
+                continue
+            mfu = g.summary_median("mfu")
+            table.rows.append({"rung": rung if rung == g.label else f"{rung} (= {g.label})", "runs": g.n_text,
+                               "ms": g.ms_median, "tokens_s": g.throughput.point, "memory": g.memory_bytes,
+                               "mfu": None if mfu is None else Mfu(mfu),
+                               "vs_previous": Cell(step.vs_previous, "ratio") if step.vs_previous else None,
+                               "vs_first": Cell(step.vs_first, "ratio") if step.vs_first else None, "run_ids": run_ids(g)})
             if g.pooled_note and g.pooled_note not in table.notes:
                 table.notes.append(g.pooled_note)
             table.notes += [n for n in g.contended_notes if n not in table.notes]

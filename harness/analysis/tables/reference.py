@@ -7,18 +7,11 @@ from typing import TYPE_CHECKING
 
 from harness.analysis import stats
 from harness.analysis.cells import Cell, Table
-from harness.analysis.group import Group
+from harness.analysis.group import Group, estimate
 from harness.record.model import NOT_IN_WORKLOAD_HASH
 
 if TYPE_CHECKING:
     from harness.analysis.context import Compare
-
-
-def ref_estimate(ref: Group) -> stats.Estimate:
-    """The logged tokens/s (one sample), else the one derived from the logged step time."""
-    logged = (ref.first.get("summary") or {}).get("tokens_per_s")
-    est = ref.throughput
-    return stats.Estimate(logged if logged is not None else est.point, None, est.n, est.repeats)
 
 
 def reference_ladder_tables(cx: Compare) -> list[Table]:
@@ -26,7 +19,7 @@ def reference_ladder_tables(cx: Compare) -> list[Table]:
     ladders: dict[tuple, list[Group]] = {}
     for ref in cx.ds.references:
         w = ref.workload
-        ladders.setdefault((ref.first.get("plan"), w.get("batch_size"), w.get("seq_len"), w.get("compile")), []).append(ref)
+        ladders.setdefault((ref.first.plan, w.get("batch_size"), w.get("seq_len"), w.get("compile")), []).append(ref)
     tables = []
     for (plan, b, t, comp), refs in sorted(ladders.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][3] == "off"), kv[0][1] or 0)):
         table = Table("reference", f"Reference ladder (the user's log, {refs[0].gpu}): plan {plan}, B={b}, T={t}, compile {comp}", [
@@ -35,21 +28,21 @@ def reference_ladder_tables(cx: Compare) -> list[Table]:
             ("vs_previous", "vs previous rung"), ("vs_first", "vs first rung")])
         first = previous = None
         rung_of = {}
-        for ref in sorted(refs, key=lambda g: (g.first.get("rung_index") or 0, (g.first.get("reference") or {}).get("line") or 0)):
-            info = ref.first.get("reference") or {}
+        for ref in sorted(refs, key=lambda g: (g.first.rung_index or 0, g.first.reference.get("line") or 0)):
+            info = ref.first.reference
             row = {"rung": ref.label, "line": info.get("line"), "torch": info.get("torch") or "unknown"}
-            if ref.first["status"] != "ok":
-                table.rows.append({**row, "ms": ref.first["status"]})
+            if not ref.first.ok:
+                table.rows.append({**row, "ms": ref.first.status})
                 continue
-            rung = ref.first.get("rung")
+            rung = ref.first.rung
             if rung_of and rung not in rung_of:
                 previous = rung_of[list(rung_of)[-1]]
             rung_of.setdefault(rung, ref)
-            est = ref_estimate(ref)
+            est = estimate(ref)
             row.update(ms=ref.ms_median, tokens_s=est.point, memory=ref.memory_bytes,
-                       first=(ref.first.get("summary") or {}).get("first_step_ms"), watts=info.get("watts"),
-                       vs_previous=Cell(stats.ratio(ref_estimate(previous), est)[0], "ratio") if previous else None,
-                       vs_first=Cell(stats.ratio(ref_estimate(first), est)[0], "ratio") if first else None)
+                       first=ref.first.first_step_ms, watts=info.get("watts"),
+                       vs_previous=Cell(stats.ratio(estimate(previous), est)[0], "ratio") if previous else None,
+                       vs_first=Cell(stats.ratio(estimate(first), est)[0], "ratio") if first else None)
             table.rows.append(row)
             first = first or ref
         tables.append(table)
@@ -64,16 +57,16 @@ def reference_table(cx: Compare) -> Table:
         ("differs", "conditions that differ")])
     for ref in cx.ds.references:
         r = ref.first
-        info = r.get("reference") or {}
-        base = {"rung": r.get("rung"), "batch": ref.batch, "source": f"{info.get('source', '?')}:{info.get('line', '?')}",
+        info = r.reference
+        base = {"rung": r.rung, "batch": ref.batch, "source": f"{info.get('source', '?')}:{info.get('line', '?')}",
                 "torch": info.get("torch") or "unknown"}
-        if r["status"] != "ok":
-            table.rows.append({**base, "ref_ms": r["status"]})
+        if not r.ok:
+            table.rows.append({**base, "ref_ms": r.status})
             continue
-        ref_est = ref_estimate(ref)
+        ref_est = estimate(ref)
         base.update(ref_ms=ref.ms_median, ref_tokens_s=ref_est.point, ref_mem=ref.memory_bytes)
         matches = [g for g in cx.ds.groups
-                   if r.get("rung") in {rung for _p, rung, _i in g.rungs}
+                   if r.rung in {rung for _p, rung, _i in g.rungs}
                    and g.workload.get("batch_size") == ref.workload.get("batch_size")
                    and g.workload.get("seq_len") == ref.workload.get("seq_len")]
         if not matches:
@@ -99,7 +92,7 @@ def reference_conditions(ref: Group, g: Group) -> dict:
     classes = re.findall(r"[A-Z]\d{2,4}", ref.gpu)
     if classes and not any(c in g.gpu for c in classes):
         differ.append(("GPU", ref.gpu, g.gpu))
-    ref_torch = (ref.first.get("reference") or {}).get("torch")
+    ref_torch = ref.first.reference.get("torch")
     if ref_torch and not str(g.torch_version or "").startswith(ref_torch):
         differ.append(("torch", ref_torch, g.torch_version or "unknown"))
     known = {k: v for k, v in ref.workload.items() if v is not None and k not in NOT_IN_WORKLOAD_HASH}

@@ -6,16 +6,17 @@ from typing import TYPE_CHECKING
 
 from harness import sweep as sweepmod
 from harness.analysis.cells import Number, Table, fmt_pct, shorten
+from harness.record.view import RecordView
 
 if TYPE_CHECKING:
     from harness.analysis.context import Compare
 
 
-def sweep_records(cx: Compare) -> list[dict]:
+def sweep_records(cx: Compare) -> list[RecordView]:
     """Every measured record that belongs to a sweep, ok or not (the filters applied); a failed one that does
     not say its device is under "left out" only, as everywhere."""
     records = [r for g in cx.ds.groups for r in g.records] + [r for r, _gpu, _env in cx.failed_runs()]
-    return [r for r in records if r.get("sweep")]
+    return [r for r in records if r.sweep]
 
 
 def sweeps_table(cx: Compare) -> Table:

@@ -30,7 +30,7 @@ def underneath_table(cx: Compare) -> Table:
     hidden = 0
     for across, a, b in cx.pairs():
         pair = f"{a.gpu}: {a.env} -> {b.env}" if across == "env" else f"{a.env}: {a.gpu} -> {b.gpu}"
-        result = kernel_diff(a.explain, b.explain, top=None if cx.show_all else TOP_UNDERNEATH)
+        result = kernel_diff(a, b, top=None if cx.show_all else TOP_UNDERNEATH)
         if result is None:
             continue
         rows, more = result
@@ -76,10 +76,8 @@ def _flatten(obj, prefix="") -> dict:
 def _env_facts(g: Group, across: str) -> dict:
     keys = ENV_KEYS if across == "env" else GPU_KEYS
     facts = {k: v for k, v in _flatten(g.environment).items() if k.startswith(keys) and v is not None}
-    # the worker stores the libraries the process mapped under explain.libraries.mapped (harness/evidence/libraries.py)
-    for lib, info in ((g.explain.get("libraries") or {}).get("mapped") or {}).items():
-        if isinstance(info, dict) and info.get("version") is not None:
-            facts[f"library {lib}"] = info["version"]
+    # the libraries the worker process mapped (explain.libraries.mapped, harness/evidence/libraries.py)
+    facts.update({f"library {lib}": version for lib, version in g.mapped_libraries.items()})
     return facts
 
 
@@ -94,37 +92,40 @@ def _kernel_base(name: str) -> str:
     return shorten(base or text, 60)
 
 
-def kernel_diff(ea: dict, eb: dict, share_min: float = 0.01, change_min: float = 0.2, top: int | None = TOP_UNDERNEATH):
+def _d(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def kernel_diff(a: Group, b: Group, share_min: float = 0.01, change_min: float = 0.2, top: int | None = TOP_UNDERNEATH):
     """How the kernels of B differ from A: (rows, hidden), rows = (what, A, B, B - A us/step). The lm_head GEMM,
     the attention kernels and the SDPA backend come first; then category time shares that moved by 2 points or
     more, kernels that appeared or disappeared (>= share_min of kernel time) and kernels whose per-step time
     changed by change_min or more, ranked by time impact |B - A| per step: the first `top` (None: all), and
     hidden = how many were left out. None when neither side has a kernel profile."""
-    ka, kb = (ea or {}).get("kernels") or {}, (eb or {}).get("kernels") or {}
-    if not ka.get("available") and not kb.get("available"):
+    ka, kb = a.kernels, b.kernels
+    if not ka and not kb:
         return None
-    if not ka.get("available") or not kb.get("available"):
-        state = lambda k: "available" if k.get("available") else (k.get("reason") or "not profiled")
-        return [("kernel profile", state(ka), state(kb), None)], 0
+    if not ka or not kb:
+        return [("kernel profile", a.kernels_reason, b.kernels_reason, None)], 0
 
     def us(entry: dict | None, with_share: bool = True) -> str:
-        entry = entry or {}
+        entry = _d(entry)
         if entry.get("per_step_us") is None:
             return "-"
         share = f" ({fmt_pct(entry['share'])})" if with_share and entry.get("share") is not None else ""
         return f"{entry['per_step_us']:,.0f} us/step{share}"
 
     def impact(a: dict | None, b: dict | None) -> float | None:
-        a_us, b_us = (a or {}).get("per_step_us"), (b or {}).get("per_step_us")
+        a_us, b_us = _d(a).get("per_step_us"), _d(b).get("per_step_us")
         return None if a_us is None and b_us is None else (b_us or 0.0) - (a_us or 0.0)
 
     fixed = []
-    la, lb = ka.get("lm_head_gemm") or {}, kb.get("lm_head_gemm") or {}
+    la, lb = _d(ka.get("lm_head_gemm")), _d(kb.get("lm_head_gemm"))
     name = lambda g: shorten(g.get("name") or "not identified", 70)
     fixed.append(("lm_head GEMM" + (" (changed)" if la.get("name") != lb.get("name") else " (same kernel)"),
                   f"{name(la)}, {us(la, False)}", f"{name(lb)}, {us(lb, False)}", impact(la, lb)))
     att_a, att_b = ka.get("attention_kernels") or [], kb.get("attention_kernels") or []
-    ca, cb = ka.get("by_category") or {}, kb.get("by_category") or {}
+    ca, cb = a.kernel_categories, b.kernel_categories
     same_att = set(att_a) == set(att_b)
     names = lambda ks: ", ".join(_kernel_base(k) for k in ks) or "none"
     fixed.append(("attention kernels" + (" (same)" if same_att else " (changed)") + ", time in attention",
@@ -135,7 +136,7 @@ def kernel_diff(ea: dict, eb: dict, share_min: float = 0.01, change_min: float =
         fixed.append(("sdpa backend", ka.get("sdpa_backend"), kb.get("sdpa_backend"), None))
     ranked = []
     for cat in sorted(set(ca) | set(cb)):
-        sa, sb = (ca.get(cat) or {}).get("share"), (cb.get(cat) or {}).get("share")
+        sa, sb = _d(ca.get(cat)).get("share"), _d(cb.get(cat)).get("share")
         if cat != "attention" and (sa is None or sb is None or abs(sa - sb) >= 0.02):
             ranked.append((f"time in category {cat}", us(ca.get(cat)), us(cb.get(cat)), impact(ca.get(cat), cb.get(cat))))
     ta = {k["name"]: k for k in ka.get("top") or [] if k.get("name")}

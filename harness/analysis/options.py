@@ -1,0 +1,84 @@
+"""What a comparison is asked for (CompareOptions: the options harness.compare and harness.report share, as keyword
+arguments) and the one function that loads records and builds the comparison from them (analyse). No argparse here:
+the command lines turn their arguments into CompareOptions and a UsageError back into their own usage error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.analysis import stats
+from harness.analysis.context import DEFAULT_LOSS_TOL, Compare
+from harness.analysis.dataset import Dataset, Filters, load
+
+MIN_BOOT = 100
+
+
+class UsageError(ValueError):
+    """An option that cannot be used as given (the command line exits 2 with it)."""
+
+
+class NothingToCompare(Exception):
+    """No valid record, or none that the filters keep (the command line exits 1 with it)."""
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    paths: tuple
+    baseline_env: str | None = None
+    baseline_gpu: str | None = None
+    envs: tuple = ()
+    gpus: tuple = ()
+    plans: tuple = ()
+    rungs: tuple = ()
+    noise_floor: float = stats.NOISE_FLOOR
+    loss_tol: float = DEFAULT_LOSS_TOL
+    boot: int = stats.N_BOOT
+    show_all: bool = False  # what changed underneath: every kernel change
+    filters: Filters = field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "filters", Filters(list(self.envs), list(self.gpus), list(self.plans), list(self.rungs)))
+
+    def check(self) -> None:
+        if not 0 <= self.noise_floor < 1:
+            raise UsageError("--noise-floor must be in [0, 1)")
+        if self.loss_tol <= 0:
+            raise UsageError("--loss-tol must be positive")
+        if self.boot < MIN_BOOT:
+            raise UsageError(f"--boot must be at least {MIN_BOOT}")
+
+
+def resolve_baselines(options: CompareOptions, ds: Dataset) -> tuple[str | None, str | None]:
+    """The env and device labels --baseline-env / --baseline-gpu name (exact, else a unique match)."""
+    env = gpu = None
+    if options.baseline_env:
+        envs = ds.envs()
+        matches = [e for e in envs if e == options.baseline_env] or [e for e in envs if e.split("@")[0] == options.baseline_env]
+        if len(matches) != 1:
+            raise UsageError(f"--baseline-env {options.baseline_env}: {'ambiguous' if matches else 'no such env'} "
+                             f"(envs here: {', '.join(envs) or 'none'})")
+        env = matches[0]
+    if options.baseline_gpu:
+        gpus = ds.gpus()
+        matches = [g for g in gpus if g == options.baseline_gpu] or [g for g in gpus if options.baseline_gpu.lower() in g.lower()]
+        if len(matches) != 1:
+            raise UsageError(f"--baseline-gpu {options.baseline_gpu}: {'matches ' + ', '.join(matches) if matches else 'no such GPU'} "
+                             f"(GPUs here: {', '.join(gpus) or 'none'})")
+        gpu = matches[0]
+    return env, gpu
+
+
+def analyse(options: CompareOptions, warn) -> tuple[Dataset, Compare]:
+    """Load the records under options.paths (one warning line to `warn` per file left out) and build the comparison.
+    Raises UsageError for an option that cannot be used, NothingToCompare when nothing is left to compare."""
+    options.check()
+    ds = load(options.paths, warn, options.filters, n_boot=options.boot)
+    if not ds.valid_records:
+        raise NothingToCompare(f"no valid record found under {', '.join(map(str, options.paths))}")
+    # References pass --env (Filters): an --env that matches no record still leaves nothing to compare.
+    if not (ds.groups or ds.references or ds.peers or ds.failed or ds.left_out) or \
+            (options.envs and not ds.kept_envs & set(options.envs)):
+        raise NothingToCompare(f"{ds.valid_records} valid record(s), but none matches the filters")
+    env, gpu = resolve_baselines(options, ds)
+    return ds, Compare(ds, env, gpu, options.noise_floor, options.loss_tol, show_all=options.show_all)
