@@ -149,7 +149,7 @@ def load_plan(name_or_path: str) -> Plan:
         names.add(name)
         start = rungs[-1].settings if cumulative and rungs else base
         settings = {**start, **_typed(raw.get("set") or {}, f"{path}: rung {name}: set")}
-        flags = _check_type(raw.get("flags") or {}, dict, f"{path}: rung {name}: flags")
+        flags = _check_type(raw.get("flags") or {}, dict, f"{path}: rung {name}: flags")  # not a record: a plan rung
         try:
             FrozenFlags.from_dict({**FrozenFlags().to_dict(), **flags})  # names and values checked now
         except (FlagError, TypeError) as exc:

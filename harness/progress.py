@@ -9,6 +9,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from harness import contention
+from harness.record.view import RecordView
 from harness.request import Point
 
 QUIET_S = 10.0  # the longest the runner stays silent while a worker runs (a compile takes a minute on a small CPU)
@@ -48,14 +49,15 @@ class Progress:
             text = "compiling (torch.compile works during the first step) ..." if kind == "compiling" else "first step ..."
             self.enter(kind, text)
         elif kind == "step":
-            i, n, ms = event.get("step"), event.get("steps"), event.get("ms")
+            i, n, ms = event.get("step"), event.get("steps"), event.get("ms")  # not a record: a worker progress event
             if event.get("first_step_s") is not None:
                 self.say(f"first step done in {event['first_step_s']:.1f} s" + (" (compile included)" if self.phase == "compiling" else ""))
             elif i == n or time.monotonic() - self.last >= STEP_LINE_S:
                 self.say(f"step {i}/{n}" + (f", {ms:,.1f} ms" if isinstance(ms, (int, float)) else ""))
             self.phase = f"running steps ({i}/{n} done)"
-        elif kind == "profiling" and event.get("steps"):
-            self.enter("profiling", f"profiling {event.get('steps')} more step(s) for the evidence (explain) ...")
+        elif kind == "profiling" and event.get("steps"):  # not a record: a worker progress event
+            steps = event.get("steps")  # not a record: a worker progress event
+            self.enter("profiling", f"profiling {steps} more step(s) for the evidence (explain) ...")
         elif kind == "profiling":
             self.enter("gathering the evidence (explain)")
 
@@ -74,50 +76,47 @@ def fmt(value, spec: str, scale: float = 1.0) -> str:
 
 
 def progress_line(i: int, n: int, point: Point, record: dict, seconds: float) -> str:
-    s = record.get("summary") or {}
+    r = RecordView(record)
     label = point_label(point)
-    if record["status"] != "ok":
-        return f"[{i}/{n}] {label:<24} {record['status']:<11} {record.get('reason') or ''} ({seconds:.0f} s)"
-    mem = s.get("peak_allocated_bytes") or s.get("peak_rss_bytes")
-    busy = " CONTENDED" if (record.get("contention") or {}).get("contended") else ""
-    return (f"[{i}/{n}] {label:<24} ok          {fmt(s.get('step_ms_median'), '.1f')} ms/step  "
-            f"{fmt(s.get('tokens_per_s'), ',.0f')} tok/s  peak {fmt(mem, ',.0f', 2**20)} MiB  "
-            f"loss {fmt(s.get('final_loss'), '.3f')}  ({seconds:.0f} s){busy}")
+    if not r.ok:
+        return f"[{i}/{n}] {label:<24} {r.status:<11} {r.reason or ''} ({seconds:.0f} s)"
+    busy = " CONTENDED" if r.contended else ""
+    return (f"[{i}/{n}] {label:<24} ok          {fmt(r.summary_number('step_ms_median'), '.1f')} ms/step  "
+            f"{fmt(r.tokens_per_s, ',.0f')} tok/s  peak {fmt(r.peak_memory()[0], ',.0f', 2**20)} MiB  "
+            f"loss {fmt(r.summary_number('final_loss'), '.3f')}  ({seconds:.0f} s){busy}")
 
 
 def point_label(point: Point) -> str:
     return point.rung + (f" {point.sweep['field']}={point.sweep['value']}" if point.sweep else "") + (f" #{point.repeat}" if point.repeat else "")
 
 
+def _label(r: RecordView) -> str:
+    return r.rung + (f" {r.sweep_point}" if r.sweep else "")
+
+
 def contention_warning(records: list[dict]) -> str | None:
     """One line for the end of a run when any of its runs was measured on a busy machine, with the numbers."""
-    busy = [(r, contention.describe(r.get("contention"))) for r in records]
+    busy = [(r, contention.describe(r.contention)) for r in map(RecordView, records)]
     busy = [(r, line) for r, line in busy if line]
     if not busy:
         return None
     return (f"warning: {len(busy)} of {len(records)} run(s) measured under contention, their times include other "
-            f"work: " + "; ".join(f"{r['rung']} #{r.get('repeat')}: {line}" for r, line in busy))
+            f"work: " + "; ".join(f"{r.rung} #{r.repeat}: {line}" for r, line in busy))
 
 
 def summary_table(records: list[dict]) -> str:
     rows = []
-    for r in records:
-        s = r.get("summary") or {}
-        mem = s.get("peak_allocated_bytes") or s.get("peak_rss_bytes")
-        label = r["rung"] + (f" {r['sweep']['field']}={r['sweep']['value']}" if r.get("sweep") else "")
+    for r in map(RecordView, records):
         rows.append([
-            label, r.get("repeat"), r["status"], fmt(s.get("step_ms_median"), ".2f"),
-            fmt(s.get("step_ms_iqr"), ".2f"), fmt(s.get("tokens_per_s"), ",.0f"), fmt(mem, ",.0f", 2**20),
-            fmt(s.get("first_step_ms"), ",.0f"), fmt(s.get("final_loss"), ".4f"),
+            _label(r), r.repeat, r.status, fmt(r.summary_number("step_ms_median"), ".2f"),
+            fmt(r.summary_number("step_ms_iqr"), ".2f"), fmt(r.tokens_per_s, ",.0f"), fmt(r.peak_memory()[0], ",.0f", 2**20),
+            fmt(r.first_step_ms, ",.0f"), fmt(r.summary_number("final_loss"), ".4f"),
         ])
     headers = ["rung", "rep", "status", "ms/step (median)", "IQR ms", "tokens/s", "peak MiB", "first step ms", "final loss"]
     return tabulate(rows, headers=headers, disable_numparse=True)
 
 
-
 def finished_lines(records: list[dict], total: int, out) -> list[str]:
     """For an interrupted run: which runs finished, and where their records are."""
     return [f"finished before the stop: {len(records)} of {total} run(s)"] + [
-        f"  {r['rung']}" + (f" {r['sweep']['field']}={r['sweep']['value']}" if r.get("sweep") else "")
-        + f" #{r.get('repeat')}: {r['status']} -> {Path(out) / (r['run_id'] + '.json')}" for r in records]
-
+        f"  {_label(r)} #{r.repeat}: {r.status} -> {Path(out) / (r.run_id + '.json')}" for r in map(RecordView, records)]

@@ -66,7 +66,8 @@ def check_record(record: dict) -> tuple[str, list[str]]:
         att_text = f"attention {workload.get('attention')} (no fused attention kernel expected)"
     mfu_parts = []
     if mfu.get("mfu_datasheet") is not None:
-        mfu_parts.append(f"{Mfu(mfu['mfu_datasheet']).text()} of the {(mfu.get('datasheet') or {}).get('gpu')} datasheet {mfu.get('dtype')} peak")
+        datasheet = mfu.get("datasheet") if isinstance(mfu.get("datasheet"), dict) else {}
+        mfu_parts.append(f"{Mfu(mfu['mfu_datasheet']).text()} of the {datasheet.get('gpu')} datasheet {mfu.get('dtype')} peak")
     elif mfu.get("available"):
         mfu_parts.append(f"no datasheet peak ({mfu.get('datasheet_reason')})")
     if mfu.get("mfu_measured") is not None:
@@ -82,13 +83,13 @@ def check_record(record: dict) -> tuple[str, list[str]]:
 
 
 def check(paths, out=print) -> int:
-    records = [r for _path, r in iter_records(paths, warn=out) if r["kind"] == "measured"]
+    records = [r for _path, r in iter_records(paths, warn=out) if RecordView(r).kind == "measured"]
     if not records:
         out(f"FAIL: no measured record under {', '.join(map(str, paths))}")
         return 1
     problems: list[str] = []
     named_attention = False
-    for record in sorted(records, key=lambda r: (r.get("rung_index") or 0, str(r.get("run_id")))):
+    for record in sorted(records, key=lambda r: (RecordView(r).rung_index or 0, str(RecordView(r).run_id))):
         line, found = check_record(record)
         out(line)
         problems += found

@@ -33,6 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from harness.record.io import read_record  # noqa: E402 (after the path above)
+from harness.record.view import RecordView  # noqa: E402
+
 
 def bare_loop(workload: dict, flags: dict) -> dict:
     """Time the workload in a plain loop; returns tokens/s and what it measured."""
@@ -86,17 +89,17 @@ def harness_round(run_args: list[str], out: Path) -> dict:
     new = sorted(set(out.glob("*.json")) - before)
     if proc.returncode != 0 or len(new) != 1:
         raise SystemExit(f"harness run failed ({' '.join(cmd)}): {(proc.stdout + proc.stderr).strip().splitlines()[-1:]}")
-    record = json.loads(new[0].read_text())
-    if record["status"] != "ok":
-        raise SystemExit(f"harness run was {record['status']}: {record.get('reason')} ({new[0]})")
+    record = RecordView(read_record(new[0]))
+    if not record.ok:
+        raise SystemExit(f"harness run was {record.status}: {record.reason} ({new[0]})")
     return record
 
 
-def bare_round(record: dict) -> dict:
+def bare_round(record: RecordView) -> dict:
     """The bare loop of the record's workload and flags, in a fresh process."""
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "spec.json"
-        spec.write_text(json.dumps({"workload": record["workload"], "flags": record["flags"]["requested"]}))
+        spec.write_text(json.dumps({"workload": dict(record.workload), "flags": dict(record.flags)}))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
         proc = subprocess.run([sys.executable, __file__, "--bare", str(spec)], check=False, cwd=ROOT,
                               capture_output=True, text=True, env=env)
@@ -127,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--bare"]:
         spec = json.loads(Path(argv[1]).read_text())
-        print(json.dumps(bare_loop(spec["workload"], spec["flags"])))
+        print(json.dumps(bare_loop(spec["workload"], spec["flags"])))  # not a record: the bare loop's spec
         return 0
     args, run_args = make_parser().parse_known_args(argv)
     if args.rounds < 1 or not 0 <= args.tolerance < 1:
@@ -142,22 +145,21 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.rounds):
         record = harness_round(run_args, args.out)
         bare = bare_round(record)
-        h = record["summary"]["tokens_per_s"]
-        h_mean = record["summary"]["tokens_per_step"] / (record["summary"]["step_ms_mean"] / 1000)
+        h = record.summary_number("tokens_per_s")
+        h_mean = record.tokens_per_step / (record.summary_number("step_ms_mean") / 1000)
         rounds.append({"harness_tokens_per_s": h, "harness_tokens_per_s_from_mean_step": h_mean,
                        "bare_tokens_per_s": bare["tokens_per_s"], "bare_step_ms_mean": bare["step_ms_mean"],
-                       "harness_record": record["run_id"]})
+                       "harness_record": record.run_id})
         print(f"round {i + 1}/{args.rounds}: harness {h:,.0f} tokens/s (median step; {h_mean:,.0f} from the mean step), "
               f"bare loop {bare['tokens_per_s']:,.0f} tokens/s, harness/bare {h / bare['tokens_per_s']:.4f}", flush=True)
     result = verdict([(r["harness_tokens_per_s"], r["bare_tokens_per_s"]) for r in rounds], args.tolerance)
-    env = record["environment"]
     summary = {
         "check": "harness tokens/s vs a bare loop of the same workload and flags",
         "when": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": " ".join(["python", "scripts/overhead_check.py", *argv]),
-        "device": (env.get("gpu") or {}).get("name") or (env.get("cpu") or {}).get("model") or env.get("device"),
-        "torch": (env.get("torch") or {}).get("version"),
-        "rung": args.rung, "workload_hash": record["workload_hash"],
+        "device": record.intended_device or record.environment.get("device"),
+        "torch": record.torch_version,
+        "rung": args.rung, "workload_hash": record.workload_hash,
         "rounds": rounds, **result,
     }
     import yaml

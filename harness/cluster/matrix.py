@@ -32,6 +32,7 @@ from harness.flags import FlagError
 from harness.plan import PlanError
 from harness.record.io import iter_records
 from harness.record.model import canonical_hash
+from harness.record.view import RecordView
 
 CONFIG_PATH = Path(__file__).with_name("cluster.yaml")
 MANIFEST_DIR = ".cluster"
@@ -218,18 +219,18 @@ class Matrix:
         wanted = {_point_key(p["rung"], p["repeat"], p["sweep"], p["workload_hash"], p["flags_hash"]): p for p in self.points}
         done, errors, devices = set(), 0, []
         folder = self.cell_dir(cell)
-        for _path, r in iter_records([folder], warn=lambda line: None) if folder.is_dir() else ():
-            if r.get("env") != cell.env or r.get("plan") != self.plan:
+        for _path, raw in iter_records([folder], warn=lambda line: None) if folder.is_dir() else ():
+            r = RecordView(raw)
+            if r.env != cell.env or r.plan != self.plan:
                 continue
-            key = _point_key(r.get("rung"), r.get("repeat"), r.get("sweep"), canonical_hash(r.get("workload")),
-                             canonical_hash((r.get("flags") or {}).get("requested")))
+            key = _point_key(r.rung, r.repeat, r.sweep, canonical_hash(r.workload), canonical_hash(r.flags))
             if key not in wanted:
                 continue
-            if r["status"] == "error":
+            if r.status == "error":
                 errors += 1
                 continue
             done.add(key)
-            device = _device(r)
+            device = r.device_label
             if device not in devices:
                 devices.append(device)
         missing = [p for k, p in wanted.items() if k not in done]
@@ -256,12 +257,6 @@ class Matrix:
             return cls(**data)
         except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
             raise ClusterError(f"{path}: not a harness.cluster manifest ({exc})") from None
-
-
-def _device(record: dict) -> str:
-    from harness.record.view import device_label
-
-    return device_label(record.get("environment"))
 
 
 def new_matrix(envs_text: str, gpus_text: str, gpu_table: dict, config_name: str, run_args: list[str],

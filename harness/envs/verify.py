@@ -11,13 +11,12 @@ from pathlib import Path
 from harness.envs.pins import check_torch, normalize
 from harness.envs.spec import load_spec
 from harness.record import io as record
+from harness.record.view import RecordView
 
 
-def _record_packages(rec: dict) -> dict[str, str] | None:
+def _record_packages(rec: RecordView) -> dict[str, str] | None:
     """{normalised name: version} from a record's environment.packages ("name==version" lines), if any."""
-    packages = (rec.get("environment") or {}).get("packages")
-    if isinstance(packages, dict):
-        packages = packages.get("packages")
+    packages = rec.packages.get("packages")
     if not isinstance(packages, list):
         return None
     found = {}
@@ -33,8 +32,9 @@ def verify_matrix(directory: Path, names: list[str], warn=print) -> tuple[list[s
     and every one captured the spec's torch version and CUDA variant. Invalid files: one warning each."""
     problems, lines = [], []
     by_env: dict[str, list] = {}
-    for path, rec in record.iter_records([directory], warn=warn):
-        by_env.setdefault(rec.get("env"), []).append((path, rec))
+    for path, raw in record.iter_records([directory], warn=warn):
+        rec = RecordView(raw)
+        by_env.setdefault(rec.env, []).append((path, rec))
     for name in names:
         spec = load_spec(name)
         recs = by_env.get(name, [])
@@ -43,10 +43,9 @@ def verify_matrix(directory: Path, names: list[str], warn=print) -> tuple[list[s
             continue
         versions, ok = set(), 0
         for path, rec in recs:
-            torch_info = (rec.get("environment") or {}).get("torch") or {}
-            version, cuda = torch_info.get("version"), torch_info.get("cuda")
+            version, cuda = rec.torch_version, rec.versions["cuda"]
             versions.add(f"{version} (CUDA {cuda or 'none'})")
-            ok += rec.get("status") == "ok"
+            ok += rec.ok
             if not isinstance(version, str):
                 problems.append(f"{name}: {path.name} has no environment.torch.version")
             elif spec.installs:
