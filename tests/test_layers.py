@@ -65,3 +65,69 @@ def test_importing_gpt_loads_no_harness_module():
             f"print(sorted(m for m in sys.modules if m == {LAYER!r} or m.startswith({LAYER + '.'!r})))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", f"importing gpt loaded {out.stdout.strip()}"
+
+
+# ---------------------------------------------------------------- harness: analysis below the command lines, no circles
+
+COMMAND_LINES = ("harness.run", "harness.batch_search", "harness.tune", "harness.compare", "harness.report",
+                 "harness.launcher", "harness.progress", "harness.request", "harness.docker", "harness.cluster",
+                 "harness.envs.__main__")
+
+
+def harness_graph() -> dict[str, set[str]]:
+    """module -> the harness modules it imports (any import in the file, deferred or under TYPE_CHECKING too;
+    `from harness.x import y` is an edge to harness.x.y where that is a module, else to harness.x)."""
+    mods = {}
+    for p in sorted((ROOT / "harness").rglob("*.py")):
+        mods[".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")] = p
+    graph = {}
+    for name, p in mods.items():
+        found = set()
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in mods else node.module for a in node.names]
+            else:
+                continue
+            for target in targets:
+                while target and target not in mods:
+                    target = target.rpartition(".")[0]
+                if target and target != name and not name.startswith(target + "."):  # a package's own __init__: no circle
+                    found.add(target)
+        graph[name] = found
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    out, seen = [], set()
+    def visit(node, path):
+        for nxt in sorted(graph.get(node, ())):
+            if nxt == path[0]:
+                key = frozenset(path)
+                if key not in seen:
+                    seen.add(key)
+                    out.append(path + [nxt])
+            elif nxt not in path and nxt > path[0]:  # each circle once, from its smallest module
+                visit(nxt, path + [nxt])
+    for start in sorted(graph):
+        visit(start, [start])
+    return out
+
+
+def test_no_import_circle_among_harness_modules():
+    assert cycles(harness_graph()) == []
+
+
+def test_the_circle_check_finds_a_circle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_analysis_imports_no_command_line_module():
+    """harness.analysis is a library the command lines call, never the other way round (its rules, like the batch
+    search's fit rule, live in it)."""
+    graph = harness_graph()
+    bad = [f"{m} imports {t}" for m, targets in graph.items() if m.startswith("harness.analysis")
+           for t in targets if t.startswith(COMMAND_LINES)]
+    assert bad == []
