@@ -33,7 +33,7 @@ from tabulate import tabulate
 
 from harness import launcher
 from harness import sweep as sweepmod
-from harness.plan import PlanError, load_plan
+from harness.plan import load_plan
 from harness.progress import finished_lines, fmt
 from harness.request import USAGE_ERRORS, RunRequest, add_option, build_points, check_request
 
@@ -219,9 +219,7 @@ def main(argv=None) -> int:
                             knee_tolerance=args.knee_tolerance)
     first = run_args(args, options.start)
     try:
-        plan = load_plan(first.plan)
-        if args.rung not in {r.name for r in plan.rungs}:
-            raise PlanError(f"no rung {args.rung!r} in plan {plan.name}; it has {', '.join(r.name for r in plan.rungs)}")
+        load_plan(first.plan).check_rungs([args.rung])
         check_request(first)  # every option checked before the first worker starts
     except USAGE_ERRORS as exc:
         parser.error(str(exc))

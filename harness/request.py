@@ -103,11 +103,10 @@ def build_points(request: RunRequest) -> tuple[str, list[Point]]:
             overrides[name] = value
     wanted = None
     if request.rungs is not None:
-        wanted = {name.strip() for name in request.rungs.split(",")}
+        wanted = [name.strip() for name in request.rungs.split(",")]
         if "" in wanted:
             raise PlanError(f"--rungs {request.rungs!r}: expected rung names separated by commas (omit --rungs for all)")
-    if wanted and wanted - {r.name for r in plan.rungs}:
-        raise PlanError(f"no rung(s) {', '.join(sorted(wanted - {r.name for r in plan.rungs}))} in plan {plan.name}; it has {', '.join(r.name for r in plan.rungs)}")
+        plan.check_rungs(wanted)
     repeats = request.repeats or plan.repeats
     points = []
     for index, rung in enumerate(plan.rungs):

@@ -266,9 +266,7 @@ def prepare(p: argparse.ArgumentParser, request: RunRequest, options: TuneOption
     try:
         check_writable(request.out)  # the plan file goes there first: a bad --out is one line, not a traceback
         start_plan = load_plan(options.start_plan)
-        rung = next((r for r in start_plan.rungs if r.name == options.start_rung), None)
-        if rung is None:
-            raise PlanError(f"no rung {options.start_rung!r} in plan {start_plan.name}; it has {', '.join(r.name for r in start_plan.rungs)}")
+        rung = start_plan.rung(options.start_rung)
         knobs = knobs_of(load_plan(options.knobs_plan))
         if options.knobs:
             wanted = [k.strip() for k in options.knobs.split(",") if k.strip()]

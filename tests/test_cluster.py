@@ -355,7 +355,7 @@ def test_k8s_job_names_stay_valid_for_long_plan_names(tmp_path):
     (["--envs", " , ", "--gpus", "a100"], "--envs: empty; name at least one of"),
     (["--envs", "torch212", "--gpus", ""], "--gpus: empty"),
     (["--envs", "torch212,torch212", "--gpus", "a100"], "--envs: torch212 given twice"),
-    (["--envs", "torch212", "--gpus", "a100", "--rungs", "nope"], "no rung(s) nope in plan seed-ladder"),
+    (["--envs", "torch212", "--gpus", "a100", "--rungs", "nope"], "no rung 'nope' in plan seed-ladder"),
     (["--envs", "torch212", "--gpus", "a100", "--", "--out", "x"], "--out and --env are set per cell"),
 ])
 def test_bad_matrix_exits_2_with_one_line_and_writes_nothing(tmp_path, args, message):

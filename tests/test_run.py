@@ -23,7 +23,7 @@ from harness.record.view import device_label
     (["--set", "bogus=1"], "unknown workload field 'bogus'"),
     (["--set", "precision"], "expected FIELD=VALUE"),
     (["--set", "precision=fp8"], "precision='fp8'"),
-    (["--rungs", "fp32,warp-drive"], "no rung(s) warp-drive"),
+    (["--rungs", "fp32,warp-drive"], "no rung 'warp-drive' in plan seed-ladder; it has fp32, tf32"),
     (["--repeats", "0"], "--repeats must be at least 1"),
     (["--env", "a/b"], "--env 'a/b'"),
     (["--env", "Torch212"], "--env 'Torch212'"),
@@ -123,6 +123,17 @@ def test_plans_are_data(tmp_path):
     plan.write_text("rungs: [{name: a}, {name: a}]\n")
     with pytest.raises(PlanError, match="appears twice"):
         load_plan(str(plan))
+
+
+def test_a_rung_the_plan_lacks_is_one_message_everywhere():
+    """harness.run's --rungs, batch_search's --rung, tune's --start-rung and the cluster's matrix all ask the plan."""
+    plan = load_plan("seed-ladder")
+    with pytest.raises(PlanError, match=r"^no rungs 'warp', 'x' in plan seed-ladder; it has fp32, tf32, bf16, "):
+        plan.check_rungs(["fp32", "warp", "x", "warp"])
+    plan.check_rungs(["bf16", "fp32"])
+    assert plan.rung("bf16") is plan.rungs[2]
+    with pytest.raises(PlanError, match=r"^no rung 'warp' in plan seed-ladder; it has "):
+        plan.rung("warp")
 
 
 def test_seed_ladder_is_the_users_ladder():
