@@ -39,7 +39,7 @@ import yaml
 from harness import batch_search, launcher
 from harness.analysis import fastest, stats
 from harness.analysis.cells import Cell, fmt_int
-from harness.analysis.context import Compare
+from harness.analysis.context import DEFAULT_LOSS_TOL, Compare
 from harness.analysis.dataset import load
 from harness.flags import parse_assignments as parse_flag_assignments
 from harness.plan import PlanError, builtin_plans, load_plan
@@ -81,7 +81,7 @@ class TuneOptions:
     batch_search: bool = True
     max_batch: int = 1024
     multiple: int = 8
-    loss_tol: float = 0.01
+    loss_tol: float = DEFAULT_LOSS_TOL
     noise_floor: float = stats.NOISE_FLOOR
 
 
@@ -246,7 +246,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-batch-search", dest="batch_search", action="store_false", help="skip the batch search on the winner")
     p.add_argument("--max-batch", dest="max_batch", type=int, default=1024, help="largest B the batch search tries (default 1024)")
     p.add_argument("--multiple", type=int, default=8, help="batch search resolution (default 8)")
-    p.add_argument("--loss-tol", dest="loss_tol", type=float, default=0.01, help="relative loss tolerance (default 0.01)")
+    p.add_argument("--loss-tol", dest="loss_tol", type=float, default=DEFAULT_LOSS_TOL,
+                   help=f"relative loss tolerance (default {DEFAULT_LOSS_TOL})")
     p.add_argument("--noise-floor", dest="noise_floor", type=float, default=stats.NOISE_FLOOR,
                    help=f"smallest relative gain that counts (default {stats.NOISE_FLOOR})")
     add_option(p, "out", help=f"directory for the records and the plan file (default: {DEFAULT_OUT}/)")
