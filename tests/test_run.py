@@ -16,6 +16,7 @@ from harness.plan import PlanError, load_plan
 from harness.record.io import iter_records, read_record
 from harness.record.model import workload_hash
 from harness.record.view import device_label
+from harness.request import OptionError, build_points, rerun_command
 
 
 @pytest.mark.parametrize("args, message", [
@@ -88,8 +89,7 @@ def test_a_wrongly_typed_plan_is_exit_2_naming_file_and_field(tmp_path):
 
 
 def test_run_ids_are_plain_file_names_and_not_taken(tmp_path):
-    args = runmod.make_parser().parse_args(["--out", str(tmp_path), "--rungs", "fp32", "--sweep", "data=text:/a/b.txt"])
-    _, points = runmod.build_points(args)
+    _, points = build_points(runmod.parse_request(["--out", str(tmp_path), "--rungs", "fp32", "--sweep", "data=text:/a/b.txt"]))
     run_id = launcher.new_run_id("local", "seed-ladder", points[0], tmp_path)
     assert "/" not in run_id and re.fullmatch(r"[A-Za-z0-9._-]+", run_id)
 
@@ -98,9 +98,8 @@ def test_run_ids_are_plain_file_names_and_not_taken(tmp_path):
 def test_a_taken_run_id_keeps_the_new_measurement_under_a_fresh_id(tmp_path):
     """The worker finds its run_id taken: the old record stays, the new measurement gets a fresh id, and the
     runner returns the new one (it returned the old record as the result, and lost the measurement, before)."""
-    args = runmod.make_parser().parse_args(["--out", str(tmp_path), "--rungs", "fp32", "--set", "compile=off",
-                                            "--steps", "3", "--warmup-steps", "1"])
-    _, points = runmod.build_points(args)
+    _, points = build_points(runmod.parse_request(["--out", str(tmp_path), "--rungs", "fp32", "--set", "compile=off",
+                                                   "--steps", "3", "--warmup-steps", "1"]))
     old = make_record(run_id="taken", env="local", gpu=None, rung="fp32")
     (tmp_path / "taken.json").write_text(json.dumps(old))
     spec = {"run_id": "taken", "env": "local", "plan": "seed-ladder", "rung": "fp32", "rung_index": 0, "repeat": 0,
@@ -145,8 +144,7 @@ def test_seed_ladder_is_the_users_ladder():
 
 
 def test_a_worker_that_dies_still_leaves_an_error_record(tmp_path):
-    args = runmod.make_parser().parse_args(["--out", str(tmp_path), "--rungs", "fp32", "--set", "compile=off"])
-    _, points = runmod.build_points(args)
+    _, points = build_points(runmod.parse_request(["--out", str(tmp_path), "--rungs", "fp32", "--set", "compile=off"]))
     spec = {"run_id": "dies", "env": "local", "plan": "seed-ladder", "rung": "fp32", "rung_index": 0, "repeat": 0, "sweep": None,
             "workload": points[0].workload, "flags": points[0].flags, "out": str(tmp_path), "rerun": "x"}
     record = launcher.run_point(spec, timeout_s=0.5)  # far too short: the worker is killed
@@ -160,11 +158,26 @@ def test_a_worker_that_dies_still_leaves_an_error_record(tmp_path):
 
 
 def test_rerun_command_names_env_and_rung():
-    args = runmod.make_parser().parse_args(["--env", "torch212", "--preset", "tiny", "--set", "batch_size=2"])
-    _, points = runmod.build_points(args)
-    assert runmod.rerun_command(args, points[2]) == "nox -s bench-torch212 -- --plan seed-ladder --preset tiny --rungs bf16 --repeats 1 --out results/runs --set batch_size=2"
-    args.env = "local"
-    assert runmod.rerun_command(args, points[2]).startswith("python -m harness.run --env local --plan seed-ladder")
+    request = runmod.parse_request(["--env", "torch212", "--preset", "tiny", "--set", "batch_size=2"])
+    _, points = build_points(request)
+    assert rerun_command(request, points[2]) == "nox -s bench-torch212 -- --plan seed-ladder --preset tiny --rungs bf16 --repeats 1 --out results/runs --set batch_size=2"
+    request = runmod.parse_request(["--env", "local", "--preset", "tiny", "--set", "batch_size=2"])
+    assert rerun_command(request, points[2]).startswith("python -m harness.run --env local --plan seed-ladder")
+
+
+def test_parse_request_is_the_command_line_as_data():
+    """harness.run's arguments held as data (harness.cluster's) make the same RunRequest the command line makes;
+    an option the parser refuses is one OptionError line, never argparse's usage text and exit."""
+    argv = ["--rungs", "fp32", "--set", "compile=off", "--flag", "cudnn_benchmark=true", "--steps", "3", "--timeout", "60"]
+    request = runmod.parse_request(argv)
+    assert request == runmod.RunRequest.from_args(runmod.make_parser().parse_args(argv))
+    assert (request.rungs, request.sets, request.flags, request.steps, request.timeout) == (
+        "fp32", ("compile=off",), ("cudnn_benchmark=true",), 3, 60.0)
+    for bad, message in ((["--steps", "three"], "argument --steps: invalid int value: 'three'"),
+                         (["--warp"], "unrecognized arguments: --warp"),
+                         (["--preset", "huge"], "argument --preset: invalid choice: 'huge'")):
+        with pytest.raises(OptionError, match=re.escape(message)):
+            runmod.parse_request(bad)
 
 
 @pytest.mark.slow

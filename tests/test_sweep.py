@@ -22,7 +22,7 @@ GIB = 2**30
 
 
 def run_args(*argv):
-    return runmod.make_parser().parse_args(list(argv))
+    return runmod.parse_request(list(argv))
 
 
 def pow2(n: int) -> int:
@@ -74,7 +74,7 @@ def test_bad_sweep_on_the_command_line_is_exit_2_and_runs_nothing(tmp_path, args
 def test_cli_sweep_points_one_per_rung_value_and_repeat_and_the_value_wins():
     args = run_args("--rungs", "fp32,bf16", "--repeats", "2", "--set", "batch_size=3", "--batch-size", "5",
                     "--sweep", "batch_size=2,4,8")
-    plan, points = runmod.build_points(args)
+    plan, points = request.build_points(args)
     assert plan == "seed-ladder" and len(points) == 2 * 3 * 2
     assert [(p.rung, p.workload["batch_size"], p.repeat) for p in points[:6]] == [
         ("fp32", 2, 0), ("fp32", 2, 1), ("fp32", 4, 0), ("fp32", 4, 1), ("fp32", 8, 0), ("fp32", 8, 1)]
@@ -82,17 +82,17 @@ def test_cli_sweep_points_one_per_rung_value_and_repeat_and_the_value_wins():
         assert p.sweep == {"name": "batch_size", "field": "batch_size", "value": p.workload["batch_size"]}
     assert {p.workload["precision"] for p in points if p.rung == "bf16"} == {"bf16"}  # rung settings kept
     # the rerun command makes just that point again, under the same sweep name
-    named = runmod.build_points(run_args("--rungs", "fp32", "--sweep", "seq_len=32,64", "--sweep-name", "T"))[1]
-    cmd = runmod.rerun_command(run_args("--rungs", "fp32"), named[1])
+    named = request.build_points(run_args("--rungs", "fp32", "--sweep", "seq_len=32,64", "--sweep-name", "T"))[1]
+    cmd = request.rerun_command(run_args("--rungs", "fp32"), named[1])
     assert "--sweep seq_len=64 --sweep-name T" in cmd and "--rungs fp32" in cmd
-    again = runmod.build_points(run_args(*cmd.split()[3:]))[1]
+    again = request.build_points(run_args(*cmd.split()[3:]))[1]
     assert [(p.sweep, p.workload["seq_len"]) for p in again] == [(named[1].sweep, 64)]
 
 
 def test_points_without_a_sweep_are_untagged():
-    _, points = runmod.build_points(run_args("--rungs", "fp32"))
+    _, points = request.build_points(run_args("--rungs", "fp32"))
     assert [p.sweep for p in points] == [None]
-    assert "--sweep" not in runmod.rerun_command(run_args("--rungs", "fp32"), points[0])
+    assert "--sweep" not in request.rerun_command(run_args("--rungs", "fp32"), points[0])
 
 
 # ---------------------------------------------------------------- sweeps in plans
@@ -112,13 +112,13 @@ def test_plan_sweep_applies_to_every_rung_and_a_rung_sweep_replaces_it(tmp_path)
     plan = load_plan(path)
     assert plan.sweep.field == "batch_size" and plan.rungs[0].sweep is plan.sweep
     assert (plan.rungs[1].sweep.name, plan.rungs[1].sweep.values) == ("tee", [16, 32, 48])
-    _, points = runmod.build_points(run_args("--plan", path))
+    _, points = request.build_points(run_args("--plan", path))
     assert [(p.rung, p.sweep["name"], p.sweep["field"], p.sweep["value"]) for p in points] == [
         ("a", "batch_size", "batch_size", 2), ("a", "batch_size", "batch_size", 4),
         ("b", "tee", "seq_len", 16), ("b", "tee", "seq_len", 32), ("b", "tee", "seq_len", 48)]
     assert [p.workload["batch_size"] for p in points[:2]] == [2, 4]  # the sweep wins over the rung's set
     # a command-line sweep replaces the plan's
-    _, points = runmod.build_points(run_args("--plan", path, "--sweep", "n_layer=1,3"))
+    _, points = request.build_points(run_args("--plan", path, "--sweep", "n_layer=1,3"))
     assert [(p.rung, p.workload["n_layer"]) for p in points] == [("a", 1), ("a", 3), ("b", 1), ("b", 3)]
     assert {p.workload["seq_len"] for p in points} == {64}
 
@@ -158,7 +158,7 @@ def test_alignment_plan_is_the_seeds_best_rung_with_two_families():
     assert (vocab.sweep.name, vocab.sweep.field) == ("alignment-vocab", "vocab_size")
     assert (b15.sweep.name, b15.sweep.field, b16.sweep.field) == ("alignment-bt", "seq_len", "seq_len")
     assert (b15.settings["batch_size"], b16.settings["batch_size"]) == (15, 16)
-    _, points = runmod.build_points(run_args("--plan", "alignment", "--preset", "gpt2-124m"))
+    _, points = request.build_points(run_args("--plan", "alignment", "--preset", "gpt2-124m"))
     assert len(points) == 8 + 6 + 6 and all(p.sweep for p in points)
     assert {p.workload["batch_size"] for p in points if p.rung == "vocab"} == {16}  # the preset's B
     assert {p.workload["seq_len"] for p in points if p.rung == "vocab"} == {1024}
