@@ -17,6 +17,7 @@ from harness.record.io import iter_records, read_record
 from harness.record.model import workload_hash
 from harness.record.view import device_label
 from harness.request import OptionError, build_points, rerun_command
+from harness.worker_spec import WorkerSpec
 
 
 @pytest.mark.parametrize("args, message", [
@@ -102,8 +103,8 @@ def test_a_taken_run_id_keeps_the_new_measurement_under_a_fresh_id(tmp_path):
                                                    "--steps", "3", "--warmup-steps", "1"]))
     old = make_record(run_id="taken", env="local", gpu=None, rung="fp32")
     (tmp_path / "taken.json").write_text(json.dumps(old))
-    spec = {"run_id": "taken", "env": "local", "plan": "seed-ladder", "rung": "fp32", "rung_index": 0, "repeat": 0,
-            "sweep": None, "workload": points[0].workload, "flags": points[0].flags, "out": str(tmp_path), "rerun": "x"}
+    spec = WorkerSpec(run_id="taken", env="local", plan="seed-ladder", rung="fp32", rung_index=0, repeat=0,
+                      workload=points[0].workload, flags=points[0].flags, out=str(tmp_path), rerun="x")
     record = launcher.run_point(spec, timeout_s=600)
     assert record["status"] == "ok" and record["run_id"].startswith("taken-") and record["started_at"] is not None
     assert json.loads((tmp_path / "taken.json").read_text()) == old
@@ -145,8 +146,8 @@ def test_seed_ladder_is_the_users_ladder():
 
 def test_a_worker_that_dies_still_leaves_an_error_record(tmp_path):
     _, points = build_points(runmod.parse_request(["--out", str(tmp_path), "--rungs", "fp32", "--set", "compile=off"]))
-    spec = {"run_id": "dies", "env": "local", "plan": "seed-ladder", "rung": "fp32", "rung_index": 0, "repeat": 0, "sweep": None,
-            "workload": points[0].workload, "flags": points[0].flags, "out": str(tmp_path), "rerun": "x"}
+    spec = WorkerSpec(run_id="dies", env="local", plan="seed-ladder", rung="fp32", rung_index=0, repeat=0,
+                      workload=points[0].workload, flags=points[0].flags, out=str(tmp_path), rerun="x")
     record = launcher.run_point(spec, timeout_s=0.5)  # far too short: the worker is killed
     assert record["status"] == "error" and "timed out" in record["reason"]
     assert json.loads((tmp_path / "dies.json").read_text())["status"] == "error"
@@ -197,3 +198,4 @@ def test_tiny_ladder_compiled_on_cpu_gives_one_valid_record_per_rung(tmp_path):
     assert records["vocab-50304"]["flags"]["hash"] == records["sdpa-flash"]["flags"]["hash"]
     assert len({r["workload_hash"] for r in records.values()}) == 6  # ...but every rung's workload differs
     assert "[6/6] fused-adamw-clip" in proc.stdout and "ms/step (median)" in proc.stdout
+
