@@ -34,7 +34,7 @@ from tabulate import tabulate
 from harness import launcher
 from harness import sweep as sweepmod
 from harness.plan import load_plan
-from harness.progress import finished_lines, fmt
+from harness.progress import fmt
 from harness.request import USAGE_ERRORS, RunRequest, add_option, build_points, check_request
 
 SWEEP_NAME = "batch-search"
@@ -244,14 +244,10 @@ def run_search(request: RunRequest, options: SearchOptions) -> int:
 
     print(f"batch search: plan {request.plan}, rung {request.rungs}, preset {request.preset}, B from {options.start} to "
           f"{options.max} (multiples of {options.multiple}), env {request.env} -> {request.out}/", flush=True)
-    with launcher.stop_on_signals():
-        try:
-            result = search(options, attempt)
-        except launcher.Interrupted as exc:
-            print("\n".join(finished_lines(records, len(records), request.out)), flush=True)
-            print(f"python -m harness.batch_search: interrupted by {exc}: the running worker and its subprocesses were "
-                  f"stopped; finished tries: {len(records)}, their records are in {request.out}/", file=sys.stderr, flush=True)
-            return exc.exit_code
+    with launcher.report_stops("python -m harness.batch_search", records, request.out) as stop:
+        result = search(options, attempt)
+    if stop.exit_code is not None:
+        return stop.exit_code
     print()
     print(report(options, result))
     return 0 if result["best"] is not None else 1

@@ -22,12 +22,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from harness import envinfo, nvml
 from harness.lifeline import RUNNER_PID_VAR
-from harness.progress import Progress, point_label, progress_line
+from harness.progress import Progress, finished_lines, point_label, progress_line
 from harness.record.io import read_record, write_record
 from harness.record.model import RecordError
 from harness.request import Point, RunRequest, rerun_command
@@ -66,6 +67,35 @@ def stop_on_signals():
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+@dataclass
+class Stop:
+    """What report_stops yields: the caller sets `total` once it knows how many runs it plans; the exit code of the
+    stop signal that ended the work (128 + its number) is set there, None when none came."""
+
+    total: int | None = None  # None: not known in advance (a search): the runs that finished
+    exit_code: int | None = None
+
+
+@contextlib.contextmanager
+def report_stops(prog: str, records: list[dict], out: str | os.PathLike, note: str = ""):
+    """The one stop handler of the commands that run workers (harness.run, batch_search, tune). Inside, a stop
+    signal raises Interrupted (stop_on_signals), which kills the running worker's group on its way out; here, what
+    finished is printed with where its records are (stdout), then why the command stopped (one stderr line), and
+    the yielded Stop gets the exit code. `records`: the list each run's record is appended to as it finishes;
+    `note`: added to the stderr line."""
+    stop = Stop()
+    with stop_on_signals():
+        try:
+            yield stop
+        except Interrupted as exc:
+            print("\n".join(finished_lines(records, len(records) if stop.total is None else stop.total, out)), flush=True)
+            print(f"{prog}: interrupted by {exc}: the running worker and its subprocesses were stopped; {len(records)} run(s) "
+                  f"finished, their records are in {Path(out).as_posix()}/" + (f" ({note})" if note else ""),
+                  file=sys.stderr, flush=True)
+            stop.exit_code = exc.exit_code
+
 
 
 def new_run_id(env: str, plan: str, point: Point, out: str | os.PathLike) -> str:

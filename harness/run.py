@@ -22,14 +22,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.launcher import Interrupted, run_points, stop_on_signals
-from harness.progress import contention_warning, finished_lines, summary_table
+from harness.launcher import report_stops, run_points
+from harness.progress import contention_warning, summary_table
 from harness.request import (
     DEFAULT_OUT,
     DEFAULT_TIMEOUT_S,
     USAGE_ERRORS,
     OptionError,
-    Point,
     RunRequest,
     add_option,
     check_request,
@@ -79,24 +78,20 @@ def main(argv=None) -> int:
     parser = make_parser()
     request = RunRequest.from_args(parser.parse_args(argv))
     records: list[dict] = []
-    points: list[Point] = []
-    with stop_on_signals():
+    with report_stops("python -m harness.run", records, request.out) as stop:
         try:
-            try:
-                plan_name, points = check_request(request)
-            except USAGE_ERRORS as exc:
-                parser.error(str(exc))
-            print(f"plan {plan_name}: {len(points)} run(s), env {request.env}, preset {request.preset} -> "
-                  f"{Path(request.out).as_posix()}/", flush=True)
-            chosen = selection_line(request, points)
-            if chosen:
-                print(chosen, flush=True)
-            run_points(request, plan_name, points, records)
-        except Interrupted as exc:
-            print("\n".join(finished_lines(records, len(points), request.out)), flush=True)
-            print(f"python -m harness.run: interrupted by {exc}: the running worker and its subprocesses were stopped; "
-                  f"{len(records)} run(s) finished, their records are in {request.out}/", file=sys.stderr, flush=True)
-            return exc.exit_code
+            plan_name, points = check_request(request)
+        except USAGE_ERRORS as exc:
+            parser.error(str(exc))
+        stop.total = len(points)
+        print(f"plan {plan_name}: {len(points)} run(s), env {request.env}, preset {request.preset} -> "
+              f"{Path(request.out).as_posix()}/", flush=True)
+        chosen = selection_line(request, points)
+        if chosen:
+            print(chosen, flush=True)
+        run_points(request, plan_name, points, records)
+    if stop.exit_code is not None:
+        return stop.exit_code
     print()
     print(summary_table(records))
     warning = contention_warning(records)

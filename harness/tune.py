@@ -43,7 +43,6 @@ from harness.analysis.context import DEFAULT_LOSS_TOL, Compare
 from harness.analysis.dataset import load
 from harness.flags import parse_assignments as parse_flag_assignments
 from harness.plan import PlanError, builtin_plans, load_plan
-from harness.progress import finished_lines
 from harness.record.io import check_writable
 from harness.render import render_text
 from harness.request import (
@@ -309,15 +308,10 @@ def main(argv=None) -> int:
                           knobs=args.knobs, batch_search=args.batch_search, max_batch=args.max_batch,
                           multiple=args.multiple, loss_tol=args.loss_tol, noise_floor=args.noise_floor)
     session = prepare(p, RunRequest.from_args(args), options)
-    out = session.request.out
-    with launcher.stop_on_signals():
-        try:
-            return search_and_report(session)
-        except launcher.Interrupted as exc:  # the running worker and its group are already stopped
-            print("\n".join(finished_lines(session.records, len(session.records), out)), flush=True)
-            print(f"python -m harness.tune: interrupted by {exc}: finished runs: {len(session.records)}, their records "
-                  f"are in {out}/ (plan file {session.plan_path})", file=sys.stderr, flush=True)
-            return exc.exit_code
+    with launcher.report_stops("python -m harness.tune", session.records, session.request.out,
+                               note=f"plan file {session.plan_path}") as stop:
+        code = search_and_report(session)
+    return code if stop.exit_code is None else stop.exit_code
 
 
 def search_and_report(session: Session) -> int:

@@ -3,6 +3,8 @@
 import json
 import os
 import re
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -199,3 +201,50 @@ def test_tiny_ladder_compiled_on_cpu_gives_one_valid_record_per_rung(tmp_path):
     assert len({r["workload_hash"] for r in records.values()}) == 6  # ...but every rung's workload differs
     assert "[6/6] fused-adamw-clip" in proc.stdout and "ms/step (median)" in proc.stdout
 
+
+# ---------------------------------------------------------------- the one stop handler
+
+
+def test_report_stops_says_what_finished_and_why_and_restores_the_handlers(capsys):
+    records = [make_record(run_id="a", rung="fp32", gpu=None)]
+    before = {sig: signal.getsignal(sig) for sig in launcher.STOP_SIGNALS}
+    with launcher.report_stops("python -m harness.x", records, "out/", note="plan file p.yaml") as stop:
+        stop.total = 3
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises Interrupted at the next bytecode, long before this ends
+        pytest.fail("the stop signal did not end the work")
+    assert stop.exit_code == 143
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["finished before the stop: 1 of 3 run(s)", "  fp32 #0: ok -> out/a.json"]
+    assert err == ("python -m harness.x: interrupted by SIGTERM: the running worker and its subprocesses were stopped; "
+                   "1 run(s) finished, their records are in out/ (plan file p.yaml)\n")
+    assert {sig: signal.getsignal(sig) for sig in launcher.STOP_SIGNALS} == before
+    with launcher.report_stops("python -m harness.x", records, "out") as stop:
+        pass  # no signal: nothing said, no exit code
+    assert stop.exit_code is None and capsys.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize("module, argv", [
+    ("run", ["--rungs", "fp32,tf32", "--set", "compile=off"]),
+    ("batch_search", ["--rung", "fp32", "--set", "compile=off", "--start", "2", "--max", "8"]),
+    ("tune", ["--set", "compile=off", "--knobs", "sdpa-auto", "--no-batch-search"]),
+])
+def test_every_command_that_runs_workers_stops_through_report_stops(tmp_path, monkeypatch, capsys, module, argv):
+    """harness.run, batch_search and tune: a stop signal during a run (a worker finished before it) is the same
+    exit code, the same finished list and the same last stderr line, from the one handler."""
+    import importlib
+
+    def one_then_stopped(request, plan_name, points, records=None):
+        records.append(make_record(run_id="first", rung=points[0].rung, gpu=None, workload=points[0].workload))
+        raise launcher.Interrupted(signal.SIGINT)
+
+    monkeypatch.setattr(launcher, "run_points", one_then_stopped)
+    monkeypatch.setattr(runmod, "run_points", one_then_stopped)
+    code = importlib.import_module(f"harness.{module}").main([*argv, "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 130
+    assert "finished before the stop: 1 of " in out and f"#0: ok -> {tmp_path / 'first.json'}" in out
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"python -m harness.{module}: interrupted by SIGINT: the running worker and its subprocesses "
+                           f"were stopped; 1 run(s) finished, their records are in {tmp_path}/")
+    assert ("(plan file " in last) == (module == "tune")
