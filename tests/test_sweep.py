@@ -1,5 +1,5 @@
 """Sweeps: --sweep parsing and errors, plan sweeps, the alignment plan's arithmetic, the sweep analysis
-(harness.sweep: rows, knee, table) on hand-built records, and a real CPU sweep (one process and one
+(harness.sweep: rows, knee; harness.compare's sweeps table) on hand-built records, and a real CPU sweep (one process and one
 record per point, each tagged with its sweep)."""
 
 from __future__ import annotations
@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import tempfile
+from pathlib import Path
 
 import pytest
 from module_cli import assert_refused, run_module
@@ -249,7 +251,7 @@ def test_sweep_rows_group_merge_order_and_mark():
     assert [r["value"] for r in sweepmod.sweep_rows(flat, tolerance=0.001) if r["is_knee"]] == [64]
 
 
-def test_sweep_rows_show_the_lm_head_kernel_and_when_it_changed():
+def test_sweep_rows_show_the_lm_head_kernel_and_when_it_changed(tmp_path, capsys):
     gemm_a, gemm_b = "sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1"
     records = [point(v, 50.0, field="vocab_size", name="alignment-vocab", kernel=k)
                for v, k in ((50257, gemm_a), (50264, gemm_a), (50304, gemm_b), (50368, None), (50432, gemm_b), (50688, gemm_a))]
@@ -257,9 +259,9 @@ def test_sweep_rows_show_the_lm_head_kernel_and_when_it_changed():
     assert [r["value"] for r in rows] == [50257, 50264, 50304, 50368, 50432, 50688]
     assert [r["lm_head_kernel"] for r in rows] == [gemm_a, gemm_a, gemm_b, "-", gemm_b, gemm_a]
     assert [r["kernel_changed"] for r in rows] == [False, False, True, False, False, True]  # '-' neither changes nor resets
-    text = sweepmod.sweep_table(records)
+    text = compare_sweeps(capsys, tmp_path, records)
     assert text.count("kernel changed") == 3  # two rows and the footnote
-    assert gemm_b in text and "alignment-vocab" in text
+    assert gemm_b[:57] in text and "alignment-vocab" in text  # the table shortens a kernel name to 60 characters
 
 
 def test_sweep_curves_for_plots():
@@ -271,24 +273,33 @@ def test_sweep_curves_for_plots():
     assert sweepmod.sweep_curves([make_record()]) == []
 
 
-def test_sweep_table_formats_are_stable():
+def compare_sweeps(capsys, tmp_path, records, fmt: str = "text") -> str:
+    """What a user sees of these records' sweeps: `python -m harness.compare DIR --table sweeps --format FMT`."""
+    from harness import compare
+
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    write(folder, records)
+    capsys.readouterr()
+    assert compare.main([str(folder), "--table", "sweeps", "--format", fmt]) == 0
+    return capsys.readouterr().out
+
+
+def test_the_sweeps_table_in_every_format(tmp_path, capsys):
     records = [point(64, 100.0, used=40 * GIB), point(32, 60.0, used=22 * GIB), point(128, 0, status="oom")]
-    text = sweepmod.sweep_table(records)
-    lines = text.splitlines()
-    assert lines[0].split() == ["sweep", "field", "rung", "env", "device", "value", "status", "runs", "tokens/s", "vs", "best",
-                                "peak", "MiB", "memory", "lm_head", "kernel", "note"]
+    text = compare_sweeps(capsys, tmp_path, records)
+    header = next(line for line in text.splitlines() if line.startswith("sweep "))
+    assert header.split() == ["sweep", "rung", "GPU", "env", "value", "status", "runs", "tokens/s", "vs", "best", "peak", "MiB",
+                              "memory", "lm_head", "kernel", "note"]
     assert "40,960" in text and "655,360" in text and "knee = the smallest value" in text  # 40 GiB; 64*1024/0.1 s
-    assert sweepmod.sweep_table(records) == text  # deterministic
-    md = sweepmod.sweep_table(records, "markdown")
-    assert md.splitlines()[0].startswith("| sweep") and "|:--" in md.splitlines()[1]
-    rows = list(csv.DictReader(io.StringIO(sweepmod.sweep_table(records, "csv"))))
-    assert [r["value"] for r in rows] == ["32", "64", "128"] and rows[1]["peak_memory_bytes"] == str(40 * GIB)
+    md = compare_sweeps(capsys, tmp_path, records, "markdown")
+    table = [line for line in md.splitlines() if line.startswith("|")]
+    assert table[0].startswith("| sweep") and table[1].startswith("|--")
+    rows = list(csv.DictReader(io.StringIO(compare_sweeps(capsys, tmp_path, records, "csv"))))
+    assert [r["value"] for r in rows] == ["32", "64", "128"] and rows[1]["memory_bytes"] == str(40 * GIB)
     assert rows[2]["tokens_per_s"] == "" and rows[2]["status"] == "oom"
-    data = json.loads(sweepmod.sweep_table(records, "json"))
-    assert [d["value"] for d in data] == [32, 64, 128] and data[1]["is_knee"]
-    assert sweepmod.sweep_table([make_record()]) == "no sweep records"
-    with pytest.raises(sweepmod.SweepError, match="format 'html'"):
-        sweepmod.sweep_table(records, "html")
+    (table,) = json.loads(compare_sweeps(capsys, tmp_path, records, "json"))["tables"]
+    assert [r["value"] for r in table["rows"]] == [32, 64, 128] and table["rows"][1]["mark"] == "best, knee"
+    assert "no sweep records" in compare_sweeps(capsys, tmp_path, [make_record()], "markdown")
 
 
 def test_peak_and_usable_memory_per_device():
@@ -311,7 +322,7 @@ def test_peak_and_usable_memory_per_device():
 
 
 @pytest.mark.slow
-def test_real_cpu_sweep_one_process_and_record_per_point(tmp_path):
+def test_real_cpu_sweep_one_process_and_record_per_point(tmp_path, capsys):
     out = tmp_path / "results"
     proc = run_module("harness.run", "--rungs", "fp32", "--set", "compile=off", "--set", "profile_steps=0", "--steps", "3",
                        "--warmup-steps", "1", "--sweep", "batch_size=2,6", "--out", str(out))
@@ -329,7 +340,8 @@ def test_real_cpu_sweep_one_process_and_record_per_point(tmp_path):
     rows = sweepmod.sweep_rows(records)
     assert [(r["value"], r["status"], r["memory_source"]) for r in rows] == [(2, "ok", "peak RSS"), (6, "ok", "peak RSS")]
     assert sum(r["is_knee"] for r in rows) == 1 and all(r["tokens_per_s"] > 0 for r in rows)
-    assert "batch_size" in sweepmod.sweep_table(records)
+    text = compare_sweeps(capsys, tmp_path, records)  # what the user reads of them
+    assert "batch_size (batch_size)" in text and "knee" in text and "peak RSS" in text
 
 
 def test_compare_sweeps_table_keeps_rungs_of_one_sweep_apart_with_knee_and_kernel(tmp_path, capsys):
