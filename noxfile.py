@@ -22,6 +22,7 @@ there (nox >= 2025.2.9; --script-mode none turns that off).
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import sys
@@ -32,7 +33,7 @@ from nox.command import CommandFailed
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-from harness.envs.install import install_args, probe_index, project_args
+from harness.envs.install import install_args, project_args
 from harness.envs.spec import EnvSpec, load_specs
 
 nox.needs_version = ">=2025.2.9"  # reads the script block above
@@ -48,48 +49,54 @@ QUICK_START_RUNGS = "fp32,bf16,sdpa-flash,vocab-50304"
 TEST_TORCH_ENV = "latest"  # the tests session takes its torch from this spec
 
 
-def _has_option(args: list[str], option: str) -> bool:
-    return any(a == option or a.startswith(option + "=") for a in args)
+class _PosargsParser(argparse.ArgumentParser):
+    def error(self, message: str):  # a ValueError the session reports in one line, not argparse's usage and exit
+        raise ValueError(f"harness.run options: {message}")
 
 
-def _option_value(args: list[str], option: str) -> str | None:
-    for i, a in enumerate(args):
-        if a == option and i + 1 < len(args):
-            return args[i + 1]
-        if a.startswith(option + "="):
-            return a.split("=", 1)[1]
-    return None
+def _given(posargs: list[str]) -> argparse.Namespace:
+    """The harness.run options among a bench session's posargs that the session fills in or checks (the rest pass
+    through as they are)."""
+    parser = _PosargsParser(add_help=False, allow_abbrev=False)
+    for option in ("--env", "--plan", "--rungs", "--out"):
+        parser.add_argument(option)
+    return parser.parse_known_args(posargs)[0]
 
 
 def runner_args(name: str, posargs: list[str]) -> list[str]:
     """posargs for harness.run, with the default plan/output filled in and the env name fixed."""
-    given = _option_value(posargs, "--env")
-    if given is not None and given != name:
-        raise ValueError(f"--env {given} contradicts the session's env {name}")
+    given = _given(posargs)
+    if given.env is not None and given.env != name:
+        raise ValueError(f"--env {given.env} contradicts the session's env {name}")
     args = list(posargs)
-    if not (_has_option(args, "--plan") or _has_option(args, "--rungs")):
+    if given.plan is None and given.rungs is None:
         args += ["--rungs", QUICK_START_RUNGS]
     for option, value in DEFAULT_RUN_ARGS.items():
-        if not _has_option(args, option):
+        if getattr(given, option.lstrip("-")) is None:
             args += [option, value]
-    if given is None:
+    if given.env is None:
         args += ["--env", name]
     return args
 
 
 def _no_install(session: nox.Session) -> bool:
-    """--no-install / -R given (nox then skips installs into a reused venv, and always in a venv-less one)."""
+    """--no-install / -R given. Only the venv-less bench-local asks: nox's public API says it only by skipping
+    install steps (session.install, session.run_install) in a reused venv, and a venv-less session has none
+    (nox issue #710 asks for a public attribute). Read defensively: a nox that moves it reads as not given."""
     config = getattr(getattr(session, "_runner", None), "global_config", None)
     return bool(getattr(config, "no_install", False))
 
 
 def _install_spec(session: nox.Session, spec: EnvSpec, extras: str = "") -> None:
-    """Install exactly the spec's torch build, then the project with its pins still in force."""
-    reused = getattr(session.virtualenv, "_reused", False)
-    if not (_no_install(session) and reused):
-        error = probe_index(spec)  # seconds, not a resolver timeout, when the index is unreachable
-        if error:
-            session.error(error)
+    """Install exactly the spec's torch build, then the project with its pins still in force. First the index is
+    probed (seconds, not a resolver timeout, when it is unreachable), as an install step: nox skips it with the
+    installs (--no-install on a reused venv)."""
+    try:
+        session.run_install(sys.executable, "-m", "harness.envs", "probe", spec.name, silent=True, external=True,
+                            env={"PYTHONPATH": str(ROOT)})
+    except CommandFailed:
+        session.error(f"stopped before installing anything: envs/{spec.name}/env.yaml's torch index does not answer "
+                      "(the line above)")
     session.install(*install_args(spec))
     session.install(*project_args(spec, ".", extras))
 

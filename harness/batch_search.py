@@ -36,8 +36,8 @@ from harness import launcher
 from harness import sweep as sweepmod
 from harness.analysis import fit
 from harness.analysis.fit import CPU_HEADROOM_GIB, GPU_HEADROOM_GIB
-from harness.plan import PlanError, load_plan
-from harness.progress import finished_lines, fmt
+from harness.plan import load_plan
+from harness.progress import fmt
 from harness.request import USAGE_ERRORS, RunRequest, add_option, build_points, check_request
 
 SWEEP_NAME = "batch-search"
@@ -201,9 +201,7 @@ def main(argv=None) -> int:
                             knee_tolerance=args.knee_tolerance)
     first = run_args(args, options.start)
     try:
-        plan = load_plan(first.plan)
-        if args.rung not in {r.name for r in plan.rungs}:
-            raise PlanError(f"no rung {args.rung!r} in plan {plan.name}; it has {', '.join(r.name for r in plan.rungs)}")
+        load_plan(first.plan).check_rungs([args.rung])
         check_request(first)  # every option checked before the first worker starts
     except USAGE_ERRORS as exc:
         parser.error(str(exc))
@@ -228,14 +226,10 @@ def run_search(request: RunRequest, options: SearchOptions) -> int:
 
     print(f"batch search: plan {request.plan}, rung {request.rungs}, preset {request.preset}, B from {options.start} to "
           f"{options.max} (multiples of {options.multiple}), env {request.env} -> {request.out}/", flush=True)
-    with launcher.stop_on_signals():
-        try:
-            result = search(options, attempt)
-        except launcher.Interrupted as exc:
-            print("\n".join(finished_lines(records, len(records), request.out)), flush=True)
-            print(f"python -m harness.batch_search: interrupted by {exc}: the running worker and its subprocesses were "
-                  f"stopped; finished tries: {len(records)}, their records are in {request.out}/", file=sys.stderr, flush=True)
-            return exc.exit_code
+    with launcher.report_stops("python -m harness.batch_search", records, request.out) as stop:
+        result = search(options, attempt)
+    if stop.exit_code is not None:
+        return stop.exit_code
     print()
     print(report(options, result))
     return 0 if result["best"] is not None else 1

@@ -1,11 +1,12 @@
 """The launcher: one fresh worker process per point, its progress relayed, its record returned.
 
+Each point crosses to its worker as a harness.worker_spec.WorkerSpec (SPEC.json in the worker's temp dir).
 No torch import in this process: flags, compile caches, CUDA context and memory statistics cannot leak between
 points, and an OOM or a segfault ends only its own point. Each worker runs in its own session: on a timeout,
 SIGTERM, SIGINT or SIGHUP (stop_on_signals) its whole process group (compiler subprocesses included) is killed,
 and its temp dir removed. A worker that dies without writing its record leaves a failure record (failure_record:
-the one place the runner builds a record). A worker also dies with its runner if the runner itself is killed
-(harness.worker).
+the one place the runner builds a record, from the worker's spec). A worker also dies with its runner if the
+runner itself is killed (harness.lifeline).
 """
 
 from __future__ import annotations
@@ -21,16 +22,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from harness import envinfo, nvml
-from harness.flags import flags_hash
 from harness.lifeline import RUNNER_PID_VAR
-from harness.progress import Progress, point_label, progress_line
+from harness.progress import Progress, finished_lines, point_label, progress_line
 from harness.record.io import read_record, write_record
-from harness.record.model import RecordError, new_record
+from harness.record.model import RecordError
 from harness.request import Point, RunRequest, rerun_command
+from harness.worker_spec import WorkerSpec
 
 DRAIN_S = 3.0  # after a worker exits, how long a leftover child may hold its pipes before the group is killed
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -67,6 +69,34 @@ def stop_on_signals():
             signal.signal(sig, old)
 
 
+@dataclass
+class Stop:
+    """What report_stops yields: the caller sets `total` once it knows how many runs it plans; the exit code of the
+    stop signal that ended the work (128 + its number) is set there, None when none came."""
+
+    total: int | None = None  # None: not known in advance (a search): the runs that finished
+    exit_code: int | None = None
+
+
+@contextlib.contextmanager
+def report_stops(prog: str, records: list[dict], out: str | os.PathLike, note: str = ""):
+    """The one stop handler of the commands that run workers (harness.run, batch_search, tune). Inside, a stop
+    signal raises Interrupted (stop_on_signals), which kills the running worker's group on its way out; here, what
+    finished is printed with where its records are (stdout), then why the command stopped (one stderr line), and
+    the yielded Stop gets the exit code. `records`: the list each run's record is appended to as it finishes;
+    `note`: added to the stderr line."""
+    stop = Stop()
+    with stop_on_signals():
+        try:
+            yield stop
+        except Interrupted as exc:
+            print("\n".join(finished_lines(records, len(records) if stop.total is None else stop.total, out)), flush=True)
+            print(f"{prog}: interrupted by {exc}: the running worker and its subprocesses were stopped; {len(records)} run(s) "
+                  f"finished, their records are in {Path(out).as_posix()}/" + (f" ({note})" if note else ""),
+                  file=sys.stderr, flush=True)
+            stop.exit_code = exc.exit_code
+
+
 
 def new_run_id(env: str, plan: str, point: Point, out: str | os.PathLike) -> str:
     """A run id that is a plain file name (a sweep value like data=text:/a/b cannot make a path of it) and is
@@ -79,31 +109,26 @@ def new_run_id(env: str, plan: str, point: Point, out: str | os.PathLike) -> str
             return run_id
 
 
-def intended_environment(spec: dict) -> dict:
+def intended_environment(spec: WorkerSpec) -> dict:
     """What the runner can tell, without torch, of where the worker was meant to run: for a worker that died
     before capturing its own environment, so its record is not an "unknown device" (the GPU from NVML, CUDA
     device 0 as CUDA_VISIBLE_DEVICES exposes it; else the CPU)."""
-    env = {"env_name": spec["env"], "captured_by": "runner: the worker died before capturing its environment",
+    env = {"env_name": spec.env, "captured_by": "runner: the worker died before capturing its environment",
            "harness": envinfo.code_identity()}
-    wanted = (spec.get("workload") or {}).get("device", "auto")
+    wanted = spec.workload.get("device", "auto")
     index = nvml.visible_index(0) if wanted in ("cuda", "auto") else None
     gpu = nvml.gpu_identity(index) if index is not None else None
     if gpu or wanted == "cuda":
         return {**env, "device": "cuda", "gpu": gpu, "machine": envinfo.machine_id()}
-    threads = spec.get("threads") or envinfo.usable_cpus()
+    threads = spec.threads or envinfo.usable_cpus()
     return {**env, "device": "cpu", "machine": envinfo.machine_id(), "threads": {"torch": threads},
             "cpu": {"model": envinfo.cpu_model(), "count": os.cpu_count(), "usable": envinfo.usable_cpus(),
                     "isa": envinfo.cpu_isa()}}
 
 
-def failure_record(spec: dict, reason: str) -> dict:
+def failure_record(spec: WorkerSpec, reason: str) -> dict:
     """For a worker that died without writing its record (segfault, kill, timeout)."""
-    return new_record(
-        run_id=spec["run_id"], env=spec["env"], plan=spec["plan"], rung=spec["rung"], rung_index=spec["rung_index"],
-        repeat=spec["repeat"], sweep=spec["sweep"], workload=spec["workload"], flags_requested=spec["flags"],
-        flags_hash=flags_hash(spec["flags"]), reason=reason, environment=intended_environment(spec),
-        rerun_command=spec["rerun"],
-    )
+    return spec.new_record(reason=reason, environment=intended_environment(spec))
 
 
 
@@ -177,7 +202,7 @@ class WorkerOutput:
             pipe.close()
 
 
-def run_point(spec: dict, timeout_s: float, progress: Progress | None = None) -> dict:
+def run_point(spec: WorkerSpec, timeout_s: float, progress: Progress | None = None) -> dict:
     """Run one worker process; return its record (or an error record if it died without one).
 
     The worker gets its own session, so it and everything it starts (Inductor's compiler processes) are one
@@ -186,7 +211,7 @@ def run_point(spec: dict, timeout_s: float, progress: Progress | None = None) ->
     thread): the worker's parent-death signal fires when the thread that started it ends."""
     with tempfile.TemporaryDirectory(prefix="harness-worker-", ignore_cleanup_errors=True) as tmp:
         spec_path = Path(tmp) / "spec.json"
-        spec_path.write_text(json.dumps(spec))
+        spec_path.write_text(spec.to_json())
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         # Cold, private compile caches: a rung never reuses another's compiled graphs or kernels.
         env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(tmp) / "inductor")
@@ -232,7 +257,7 @@ def kill_group(proc: subprocess.Popen, output: WorkerOutput) -> None:
             proc.wait()
 
 
-def _worker_record_path(spec: dict, stdout: str) -> Path | None:
+def _worker_record_path(spec: WorkerSpec, stdout: str) -> Path | None:
     """Where the worker wrote its record: the path on its last JSON line (a taken run_id made it pick a fresh
     one), else <run_id>.json if it exists (new_run_id made sure it did not before the worker started)."""
     for line in reversed((stdout or "").strip().splitlines()):
@@ -240,18 +265,18 @@ def _worker_record_path(spec: dict, stdout: str) -> Path | None:
             reported = json.loads(line)
             if isinstance(reported, dict) and isinstance(reported.get("record"), str):
                 return Path(reported["record"])
-    expected = Path(spec["out"]) / f"{spec['run_id']}.json"
+    expected = Path(spec.out) / f"{spec.run_id}.json"
     return expected if expected.exists() else None
 
 
-def _record_or_failure(spec: dict, stdout: str, reason: str) -> dict:
+def _record_or_failure(spec: WorkerSpec, stdout: str, reason: str) -> dict:
     path = _worker_record_path(spec, stdout)
     if path is not None:
         try:
             return read_record(path)
         except RecordError as exc:
             reason = f"{reason}; its record is unreadable: {exc}"
-    return read_record(write_record(failure_record(spec, reason), spec["out"]))
+    return read_record(write_record(failure_record(spec, reason), spec.out))
 
 
 
@@ -259,12 +284,12 @@ def run_points(request: RunRequest, plan_name: str, points: list[Point], records
     """Run each point; append its record to `records` as it finishes (so an interrupted caller keeps them)."""
     records = [] if records is None else records
     for i, point in enumerate(points, 1):
-        spec = {
-            "run_id": new_run_id(request.env, plan_name, point, request.out), "env": request.env, "plan": plan_name,
-            "rung": point.rung, "rung_index": point.rung_index, "repeat": point.repeat, "sweep": point.sweep,
-            "workload": point.workload, "flags": point.flags, "out": str(request.out),
-            "rerun": rerun_command(request, point), "threads": request.threads,
-        }
+        spec = WorkerSpec(
+            run_id=new_run_id(request.env, plan_name, point, request.out), env=request.env, plan=plan_name,
+            rung=point.rung, rung_index=point.rung_index, repeat=point.repeat, sweep=point.sweep,
+            workload=point.workload, flags=point.flags, out=str(request.out),
+            rerun=rerun_command(request, point), threads=request.threads,
+        )
         started = time.monotonic()
         try:
             record = run_point(spec, request.timeout, Progress(f"[{i}/{len(points)}] {point_label(point)}"))

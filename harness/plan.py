@@ -102,6 +102,18 @@ class Plan:
     defaults: dict = field(default_factory=dict)  # the plan's `defaults` (already merged into every rung)
     cumulative: bool = False
 
+    def check_rungs(self, names) -> None:
+        """PlanError naming each of `names` that is not a rung of this plan, and the rungs it has."""
+        missing = [name for name in dict.fromkeys(names) if name not in {r.name for r in self.rungs}]
+        if missing:
+            raise PlanError(f"no rung{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))} in plan {self.name}; "
+                            f"it has {', '.join(r.name for r in self.rungs)}")
+
+    def rung(self, name: str) -> Rung:
+        """The rung called `name` (PlanError if there is none: check_rungs)."""
+        self.check_rungs([name])
+        return next(r for r in self.rungs if r.name == name)
+
 
 def builtin_plans() -> list[str]:
     return sorted(p.stem for p in PLAN_DIR.glob("*.yaml"))

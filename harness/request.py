@@ -25,7 +25,13 @@ from harness.record.model import RecordError
 
 DEFAULT_TIMEOUT_S = 1800
 DEFAULT_OUT = "results/runs"  # git-ignored: new runs never mix with the records shipped in results/<machine>/
-USAGE_ERRORS = (PlanError, ConfigError, FlagError, SpecError, RecordError)
+
+
+class OptionError(ValueError):
+    """An option a command line's parser refuses (harness.run.parse_request: argparse's message, one line)."""
+
+
+USAGE_ERRORS = (OptionError, PlanError, ConfigError, FlagError, SpecError, RecordError)
 SHORTHANDS = ("steps", "warmup_steps", "device", "batch_size", "seq_len")  # options that stand for --set FIELD=N
 
 
@@ -103,11 +109,10 @@ def build_points(request: RunRequest) -> tuple[str, list[Point]]:
             overrides[name] = value
     wanted = None
     if request.rungs is not None:
-        wanted = {name.strip() for name in request.rungs.split(",")}
+        wanted = [name.strip() for name in request.rungs.split(",")]
         if "" in wanted:
             raise PlanError(f"--rungs {request.rungs!r}: expected rung names separated by commas (omit --rungs for all)")
-    if wanted and wanted - {r.name for r in plan.rungs}:
-        raise PlanError(f"no rung(s) {', '.join(sorted(wanted - {r.name for r in plan.rungs}))} in plan {plan.name}; it has {', '.join(r.name for r in plan.rungs)}")
+        plan.check_rungs(wanted)
     repeats = request.repeats or plan.repeats
     points = []
     for index, rung in enumerate(plan.rungs):
@@ -123,9 +128,8 @@ def build_points(request: RunRequest) -> tuple[str, list[Point]]:
     return plan.name, points
 
 
-def check_request(request: RunRequest) -> tuple[str, list[Point]]:
-    """Everything checkable before a worker starts, so bad input costs nothing and loses nothing: the counts, the
-    plan and every value in it, --env, --rungs, --timeout, and that --out takes a file. Raises one of USAGE_ERRORS."""
+def check_values(request: RunRequest) -> None:
+    """The options that stand alone: --repeats, --threads, --sweep-name, --env, --timeout. Raises one of USAGE_ERRORS."""
     if request.repeats is not None and request.repeats < 1:
         raise ConfigError("--repeats must be at least 1")
     if request.sweep_name and not request.sweep:
@@ -135,6 +139,12 @@ def check_request(request: RunRequest) -> tuple[str, list[Point]]:
     check_env_name(request.env)
     if not (math.isfinite(request.timeout) and request.timeout > 0):
         raise ConfigError(f"--timeout {request.timeout:g}: expected a number of seconds above 0")
+
+
+def check_request(request: RunRequest) -> tuple[str, list[Point]]:
+    """Everything checkable before a worker starts, so bad input costs nothing and loses nothing: the options
+    (check_values), the plan and every value in it, --rungs, and that --out takes a file. Raises one of USAGE_ERRORS."""
+    check_values(request)
     plan_name, points = build_points(request)
     try:
         check_writable(request.out)

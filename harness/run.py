@@ -10,10 +10,10 @@ Everything that can be checked is checked before the first worker starts (plan, 
 --timeout, that --out takes a file). Each worker runs in its own session: on a timeout, SIGTERM, SIGINT
 or SIGHUP its whole process group (compiler subprocesses included) is killed, and its temp dir removed;
 an interrupted run prints what finished and exits 128 + the signal number (143 for SIGTERM, 130 for
-SIGINT). A worker also dies with its runner if the runner itself is killed (harness.worker).
+SIGINT). A worker also dies with its runner if the runner itself is killed (harness.lifeline).
 
-This module is the command line only: the request is harness.request, the worker processes harness.launcher,
-the lines printed harness.progress.
+This module is the command line only: the request is harness.request (`parse_request` makes one from
+harness.run's arguments held as data), the worker processes harness.launcher, the lines printed harness.progress.
 """
 
 from __future__ import annotations
@@ -22,24 +22,29 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.launcher import Interrupted, run_points, stop_on_signals
-from harness.progress import contention_warning, finished_lines, summary_table
+from harness.launcher import report_stops, run_points
+from harness.progress import contention_warning, summary_table
 from harness.request import (
     DEFAULT_OUT,
     DEFAULT_TIMEOUT_S,
     USAGE_ERRORS,
-    Point,
+    OptionError,
     RunRequest,
     add_option,
     check_request,
     selection_line,
 )
-from harness.request import build_points as build_request_points
-from harness.request import rerun_command as request_rerun_command
 
 
-def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m harness.run", description="Run a plan of the GPT workload; one record per rung in --out.")
+class _RaisingParser(argparse.ArgumentParser):
+    """An option the parser refuses raises OptionError instead of printing the usage and exiting (parse_request)."""
+
+    def error(self, message: str):
+        raise OptionError(message)
+
+
+def make_parser(parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p = parser_class(prog="python -m harness.run", description="Run a plan of the GPT workload; one record per rung in --out.")
     add_option(p, "plan")
     add_option(p, "preset", help="model shape (default: tiny, trains in seconds on a CPU)")
     add_option(p, "out", help=f"directory for the records (default: {DEFAULT_OUT}/, git-ignored, apart from the records shipped in results/)")
@@ -62,38 +67,31 @@ def make_parser() -> argparse.ArgumentParser:
     return p
 
 
-def build_points(args: argparse.Namespace) -> tuple[str, list[Point]]:
-    """The points a parsed `python -m harness.run` command line makes (harness.cluster expands its matrix with it)."""
-    return build_request_points(RunRequest.from_args(args))
-
-
-def rerun_command(args: argparse.Namespace, point: Point) -> str:
-    """The rerun command of one point of a parsed `python -m harness.run` command line."""
-    return request_rerun_command(RunRequest.from_args(args), point)
+def parse_request(argv: list[str]) -> RunRequest:
+    """The request a `python -m harness.run` command line stands for (its arguments, without the program), for
+    callers that hold those arguments as data (harness.cluster): an option the parser refuses raises OptionError,
+    one line, where the command line itself prints the usage and exits 2."""
+    return RunRequest.from_args(make_parser(_RaisingParser).parse_args(argv))
 
 
 def main(argv=None) -> int:
     parser = make_parser()
     request = RunRequest.from_args(parser.parse_args(argv))
     records: list[dict] = []
-    points: list[Point] = []
-    with stop_on_signals():
+    with report_stops("python -m harness.run", records, request.out) as stop:
         try:
-            try:
-                plan_name, points = check_request(request)
-            except USAGE_ERRORS as exc:
-                parser.error(str(exc))
-            print(f"plan {plan_name}: {len(points)} run(s), env {request.env}, preset {request.preset} -> "
-                  f"{Path(request.out).as_posix()}/", flush=True)
-            chosen = selection_line(request, points)
-            if chosen:
-                print(chosen, flush=True)
-            run_points(request, plan_name, points, records)
-        except Interrupted as exc:
-            print("\n".join(finished_lines(records, len(points), request.out)), flush=True)
-            print(f"python -m harness.run: interrupted by {exc}: the running worker and its subprocesses were stopped; "
-                  f"{len(records)} run(s) finished, their records are in {request.out}/", file=sys.stderr, flush=True)
-            return exc.exit_code
+            plan_name, points = check_request(request)
+        except USAGE_ERRORS as exc:
+            parser.error(str(exc))
+        stop.total = len(points)
+        print(f"plan {plan_name}: {len(points)} run(s), env {request.env}, preset {request.preset} -> "
+              f"{Path(request.out).as_posix()}/", flush=True)
+        chosen = selection_line(request, points)
+        if chosen:
+            print(chosen, flush=True)
+        run_points(request, plan_name, points, records)
+    if stop.exit_code is not None:
+        return stop.exit_code
     print()
     print(summary_table(records))
     warning = contention_warning(records)

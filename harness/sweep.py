@@ -14,17 +14,15 @@ No torch import: harness.compare and harness.report import this where only the r
 
     sweep_rows(records)              -> list of dicts, one per (curve, value), in a stable order
     sweep_curves(records)            -> list of dicts, one per curve (values, tokens/s, memory, knee), for plots
-    sweep_table(records, fmt="text") -> str (text | markdown | csv | json)
+    sweep_notes()                    -> what the knee, memory and kernel columns of a sweeps table mean
+
+harness.compare's sweeps table (harness/analysis/tables/sweeps.py) is where they are shown.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import statistics
-
-from tabulate import tabulate
 
 from harness.record.view import RecordView
 
@@ -33,14 +31,7 @@ KNEE_DEFINITION = ("knee = the smallest {what} whose tokens/s is within {tol:g}%
                    "{among}; beyond it tokens/s rises by less than that")
 MEMORY_NAME = "peak memory"
 MEMORY_DEFINITION = f"{MEMORY_NAME}: CUDA = NVML device used, else allocator peak reserved; CPU = worker peak RSS"
-FORMATS = ("text", "markdown", "csv", "json")
 MISSING = "-"
-COLUMNS = (  # (row key, header)
-    ("sweep", "sweep"), ("field", "field"), ("rung", "rung"), ("env", "env"), ("device", "device"),
-    ("value", "value"), ("status", "status"), ("runs", "runs"), ("tokens_per_s", "tokens/s"),
-    ("vs_best", "vs best"), ("peak_memory_bytes", "peak MiB"), ("memory_source", "memory"),
-    ("lm_head_kernel", "lm_head kernel"), ("mark", "note"),
-)
 
 
 class SweepError(ValueError):
@@ -171,50 +162,9 @@ def sweep_curves(records, tolerance: float = KNEE_TOLERANCE) -> list[dict]:
     return out
 
 
-# ---------------------------------------------------------------- the table
-
-def _cell(key: str, value) -> str:
-    if value is None:
-        return MISSING
-    if key == "tokens_per_s":
-        return format(value, ",.0f")
-    if key == "vs_best":
-        return format(value, ".1%")
-    if key == "peak_memory_bytes":
-        return format(value / 2**20, ",.0f")
-    return str(value)
-
-
 def sweep_notes(tolerance: float = KNEE_TOLERANCE) -> list[str]:
     """What the knee, the memory column and the lm_head kernel column of a sweep table mean."""
     return [knee_definition(tolerance),
             MEMORY_DEFINITION,
             ("lm_head kernel: the lm_head forward GEMM from the kernel capture ('-' where none); "
             "'kernel changed' = differs from the previous value's")]
-
-
-def sweep_table(records, fmt: str = "text", tolerance: float = KNEE_TOLERANCE) -> str:
-    """The sweep points of `records` as one table (columns: COLUMNS), with the knee definition below it.
-
-    fmt: text (plain columns), markdown (pipe table), csv (COLUMNS' keys, unformatted numbers), json (the rows
-    of sweep_rows). Records without
-    a sweep are ignored; with none at all, a one-line 'no sweep records'."""
-    if fmt not in FORMATS:
-        raise SweepError(f"format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    rows = sweep_rows(records, tolerance)
-    if fmt == "json":
-        return json.dumps(rows, indent=1, sort_keys=True)
-    if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow([k for k, _ in COLUMNS])  # raw keys and units (bytes, fractions): for machines
-        for row in rows:
-            writer.writerow(["" if row[k] is None else row[k] for k, _ in COLUMNS])
-        return buf.getvalue()
-    if not rows:
-        return "no sweep records"
-    body = tabulate([[_cell(k, row[k]) for k, _ in COLUMNS] for row in rows], headers=[h for _, h in COLUMNS],
-                    tablefmt="pipe" if fmt == "markdown" else "simple", disable_numparse=True)
-    notes = sweep_notes(tolerance)
-    sep = "\n\n" if fmt == "markdown" else "\n"
-    return body + sep + sep.join(("* " if fmt == "markdown" else "  ") + n for n in notes)

@@ -39,12 +39,11 @@ import yaml
 from harness import batch_search, launcher
 from harness.analysis import fastest, fit, stats
 from harness.analysis.cells import Cell, fmt_int
-from harness.analysis.context import Compare
+from harness.analysis.context import DEFAULT_LOSS_TOL, Compare
 from harness.analysis.dataset import load
 from harness.analysis.tables import fastest as fastest_tables
 from harness.flags import parse_assignments as parse_flag_assignments
 from harness.plan import PlanError, builtin_plans, load_plan
-from harness.progress import finished_lines
 from harness.record.io import check_writable
 from harness.record.view import RecordView
 from harness.render import render_text
@@ -83,7 +82,7 @@ class TuneOptions:
     batch_search: bool = True
     max_batch: int = 1024
     multiple: int = 8
-    loss_tol: float = 0.01
+    loss_tol: float = DEFAULT_LOSS_TOL
     noise_floor: float = stats.NOISE_FLOOR
 
 
@@ -248,7 +247,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-batch-search", dest="batch_search", action="store_false", help="skip the batch search on the winner")
     p.add_argument("--max-batch", dest="max_batch", type=int, default=1024, help="largest B the batch search tries (default 1024)")
     p.add_argument("--multiple", type=int, default=8, help="batch search resolution (default 8)")
-    p.add_argument("--loss-tol", dest="loss_tol", type=float, default=0.01, help="relative loss tolerance (default 0.01)")
+    p.add_argument("--loss-tol", dest="loss_tol", type=float, default=DEFAULT_LOSS_TOL,
+                   help=f"relative loss tolerance (default {DEFAULT_LOSS_TOL})")
     p.add_argument("--noise-floor", dest="noise_floor", type=float, default=stats.NOISE_FLOOR,
                    help=f"smallest relative gain that counts (default {stats.NOISE_FLOOR})")
     add_option(p, "out", help=f"directory for the records and the plan file (default: {DEFAULT_OUT}/)")
@@ -268,9 +268,7 @@ def prepare(p: argparse.ArgumentParser, request: RunRequest, options: TuneOption
     try:
         check_writable(request.out)  # the plan file goes there first: a bad --out is one line, not a traceback
         start_plan = load_plan(options.start_plan)
-        rung = next((r for r in start_plan.rungs if r.name == options.start_rung), None)
-        if rung is None:
-            raise PlanError(f"no rung {options.start_rung!r} in plan {start_plan.name}; it has {', '.join(r.name for r in start_plan.rungs)}")
+        rung = start_plan.rung(options.start_rung)
         knobs = knobs_of(load_plan(options.knobs_plan))
         if options.knobs:
             wanted = [k.strip() for k in options.knobs.split(",") if k.strip()]
@@ -312,15 +310,10 @@ def main(argv=None) -> int:
                           knobs=args.knobs, batch_search=args.batch_search, max_batch=args.max_batch,
                           multiple=args.multiple, loss_tol=args.loss_tol, noise_floor=args.noise_floor)
     session = prepare(p, RunRequest.from_args(args), options)
-    out = session.request.out
-    with launcher.stop_on_signals():
-        try:
-            return search_and_report(session)
-        except launcher.Interrupted as exc:  # the running worker and its group are already stopped
-            print("\n".join(finished_lines(session.records, len(session.records), out)), flush=True)
-            print(f"python -m harness.tune: interrupted by {exc}: finished runs: {len(session.records)}, their records "
-                  f"are in {out}/ (plan file {session.plan_path})", file=sys.stderr, flush=True)
-            return exc.exit_code
+    with launcher.report_stops("python -m harness.tune", session.records, session.request.out,
+                               note=f"plan file {session.plan_path}") as stop:
+        code = search_and_report(session)
+    return code if stop.exit_code is None else stop.exit_code
 
 
 def search_and_report(session: Session) -> int:

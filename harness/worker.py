@@ -1,8 +1,9 @@
 """One measurement in its own process: `python -m harness.worker SPEC.json`.
 
-The spec (written by harness.run) holds the workload, the flags, the env name and where the record
-goes. Order matters: flags are frozen before the model is built and compiled; the timed steps run
-with nothing else in the loop; evidence (profiling, ...) is gathered only after them.
+The launcher (harness.launcher) starts it through harness.lifeline, which ties it to the runner first. SPEC.json
+is a harness.worker_spec.WorkerSpec: the workload, the flags, the env name and where the record goes. Order
+matters: flags are frozen before the model is built and compiled; the timed steps run with nothing else in
+the loop; evidence (profiling, ...) is gathered only after them.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from harness.evidence.capture import capture
 from harness.evidence.mfu import summary_mfu
 from harness.evidence.power import THROTTLING, PowerSampler
 from harness.record.io import write_record
-from harness.record.model import new_record
+from harness.worker_spec import WorkerSpec, WorkerSpecError
 
 
 def now() -> str:
@@ -104,7 +105,7 @@ def set_threads(requested: int | None) -> dict:
             "chosen": f"--threads {requested}" if requested else f"default: the usable CPUs ({usable})"}
 
 
-def measure(spec: dict, step_hook=None, progress=None) -> dict:
+def measure(spec: WorkerSpec, step_hook=None, progress=None) -> dict:
     """Run one measurement and return its record (never raises for a failed run: the status says it).
 
     step_hook(i) is called after step i, outside the timed region (tests use it to tamper with flags).
@@ -112,19 +113,15 @@ def measure(spec: dict, step_hook=None, progress=None) -> dict:
     runner): started, calibrating, building, compiling (or first step), each step (with its ms on CPU), profiling.
     Called outside the timed region."""
     progress = progress or (lambda event, **fields: None)
-    record = new_record(
-        run_id=spec["run_id"], env=spec["env"], plan=spec["plan"], rung=spec["rung"], rung_index=spec.get("rung_index"),
-        repeat=spec.get("repeat"), sweep=spec.get("sweep"), workload=spec["workload"], flags_requested=spec["flags"],
-        flags_hash=flagmod.flags_hash(spec["flags"]), started_at=now(), rerun_command=spec.get("rerun", ""),
-    )
+    record = spec.new_record(started_at=now())
     device = None
     sampler = None
     try:
-        config = WorkloadConfig(**spec["workload"]).validate()
-        flags = flagmod.FrozenFlags.from_dict(spec["flags"])
+        config = WorkloadConfig(**spec.workload).validate()
+        flags = flagmod.FrozenFlags.from_dict(spec.flags)
         device = resolve_device(config.device)
-        threads = set_threads(spec.get("threads"))
-        record["environment"] = envinfo.capture(spec["env"], device)
+        threads = set_threads(spec.threads)
+        record["environment"] = envinfo.capture(spec.env, device)
         record["environment"]["threads"] = threads
         progress("started", torch=torch.__version__, device=device.type, threads=threads["torch"])
         record["flags"]["applied"] = flagmod.apply(flags)  # before the model exists, so compile sees them
@@ -244,13 +241,17 @@ def main(argv=None) -> int:
     if len(argv) != 1:
         print("usage: python -m harness.worker SPEC.json", file=sys.stderr)
         return 2
-    with open(argv[0]) as f:
-        spec = json.load(f)
+    try:
+        with open(argv[0]) as f:
+            spec = WorkerSpec.from_json(f.read())
+    except (OSError, WorkerSpecError) as exc:
+        print(f"python -m harness.worker: {argv[0]}: {exc}", file=sys.stderr)
+        return 2
     runner_pid = lifeline.runner_pid()  # the launcher started this process through harness.lifeline, tied to it
     record = measure(spec, progress=emit_progress)
     if runner_pid is not None and os.getppid() != runner_pid:
         return 1  # the runner is gone (a platform without PR_SET_PDEATHSIG): nobody asked for this record any more
-    path = write_record(record, spec["out"])
+    path = write_record(record, spec.out)
     print(json.dumps({"record": str(path), "status": record["status"], "reason": record["reason"]}))
     return 0
 

@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from harness.record.io import read_record  # noqa: E402 (after the path above)
-from harness.record.view import RecordView  # noqa: E402
+from harness.record.io import read_record
+from harness.record.view import RecordView
 
 
 def bare_loop(workload: dict, flags: dict) -> dict:

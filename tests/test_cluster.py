@@ -19,8 +19,9 @@ from records_factory import make_record, write
 
 from harness.cluster import k8s, slurm
 from harness.cluster.__main__ import main
-from harness.cluster.matrix import Matrix, find_matrix, load_config, new_matrix
-from harness.run import build_points
+from harness.cluster.matrix import ClusterError, Matrix, expected_points, find_matrix, load_config, new_matrix
+from harness.request import build_points
+from harness.run import parse_request
 
 DATA = Path(__file__).parent / "data" / "slurm"
 LOCAL_CONFIG = ROOT / "scripts" / "slurm_local.yaml"
@@ -75,9 +76,7 @@ def calls(state: Path) -> list[list[str]]:
 
 
 def points_for(run_args: list[str]):
-    from harness.run import make_parser
-
-    return build_points(make_parser().parse_args(run_args))[1]
+    return build_points(parse_request(run_args))[1]
 
 
 def write_cell_records(results: Path, env: str, gpu: str, rungs=("fp32", "tf32"), status="ok", run_args=RUN_ARGS):
@@ -355,7 +354,7 @@ def test_k8s_job_names_stay_valid_for_long_plan_names(tmp_path):
     (["--envs", " , ", "--gpus", "a100"], "--envs: empty; name at least one of"),
     (["--envs", "torch212", "--gpus", ""], "--gpus: empty"),
     (["--envs", "torch212,torch212", "--gpus", "a100"], "--envs: torch212 given twice"),
-    (["--envs", "torch212", "--gpus", "a100", "--rungs", "nope"], "no rung(s) nope in plan seed-ladder"),
+    (["--envs", "torch212", "--gpus", "a100", "--rungs", "nope"], "no rung 'nope' in plan seed-ladder"),
     (["--envs", "torch212", "--gpus", "a100", "--", "--out", "x"], "--out and --env are set per cell"),
 ])
 def test_bad_matrix_exits_2_with_one_line_and_writes_nothing(tmp_path, args, message):
@@ -363,6 +362,20 @@ def test_bad_matrix_exits_2_with_one_line_and_writes_nothing(tmp_path, args, mes
     out.mkdir()
     proc = run_module("harness.cluster", "slurm", "submit", *args, "--results", out, timeout=120)
     assert_refused(proc, out, message)
+
+
+@pytest.mark.parametrize("run_args, message", [
+    (["--warmup-steps", "x"], "harness.run options: argument --warmup-steps: invalid int value: 'x'"),
+    (["--results", "r"], "harness.run options: unrecognized arguments: --results r"),
+    (["--threads", "0"], "--threads must be at least 1"),
+    (["--timeout", "0"], "--timeout 0: expected a number of seconds above 0"),
+    (["--sweep-name", "x"], "--sweep-name needs --sweep"),
+    (["--rungs", "fp32,nope"], "no rung 'nope' in plan seed-ladder"),
+])
+def test_the_matrix_checks_harness_run_options_as_harness_run_does(run_args, message):
+    """What harness.run would refuse before its first worker, the matrix refuses before anything is submitted."""
+    with pytest.raises(ClusterError, match="^" + message.replace("(", r"\(")):
+        expected_points(["--preset", "tiny", *run_args])
 
 
 def test_bad_cluster_config_exits_2(tmp_path):

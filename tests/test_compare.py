@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from records_factory import constant_ms, kernels, make_record, noisy_ms, write
 
-from harness.analysis.tables import registry
 from harness import compare
 from harness.analysis import stats
 from harness.analysis.cells import Cell
 from harness.analysis.context import Compare
 from harness.analysis.dataset import Filters, load, torch_version_key
+from harness.analysis.tables import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 BF16_SDPA = {"precision": "bf16", "attention": "sdpa", "sdpa_backend": "flash"}

@@ -12,11 +12,11 @@ import pytest
 from module_cli import run_module
 from records_factory import make_record, write
 
+from harness import contention
+from harness.analysis.cells import CONTENDED_NOTE
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
 from harness.analysis.tables import registry
-from harness import contention
-from harness.analysis.cells import CONTENDED_NOTE
 
 STAT = """cpu  900 0 300 5000 10 0 0 0 0 0
 cpu0 100 0 50 2000 5 0 0 {steal0} 0 0

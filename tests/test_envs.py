@@ -306,7 +306,7 @@ def test_one_invalid_spec_is_named_and_the_others_still_list_and_run(envs_copy, 
     assert failed.returncode == 1 and f"Session bench-{bad} aborted: {path}" in failed.stdout + failed.stderr
     local = nox("-s", "bench-local", "--no-install", "--envdir", str(tmp_path / "nox"), "--",
                 "--set", "compile=off", "--rungs", "nope", timeout=300)  # a good env still runs (up to harness.run)
-    assert "no rung(s) nope in plan seed-ladder" in local.stdout + local.stderr
+    assert "no rung 'nope' in plan seed-ladder" in local.stdout + local.stderr
 
 
 def test_runner_args_defaults_and_env_name():

@@ -25,8 +25,9 @@ import json, sys
 from gpt.config import make_config
 from harness.flags import flags_for
 from harness.worker import measure
+from harness.worker_spec import WorkerSpec
 w = make_config("tiny", **json.loads(sys.argv[1])).to_dict()
-spec = {"run_id": "explain-test", "env": "local", "plan": "test", "rung": "r", "workload": w, "flags": flags_for(w).to_dict()}
+spec = WorkerSpec(run_id="explain-test", env="local", plan="test", rung="r", workload=w, flags=flags_for(w).to_dict())
 print("RECORD " + json.dumps(measure(spec)))
 """
 
@@ -35,9 +36,10 @@ def measure_here(**overrides):
     from gpt.config import make_config
     from harness.flags import flags_for
     from harness.worker import measure
+    from harness.worker_spec import WorkerSpec
 
     w = make_config("tiny", **{**WORKLOAD, **overrides}).to_dict()
-    spec = {"run_id": "explain-test", "env": "local", "plan": "test", "rung": "r", "workload": w, "flags": flags_for(w).to_dict()}
+    spec = WorkerSpec(run_id="explain-test", env="local", plan="test", rung="r", workload=w, flags=flags_for(w).to_dict())
     return measure(spec)
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from records_factory import make_record, noisy_ms, write
 
 from harness.analysis import fastest
-from harness.analysis.tables import fastest as fastest_tables
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
+from harness.analysis.tables import fastest as fastest_tables
 from harness.flags import flags_for
 
 ROOT = Path(__file__).resolve().parent.parent

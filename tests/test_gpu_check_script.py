@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from records_factory import kernels, make_record, write
 
+from harness.request import build_points
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "gpu_check.sh"
 CHECKER = ROOT / "scripts" / "check_explain_records.py"
@@ -70,14 +72,13 @@ def test_every_option_is_accepted_by_the_modules_parser(module_name, argv):
     except SystemExit as exc:  # argparse printed why on stderr
         pytest.fail(f"{module_name} {shlex.join(argv)}: rejected by its parser (exit {exc.code})")
     if module_name == "harness.run":  # plan, rung names, preset and --set fields exist; the configs validate
-        _plan, points = module.build_points(args)
+        _plan, points = build_points(module.parse_request(argv))
         assert points and all(p.workload["preset"] == "gpt2-124m" and p.workload["device"] == "cuda" for p in points)
     if module_name == "harness.batch_search":
-        from harness import request as runmod
         from harness.plan import load_plan
 
         assert args.rung in {r.name for r in load_plan(args.plan).rungs}
-        _plan, (point,) = runmod.build_points(module.run_args(args, args.start))
+        _plan, (point,) = build_points(module.run_args(args, args.start))
         assert (point.workload["precision"], point.workload["compile"], point.workload["seq_len"]) == ("bf16", "default", 1024)
 
 
@@ -85,7 +86,7 @@ def test_explain_runs_capture_kernels_and_include_an_sdpa_rung():
     (argv,) = [a for m, a in COMMANDS if m == "harness.run" and "--rungs" in a]
     from harness import run as runmod
 
-    _plan, points = runmod.build_points(runmod.make_parser().parse_args(argv))
+    _plan, points = build_points(runmod.parse_request(argv))
     assert all(p.workload["profile_steps"] > 0 for p in points)
     assert any(p.workload["attention"] == "sdpa" for p in points)
 

@@ -1,6 +1,7 @@
 """The layers: gpt/ is the workload and imports nothing from harness/ (harness runs it, never the other way
 round). Checked twice: every gpt/*.py parsed for an import of harness (also relative or by string), and
-every gpt module imported in a fresh interpreter with no harness module loaded afterwards. The torch-free
+every gpt module imported in a fresh interpreter with no harness module loaded afterwards. The record layer,
+which every other layer imports, imports nothing of harness outside it (read the same way). The torch-free
 rule for compare/report is tests/test_no_torch.py."""
 
 from __future__ import annotations
@@ -65,6 +66,17 @@ def test_importing_gpt_loads_no_harness_module():
             f"print(sorted(m for m in sys.modules if m == {LAYER!r} or m.startswith({LAYER + '.'!r})))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", f"importing gpt loaded {out.stdout.strip()}"
+
+
+RECORD_FILES = sorted((ROOT / "harness" / "record").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", RECORD_FILES, ids=[p.name for p in RECORD_FILES])
+def test_the_record_layer_imports_neither_side(path):
+    """docs/architecture.md: imports point toward the record layer, which imports neither the runner side nor analysis."""
+    outside = [found for found in harness_imports(path.read_text(), "harness.record")
+               if not found.split(": ", 1)[1].startswith("harness.record")]
+    assert outside == [], f"harness/record/{path.name} imports {outside}"
 
 
 # ---------------------------------------------------------------- harness: analysis below the command lines, no circles

@@ -18,8 +18,9 @@ from harness.analysis.context import DEFAULT_LOSS_TOL
 from harness.plan import load_plan
 from harness.record.io import iter_records
 from harness.record.model import workload_hash
-from harness.run import build_points
+from harness.request import RunRequest, build_points
 from harness.worker import measure
+from harness.worker_spec import WorkerSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 HAS_CCE = importlib.util.find_spec("cut_cross_entropy") is not None
@@ -86,15 +87,13 @@ def test_reasons_on_cpu_and_without_the_library(monkeypatch):
         assert f"needs {package}, which is not installed in this env" in reason
 
 
-def _beyond_point(rung: str) -> dict:
-    import argparse
-
-    args = argparse.Namespace(plan="beyond-ladder", preset="tiny", set=["compile=off"], flag=None, sweep=None, steps=3,
-                              warmup_steps=1, device="cpu", batch_size=None, seq_len=None, rungs=rung, repeats=1)
-    _plan, points = build_points(args)
+def _beyond_point(rung: str) -> WorkerSpec:
+    request = RunRequest(plan="beyond-ladder", preset="tiny", sets=("compile=off",), steps=3, warmup_steps=1, device="cpu",
+                         rungs=rung, repeats=1)
+    _plan, points = build_points(request)
     p = points[0]
-    return {"run_id": f"test-{rung}", "env": "local", "plan": "beyond-ladder", "rung": p.rung, "rung_index": p.rung_index,
-            "repeat": 0, "sweep": None, "workload": p.workload, "flags": p.flags, "out": "", "rerun": ""}
+    return WorkerSpec(run_id=f"test-{rung}", env="local", plan="beyond-ladder", rung=p.rung, rung_index=p.rung_index,
+                      repeat=0, workload=p.workload, flags=p.flags)
 
 
 @pytest.mark.skipif(not HAS_LIGER, reason="liger-kernel is not installed in this env (the latest spec pins it)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import types
+from dataclasses import replace
 
 import pytest
 
@@ -102,13 +103,14 @@ def test_the_runner_names_the_gpu_a_dead_worker_was_meant_for(fake, monkeypatch)
     from harness import envinfo
     from harness import launcher as runmod
     from harness.record.view import device_label
+    from harness.worker_spec import WorkerSpec
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    spec = {"env": "local", "workload": {"device": "auto"}}
+    spec = WorkerSpec(run_id="r", env="local", plan="p", rung="r", workload={"device": "auto"}, flags={})
     env = runmod.intended_environment(spec)
     assert env["device"] == "cuda" and env["gpu"]["name"] == "NVIDIA H100 80GB HBM3" and env["gpu"]["capability"] == "9.0"
     assert fake.asked == [1]
     # the same label as the worker's own records of that machine: its machine id, like theirs (harness.envinfo)
     assert device_label(env) == device_label({"gpu": {"name": "NVIDIA H100 80GB HBM3"}, "machine": envinfo.machine_id()})
-    cpu = runmod.intended_environment({"env": "local", "workload": {"device": "cpu"}})
+    cpu = runmod.intended_environment(replace(spec, workload={"device": "cpu"}))
     assert cpu["device"] == "cpu" and device_label(cpu).startswith("cpu: ")

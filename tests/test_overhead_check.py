@@ -17,6 +17,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import overhead_check
 
 from harness import run as runmod
+from harness.request import build_points
 
 
 def test_verdict_is_the_median_ratio_against_the_tolerance():
@@ -44,8 +45,7 @@ def test_the_gpu_check_call_parses():
     argv = ["1" if "$" in w else w for w in words]
     args, run_args = overhead_check.make_parser().parse_known_args(argv)
     assert args.rung == "fused-adamw-clip" and args.rounds == 3 and args.tolerance == 0.01
-    ns = runmod.make_parser().parse_args([*run_args, "--rungs", args.rung])
-    _plan, points = runmod.build_points(ns)
+    _plan, points = build_points(runmod.parse_request([*run_args, "--rungs", args.rung]))
     assert len(points) == 1 and points[0].workload["batch_size"] == 64 and points[0].workload["seq_len"] == 1024
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from module_cli import run_module
 
+from harness.analysis import findings
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
 from harness.analysis.tables import knobs as knob_tables
-from harness.analysis import findings
 from harness.plan import load_plan
 from harness.record.io import iter_records
 

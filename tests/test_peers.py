@@ -8,9 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.analysis.group import estimate
-from harness.analysis.context import Compare
 from harness.analysis.dataset import load
+from harness.analysis.group import estimate
 from harness.record.io import iter_records
 
 ROOT = Path(__file__).resolve().parent.parent

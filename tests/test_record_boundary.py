@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = ("summary", "environment", "explain", "steps", "workload", "flags", "contention", "reference", "peer")
 CHAIN = re.compile(r"or \{\}\)\.get\(")
-SECTION = re.compile(r"""(\[|\.get\()\s*["'](%s)["']""" % "|".join(SECTIONS))
+SECTION = re.compile(r"""(\[|\.get\()\s*["'](""" + "|".join(SECTIONS) + r""")["']""")
 BUILDERS = {  # modules that build records or their sections (their reads are of what they are writing)
     "harness/worker.py", "harness/launcher.py", "harness/envinfo.py", "harness/contention.py",
     "results/reference/transcribe.py", "results/transcribe_peers.py",

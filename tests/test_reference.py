@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from records_factory import constant_ms, make_record, write
 
-from harness.analysis.tables import reference, registry
 from harness.analysis import stats
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
+from harness.analysis.tables import reference, registry
 from harness.record.io import iter_records
 
 ROOT = Path(__file__).resolve().parent.parent

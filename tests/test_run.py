@@ -3,6 +3,8 @@
 import json
 import os
 import re
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,8 @@ from harness.plan import PlanError, load_plan
 from harness.record.io import iter_records, read_record
 from harness.record.model import workload_hash
 from harness.record.view import device_label
+from harness.request import OptionError, build_points, rerun_command
+from harness.worker_spec import WorkerSpec
 
 
 @pytest.mark.parametrize("args, message", [
@@ -23,7 +27,7 @@ from harness.record.view import device_label
     (["--set", "bogus=1"], "unknown workload field 'bogus'"),
     (["--set", "precision"], "expected FIELD=VALUE"),
     (["--set", "precision=fp8"], "precision='fp8'"),
-    (["--rungs", "fp32,warp-drive"], "no rung(s) warp-drive"),
+    (["--rungs", "fp32,warp-drive"], "no rung 'warp-drive' in plan seed-ladder; it has fp32, tf32"),
     (["--repeats", "0"], "--repeats must be at least 1"),
     (["--env", "a/b"], "--env 'a/b'"),
     (["--env", "Torch212"], "--env 'Torch212'"),
@@ -88,8 +92,7 @@ def test_a_wrongly_typed_plan_is_exit_2_naming_file_and_field(tmp_path):
 
 
 def test_run_ids_are_plain_file_names_and_not_taken(tmp_path):
-    args = runmod.make_parser().parse_args(["--out", str(tmp_path), "--rungs", "fp32", "--sweep", "data=text:/a/b.txt"])
-    _, points = runmod.build_points(args)
+    _, points = build_points(runmod.parse_request(["--out", str(tmp_path), "--rungs", "fp32", "--sweep", "data=text:/a/b.txt"]))
     run_id = launcher.new_run_id("local", "seed-ladder", points[0], tmp_path)
     assert "/" not in run_id and re.fullmatch(r"[A-Za-z0-9._-]+", run_id)
 
@@ -98,13 +101,12 @@ def test_run_ids_are_plain_file_names_and_not_taken(tmp_path):
 def test_a_taken_run_id_keeps_the_new_measurement_under_a_fresh_id(tmp_path):
     """The worker finds its run_id taken: the old record stays, the new measurement gets a fresh id, and the
     runner returns the new one (it returned the old record as the result, and lost the measurement, before)."""
-    args = runmod.make_parser().parse_args(["--out", str(tmp_path), "--rungs", "fp32", "--set", "compile=off",
-                                            "--steps", "3", "--warmup-steps", "1"])
-    _, points = runmod.build_points(args)
+    _, points = build_points(runmod.parse_request(["--out", str(tmp_path), "--rungs", "fp32", "--set", "compile=off",
+                                                   "--steps", "3", "--warmup-steps", "1"]))
     old = make_record(run_id="taken", env="local", gpu=None, rung="fp32")
     (tmp_path / "taken.json").write_text(json.dumps(old))
-    spec = {"run_id": "taken", "env": "local", "plan": "seed-ladder", "rung": "fp32", "rung_index": 0, "repeat": 0,
-            "sweep": None, "workload": points[0].workload, "flags": points[0].flags, "out": str(tmp_path), "rerun": "x"}
+    spec = WorkerSpec(run_id="taken", env="local", plan="seed-ladder", rung="fp32", rung_index=0, repeat=0,
+                      workload=points[0].workload, flags=points[0].flags, out=str(tmp_path), rerun="x")
     record = launcher.run_point(spec, timeout_s=600)
     assert record["status"] == "ok" and record["run_id"].startswith("taken-") and record["started_at"] is not None
     assert json.loads((tmp_path / "taken.json").read_text()) == old
@@ -125,6 +127,17 @@ def test_plans_are_data(tmp_path):
         load_plan(str(plan))
 
 
+def test_a_rung_the_plan_lacks_is_one_message_everywhere():
+    """harness.run's --rungs, batch_search's --rung, tune's --start-rung and the cluster's matrix all ask the plan."""
+    plan = load_plan("seed-ladder")
+    with pytest.raises(PlanError, match=r"^no rungs 'warp', 'x' in plan seed-ladder; it has fp32, tf32, bf16, "):
+        plan.check_rungs(["fp32", "warp", "x", "warp"])
+    plan.check_rungs(["bf16", "fp32"])
+    assert plan.rung("bf16") is plan.rungs[2]
+    with pytest.raises(PlanError, match=r"^no rung 'warp' in plan seed-ladder; it has "):
+        plan.rung("warp")
+
+
 def test_seed_ladder_is_the_users_ladder():
     rungs = load_plan("seed-ladder").rungs
     assert [r.name for r in rungs] == ["fp32", "tf32", "bf16", "sdpa-flash", "vocab-50304", "fused-adamw-clip"]
@@ -134,10 +147,9 @@ def test_seed_ladder_is_the_users_ladder():
 
 
 def test_a_worker_that_dies_still_leaves_an_error_record(tmp_path):
-    args = runmod.make_parser().parse_args(["--out", str(tmp_path), "--rungs", "fp32", "--set", "compile=off"])
-    _, points = runmod.build_points(args)
-    spec = {"run_id": "dies", "env": "local", "plan": "seed-ladder", "rung": "fp32", "rung_index": 0, "repeat": 0, "sweep": None,
-            "workload": points[0].workload, "flags": points[0].flags, "out": str(tmp_path), "rerun": "x"}
+    _, points = build_points(runmod.parse_request(["--out", str(tmp_path), "--rungs", "fp32", "--set", "compile=off"]))
+    spec = WorkerSpec(run_id="dies", env="local", plan="seed-ladder", rung="fp32", rung_index=0, repeat=0,
+                      workload=points[0].workload, flags=points[0].flags, out=str(tmp_path), rerun="x")
     record = launcher.run_point(spec, timeout_s=0.5)  # far too short: the worker is killed
     assert record["status"] == "error" and "timed out" in record["reason"]
     assert json.loads((tmp_path / "dies.json").read_text())["status"] == "error"
@@ -149,11 +161,26 @@ def test_a_worker_that_dies_still_leaves_an_error_record(tmp_path):
 
 
 def test_rerun_command_names_env_and_rung():
-    args = runmod.make_parser().parse_args(["--env", "torch212", "--preset", "tiny", "--set", "batch_size=2"])
-    _, points = runmod.build_points(args)
-    assert runmod.rerun_command(args, points[2]) == "nox -s bench-torch212 -- --plan seed-ladder --preset tiny --rungs bf16 --repeats 1 --out results/runs --set batch_size=2"
-    args.env = "local"
-    assert runmod.rerun_command(args, points[2]).startswith("python -m harness.run --env local --plan seed-ladder")
+    request = runmod.parse_request(["--env", "torch212", "--preset", "tiny", "--set", "batch_size=2"])
+    _, points = build_points(request)
+    assert rerun_command(request, points[2]) == "nox -s bench-torch212 -- --plan seed-ladder --preset tiny --rungs bf16 --repeats 1 --out results/runs --set batch_size=2"
+    request = runmod.parse_request(["--env", "local", "--preset", "tiny", "--set", "batch_size=2"])
+    assert rerun_command(request, points[2]).startswith("python -m harness.run --env local --plan seed-ladder")
+
+
+def test_parse_request_is_the_command_line_as_data():
+    """harness.run's arguments held as data (harness.cluster's) make the same RunRequest the command line makes;
+    an option the parser refuses is one OptionError line, never argparse's usage text and exit."""
+    argv = ["--rungs", "fp32", "--set", "compile=off", "--flag", "cudnn_benchmark=true", "--steps", "3", "--timeout", "60"]
+    request = runmod.parse_request(argv)
+    assert request == runmod.RunRequest.from_args(runmod.make_parser().parse_args(argv))
+    assert (request.rungs, request.sets, request.flags, request.steps, request.timeout) == (
+        "fp32", ("compile=off",), ("cudnn_benchmark=true",), 3, 60.0)
+    for bad, message in ((["--steps", "three"], "argument --steps: invalid int value: 'three'"),
+                         (["--warp"], "unrecognized arguments: --warp"),
+                         (["--preset", "huge"], "argument --preset: invalid choice: 'huge'")):
+        with pytest.raises(OptionError, match=re.escape(message)):
+            runmod.parse_request(bad)
 
 
 @pytest.mark.slow
@@ -173,3 +200,51 @@ def test_tiny_ladder_compiled_on_cpu_gives_one_valid_record_per_rung(tmp_path):
     assert records["vocab-50304"]["flags"]["hash"] == records["sdpa-flash"]["flags"]["hash"]
     assert len({r["workload_hash"] for r in records.values()}) == 6  # ...but every rung's workload differs
     assert "[6/6] fused-adamw-clip" in proc.stdout and "ms/step (median)" in proc.stdout
+
+
+# ---------------------------------------------------------------- the one stop handler
+
+
+def test_report_stops_says_what_finished_and_why_and_restores_the_handlers(capsys):
+    records = [make_record(run_id="a", rung="fp32", gpu=None)]
+    before = {sig: signal.getsignal(sig) for sig in launcher.STOP_SIGNALS}
+    with launcher.report_stops("python -m harness.x", records, "out/", note="plan file p.yaml") as stop:
+        stop.total = 3
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises Interrupted at the next bytecode, long before this ends
+        pytest.fail("the stop signal did not end the work")
+    assert stop.exit_code == 143
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["finished before the stop: 1 of 3 run(s)", "  fp32 #0: ok -> out/a.json"]
+    assert err == ("python -m harness.x: interrupted by SIGTERM: the running worker and its subprocesses were stopped; "
+                   "1 run(s) finished, their records are in out/ (plan file p.yaml)\n")
+    assert {sig: signal.getsignal(sig) for sig in launcher.STOP_SIGNALS} == before
+    with launcher.report_stops("python -m harness.x", records, "out") as stop:
+        pass  # no signal: nothing said, no exit code
+    assert stop.exit_code is None and capsys.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize("module, argv", [
+    ("run", ["--rungs", "fp32,tf32", "--set", "compile=off"]),
+    ("batch_search", ["--rung", "fp32", "--set", "compile=off", "--start", "2", "--max", "8"]),
+    ("tune", ["--set", "compile=off", "--knobs", "sdpa-auto", "--no-batch-search"]),
+])
+def test_every_command_that_runs_workers_stops_through_report_stops(tmp_path, monkeypatch, capsys, module, argv):
+    """harness.run, batch_search and tune: a stop signal during a run (a worker finished before it) is the same
+    exit code, the same finished list and the same last stderr line, from the one handler."""
+    import importlib
+
+    def one_then_stopped(request, plan_name, points, records=None):
+        records.append(make_record(run_id="first", rung=points[0].rung, gpu=None, workload=points[0].workload))
+        raise launcher.Interrupted(signal.SIGINT)
+
+    monkeypatch.setattr(launcher, "run_points", one_then_stopped)
+    monkeypatch.setattr(runmod, "run_points", one_then_stopped)
+    code = importlib.import_module(f"harness.{module}").main([*argv, "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 130
+    assert "finished before the stop: 1 of " in out and f"#0: ok -> {tmp_path / 'first.json'}" in out
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"python -m harness.{module}: interrupted by SIGINT: the running worker and its subprocesses "
+                           f"were stopped; 1 run(s) finished, their records are in {tmp_path}/")
+    assert ("(plan file " in last) == (module == "tune")

@@ -23,6 +23,8 @@ import pytest
 from harness import launcher
 from harness import run as runmod
 from harness.record.io import iter_records
+from harness.request import build_points
+from harness.worker_spec import WorkerSpec
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
 
@@ -180,11 +182,9 @@ def test_a_timed_out_worker_goes_with_its_whole_process_group(tmp_path, monkeypa
     monkeypatch.setenv("PYTHONPATH", str(site))
     monkeypatch.setenv("HARNESS_TEST_GRANDCHILD_PIDS", str(pids_file))
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
-    args = runmod.make_parser().parse_args(["--out", str(tmp_path / "out"), "--rungs", "fp32", *FAST, "--steps", "5000"])
-    _, points = runmod.build_points(args)
-    spec = {"run_id": "slow", "env": "local", "plan": "seed-ladder", "rung": "fp32", "rung_index": 0, "repeat": 0,
-            "sweep": None, "workload": points[0].workload, "flags": points[0].flags, "out": str(tmp_path / "out"),
-            "rerun": "x"}
+    _, points = build_points(runmod.parse_request(["--out", str(tmp_path / "out"), "--rungs", "fp32", *FAST, "--steps", "5000"]))
+    spec = WorkerSpec(run_id="slow", env="local", plan="seed-ladder", rung="fp32", rung_index=0, repeat=0,
+                      workload=points[0].workload, flags=points[0].flags, out=str(tmp_path / "out"), rerun="x")
     record = launcher.run_point(spec, timeout_s=20)
     assert record["status"] == "error" and "timed out after 20 s" in record["reason"]
     grandchildren = [int(x) for x in pids_file.read_text().split()]

@@ -1,5 +1,5 @@
 """Sweeps: --sweep parsing and errors, plan sweeps, the alignment plan's arithmetic, the sweep analysis
-(harness.sweep: rows, knee, table) on hand-built records, and a real CPU sweep (one process and one
+(harness.sweep: rows, knee; harness.compare's sweeps table) on hand-built records, and a real CPU sweep (one process and one
 record per point, each tagged with its sweep)."""
 
 from __future__ import annotations
@@ -7,26 +7,28 @@ from __future__ import annotations
 import csv
 import io
 import json
+import tempfile
+from pathlib import Path
 
 import pytest
 from module_cli import assert_refused, run_module
 from records_factory import make_record, write
 
-from harness.analysis.context import Compare
-from harness.analysis.dataset import load
-from harness.analysis.tables import registry
 from harness import request
 from harness import run as runmod
 from harness import sweep as sweepmod
-from harness.record.view import RecordView
+from harness.analysis.context import Compare
+from harness.analysis.dataset import load
+from harness.analysis.tables import registry
 from harness.plan import PlanError, load_plan
 from harness.record.io import iter_records, validate
+from harness.record.view import RecordView
 
 GIB = 2**30
 
 
 def run_args(*argv):
-    return runmod.make_parser().parse_args(list(argv))
+    return runmod.parse_request(list(argv))
 
 
 def pow2(n: int) -> int:
@@ -78,7 +80,7 @@ def test_bad_sweep_on_the_command_line_is_exit_2_and_runs_nothing(tmp_path, args
 def test_cli_sweep_points_one_per_rung_value_and_repeat_and_the_value_wins():
     args = run_args("--rungs", "fp32,bf16", "--repeats", "2", "--set", "batch_size=3", "--batch-size", "5",
                     "--sweep", "batch_size=2,4,8")
-    plan, points = runmod.build_points(args)
+    plan, points = request.build_points(args)
     assert plan == "seed-ladder" and len(points) == 2 * 3 * 2
     assert [(p.rung, p.workload["batch_size"], p.repeat) for p in points[:6]] == [
         ("fp32", 2, 0), ("fp32", 2, 1), ("fp32", 4, 0), ("fp32", 4, 1), ("fp32", 8, 0), ("fp32", 8, 1)]
@@ -86,17 +88,17 @@ def test_cli_sweep_points_one_per_rung_value_and_repeat_and_the_value_wins():
         assert p.sweep == {"name": "batch_size", "field": "batch_size", "value": p.workload["batch_size"]}
     assert {p.workload["precision"] for p in points if p.rung == "bf16"} == {"bf16"}  # rung settings kept
     # the rerun command makes just that point again, under the same sweep name
-    named = runmod.build_points(run_args("--rungs", "fp32", "--sweep", "seq_len=32,64", "--sweep-name", "T"))[1]
-    cmd = runmod.rerun_command(run_args("--rungs", "fp32"), named[1])
+    named = request.build_points(run_args("--rungs", "fp32", "--sweep", "seq_len=32,64", "--sweep-name", "T"))[1]
+    cmd = request.rerun_command(run_args("--rungs", "fp32"), named[1])
     assert "--sweep seq_len=64 --sweep-name T" in cmd and "--rungs fp32" in cmd
-    again = runmod.build_points(run_args(*cmd.split()[3:]))[1]
+    again = request.build_points(run_args(*cmd.split()[3:]))[1]
     assert [(p.sweep, p.workload["seq_len"]) for p in again] == [(named[1].sweep, 64)]
 
 
 def test_points_without_a_sweep_are_untagged():
-    _, points = runmod.build_points(run_args("--rungs", "fp32"))
+    _, points = request.build_points(run_args("--rungs", "fp32"))
     assert [p.sweep for p in points] == [None]
-    assert "--sweep" not in runmod.rerun_command(run_args("--rungs", "fp32"), points[0])
+    assert "--sweep" not in request.rerun_command(run_args("--rungs", "fp32"), points[0])
 
 
 # ---------------------------------------------------------------- sweeps in plans
@@ -116,13 +118,13 @@ def test_plan_sweep_applies_to_every_rung_and_a_rung_sweep_replaces_it(tmp_path)
     plan = load_plan(path)
     assert plan.sweep.field == "batch_size" and plan.rungs[0].sweep is plan.sweep
     assert (plan.rungs[1].sweep.name, plan.rungs[1].sweep.values) == ("tee", [16, 32, 48])
-    _, points = runmod.build_points(run_args("--plan", path))
+    _, points = request.build_points(run_args("--plan", path))
     assert [(p.rung, p.sweep["name"], p.sweep["field"], p.sweep["value"]) for p in points] == [
         ("a", "batch_size", "batch_size", 2), ("a", "batch_size", "batch_size", 4),
         ("b", "tee", "seq_len", 16), ("b", "tee", "seq_len", 32), ("b", "tee", "seq_len", 48)]
     assert [p.workload["batch_size"] for p in points[:2]] == [2, 4]  # the sweep wins over the rung's set
     # a command-line sweep replaces the plan's
-    _, points = runmod.build_points(run_args("--plan", path, "--sweep", "n_layer=1,3"))
+    _, points = request.build_points(run_args("--plan", path, "--sweep", "n_layer=1,3"))
     assert [(p.rung, p.workload["n_layer"]) for p in points] == [("a", 1), ("a", 3), ("b", 1), ("b", 3)]
     assert {p.workload["seq_len"] for p in points} == {64}
 
@@ -162,7 +164,7 @@ def test_alignment_plan_is_the_seeds_best_rung_with_two_families():
     assert (vocab.sweep.name, vocab.sweep.field) == ("alignment-vocab", "vocab_size")
     assert (b15.sweep.name, b15.sweep.field, b16.sweep.field) == ("alignment-bt", "seq_len", "seq_len")
     assert (b15.settings["batch_size"], b16.settings["batch_size"]) == (15, 16)
-    _, points = runmod.build_points(run_args("--plan", "alignment", "--preset", "gpt2-124m"))
+    _, points = request.build_points(run_args("--plan", "alignment", "--preset", "gpt2-124m"))
     assert len(points) == 8 + 6 + 6 and all(p.sweep for p in points)
     assert {p.workload["batch_size"] for p in points if p.rung == "vocab"} == {16}  # the preset's B
     assert {p.workload["seq_len"] for p in points if p.rung == "vocab"} == {1024}
@@ -253,7 +255,7 @@ def test_sweep_rows_group_merge_order_and_mark():
     assert [r["value"] for r in sweepmod.sweep_rows(flat, tolerance=0.001) if r["is_knee"]] == [64]
 
 
-def test_sweep_rows_show_the_lm_head_kernel_and_when_it_changed():
+def test_sweep_rows_show_the_lm_head_kernel_and_when_it_changed(tmp_path, capsys):
     gemm_a, gemm_b = "sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1"
     records = [point(v, 50.0, field="vocab_size", name="alignment-vocab", kernel=k)
                for v, k in ((50257, gemm_a), (50264, gemm_a), (50304, gemm_b), (50368, None), (50432, gemm_b), (50688, gemm_a))]
@@ -261,9 +263,9 @@ def test_sweep_rows_show_the_lm_head_kernel_and_when_it_changed():
     assert [r["value"] for r in rows] == [50257, 50264, 50304, 50368, 50432, 50688]
     assert [r["lm_head_kernel"] for r in rows] == [gemm_a, gemm_a, gemm_b, "-", gemm_b, gemm_a]
     assert [r["kernel_changed"] for r in rows] == [False, False, True, False, False, True]  # '-' neither changes nor resets
-    text = sweepmod.sweep_table(records)
+    text = compare_sweeps(capsys, tmp_path, records)
     assert text.count("kernel changed") == 3  # two rows and the footnote
-    assert gemm_b in text and "alignment-vocab" in text
+    assert gemm_b[:57] in text and "alignment-vocab" in text  # the table shortens a kernel name to 60 characters
 
 
 def test_sweep_curves_for_plots():
@@ -275,24 +277,33 @@ def test_sweep_curves_for_plots():
     assert sweepmod.sweep_curves([make_record()]) == []
 
 
-def test_sweep_table_formats_are_stable():
+def compare_sweeps(capsys, tmp_path, records, fmt: str = "text") -> str:
+    """What a user sees of these records' sweeps: `python -m harness.compare DIR --table sweeps --format FMT`."""
+    from harness import compare
+
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    write(folder, records)
+    capsys.readouterr()
+    assert compare.main([str(folder), "--table", "sweeps", "--format", fmt]) == 0
+    return capsys.readouterr().out
+
+
+def test_the_sweeps_table_in_every_format(tmp_path, capsys):
     records = [point(64, 100.0, used=40 * GIB), point(32, 60.0, used=22 * GIB), point(128, 0, status="oom")]
-    text = sweepmod.sweep_table(records)
-    lines = text.splitlines()
-    assert lines[0].split() == ["sweep", "field", "rung", "env", "device", "value", "status", "runs", "tokens/s", "vs", "best",
-                                "peak", "MiB", "memory", "lm_head", "kernel", "note"]
+    text = compare_sweeps(capsys, tmp_path, records)
+    header = next(line for line in text.splitlines() if line.startswith("sweep "))
+    assert header.split() == ["sweep", "rung", "GPU", "env", "value", "status", "runs", "tokens/s", "vs", "best", "peak", "MiB",
+                              "memory", "lm_head", "kernel", "note"]
     assert "40,960" in text and "655,360" in text and "knee = the smallest value" in text  # 40 GiB; 64*1024/0.1 s
-    assert sweepmod.sweep_table(records) == text  # deterministic
-    md = sweepmod.sweep_table(records, "markdown")
-    assert md.splitlines()[0].startswith("| sweep") and "|:--" in md.splitlines()[1]
-    rows = list(csv.DictReader(io.StringIO(sweepmod.sweep_table(records, "csv"))))
-    assert [r["value"] for r in rows] == ["32", "64", "128"] and rows[1]["peak_memory_bytes"] == str(40 * GIB)
+    md = compare_sweeps(capsys, tmp_path, records, "markdown")
+    table = [line for line in md.splitlines() if line.startswith("|")]
+    assert table[0].startswith("| sweep") and table[1].startswith("|--")
+    rows = list(csv.DictReader(io.StringIO(compare_sweeps(capsys, tmp_path, records, "csv"))))
+    assert [r["value"] for r in rows] == ["32", "64", "128"] and rows[1]["memory_bytes"] == str(40 * GIB)
     assert rows[2]["tokens_per_s"] == "" and rows[2]["status"] == "oom"
-    data = json.loads(sweepmod.sweep_table(records, "json"))
-    assert [d["value"] for d in data] == [32, 64, 128] and data[1]["is_knee"]
-    assert sweepmod.sweep_table([make_record()]) == "no sweep records"
-    with pytest.raises(sweepmod.SweepError, match="format 'html'"):
-        sweepmod.sweep_table(records, "html")
+    (table,) = json.loads(compare_sweeps(capsys, tmp_path, records, "json"))["tables"]
+    assert [r["value"] for r in table["rows"]] == [32, 64, 128] and table["rows"][1]["mark"] == "best, knee"
+    assert "no sweep records" in compare_sweeps(capsys, tmp_path, [make_record()], "markdown")
 
 
 def test_peak_and_usable_memory_per_device():
@@ -317,7 +328,7 @@ def test_peak_and_usable_memory_per_device():
 
 
 @pytest.mark.slow
-def test_real_cpu_sweep_one_process_and_record_per_point(tmp_path):
+def test_real_cpu_sweep_one_process_and_record_per_point(tmp_path, capsys):
     out = tmp_path / "results"
     proc = run_module("harness.run", "--rungs", "fp32", "--set", "compile=off", "--set", "profile_steps=0", "--steps", "3",
                        "--warmup-steps", "1", "--sweep", "batch_size=2,6", "--out", str(out))
@@ -335,7 +346,8 @@ def test_real_cpu_sweep_one_process_and_record_per_point(tmp_path):
     rows = sweepmod.sweep_rows(records)
     assert [(r["value"], r["status"], r["memory_source"]) for r in rows] == [(2, "ok", "peak RSS"), (6, "ok", "peak RSS")]
     assert sum(r["is_knee"] for r in rows) == 1 and all(r["tokens_per_s"] > 0 for r in rows)
-    assert "batch_size" in sweepmod.sweep_table(records)
+    text = compare_sweeps(capsys, tmp_path, records)  # what the user reads of them
+    assert "batch_size (batch_size)" in text and "knee" in text and "peak RSS" in text
 
 
 def test_compare_sweeps_table_keeps_rungs_of_one_sweep_apart_with_knee_and_kernel(tmp_path, capsys):

@@ -8,13 +8,14 @@ from gpt.config import make_config
 from harness.flags import flags_for
 from harness.record.io import validate
 from harness.worker import measure
+from harness.worker_spec import WorkerSpec
 
 
 def spec_for(tmp_path, run_id="t", **overrides):
     """A tiny eager run; no profiling after the steps unless asked (explain has its own tests): seconds, not tens."""
     workload = make_config("tiny", **{"steps": 6, "warmup_steps": 2, "profile_steps": 0, **overrides}).to_dict()
-    return {"run_id": run_id, "env": "local", "plan": "test", "rung": "r", "workload": workload,
-                "flags": flags_for(workload).to_dict(), "out": str(tmp_path), "rerun": "python -m harness.run ..."}
+    return WorkerSpec(run_id=run_id, env="local", plan="test", rung="r", workload=workload,
+                      flags=flags_for(workload).to_dict(), out=str(tmp_path), rerun="python -m harness.run ...")
 
 
 def test_ok_record_has_per_step_series_and_summary(tmp_path):

@@ -32,11 +32,6 @@ from harness.analysis.dataset import short_gpu
 from harness.analysis.fastest import overviews
 from harness.analysis.group import Group, estimate, run_ids
 from harness.analysis.kernel_split import kernel_split
-from harness.analysis.tables.cross import cross as cross_result
-from harness.analysis.tables.knobs import knob_effects, splits
-from harness.analysis.tables.ladder import ladders
-from harness.analysis.tables.loss import parity_rows
-from harness.analysis.tables.sweeps import sweep_records
 from harness.analysis.knob_pairs import (
     MIB,
     lm_head_text,
@@ -51,6 +46,11 @@ from harness.analysis.knob_pairs import (
     speed_text,
     where,
 )
+from harness.analysis.tables.cross import cross as cross_result
+from harness.analysis.tables.knobs import knob_effects, splits
+from harness.analysis.tables.ladder import ladders
+from harness.analysis.tables.loss import parity_rows
+from harness.analysis.tables.sweeps import sweep_records
 
 MAX_CITED = 6  # run ids cited per finding before "and N more"
 

@@ -13,7 +13,6 @@ point, workload (all of it, steps included) and requested flags, and a status ot
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import os
@@ -26,13 +25,12 @@ from pathlib import Path
 
 import yaml
 
-from gpt.config import ConfigError
 from harness.envs.spec import spec_names
-from harness.flags import FlagError
-from harness.plan import PlanError
 from harness.record.io import iter_records
 from harness.record.model import canonical_hash
 from harness.record.view import RecordView
+from harness.request import USAGE_ERRORS, OptionError, build_points, check_values
+from harness.run import parse_request
 
 CONFIG_PATH = Path(__file__).with_name("cluster.yaml")
 MANIFEST_DIR = ".cluster"
@@ -105,30 +103,17 @@ def _point_key(rung, repeat, sweep, workload_hash: str, flags_hash: str) -> str:
     return json.dumps([rung, repeat, sweep, workload_hash, flags_hash], sort_keys=True)
 
 
-def _run_parser() -> argparse.ArgumentParser:
-    from harness.run import make_parser
-
-    parser = make_parser()
-
-    def error(message: str):  # a one-line ClusterError instead of harness.run's usage text and exit
-        raise ClusterError(f"harness.run options: {message}")
-
-    parser.error = error
-    return parser
-
-
 def expected_points(run_args: list[str]) -> tuple[str, list[dict]]:
     """The plan's name and the points one cell must record, exactly as harness.run will build them."""
-    from harness.run import build_points
-
     if any(a.split("=")[0] in ("--out", "--env") for a in run_args):
         raise ClusterError("harness.run options: --out and --env are set per cell by harness.cluster; leave them out")
-    args = _run_parser().parse_args(run_args)
-    if args.repeats is not None and args.repeats < 1:
-        raise ClusterError("--repeats must be at least 1")
     try:
-        plan_name, points = build_points(args)
-    except (PlanError, ConfigError, FlagError) as exc:
+        request = parse_request(run_args)
+        check_values(request)
+        plan_name, points = build_points(request)
+    except OptionError as exc:
+        raise ClusterError(f"harness.run options: {exc}") from None
+    except USAGE_ERRORS as exc:
         raise ClusterError(str(exc)) from None
     if not points:
         raise ClusterError(f"plan {plan_name}: no points to run")
