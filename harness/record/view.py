@@ -31,13 +31,13 @@ def isa_tag(isa) -> str | None:
 
 def device_label(environment: dict | None) -> str:
     """Where a record ran, from its `environment`: the GPU's name, else `cpu: <model>`, else 'unknown device';
-    then, where the record has them, what tells two machines with that name apart: a CPU's ISA tag and torch
-    thread count, and the machine id (environment.machine). Records without them (older ones) keep the plain
-    name. The one rule: compare's cells, sweeps and reports all group by this label, so runs of two machines,
-    or of two CPUs that differ in ISA, are never pooled as repeats."""
+    then, on a CPU where the record has them, what tells two CPUs with that name apart: the ISA tag and the torch
+    thread count. Records without them (older ones) keep the plain name. The one rule: compare's cells, sweeps and
+    reports all group by this label, so runs on two CPUs that differ in ISA or threads are never pooled as repeats.
+    The recorded machine id (environment.machine) is not part of it: VMs made from one image share /etc/machine-id
+    (two hosts of this workplace with different CPU ISA had the same id), so it does not tell machines apart."""
     env = environment or {}
     gpu, cpu = env.get("gpu"), env.get("cpu")
-    machine = (env.get("machine") or {}).get("id") if isinstance(env.get("machine"), dict) else None
     details = []
     if isinstance(gpu, dict) and gpu.get("name"):
         name = str(gpu["name"])
@@ -49,8 +49,6 @@ def device_label(environment: dict | None) -> str:
             details += [d for d in (isa_tag(cpu.get("isa")), f"{threads} threads" if threads else None) if d]
     else:
         return "unknown device"
-    if machine:
-        details.append(f"machine {str(machine)[:8]}")
     return f"{name} [{'; '.join(details)}]" if details else name
 
 
@@ -58,6 +56,9 @@ def device_label(environment: dict | None) -> str:
 MEMORY_METRICS = (("device_used_bytes", "device used"), ("peak_reserved_bytes", "peak reserved"),
                   ("peak_allocated_bytes", "peak alloc"), ("peak_rss_bytes", "peak RSS"))
 _MEMORY_FIELD = {name: key for key, name in MEMORY_METRICS}
+
+
+CPU_INDUCTOR = "inductor-cpp"  # what a CPU profile's Inductor-generated kernels are called here
 
 
 def _dict(value) -> dict:
@@ -138,6 +139,11 @@ class RecordView:
     @property
     def torch_version(self) -> str | None:
         return _dict(self.environment.get("torch")).get("version")
+
+    @property
+    def rerun_command(self) -> str | None:
+        """The one command that reruns this run (record.rerun.command)."""
+        return _dict(self._r.get("rerun")).get("command")
 
     @property
     def is_cuda(self) -> bool:
@@ -292,8 +298,11 @@ class RecordView:
 
     @property
     def kernel_categories(self) -> dict:
-        """category -> {per_step_us, share} of the kernel profile ({} without one)."""
-        return {c: _dict(v) for c, v in _dict(self.kernels.get("by_category")).items()}
+        """category -> {per_step_us, share} of the kernel profile ({} without one). On a CPU, Inductor emits C++ kernels,
+        not Triton: the profile's 'triton' category (harness.evidence.kernels) is named for what it holds there."""
+        cpu = self.kernels.get("device") == "cpu"
+        return {(CPU_INDUCTOR if cpu and c == "triton" else c): _dict(v)
+                for c, v in _dict(self.kernels.get("by_category")).items()}
 
     @property
     def lm_head_gemm(self) -> dict:
