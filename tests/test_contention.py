@@ -66,15 +66,32 @@ def test_window_names_other_gpu_processes():
     assert not boxed["contended"] and "another pid namespace" in boxed["gpu_note"]
 
 
-def test_compare_flags_contended_runs_next_to_their_deltas(tmp_path):
+def test_a_contended_run_counts_nowhere_unless_asked_back_and_a_clean_rerun_replaces_it(tmp_path):
     records = [make_record(env="latest", gpu=None, rung=rung, workload={"precision": rung}, ms=[900.0] + [ms] * 11)
                for rung, ms in (("fp32", 140.0), ("bf16", 65.0))]
     records[1]["contention"] = contention.window(sample(0, 100.0, 10.0), sample(10, 125.0, 20.0), threads=2, usable=2)
+    records[1]["rerun"] = {"command": "nox -s bench-latest -- --rungs bf16"}
     write(tmp_path, records)
-    table = registry.build(Compare(load([tmp_path], warn=lambda line: None)), ["ladder"])[0]
+    # by default: left out, listed with its reason and rerun command; its cell shows that instead of a number
+    ds = load([tmp_path], warn=lambda line: None)
+    assert [r.run_id for _p, r in ds.contended] == [records[1]["run_id"]]
+    left = [x for x in ds.left_out if x.kind == "contended"]
+    assert len(left) == 1 and "1.50 of the 2 usable CPU(s)" in left[0].why and "nox -s bench-latest -- --rungs bf16" in left[0].why
+    table = registry.build(Compare(ds), ["ladder"])[0]
+    assert [(r["rung"], r["runs"], r.get("tokens_s")) for r in table.rows] == [("fp32", "1x10", table.rows[0]["tokens_s"]),
+                                                                               ("bf16", "contended", None)]
+    assert any(n.startswith("bf16: contended") and "rerun: nox -s bench-latest" in n for n in table.notes)
+    # --include-contended: back in its group, marked next to its numbers
+    table = registry.build(Compare(load([tmp_path], warn=lambda line: None, include_contended=True)), ["ladder"])[0]
     assert [r["runs"] for r in table.rows] == ["1x10", "1x10 contended"]
     assert any(n.startswith("contended: bf16") and "1.50 of the 2 usable CPU(s)" in n for n in table.notes)
     assert CONTENDED_NOTE in table.notes
+    # a clean rerun of the same rung: it alone is the cell, never pooled with the contended one
+    rerun = make_record(env="latest", gpu=None, rung="bf16", workload={"precision": "bf16"}, ms=[900.0] + [60.0] * 11)
+    write(tmp_path, [rerun])
+    ds = load([tmp_path], warn=lambda line: None)
+    (bf16,) = [g for g in ds.groups if g.label == "bf16"]
+    assert [r.run_id for r in bf16.records] == [rerun["run_id"]] and len(ds.contended) == 1
 
 
 @pytest.mark.slow

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from harness.analysis import stats
 from harness.analysis.dataset import Dataset
+from harness.analysis.devices import device_word
 from harness.analysis.group import Group
 from harness.record.view import RecordView
 
 DEFAULT_LOSS_TOL = 0.01  # relative
+BASELINE_DEVICE = {"GPU": "lowest compute capability", "CPU": "the first by name",
+                   "device": "the GPU of lowest compute capability, CPUs after GPUs"}
 COMPARABLE_RULE = ("Comparable = same workload_hash (the workload less where and how long it ran) and same flags hash "
-                   "(the frozen global flags): such runs differ only in env and GPU, and no table or finding puts any "
+                   "(the frozen global flags): such runs differ only in env and device, and no table or finding puts any "
                    "other runs side by side.")
 
 
@@ -38,6 +41,11 @@ class Compare:
         self.env_rank = {e: i for i, e in enumerate(envs)}
         self.gpu_rank = {g: i for i, g in enumerate(gpus)}
         self._memo: dict = {}
+        self.word = device_word(ds.gpus())  # "CPU", "GPU", or "device" where the records mix both
+
+    def name(self, label: str) -> str:
+        """A device's short name in rows, titles and charts (harness.analysis.devices; the legend has the label)."""
+        return self.ds.name(label)
 
     def cached(self, name: str, make):
         """make(self), computed once per Compare: the typed result one analysis returns, read by its table, the
@@ -64,11 +72,17 @@ class Compare:
 
     def failed_runs(self) -> list[tuple[RecordView, str, str]]:
         """(record, device label, env label) of every run not ok whose record says which device it was meant
-        for; the others are only in "left out"."""
+        for (the others are only in "left out"), and of every contended run left out whose cell has no clean run:
+        tables show its outcome (harness.analysis.dataset.outcome) where its number would be."""
         out = []
         for _path, r in self.ds.failed:
             if r.intended_device is not None:
                 out.append((r, r.intended_device, self.ds.env_of.get(r.run_id, r.env)))
+        clean = {g.key for g in self.ds.groups}
+        for _path, r in self.ds.contended:
+            env = self.ds.env_of.get(r.run_id, r.env)
+            if (*r.set_key, env, r.device_label) not in clean:
+                out.append((r, r.device_label, env))
         return out
 
     def cells(self) -> dict[tuple, list[Group]]:
@@ -119,5 +133,5 @@ class Compare:
     def footer(self) -> list[str]:
         return [stats.rule_text(self.floor, self.ds.groups[0].n_boot if self.ds.groups else stats.N_BOOT),
                 f"Loss parity tolerance: {self.loss_tol:.1%} relative.",
-                ("Baselines: env = oldest torch in each comparison (--baseline-env to choose); GPU = lowest compute "
-                 "capability (--baseline-gpu). " + COMPARABLE_RULE)]
+                (f"Baselines: env = oldest torch in each comparison (--baseline-env to choose); {self.word} = "
+                 + BASELINE_DEVICE[self.word] + " (--baseline-gpu). " + COMPARABLE_RULE)]

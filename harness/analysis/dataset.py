@@ -13,8 +13,10 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from harness.analysis import stats
+from harness.analysis.devices import aliases, device_alias
 from harness.analysis.group import Group
 from harness.record.io import iter_records
 from harness.record.view import RecordView
@@ -54,6 +56,21 @@ def _has_nonfinite(obj) -> bool:
     return False
 
 
+class LeftOut(NamedTuple):
+    """A record (or path) not compared, why, and which kind of reason: unreadable, duplicate, not ok, no steps,
+    contended (left out of every delta unless --include-contended), empty."""
+
+    what: str
+    why: str
+    kind: str
+
+
+def outcome(r: RecordView) -> str:
+    """What a run that is not compared shows where its number would be: its status, or 'contended' for an ok run
+    measured while other work kept the machine busy (left out of every delta by default)."""
+    return "contended" if r.ok and r.contended else r.status
+
+
 @dataclass
 class Filters:
     """--env, --gpu, --plan, --rung. The user's logged numbers (kind=reference) and a peer's (kind=peer) are not an
@@ -81,7 +98,7 @@ class Dataset:
     groups: list  # measured, status ok, comparable cells
     references: list  # kind=reference, one group per record (never merged)
     failed: list  # (path, RecordView): measured runs whose status is not ok
-    left_out: list  # (what, why)
+    left_out: list  # LeftOut(what, why, kind)
     notes: list
     valid_records: int = 0
     filtered: int = 0
@@ -91,6 +108,13 @@ class Dataset:
     kept_envs: set = field(default_factory=set)  # the `env` of every record the filters kept ("reference" included)
     env_of: dict = field(default_factory=dict)  # run_id -> env label, for every measured record (failed ones included)
     peers: list = field(default_factory=list)  # kind=peer, one group per record (never merged, never compared as runs)
+    contended: list = field(default_factory=list)  # (path, RecordView): ok runs measured under contention, left out
+    include_contended: bool = False  # True: contended runs are in their groups, marked, instead
+    names: dict = field(default_factory=dict)  # device label -> its short alias (harness.analysis.devices)
+
+    def name(self, label: str) -> str:
+        """The short name rows, titles and charts give a device (the legend line gives its full label)."""
+        return self.names.get(label) or device_alias(label)
 
     def envs(self) -> list[str]:
         return sorted(self.env_order, key=self.env_order.get)
@@ -99,28 +123,30 @@ class Dataset:
         return sorted(self.gpu_order, key=self.gpu_order.get)
 
 
-def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.N_BOOT) -> Dataset:
-    """Read every record under the paths; one warning per bad file; group what is comparable."""
+def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.N_BOOT,
+         include_contended: bool = False) -> Dataset:
+    """Read every record under the paths; one warning per bad file; group what is comparable. A run measured under
+    contention is left out of every group (listed with its reason and rerun command) unless include_contended."""
     filters = filters or Filters()
     left_out, seen, kept = [], {}, []
 
-    def leave_out(what, why: str, skipped: bool = True) -> None:
+    def leave_out(what, why: str, kind: str, skipped: bool = True) -> None:
         """One warning line and one "left out" entry, both from (what, why)."""
         warn(f"warning: {what}: {'skipped: ' if skipped else ''}{why}")
-        left_out.append((str(what), why))
+        left_out.append(LeftOut(str(what), why, kind))
 
     for root in map(Path, paths):
         if root.is_dir() and not any(p for p in root.rglob("*.json") if not p.name.startswith(".tmp-")):
-            leave_out(root, "no *.json records in this directory", skipped=False)
+            leave_out(root, "no *.json records in this directory", "empty", skipped=False)
     valid = filtered = 0
-    for path, raw in iter_records(paths, lambda bad: leave_out(bad.path, bad.why, bad.skipped)):
+    for path, raw in iter_records(paths, lambda bad: leave_out(bad.path, bad.why, "unreadable", bad.skipped)):
         if _has_nonfinite(raw):
-            leave_out(path, "contains NaN or infinity (the harness writes null for those)")
+            leave_out(path, "contains NaN or infinity (the harness writes null for those)", "unreadable")
             continue
         valid += 1
         r = RecordView(raw)
         if r.run_id in seen:
-            leave_out(path, f"run_id {r.run_id} already read from {seen[r.run_id]}")
+            leave_out(path, f"run_id {r.run_id} already read from {seen[r.run_id]}", "duplicate")
             continue
         seen[r.run_id] = path
         if not filters.keep(r):
@@ -138,11 +164,12 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
     def env_label(r: RecordView) -> str:
         return r.env if len(versions.get(r.env, ())) <= 1 else f"{r.env}@{r.torch_version or '?'}"
 
+    names = aliases(r.device_label for _path, r in kept)
     groups: dict[tuple, Group] = {}
-    references, peers, failed, env_versions, gpu_keys, env_of = [], [], [], {}, {}, {}
+    references, peers, failed, contended, env_versions, gpu_keys, env_of = [], [], [], [], {}, {}, {}
     for path, r in kept:
         gpu = r.device_label
-        where = f"{path.name} ({r.plan}/{r.rung}, {r.env}, {gpu})"
+        where = f"{path.name} ({r.plan}/{r.rung}, {r.env}, {names[gpu]})"
         if r.kind in ("reference", "peer"):  # beside the measurements, never one of them
             g = Group(r.kind, *r.set_key, r.env, gpu, [r], [path], n_boot)
             (references if r.kind == "reference" else peers).append(g)
@@ -156,10 +183,15 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
             if r.intended_device is None:  # an early death: its environment was never captured
                 where = f"{path.name} ({r.plan}/{r.rung}, {r.env}, device not recorded)"
                 why += "; listed here only: the record does not say which device it was meant for"
-            left_out.append((where, why))
+            left_out.append(LeftOut(where, why, "not ok"))
             continue
         if not r.timed_ms:
-            left_out.append((where, "no timed step times"))
+            left_out.append(LeftOut(where, "no timed step times", "no steps"))
+            continue
+        if r.contended and not include_contended:
+            contended.append((path, r))
+            left_out.append(LeftOut(where, f"contended ({r.contention_reason}): left out of every delta; rerun: "
+                                           f"{r.rerun_command or 'not recorded'}", "contended"))
             continue
         gpu_keys.setdefault(gpu, _gpu_sort_key(r, gpu))
         key = (*r.set_key, label, gpu)
@@ -179,6 +211,7 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
         gpu_order={gname: i for i, gname in enumerate(sorted(gpu_keys, key=gpu_keys.get))},
         env_versions=env_versions, kept_envs={r.env for _path, r in kept}, env_of=env_of,
         peers=sorted(peers, key=lambda g: (g.gpu, g.first.run_id)),
+        contended=contended, include_contended=include_contended, names=names,
     )
     _note_variants(ds)
     return ds

@@ -35,6 +35,7 @@ class CompareOptions:
     loss_tol: float = DEFAULT_LOSS_TOL
     boot: int = stats.N_BOOT
     show_all: bool = False  # what changed underneath: every kernel change
+    include_contended: bool = False  # runs timed under contention back in the deltas, marked
     filters: Filters = field(init=False)
 
     def __post_init__(self):
@@ -61,10 +62,13 @@ def resolve_baselines(options: CompareOptions, ds: Dataset) -> tuple[str | None,
         env = matches[0]
     if options.baseline_gpu:
         gpus = ds.gpus()
-        matches = [g for g in gpus if g == options.baseline_gpu] or [g for g in gpus if options.baseline_gpu.lower() in g.lower()]
+        wanted = options.baseline_gpu.lower()
+        matches = ([g for g in gpus if wanted in (g.lower(), ds.name(g))] or
+                   [g for g in gpus if wanted in g.lower() or wanted in ds.name(g)])
         if len(matches) != 1:
-            raise UsageError(f"--baseline-gpu {options.baseline_gpu}: {'matches ' + ', '.join(matches) if matches else 'no such GPU'} "
-                             f"(GPUs here: {', '.join(gpus) or 'none'})")
+            found = ", ".join(map(ds.name, matches))
+            raise UsageError(f"--baseline-gpu {options.baseline_gpu}: {'matches ' + found if matches else 'no such device'} "
+                             f"(devices here: {', '.join(map(ds.name, gpus)) or 'none'})")
         gpu = matches[0]
     return env, gpu
 
@@ -73,7 +77,7 @@ def analyse(options: CompareOptions, warn) -> tuple[Dataset, Compare]:
     """Load the records under options.paths (one warning line to `warn` per file left out) and build the comparison.
     Raises UsageError for an option that cannot be used, NothingToCompare when nothing is left to compare."""
     options.check()
-    ds = load(options.paths, warn, options.filters, n_boot=options.boot)
+    ds = load(options.paths, warn, options.filters, n_boot=options.boot, include_contended=options.include_contended)
     if not ds.valid_records:
         raise NothingToCompare(f"no valid record found under {', '.join(map(str, options.paths))}")
     # References pass --env (Filters): an --env that matches no record still leaves nothing to compare.
