@@ -1,4 +1,5 @@
-"""Compare run records: `python -m harness.compare results/ [--format text|markdown|csv|json]`.
+"""Compare run records: `python -m harness.compare results/` prints the verdict (which build or device is faster or
+leaner, by how much, how sure, what changed underneath) in one screen; --table NAME or --detail for the tables.
 
 The command line only: it parses the options (those shared with harness.report are defined once, in common_parser),
 then calls harness.analysis (loading, grouping by the one comparability rule, the table builders) and harness.render
@@ -18,7 +19,8 @@ from harness.analysis.options import CompareOptions, NothingToCompare, UsageErro
 from harness.analysis.tables import registry
 from harness.analysis.tables.registry import TABLES
 from harness.analysis.tables.underneath import TOP_UNDERNEATH
-from harness.render import header_lines, render_csv, render_json, render_text
+from harness.analysis.verdict import verdict
+from harness.render import header_lines, more_lines, render_csv, render_json, render_text, verdict_lines
 
 FORMATS = ("text", "markdown", "csv", "json")
 
@@ -26,7 +28,10 @@ FORMATS = ("text", "markdown", "csv", "json")
 def parser() -> argparse.ArgumentParser:
     p = common_parser("python -m harness.compare", __doc__.split("\n\n")[0])
     p.add_argument("--format", choices=FORMATS, default="text")
-    p.add_argument("--table", action="append", default=[], choices=list(TABLES), help="only this table (repeatable; default all)")
+    p.add_argument("--table", action="append", default=[], choices=list(TABLES), metavar="NAME",
+                   help=f"this table instead of the verdict (repeatable): {', '.join(TABLES)}")
+    p.add_argument("--detail", action="store_true", help="the verdict and then every table (csv and json: every table "
+                   "unless --table)")
     return p
 
 
@@ -50,13 +55,16 @@ def common_parser(prog: str, description: str) -> argparse.ArgumentParser:
     p.add_argument("--boot", type=int, default=stats.N_BOOT, metavar="N", help=f"bootstrap resamples (default {stats.N_BOOT})")
     p.add_argument("--all", action="store_true", help=f"what changed underneath: every kernel change, not the {TOP_UNDERNEATH} "
                    "largest per pair")
+    p.add_argument("--include-contended", action="store_true", help="put the runs timed under contention back into "
+                   "the deltas, marked (by default they are left out and listed with their rerun command)")
     return p
 
 
 def options_from(args: argparse.Namespace) -> CompareOptions:
     """The parsed shared options as keyword arguments of the comparison (harness.analysis.options)."""
     return CompareOptions(tuple(args.paths), args.baseline_env, args.baseline_gpu, tuple(args.env), tuple(args.gpu),
-                          tuple(args.plan), tuple(args.rung), args.noise_floor, args.loss_tol, args.boot, args.all)
+                          tuple(args.plan), tuple(args.rung), args.noise_floor, args.loss_tol, args.boot, args.all,
+                          args.include_contended)
 
 
 def analyse_or_exit(p: argparse.ArgumentParser, args: argparse.Namespace, warn) -> tuple[Dataset, Compare]:
@@ -80,14 +88,19 @@ def main(argv=None) -> int:
         print(line, file=sys.stderr)
 
     ds, cmp = analyse_or_exit(p, args, warn)
-    tables = registry.build(cmp, args.table or list(TABLES))
-    footer = cmp.footer()
-    if args.format == "json":
-        out = render_json(tables, ds, footer, warnings)
-    elif args.format == "csv":
-        out = render_csv(tables)
+    names = args.table or list(TABLES)
+    if args.format in ("csv", "json"):
+        tables = registry.build(cmp, names)
+        out = render_csv(tables) if args.format == "csv" else render_json(tables, ds, cmp.footer(), warnings, verdict(cmp))
+    elif args.table:
+        out = render_text(registry.build(cmp, names), header_lines(ds, args.paths), cmp.footer(),
+                          markdown=args.format == "markdown")
     else:
-        out = render_text(tables, header_lines(ds, args.paths), footer, markdown=args.format == "markdown")
+        lines = header_lines(ds, args.paths, legend=False) + [""] + \
+            verdict_lines(verdict(cmp), cmp.name, cmp.word, ds.env_versions) + more_lines(TABLES)
+        out = ("```\n" + "\n".join(lines) + "\n```\n") if args.format == "markdown" else "\n".join(lines) + "\n"
+        if args.detail:
+            out += "\n" + render_text(registry.build(cmp, names), [], cmp.footer(), markdown=args.format == "markdown")
     sys.stdout.write(out)
     return 0
 

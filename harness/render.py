@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import textwrap
+from collections import Counter
 
 from tabulate import tabulate
 
@@ -44,9 +46,10 @@ def render_text(tables: list[Table], header: list[str], footer: list[str], markd
             parts.append(tabulate(display_rows(t), headers=[h for _k, h in t.columns],
                                   tablefmt="github" if markdown else "simple", disable_numparse=True))
         for n in t.notes:
-            parts.append(f"{'- ' if markdown else '  note: '}{n}")
+            parts += [f"- {n}"] if markdown else _wrap(f"note: {n}")
         parts.append("")
-    parts += [("- " if markdown else "") + f for f in footer]
+    for f in footer:
+        parts += [f"- {f}"] if markdown else _wrap(f, "")
     return "\n".join(parts).rstrip() + "\n"
 
 
@@ -120,25 +123,164 @@ def _json_value(v):
     return v
 
 
-def render_json(tables: list[Table], ds: Dataset, footer: list[str], warnings: list[str]) -> str:
+def _json_delta(d):
+    return None if d is None else d.to_dict()
+
+
+def verdict_json(v) -> dict:
+    """The verdict's pairs and counts as data (ratios as fractions: 0.82 = 1.82x)."""
+    return {
+        "pairs": [{"across": p.across, "same": p.same, "base": p.base, "other": p.other, "rungs": len(p.rows),
+                   "not_ok_on_one_side": p.missing, "tokens_per_s_geomean": _json_delta(p.speed),
+                   "rungs_beyond_noise": p.changed, "memory_metric": p.memory_metric,
+                   "memory_geomean": None if p.memory is None else p.memory.value, "memory_rungs_beyond_noise": p.memory_changed,
+                   "most_changed_rung": None if p.most is None else {"rung": p.most.label, "batch": p.most.batch,
+                                                                     "tokens_per_s": _json_delta(p.most.d_tokens)},
+                   "underneath": p.underneath} for p in v.pairs],
+        "loss_parity": {"ok": v.parity_ok, "drift": len(v.parity_drift)},
+        "left_out": dict(v.left_out), "not_ok": dict(v.not_ok),
+        "contended": [{"run_id": r.run_id, "rerun": r.rerun_command} for r in v.contended],
+        "devices": [{"alias": a, "label": label} for a, label in v.devices],
+    }
+
+
+def render_json(tables: list[Table], ds: Dataset, footer: list[str], warnings: list[str], v=None) -> str:
     doc = {
         "records": ds.valid_records, "groups": len(ds.groups), "references": len(ds.references),
+        **({"verdict": verdict_json(v)} if v is not None else {}),
         "tables": [{"name": t.name, "title": t.title, "columns": [k for k, _h in t.columns], "headers": [h for _k, h in t.columns],
                     "rows": [{k: _json_value(r.get(k)) for k, _h in t.columns} for r in t.rows], "notes": t.notes} for t in tables],
-        "left_out": [{"what": w, "why": y} for w, y in ds.left_out],
+        "left_out": [{"what": x.what, "why": x.why, "kind": x.kind} for x in ds.left_out],
         "notes": ds.notes, "warnings": warnings, "footer": footer,
     }
     return json.dumps(doc, indent=1, default=str) + "\n"
 
 
-def header_lines(ds: Dataset, paths) -> list[str]:
+def header_lines(ds: Dataset, paths, legend: bool = True) -> list[str]:
+    """What was read (counts), the envs oldest torch first, and (legend) each device's short name and full label."""
     ok = sum(len(g.records) for g in ds.groups)
-    lines = [f"{ds.valid_records} valid record(s) under {', '.join(map(str, paths))}: {ok} ok measured run(s) in "
-             f"{len(ds.groups)} comparable group(s), {len(ds.references)} reference(s), "
-             + (f"{len(ds.peers)} peer record(s), " if ds.peers else "") + f"{len(ds.failed)} not ok"
-             + (f", {ds.filtered} filtered out" if ds.filtered else "") + "."]
+    lines = _wrap(f"{ds.valid_records} valid record(s) under {', '.join(map(str, paths))}: {ok} ok measured run(s) in "
+                  f"{len(ds.groups)} comparable group(s), {len(ds.references)} reference(s), "
+                  + (f"{len(ds.peers)} peer record(s), " if ds.peers else "") + f"{len(ds.failed)} not ok"
+                  + (f", {len(ds.contended)} contended left out" if ds.contended else "")
+                  + (f", {ds.filtered} filtered out" if ds.filtered else "") + ".", "")
     if ds.env_order:
-        lines.append("envs (oldest torch first): " + ", ".join(f"{e} ({ds.env_versions.get(e) or '?'})" for e in ds.envs()))
-    if ds.gpu_order:
-        lines.append("devices: " + ", ".join(ds.gpus()))
+        lines += _wrap("envs (oldest torch first): " + ", ".join(f"{e} ({ds.env_versions.get(e) or '?'})" for e in ds.envs()), "")
+    if ds.gpu_order and legend:
+        lines += _wrap("devices: " + "; ".join(f"{ds.name(g)} = {g}" for g in ds.gpus()), "")
     return lines
+
+
+# ---------------------------------------------------------------- the verdict (harness.analysis.verdict), as lines
+
+WIDTH = 120  # what compare's default output fits in
+MAX_PAIRS = 10  # pairs shown in the verdict; the rest are counted (every one is in --table versions / gpus)
+
+
+def _times(d: stats.Delta) -> str:
+    """A tokens/s ratio as pyperf says it: '1.82x faster [1.67,2.41]', '1.25x slower [...]', with the verdict."""
+    r = 1.0 + d.value
+    if d.low is not None and d.high is not None:
+        lo, hi = 1.0 + d.low, 1.0 + d.high
+    else:
+        lo = hi = None
+    if r >= 1.0:
+        text, bounds = f"{r:.2f}x faster", (lo, hi)
+    else:
+        text, bounds = f"{1 / r:.2f}x slower", ((1 / hi, 1 / lo) if lo else (None, None))
+    if bounds[0] is not None:
+        text += f" [{bounds[0]:.2f},{bounds[1]:.2f}]"
+    if d.beyond:
+        return text
+    return text + (" (within noise)" if d.verdict == stats.WITHIN else f" ({d.verdict})")
+
+
+def _wrap(text: str, indent: str = "  ") -> list[str]:
+    """text as lines of at most WIDTH characters, the first indented by indent, the rest two spaces more."""
+    return textwrap.wrap(text, WIDTH, subsequent_indent=indent + "  ", initial_indent=indent if indent else "",
+                         break_on_hyphens=False) or [""]
+
+
+VERDICT_TITLE = "Verdict: each env against the oldest torch on the same {word}, each {word} against the baseline under the same env"
+VERDICT_HOW = ("tokens/s: geometric mean of the ratios over the rungs both ran, 95% interval; memory: geometric mean of "
+               "the peaks")
+
+
+def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[str]]]:
+    """The verdict as (head, details) blocks: one per pair, then loss parity, what was left out, the device legend.
+    harness.compare wraps them to WIDTH; the report shows them as a nested list. name: device label -> alias;
+    versions: env label -> torch version."""
+    env_text = lambda e: f"{e} (torch {versions.get(e) or '?'})"
+    blocks = []
+    shown = v.pairs[:MAX_PAIRS]
+    if not shown:
+        nothing = (f"Nothing compared: no rung ran under two envs on one {word} or on two {word}s under one env "
+                   "(--table ladder shows what ran).")
+        blocks.append((nothing, []))
+    for p in shown:
+        if p.across == "env":
+            head = f"{name(p.same)}: {env_text(p.other)} vs {env_text(p.base)}"
+        else:
+            head = f"{env_text(p.same)}: {name(p.other)} vs {name(p.base)}"
+        if not p.rows:
+            table = "versions" if p.across == "env" else "gpus"
+            blocks.append((f"{head}: no rung ran ok on both sides ({p.missing} not ok on one side: --table {table})", []))
+            continue
+        details = []
+        detail = f"tokens/s beyond noise in {p.changed} of {len(p.rows)}"
+        if p.most is not None and p.most.d_tokens.value is not None:
+            detail += f"; most: {p.most.label} ({p.most.batch}) {_times(p.most.d_tokens)}"
+        if p.memory is not None and p.memory.value is not None:
+            judged = (f"{p.memory_changed} of {p.memory_judged} beyond noise" if p.memory_judged else
+                      "one run a side: no noise estimate")
+            detail += f"; {p.memory_metric} {p.memory.value * 100:+.1f}% ({judged})"
+        if p.missing:
+            detail += f"; {p.missing} rung(s) not ok on one side"
+        details.append(detail)
+        if p.most is not None:
+            details.append(f"underneath {p.most.label}: "
+                           + (p.underneath or "no kernel profile or memory split on both sides"))
+        blocks.append((f"{head}: {_times(p.speed)} over {len(p.rows)} rung{'s' if len(p.rows) > 1 else ''}", details))
+    if len(v.pairs) > len(shown):
+        blocks.append((f"... and {len(v.pairs) - len(shown)} more pair(s): --table versions, --table gpus", []))
+    cells = v.parity_ok + len(v.parity_drift)
+    if v.parity_drift:
+        worst = v.parity_drift[0]
+        drift = (f"Loss parity: {len(v.parity_drift)} of {cells} comparable cells drift beyond the tolerance "
+                 f"(first: {worst.group.label} on {name(worst.group.gpu)} / {worst.group.env}); --table loss")
+        blocks.append((drift, []))
+    elif cells:
+        blocks.append((f"Loss parity: all {cells} comparable cells agree with their baseline cell (--table loss).", []))
+    left = []
+    if v.not_ok:
+        left.append(f"{sum(v.not_ok.values())} run(s) not ok (" + ", ".join(f"{n} {s}" for s, n in v.not_ok.most_common())
+                    + ")")
+    other = Counter({k: n for k, n in v.left_out.items() if k not in ("not ok", "contended")})
+    if other:
+        left.append(", ".join(f"{n} {k}" for k, n in other.most_common()))
+    blocks.append(("Left out: " + ("; ".join(left) if left else "nothing") + " (--table left-out)", []))
+    if v.contended:
+        reruns = [f"{r.rung} / {r.env} on {name(r.device_label)}: {r.rerun_command or 'no rerun command'}"
+                  for r in v.contended[:3]]
+        if len(v.contended) > 3:
+            reruns.append(f"... and {len(v.contended) - 3} more (--table left-out)")
+        head = (f"Left out as contended (timed while other work kept the CPUs busy; in no delta unless "
+                f"--include-contended): {len(v.contended)} run(s); rerun:")
+        blocks.append((head, reruns))
+    blocks.append(("Devices: " + "; ".join(f"{alias} = {label}" for alias, label in v.devices), []))
+    return blocks
+
+
+def verdict_lines(v, name, word: str, versions: dict) -> list[str]:
+    """The verdict as text lines of at most WIDTH characters."""
+    lines = [VERDICT_TITLE.format(word=word)[:WIDTH], "  (" + VERDICT_HOW + ")"]
+    for head, details in verdict_blocks(v, name, word, versions):
+        lines += _wrap(head, "")
+        for d in details:
+            lines += _wrap(d)
+    return lines
+
+
+def more_lines(tables) -> list[str]:
+    return _wrap("More: every table with --detail, or one with --table NAME (" + ", ".join(tables) + "); "
+                 "--format markdown|csv|json", "")

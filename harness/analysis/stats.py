@@ -177,3 +177,19 @@ def counter(a_values: list, b_values: list, floor: float = NOISE_FLOOR) -> Delta
         return Delta(value, verdict=ONE_RUN, bounds="range")
     low, high = min(b) / max(a) - 1.0, max(b) / min(a) - 1.0
     return Delta(value, low, high, _verdict(value, low, high, floor), bounds="range")
+
+
+def geomean(parts: list[tuple[Delta, np.ndarray | None]], floor: float = NOISE_FLOOR) -> Delta:
+    """The geometric mean of several ratios (each a Delta b/a - 1 with its replicates): exp(mean(log(1 + d))) - 1.
+    Its interval comes from the replicates combined replicate by replicate (every side bootstrapped on its own);
+    a part without replicates leaves the mean without a noise estimate."""
+    values = [d.value for d, _b in parts]
+    if not parts or any(v is None or v <= -1 for v in values):
+        return Delta(None)
+    value = float(np.exp(np.mean(np.log1p(values))) - 1.0)
+    boots = [b for _d, b in parts]
+    if any(b is None for b in boots):
+        verdicts = [d.verdict for d, _b in parts]
+        return Delta(value, verdict=SINGLE if SINGLE in verdicts else FEW)
+    boot = np.exp(np.mean(np.log1p(np.stack(boots)), axis=0)) - 1.0
+    return interval(value, boot, floor)

@@ -1,0 +1,140 @@
+"""The answer first: for each pair of envs on one device and each pair of devices under one env, is one faster or
+leaner, by how much, how sure, and what changed underneath. What harness.compare prints before any table, and the
+top of the report. No torch import.
+
+A pair's speed is the geometric mean of its tokens/s ratios over the rungs both sides ran ok (each rung's ratio with
+its bootstrap replicates, combined replicate by replicate: harness.analysis.stats.geomean), judged by the same rule
+as every delta. Its memory is the geometric mean of the per-rung peak-memory ratios, with how many rungs moved beyond
+noise. The rung that changed most is named, and for it the one line underneath that moved most: the kernel (or kernel
+category) whose time per step changed most, else the memory-split part that moved most. It is computed from the
+cross-version and cross-device results (harness.analysis.tables.cross), so it obeys the comparability rule, the
+baselines and the left-out runs of those tables.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from harness.analysis import stats
+from harness.analysis.context import Compare
+from harness.analysis.group import Group
+from harness.analysis.tables.cross import CrossRow, cross
+from harness.analysis.tables.loss import parity_rows
+from harness.analysis.tables.underneath import kernel_diff
+
+MEMORY_PARTS = (("tensors_bytes", "live tensors"), ("allocator_cache_bytes", "allocator cache"),
+                ("outside_allocator_bytes", "memory outside the allocator"))
+
+
+@dataclass
+class Pair:
+    """Two envs on one device (across "env") or two devices under one env (across "gpu"): other against base."""
+
+    across: str
+    same: str  # the device (across env) or the env (across gpu)
+    base: str
+    other: str
+    rows: list[CrossRow] = field(default_factory=list)  # the rungs both ran ok, other against base
+    missing: int = 0  # rungs compared in the tables but not ok on one side (their status is in the tables)
+    speed: stats.Delta = field(default_factory=lambda: stats.Delta(None))
+    memory: stats.Delta | None = None
+    memory_metric: str | None = None
+    memory_changed: int = 0  # rungs whose memory delta is beyond noise
+    memory_judged: int = 0  # rungs whose memory delta has a noise estimate (2+ runs a side)
+    changed: int = 0  # rungs whose tokens/s delta is beyond noise
+    most: CrossRow | None = None  # the rung whose tokens/s changed most
+    underneath: str | None = None  # for that rung, the change underneath that moved most
+
+    @property
+    def faster(self) -> str:
+        """'faster', 'slower' or 'no faster or slower beyond noise' (or without a noise estimate)."""
+        d = self.speed
+        if d.value is None:
+            return "not comparable"
+        if d.beyond:
+            return "faster" if d.value > 0 else "slower"
+        return "no faster or slower beyond noise" if d.verdict == stats.WITHIN else f"no noise estimate ({d.verdict})"
+
+
+@dataclass
+class Verdict:
+    pairs: list[Pair]
+    parity_ok: int
+    parity_drift: list  # ParityRow of the cells whose loss drifted
+    left_out: Counter  # LeftOut.kind -> count
+    contended: list  # RecordView of the runs left out as contended
+    not_ok: Counter  # status -> count of the runs not ok
+    devices: list[tuple[str, str]]  # (alias, full label), in the device order
+
+
+def verdict(cx: Compare) -> Verdict:
+    """Computed once per Compare."""
+    return cx.cached("verdict", _verdict)
+
+
+def _verdict(cx: Compare) -> Verdict:
+    pairs = [p for across in ("env", "gpu") for p in _pairs(cx, across)]
+    parity = [r for r in parity_rows(cx) if r.parity in ("ok", "DRIFT")]
+    return Verdict(
+        pairs=pairs, parity_ok=sum(r.parity == "ok" for r in parity), parity_drift=[r for r in parity if r.parity == "DRIFT"],
+        left_out=Counter(x.kind for x in cx.ds.left_out), contended=[r for _p, r in cx.ds.contended],
+        not_ok=Counter(r.status for _p, r in cx.ds.failed), devices=[(cx.name(g), g) for g in cx.ds.gpus()])
+
+
+def _pairs(cx: Compare, across: str) -> list[Pair]:
+    out: dict[tuple, Pair] = {}
+    for r in cross(cx, across).rows:
+        if r.is_baseline:
+            continue
+        base = r.base_env if across == "env" else r.base_gpu
+        pair = out.setdefault((r.same, base, r.value), Pair(across, r.same, base, r.value))
+        if r.group is not None and r.base is not None:
+            pair.rows.append(r)
+        else:
+            pair.missing += 1
+    rank = cx.env_rank if across == "env" else cx.gpu_rank
+    same_rank = cx.gpu_rank if across == "env" else cx.env_rank
+    for pair in out.values():
+        _judge(cx, pair)
+    return sorted(out.values(), key=lambda p: (same_rank.get(p.same, 99), rank.get(p.base, 99), rank.get(p.other, 99)))
+
+
+def _judge(cx: Compare, pair: Pair) -> None:
+    rows = pair.rows
+    if not rows:
+        return
+    pair.speed = stats.geomean([stats.ratio(r.base.throughput, r.group.throughput, cx.floor) for r in rows], cx.floor)
+    pair.changed = sum(r.d_tokens.beyond for r in rows)
+    metrics = {r.base.memory[0] for r in rows} | {r.group.memory[0] for r in rows}
+    memory = [(r.base.memory_bytes, r.group.memory_bytes) for r in rows]
+    if len(metrics) == 1 and all(a and b for a, b in memory):
+        pair.memory_metric = metrics.pop()
+        pair.memory = stats.geomean([(stats.Delta(b / a - 1.0), None) for a, b in memory], cx.floor)
+        pair.memory_changed = sum(r.d_memory.beyond for r in rows)
+        pair.memory_judged = sum(r.d_memory.verdict in (stats.BEYOND, stats.WITHIN) for r in rows)
+    known = [r for r in rows if r.d_tokens.value is not None]
+    pair.most = max(known, key=lambda r: abs(r.d_tokens.value), default=None)
+    if pair.most is not None:
+        pair.underneath = underneath(pair.most.base, pair.most.group)
+
+
+def underneath(a: Group, b: Group) -> str | None:
+    """The one change underneath a pair of comparable groups that moved most: the kernel or kernel category whose
+    time per step changed most (from their kernel profiles), else the memory-split part that moved most."""
+    found = kernel_diff(a, b, top=None)
+    if found is not None:
+        rows = [r for r in found[0] if r[3] is not None]
+        # a kernel (or the lm_head GEMM, the attention kernels) before a whole category of them
+        kernels = [r for r in rows if not r[0].startswith("time in category")]
+        if kernels or rows:
+            what, va, vb, impact = max(kernels or rows, key=lambda r: abs(r[3]))
+            return f"{what}: {va} -> {vb} ({impact:+,.0f} us/step)"
+    sa, sb = a.memory_split, b.memory_split
+    if sa.get("available") and sb.get("available"):
+        moved = [(label, sa.get(key), sb.get(key)) for key, label in MEMORY_PARTS
+                 if sa.get(key) is not None and sb.get(key) is not None]
+        if moved:
+            label, va, vb = max(moved, key=lambda m: abs(m[2] - m[1]))
+            return f"{label}: {va / 2**30:,.2f} -> {vb / 2**30:,.2f} GiB at the peak"
+    return None

@@ -1,0 +1,119 @@
+"""The answer first (issue 21): compare's default output is a verdict per pair of envs on one device and pair of devices
+under one env, on one screen; devices by short names with one legend line; words that fit the device."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from records_factory import constant_ms, make_record, noisy_ms, write
+
+from harness import compare
+from harness.analysis import stats
+from harness.analysis.devices import aliases, device_alias, device_word
+from harness.analysis.options import CompareOptions, analyse
+from harness.analysis.verdict import verdict
+from harness.render import WIDTH
+
+ROOT = Path(__file__).resolve().parent.parent
+SDPA = {"precision": "bf16", "attention": "sdpa", "sdpa_backend": "flash"}
+VOCAB = dict(SDPA, vocab_size=50304)
+
+
+def test_geomean_of_ratios_and_its_interval():
+    rng = np.random.default_rng(0)
+    parts = [(stats.Delta(1.0), 2.0 + rng.normal(0, 0.01, 500) - 1.0), (stats.Delta(0.125), 1.125 + rng.normal(0, 0.01, 500) - 1.0)]
+    d = stats.geomean(parts)
+    assert d.value == pytest.approx(math.sqrt(2.0 * 1.125) - 1.0) and d.beyond and d.low < d.value < d.high
+    assert stats.geomean([(stats.Delta(0.5), None)]).verdict == stats.FEW  # no replicates: no noise estimate
+    assert stats.geomean([]).value is None
+
+
+def test_device_aliases_are_short_unique_and_named_for_what_they_are():
+    assert device_alias("NVIDIA H100 80GB HBM3") == "h100-80g" and device_alias("NVIDIA H200") == "h200"
+    assert device_alias("NVIDIA A100-SXM4-80GB") == "a100-80g" and device_alias("NVIDIA GeForce RTX 4090") == "rtx-4090"
+    assert device_alias("cpu: Intel(R) Xeon(R) Processor @ 2.80GHz [AVX512+avx512_bf16+avx512_fp16; 2 threads]") == \
+        "xeon-avx512bf16-2t"
+    assert device_alias("cpu: AMD EPYC 7763 64-Core Processor [AVX2, no native bf16; 8 threads]") == "epyc-7763-avx2-8t"
+    names = aliases(["cpu: X Gold [AVX2, no native bf16; 2 threads]", "cpu: X Platinum [AVX2, no native bf16; 2 threads]"])
+    assert len(set(names.values())) == 2  # two labels never share a name
+    assert device_word(["cpu: A", "cpu: B"]) == "CPU" and device_word(["NVIDIA H200"]) == "GPU"
+    assert device_word(["cpu: A", "NVIDIA H200"]) == "device"
+
+
+@pytest.fixture
+def two_envs_two_gpus(tmp_path):
+    """Known ratios: nightly vs torch212 on the H100 is 2x at sdpa-flash and 1.125x at vocab-50304."""
+    ms = {("H100", "torch212"): (200.0, 90.0), ("H100", "nightly"): (100.0, 80.0),
+          ("A100", "torch212"): (300.0, 290.0), ("A100", "nightly"): (300.0, 290.0)}
+    records = []
+    for (gpu, env), (a, b) in ms.items():
+        for rep in range(2):
+            records.append(make_record(env=env, gpu=gpu, rung="sdpa-flash", repeat=rep, workload=SDPA,
+                                       ms=noisy_ms(a, 0.01, seed=rep), memory=(20 if env == "torch212" else 16) * 2**30))
+            records.append(make_record(env=env, gpu=gpu, rung="vocab-50304", repeat=rep, workload=VOCAB,
+                                       ms=noisy_ms(b, 0.01, seed=rep + 2), memory=(20 if env == "torch212" else 16) * 2**30))
+    return write(tmp_path / "runs", records)
+
+
+def test_the_verdict_pairs_envs_per_device_and_devices_per_env(two_envs_two_gpus):
+    _ds, cx = analyse(CompareOptions((two_envs_two_gpus,)), lambda line: None)
+    v = verdict(cx)
+    envs = {(cx.name(p.same), p.base, p.other): p for p in v.pairs if p.across == "env"}
+    h100 = envs[("h100-80g", "torch212", "nightly")]
+    assert len(h100.rows) == 2 and h100.speed.value == pytest.approx(math.sqrt(2.0 * 90 / 80) - 1, rel=0.02)
+    assert h100.speed.beyond and h100.changed == 2 and h100.most.label == "sdpa-flash"
+    assert h100.memory.value == pytest.approx(-0.2) and h100.memory_metric == "peak alloc"
+    a100 = envs[("a100-80g", "torch212", "nightly")]
+    assert a100.speed.verdict == stats.WITHIN and a100.faster == "no faster or slower beyond noise"
+    devices = {(p.same, cx.name(p.base), cx.name(p.other)) for p in v.pairs if p.across == "gpu"}
+    assert devices == {("torch212", "a100-80g", "h100-80g"), ("nightly", "a100-80g", "h100-80g")}
+
+
+def _default_output(*paths) -> tuple[list[str], str]:
+    proc = subprocess.run([sys.executable, "-m", "harness.compare", *map(str, paths)], cwd=ROOT, capture_output=True,
+                          text=True, check=True, env={"PATH": "/usr/bin:/bin", "COLUMNS": "120"})
+    return proc.stdout.splitlines(), proc.stderr
+
+
+def test_compare_on_the_shipped_records_fits_one_screen_verdict_first():
+    lines, _err = _default_output(ROOT / "results")
+    assert len(lines) <= 60, "\n".join(lines)
+    assert [line for line in lines if len(line) > WIDTH] == []
+    verdict_at = next(i for i, line in enumerate(lines) if line.startswith("Verdict:"))
+    assert verdict_at <= 4  # after the counts and the envs, before anything else
+    assert any(line.startswith("Devices: ") and "h100-80g = NVIDIA H100 80GB HBM3" in line for line in lines)
+    assert lines[-2].startswith("More: every table with --detail")
+
+
+def test_detail_and_table_are_one_flag_away(two_envs_two_gpus, capsys):
+    assert compare.main([str(two_envs_two_gpus), "--table", "versions"]) == 0
+    out = capsys.readouterr().out
+    assert "== Cross-version" in out and "Verdict:" not in out
+    assert compare.main([str(two_envs_two_gpus), "--detail"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("Verdict:") < out.index("== Ladder") < out.index("== Cross-version") < out.index("Significance:")
+
+
+def test_words_fit_the_device(tmp_path, capsys):
+    """CPU-only records: 'CPU' in headers, no CUDA library rows, Inductor's C++ kernels not called triton."""
+    top = [{"name": "cpp_fused_add_0", "category": "triton", "per_step_us": 50.0, "share": 0.5}]
+    explain = {"kernels": {"available": True, "device": "cpu", "by_category": {"triton": {"per_step_us": 50.0, "share": 0.5},
+                                                                               "gemm": {"per_step_us": 50.0, "share": 0.5}},
+                           "top": top}}
+    recs = []
+    for env, version in (("torch212", "2.1.2+cu121"), ("latest", "2.15.0+cu132")):
+        r = make_record(env=env, gpu=None, rung="fp32", ms=constant_ms(100.0), torch_version=version,
+                        explain={**explain, "libraries": {"mapped": {"cublas": {"version": version[-3:]}}}})
+        recs.append(r)
+    path = write(tmp_path / "cpu", recs)
+    assert compare.main([str(path), "--table", "versions", "--table", "libraries", "--table", "underneath"]) == 0
+    out = capsys.readouterr().out
+    assert "same CPU and rung" in out and "GPU" not in out
+    assert "cublas" not in out and "torch.cuda" not in out
+    _ds, cx = analyse(CompareOptions((path,)), lambda line: None)
+    assert set(cx.ds.groups[0].kernel_categories) == {"inductor-cpp", "gemm"}
