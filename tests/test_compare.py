@@ -58,7 +58,7 @@ def exact(tmp_path):
 def test_exact_deltas(exact):
     cmp = Compare(load([exact], warn=lambda line: None))
     # ladder: bf16 300 ms -> sdpa-flash 150 ms (2x) -> vocab 100 ms (1.5x; 3x the first rung)
-    ladder = next(t for t in registry.build(cmp, ["ladder"]) if "H100" in t.title and "torch212" in t.title)
+    ladder = next(t for t in registry.build(cmp, ["ladder"]) if "h100" in t.title and "torch212" in t.title)
     assert [r["rung"] for r in ladder.rows] == ["bf16", "sdpa-flash", "vocab-50304"]
     assert by(ladder, rung="bf16")["tokens_s"] == pytest.approx(TOKENS / 0.3)
     assert by(ladder, rung="sdpa-flash")["vs_previous"].delta.value == pytest.approx(1.0)
@@ -70,27 +70,27 @@ def test_exact_deltas(exact):
 
     # cross-version: H100 sdpa-flash 150 -> 105 ms = +42.857%; memory 20 -> 16 GiB = -20%
     versions = registry.one(cmp, "versions")
-    row = by(versions, gpu="NVIDIA H100 80GB HBM3", rung="sdpa-flash", env="nightly")
-    assert row["baseline"] == "H100 80GB HBM3 / torch212, B=16, T=1024"  # the baseline cell, named fully
+    row = by(versions, gpu="h100-80g", rung="sdpa-flash", env="nightly")
+    assert row["baseline"] == "h100-80g / torch212"  # the baseline cell (same B and T as the row)
     assert row["d_tokens_s"].delta.value == pytest.approx(150 / 105 - 1)
     assert row["d_tokens_s"].delta.verdict == stats.BEYOND
     assert row["d_memory"].delta.value == pytest.approx(-0.2)
     assert row["d_memory"].delta.verdict == stats.BEYOND
-    assert by(versions, gpu="NVIDIA H100 80GB HBM3", rung="sdpa-flash", env="torch212")["baseline"] == "(baseline)"
+    assert by(versions, gpu="h100-80g", rung="sdpa-flash", env="torch212")["baseline"] == "(baseline)"
 
     # cross-GPU: A100 is the baseline (lower capability); vocab torch212: 200 -> 100 ms = +100%
-    row = by(registry.one(cmp, "gpus"), env="torch212", rung="vocab-50304", gpu="NVIDIA H100 80GB HBM3")
-    assert row["baseline"] == "A100-SXM4-80GB / torch212, B=16, T=1024"
+    row = by(registry.one(cmp, "gpus"), env="torch212", rung="vocab-50304", gpu="h100-80g")
+    assert row["baseline"] == "a100-80g / torch212"
     assert row["d_tokens_s"].delta.value == pytest.approx(1.0)
 
     # knob effects per cell, and the 2x2 split
     knobs = registry.one(cmp, "knobs")
     vocab_rows = [r for r in knobs.rows if r["knob"] == "vocab_size 50257 -> 50304"]
-    assert {(r["gpu"].split()[1], r["env"]): round(r["d_tokens_s"].delta.value, 6) for r in vocab_rows} == {
-        ("H100", "torch212"): 0.5, ("H100", "nightly"): 0.05, ("A100-SXM4-80GB", "torch212"): 0.02, ("A100-SXM4-80GB", "nightly"): 0.03}
+    assert {(r["gpu"], r["env"]): round(r["d_tokens_s"].delta.value, 6) for r in vocab_rows} == {
+        ("h100-80g", "torch212"): 0.5, ("h100-80g", "nightly"): 0.05, ("a100-80g", "torch212"): 0.02, ("a100-80g", "nightly"): 0.03}
     factors = registry.one(cmp, "factors")
     row = by(factors, knob="vocab_size 50257 -> 50304")
-    assert row["gpus"] == "NVIDIA A100-SXM4-80GB -> NVIDIA H100 80GB HBM3" and row["envs"] == "torch212 -> nightly"
+    assert row["gpus"] == "a100-80g -> h100-80g" and row["envs"] == "torch212 -> nightly"
     assert row["gpu_factor"].delta.value == pytest.approx(0.5 * (0.50 - 0.02) + 0.5 * (0.05 - 0.03))  # +25 pp
     assert row["version_factor"].delta.value == pytest.approx(0.5 * (0.03 - 0.02) + 0.5 * (0.05 - 0.50))  # -22 pp
     assert row["interaction"].delta.value == pytest.approx((0.05 - 0.50) - (0.03 - 0.02))  # -46 pp
@@ -103,19 +103,19 @@ def test_exact_deltas_in_every_format(exact, capsys):
     assert code == 0 and err == ""
     doc = json.loads(out)
     versions = next(t for t in doc["tables"] if t["name"] == "versions")
-    row = next(r for r in versions["rows"] if r["env"] == "nightly" and r["rung"] == "vocab-50304" and "A100" in r["gpu"])
+    row = next(r for r in versions["rows"] if r["env"] == "nightly" and r["rung"] == "vocab-50304" and r["gpu"] == "a100-80g")
     assert row["d_tokens_s"]["value"] == pytest.approx(0.0)
     assert row["d_tokens_s"]["verdict"] == stats.WITHIN  # 200 ms both sides: no change is not a win
 
     code, out, _err = run([exact, "--format", "csv", "--table", "gpus"], capsys)
     rows = list(csv.DictReader(io.StringIO(out)))
-    h100 = next(r for r in rows if "H100" in r["gpu"] and r["rung"] == "vocab-50304" and r["env"] == "nightly")
+    h100 = next(r for r in rows if r["gpu"] == "h100-80g" and r["rung"] == "vocab-50304" and r["env"] == "nightly")
     assert float(h100["d_tokens_s_fraction"]) == pytest.approx(1.0) and h100["d_tokens_s_verdict"] == stats.BEYOND
 
     code, out, _err = run([exact, "--format", "markdown", "--table", "factors"], capsys)
     assert "| vocab_size 50257 -> 50304" in out and "+25.0 pp [+25.0,+25.0] beyond" in out and stats.rule_text()[:40] in out
 
-    code, out, _err = run([exact], capsys)
+    code, out, _err = run([exact, "--detail"], capsys)
     assert "Significance:" in out and "beyond noise" in out  # the rule is in the footer
 
 
@@ -172,7 +172,7 @@ def test_bad_files_warned_once_each_and_rest_compared(tmp_path, capsys):
     nan = make_record(env="torch212", rung="tf32", workload={"precision": "tf32"})
     (good / "nan.json").write_text(json.dumps(nan).replace('"ms": [5000.0', '"ms": [NaN'))
     (good / "empty").mkdir()
-    code, out, err = run([good, good / "empty"], capsys)
+    code, out, err = run([good, good / "empty", "--detail"], capsys)
     assert code == 0
     lines = err.strip().splitlines()
     assert len(lines) == 5, lines
@@ -213,7 +213,7 @@ def test_env_filter_keeps_the_users_reference_records(tmp_path, capsys):
     ds = load([refs, measured], warn=lambda line: None, filters=Filters(envs=["nightly"]))
     assert len(ds.references) == 21 and [g.env for g in ds.groups] == ["nightly"] and ds.filtered == 1
     beside = [r["measured"] for r in registry.one(Compare(ds), "reference").rows if r.get("measured") not in (None, "(none)")]
-    assert beside == ["NVIDIA H100 80GB HBM3 / nightly"]  # the reference line 44 (vocab-50304, B=16) beside the filtered run
+    assert beside == ["h100-80g / nightly"]  # the reference line 44 (vocab-50304, B=16) beside the filtered run
     code, out, _err = run([refs, measured, "--env", "nightly", "--table", "reference", "--format", "json"], capsys)
     doc = json.loads(out)
     assert code == 0 and doc["references"] == 21 and doc["groups"] == 1
@@ -268,9 +268,9 @@ def test_torch_version_order():
 def test_baselines_and_filters(exact, capsys):
     ds = load([exact], warn=lambda line: None)
     cmp = Compare(ds, baseline_env="nightly", baseline_gpu="NVIDIA H100 80GB HBM3")
-    row = by(registry.one(cmp, "versions"), gpu="NVIDIA H100 80GB HBM3", rung="sdpa-flash", env="torch212")
-    assert row["baseline"] == "H100 80GB HBM3 / nightly, B=16, T=1024" and row["d_tokens_s"].delta.value == pytest.approx(105 / 150 - 1)
-    row = by(registry.one(cmp, "gpus"), env="torch212", rung="vocab-50304", gpu="NVIDIA A100-SXM4-80GB")
+    row = by(registry.one(cmp, "versions"), gpu="h100-80g", rung="sdpa-flash", env="torch212")
+    assert row["baseline"] == "h100-80g / nightly" and row["d_tokens_s"].delta.value == pytest.approx(105 / 150 - 1)
+    row = by(registry.one(cmp, "gpus"), env="torch212", rung="vocab-50304", gpu="a100-80g")
     assert row["d_tokens_s"].delta.value == pytest.approx(-0.5)
     code, out, _err = run([exact, "--gpu", "a100", "--rung", "vocab-50304", "--format", "json"], capsys)
     doc = json.loads(out)
@@ -371,14 +371,14 @@ def test_cross_gpu_rows_in_rung_order_baseline_named_and_failed_baseline_said(tm
                 else:
                     recs.append(make_record(env="torch212", gpu=gpu, rung=rung, workload=w, ms=constant_ms(base_ms * b / 16)))
     table = registry.one(Compare(load([write(tmp_path / "r", recs)], warn=lambda line: None)), "gpus")
-    assert [(r["rung"], r["batch"], r["gpu"].split()[1]) for r in table.rows] == [
-        ("bf16", "B=16, T=1024", "A100-SXM4-80GB"), ("bf16", "B=16, T=1024", "H100"),
-        ("bf16", "B=64, T=1024", "A100-SXM4-80GB"), ("bf16", "B=64, T=1024", "H100"),
-        ("sdpa-flash", "B=16, T=1024", "A100-SXM4-80GB"), ("sdpa-flash", "B=16, T=1024", "H100"),
-        ("sdpa-flash", "B=64, T=1024", "A100-SXM4-80GB"), ("sdpa-flash", "B=64, T=1024", "H100")]
+    assert [(r["rung"], r["batch"], r["gpu"]) for r in table.rows] == [
+        ("bf16", "B=16, T=1024", "a100-80g"), ("bf16", "B=16, T=1024", "h100-80g"),
+        ("bf16", "B=64, T=1024", "a100-80g"), ("bf16", "B=64, T=1024", "h100-80g"),
+        ("sdpa-flash", "B=16, T=1024", "a100-80g"), ("sdpa-flash", "B=16, T=1024", "h100-80g"),
+        ("sdpa-flash", "B=64, T=1024", "a100-80g"), ("sdpa-flash", "B=64, T=1024", "h100-80g")]
     oom, h100 = table.rows[2], table.rows[3]
     assert oom["runs"] == "oom" and oom["baseline"] == "(baseline)"
-    assert h100["baseline"] == "A100-SXM4-80GB / torch212, B=64, T=1024" and h100["tokens_s"] == pytest.approx(64 * 1024 / 0.4)
+    assert h100["baseline"] == "a100-80g / torch212" and h100["tokens_s"] == pytest.approx(64 * 1024 / 0.4)
     assert h100["d_tokens_s"].text() == "n/a (the baseline ran out of memory)"
     assert any("did not run ok" in n for n in table.notes)
 
@@ -393,7 +393,7 @@ def test_failure_records_without_an_environment_are_no_device(tmp_path, capsys):
             failure_record(env="torch212", rung="vocab-50304", workload=VOCAB, gpu="H100")]
     cmp = Compare(load([write(tmp_path / "r", recs)], warn=lambda line: None))
     titles = [t.title for t in registry.build(cmp, ["ladder"])]
-    assert titles == ["Ladder: plan seed-ladder on NVIDIA H100 80GB HBM3 / torch212 (B=16, T=1024)"]
+    assert titles == ["Ladder: plan seed-ladder on h100-80g / torch212 (B=16, T=1024)"]
     ladder = registry.build(cmp, ["ladder"])[0]
     assert [(r["rung"], r["runs"]) for r in ladder.rows] == [("bf16", "1x10"), ("vocab-50304", "error")]
     left = registry.one(cmp, "left-out").rows
@@ -438,7 +438,7 @@ def test_csv_headers_carry_units(exact, capsys):
     assert "memory" not in header and "ms" not in header
     code, out, _err = run([exact, "--format", "csv", "--table", "versions"], capsys)
     rows = list(csv.DictReader(io.StringIO(out)))
-    row = next(r for r in rows if r["env"] == "nightly" and r["rung"] == "vocab-50304" and "H100" in r["gpu"])
+    row = next(r for r in rows if r["env"] == "nightly" and r["rung"] == "vocab-50304" and r["gpu"] == "h100-80g")
     assert code == 0 and float(row["memory_bytes"]) == 16 * 2**30
     assert float(row["d_memory_fraction"]) == pytest.approx(-0.2) and "d_memory_range_low_fraction" in row
 
@@ -511,13 +511,13 @@ def test_real_gpu_records_read_as_a_person_would():
     rung_index = {rung: i for i, rung in enumerate(("fp32", "tf32", "bf16", "sdpa-flash", "vocab-50304", "fused-adamw-clip"))}
     assert order == sorted(order, key=lambda rb: (rung_index[rb[0]], int(rb[1].split(",")[0][2:])))
     for rung in ("fp32", "tf32", "bf16"):  # H100 B=64 ran out of memory where the H200 ran: said, not dropped
-        h100 = by(gpus, rung=rung, batch="B=64, T=1024", gpu="NVIDIA H100 80GB HBM3")
-        h200 = by(gpus, rung=rung, batch="B=64, T=1024", gpu="NVIDIA H200")
+        h100 = by(gpus, rung=rung, batch="B=64, T=1024", gpu="h100-80g")
+        h200 = by(gpus, rung=rung, batch="B=64, T=1024", gpu="h200")
         assert h100["runs"] == "oom" and h200["tokens_s"] > 0
         assert h200["d_tokens_s"].text() == "n/a (the baseline ran out of memory)"
-    fp32 = by(gpus, rung="fp32", batch="B=16, T=1024", gpu="NVIDIA H200")
-    assert fp32["baseline"] == "H100 80GB HBM3 / local, B=16, T=1024" and "[" in fp32["d_tokens_s"].text()
-    ladder = next(t for t in registry.build(cmp, ["ladder"]) if "H100" in t.title and "B=64" in t.title)
+    fp32 = by(gpus, rung="fp32", batch="B=16, T=1024", gpu="h200")
+    assert fp32["baseline"] == "h100-80g / local" and "[" in fp32["d_tokens_s"].text()
+    ladder = next(t for t in registry.build(cmp, ["ladder"]) if "h100-80g" in t.title and "B=64" in t.title)
     assert by(ladder, rung="fused-adamw-clip")["runs"] == "3x40 pooled"
     assert any("sweep batch-search batch_size=64" in n for n in ladder.notes)
     assert registry.one(cmp, "versions").notes == ["only one env in these records (local): nothing to compare across envs"]

@@ -99,19 +99,19 @@ def test_overview_on_the_real_gpu_records():
     cmp = Compare(load([ROOT / "results" / "gpu-h100-80gb-hbm3", ROOT / "results" / "gpu-h200", ROOT / "results" / "reference"],
                        warn=lambda line: None))
     tables = {t.title: t for t in fastest_tables.fastest_tables(cmp)}
-    h200 = {r["what"]: r for r in tables[fastest_tables.OVERVIEW_TITLE + "NVIDIA H200"].rows}
+    h200 = {r["what"]: r for r in tables[fastest_tables.OVERVIEW_TITLE + "h200"].rows}
     assert h200[fastest_tables.BEYOND_ROW]["run"] == "beyond-ladder sdpa-cudnn" and round(h200[fastest_tables.BEYOND_ROW]["tokens_s"]) == 532624
     assert h200[fastest_tables.BEYOND_ROW]["parity"].startswith("ok")
     assert h200[fastest_tables.TUNE_ROW]["run"].startswith("none: no `python -m harness.tune` run")
     assert round(h200[fastest_tables.USER_ROW]["tokens_s"]) == 452606  # the user's best: B=96, nightly
     assert round(h200["peer: build-nanogpt"]["tokens_s"]) == 533862
     assert h200[fastest_tables.SEED_ROW]["run"] == "seed-ladder fused-adamw-clip (3 runs pooled)"  # the ladder run and the overhead check
-    h100 = tables[fastest_tables.OVERVIEW_TITLE + "NVIDIA H100 80GB HBM3"]
+    h100 = tables[fastest_tables.OVERVIEW_TITLE + "h100-80g"]
     assert [round(r["tokens_s"]) for r in h100.rows if r["what"].startswith("peer")] == [475826, 476082]
     seed = next(r for r in h100.rows if r["what"] == fastest_tables.SEED_ROW)
     assert round(seed["tokens_s"]) == 473340 and "does not fit" in seed["run"]  # B=104 ran, past the 5 GiB headroom
     assert any("no harness.tune run exists in these records yet" in n for n in h100.notes)
-    split = tables["What explains it on NVIDIA H200: sdpa-cudnn (B=64, T=1024) against its start fused-adamw-clip at the same B and T"]
+    split = tables["What explains it on h200: sdpa-cudnn (B=64, T=1024) against its start fused-adamw-clip at the same B and T"]
     attention = next(r for r in split.rows if r["what"] == "attention kernels")
     assert float(attention["b"]) < float(attention["a"])
     assert any("no Inductor-generated kernel was captured" in n for n in split.notes)
@@ -124,12 +124,12 @@ def test_report_section_and_finding_per_gpu(tmp_path):
     assert report.main([*map(str, paths), "-o", str(tmp_path)]) == 0
     md = (tmp_path / "report.md").read_text()
     section = md.split("## 5. Fastest found vs the user's best vs the peer")[1].split("## 6.")[0]
-    for gpu in ("NVIDIA H100 80GB HBM3", "NVIDIA H200"):
+    for gpu in ("h100-80g", "h200"):
         assert f"**{fastest_tables.OVERVIEW_TITLE}{gpu}**" in section
     assert "none: no `python -m harness.tune` run (plan fastest) on this GPU in these records" in section
     assert "the fastest measured so far is sdpa-cudnn (B=64, T=1024, plan beyond-ladder)" in section
     findings = md.split("### Fastest found vs the user's best vs the peer")[1].split("###")[0]
-    h200 = next(line for line in findings.splitlines() if line.startswith("- H200:"))
+    h200 = next(line for line in findings.splitlines() if line.startswith("- h200:"))
     assert "the fastest found beyond it: beyond-ladder sdpa-cudnn (B=64, T=1024), 532,624 tokens/s" in h200
     assert "no harness.tune run is in these records" in h200 and "peer: build-nanogpt 533,862 tokens/s" in h200
     assert "20261123T085044Z-local-beyond-ladder-sdpa-cudnn-r0-2e60fd" in h200  # cites the run it rests on

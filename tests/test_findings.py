@@ -28,20 +28,20 @@ def texts(items, topic) -> str:
 def test_findings_on_the_real_gpu_records_answer_the_users_questions():
     items = found([*GPU, REFERENCE])
     tf32 = texts(items, "tf32-memory")
-    assert "H100 80GB HBM3 / local (torch 2.11.0+cu130), B=16, T=1024" in tf32
+    assert "h100-80g / local (torch 2.11.0+cu130), B=16, T=1024" in tf32
     assert "peak alloc 30,071 -> 32,853 MiB (+9.3%), device used 34,093 -> 36,419 MiB (+6.8%)" in tf32
     assert "the user's log (H100/H800 class, torch not stated), B=16, T=1024: device used 39,104 -> 42,246 MiB (+8.0%)" in tf32
     assert "higher in 4 and lower in 0 of 4 pair(s)" in tf32
     # the kernel capture says which lm_head GEMMs were not seen at N = 50257 under TF32
     assert "tf32: forward not seen at 50257, backward-input not seen at 50257, backward-weight at 50257" in tf32
     vocab = texts(items, "vocab")
-    assert "sdpa-flash on H100 80GB HBM3 / local (torch 2.11.0+cu130), B=64, T=1024, compiler padding default: " \
+    assert "sdpa-flash on h100-80g / local (torch 2.11.0+cu130), B=64, T=1024, compiler padding default: " \
            "tokens/s 424,159 -> 457,808 (+7.9%)" in vocab
     assert "in the user's log (H100/H800 class, torch not stated), B=16, T=1024: tokens/s 186,796 -> 291,550 (+56.1% (single sample))" in vocab
     assert "No padding A/B among these records" in texts(items, "padding-ab")
     versions = texts(items, "versions")
     assert "torch 2.1.2 -> nightly: tokens/s 308,130 -> 443,161 (+43.8% (single sample)); device used 77,425 -> 48,007 MiB (-38.0%)" in versions
-    assert "fused-adamw-clip at B=64 on H100 80GB HBM3 / local (torch 2.11.0+cu130): 464,211 tokens/s, 48,571 MiB device used" in versions
+    assert "fused-adamw-clip at B=64 on h100-80g / local (torch 2.11.0+cu130): 464,211 tokens/s, 48,571 MiB device used" in versions
     batch = texts(items, "batch")
     assert "B=64 464,440 tokens/s, B=96 471,396 tokens/s, B=104 473,340 tokens/s; did not run: 112 oom, 128 oom" in batch
     sdpa = texts(items, "sdpa")

@@ -28,7 +28,6 @@ from harness import sweep as sweepmod
 from harness.analysis import stats
 from harness.analysis.cells import Cell, fmt_signed_pct
 from harness.analysis.context import Compare
-from harness.analysis.dataset import short_gpu
 from harness.analysis.fastest import overviews
 from harness.analysis.group import Group, estimate, run_ids
 from harness.analysis.kernel_split import kernel_split
@@ -177,7 +176,7 @@ def versions(cmp: Compare) -> list[Finding]:
         for g in _matching_groups(cmp, rung, b, t):
             device_used = g.summary_median("device_used_bytes")
             out.append(Finding("versions", (
-                f"Measured beside it: {rung} at B={b} on {short_gpu(g.gpu)} / {g.env} (torch {g.torch_version}): "
+                f"Measured beside it: {rung} at B={b} on {cmp.ds.name(g.gpu)} / {g.env} (torch {g.torch_version}): "
                 f"{g.throughput.point:,.0f} tokens/s, {mib(device_used)} MiB device used, against the user's "
                 f"{estimate(ra).point:,.0f} / {mib(ra.memory_bytes)} MiB (torch {ta}) and "
                 f"{estimate(rb).point:,.0f} / {mib(rb.memory_bytes)} MiB (torch {tb}) (single samples; GPU "
@@ -203,7 +202,7 @@ def batch(cmp: Compare) -> list[Finding]:
         if not ran:
             continue
         largest = max(ran, key=lambda p: p[0])
-        text = (f"Batch size, {curve['rung']} on {short_gpu(curve['device'])} / {curve['env']} ({curve['sweep']}): "
+        text = (f"Batch size, {curve['rung']} on {cmp.ds.name(curve['device'])} / {curve['env']} ({curve['sweep']}): "
                 + ", ".join(f"B={v} {tps:,.0f} tokens/s" for v, tps, _m in ran)
                 + (f"; did not run: {', '.join(failed)}" if failed else "")
                 + f"; largest that ran: B={largest[0]} ({mib(largest[2])} MiB {sweepmod.MEMORY_NAME});"
@@ -253,7 +252,7 @@ def fastest(cmp: Compare) -> list[Finding]:
         seed_mfu = seed.mfu("mfu_datasheet")
         fits, why = ov.seed_fits
         remark = None if fits else f"does not fit the batch search's headroom: {why}"
-        text = (f"{short_gpu(ov.gpu)}: the seed ladder's best run is {_run_name(seed, remark)} ({seed.batch}), "
+        text = (f"{cmp.ds.name(ov.gpu)}: the seed ladder's best run is {_run_name(seed, remark)} ({seed.batch}), "
                 f"{estimate(seed).point:,.0f} tokens/s, MFU {_pct(seed_mfu)} of the datasheet peak")
         best = max((c for c in (ov.beyond, ov.tuned) if c is not None), key=lambda c: c.tokens_per_s, default=None)
         if best is not None:
@@ -304,7 +303,7 @@ def ladder(cmp: Compare) -> list[Finding]:
         steps = [s for s in ok if s.vs_previous is not None and s.vs_previous.value is not None]
         big = max(steps, key=lambda s: abs(s.vs_previous.value), default=None)
         name = lambda s: s.rung if s.rung == s.group.label else f"{s.rung} (= {s.group.label})"
-        text = (f"{lad.title}: {name(ok[0])} {ok[0].tokens_per_s:,.0f} tokens/s -> "
+        text = (f"{lad.title(cmp.name)}: {name(ok[0])} {ok[0].tokens_per_s:,.0f} tokens/s -> "
                 f"{name(ok[-1])} {ok[-1].tokens_per_s:,.0f} tokens/s ({Cell(ok[-1].vs_first, 'ratio').text()}); "
                 f"fastest rung {name(best)} ({best.tokens_per_s:,.0f} tokens/s)")
         if big:
@@ -320,7 +319,7 @@ def compute(cmp: Compare) -> list[Finding]:
     out += tf32_memory(cmp) + vocab(cmp) + versions(cmp) + batch(cmp) + sdpa(cmp) + fastest(cmp)
     for (knob, _ctx), entry in knob_effects(cmp).items():
         cells = sorted(entry["cells"].items(), key=lambda kv: (cmp.gpu_rank[kv[0][0]], cmp.env_rank[kv[0][1]]))
-        parts = [f"{Cell(d).brief()} on {short_gpu(gpu)}/{env}" for (gpu, env), (_a, _b, d, _boot) in cells]
+        parts = [f"{Cell(d).brief()} on {cmp.ds.name(gpu)}/{env}" for (gpu, env), (_a, _b, d, _boot) in cells]
         out.append(Finding("knobs", f"Knob {knob} (at {entry['at']}): tokens/s " + ", ".join(parts) + ".",
                            tuple(i for _k, (a, b, _d, _boot) in cells for i in run_ids(a, b))))
     out += factors(cmp)
@@ -330,15 +329,15 @@ def compute(cmp: Compare) -> list[Finding]:
 
 
 def factors(cmp: Compare) -> list[Finding]:
-    return [Finding("factors", f"{r.knob} (at {r.at}), GPUs {' -> '.join(r.gpus)}, envs {' -> '.join(r.envs)}: GPU factor "
+    return [Finding("factors", f"{r.knob} (at {r.at}), {cmp.word}s {' -> '.join(map(cmp.name, r.gpus))}, envs {' -> '.join(r.envs)}: GPU factor "
                                f"{Cell(r.gpu_factor, 'pp').brief()}, version factor {Cell(r.version_factor, 'pp').brief()}, "
-                               f"interaction {Cell(r.interaction, 'pp').brief()} ({r.verdict()}).", tuple(r.run_ids))
+                               f"interaction {Cell(r.interaction, 'pp').brief()} ({r.verdict(cmp.ds.name)}).", tuple(r.run_ids))
             for r in splits(cmp).rows]
 
 
 def cross(cmp: Compare) -> list[Finding]:
     out = []
-    for across, what in (("env", "Cross-version"), ("gpu", "Cross-GPU")):
+    for across, what in (("env", "Cross-version"), ("gpu", f"Cross-{cmp.word}")):
         rows = cross_result(cmp, across).rows
         deltas = [r for r in rows if r.d_tokens is not None and r.d_tokens.value is not None]
         if not deltas:
@@ -354,9 +353,9 @@ def cross(cmp: Compare) -> list[Finding]:
         top = sorted(beyond, key=lambda r: -abs(r.d_tokens.value))[:3]
         if top:
             if across == "env":
-                show = lambda r: (short_gpu(r.gpu), r.env, r.base_env)
+                show = lambda r: (cmp.ds.name(r.gpu), r.env, r.base_env)
             else:
-                show = lambda r: (r.env, short_gpu(r.gpu), short_gpu(r.base_gpu))
+                show = lambda r: (r.env, cmp.ds.name(r.gpu), cmp.ds.name(r.base_gpu))
             text += "; largest: " + "; ".join(
                 f"{r.label} ({r.batch}) on {show(r)[0]}: {show(r)[1]} vs {show(r)[2]} {Cell(r.d_tokens).brief()}, "
                 f"memory {Cell(r.d_memory).brief()}" for r in top)
@@ -371,6 +370,6 @@ def loss(cmp: Compare) -> list[Finding]:
     drift = [r for r in rows if r.parity == "DRIFT"]
     text = f"Loss parity: {len(rows) - len(drift)} of {len(rows)} comparable cells within {cmp.loss_tol:.1%} of their baseline"
     if drift:
-        text += "; drift: " + "; ".join(f"{r.group.label} {short_gpu(r.group.gpu)}/{r.group.env} mean {fmt_signed_pct(r.d_mean)}, "
+        text += "; drift: " + "; ".join(f"{r.group.label} {cmp.ds.name(r.group.gpu)}/{r.group.env} mean {fmt_signed_pct(r.d_mean)}, "
                                         f"final {fmt_signed_pct(r.d_final)}" for r in drift[:5])
     return [Finding("loss", text + ".", tuple(i for r in rows for i in r.run_ids))]

@@ -129,7 +129,7 @@ class Group:
 
     @property
     def contended_notes(self) -> list[str]:
-        return [f"contended: {self.label} ({self.batch}) on {self.gpu} / {self.env}, {r.run_id}: "
+        return [f"contended: {self.label} ({self.batch}) / {self.env}, {r.run_id}: "
                 f"{contention.describe(r.contention)}" for r in self.contended]
 
     @property

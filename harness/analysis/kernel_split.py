@@ -6,6 +6,7 @@ harness.analysis.fastest's "What explains it" tables compare. No torch import.
 from __future__ import annotations
 
 from harness.analysis.group import Group
+from harness.record.view import CPU_INDUCTOR
 
 SPLIT = (  # (key, label) of the kernel-time split
     ("step_ms", "step time (median of the timed steps)"),
@@ -35,10 +36,10 @@ def kernel_split(g: Group) -> dict | None:
         "gemm": cats.get("gemm", 0.0),
         "lm_head_gemm": sum((v.get("per_step_us") or 0.0) for v in g.vocab_gemms),
         "lm_head_loss": cats.get("lm-head-loss", 0.0),
-        "triton": cats.get("triton", 0.0),
+        "triton": cats.get("triton", 0.0) + cats.get(CPU_INDUCTOR, 0.0),
         "optimizer": cats.get("optimizer-fused", 0.0) + cats.get("optimizer-foreach", 0.0),
     }
-    counted = ("attention", "gemm", "lm-head-loss", "triton", "optimizer-fused", "optimizer-foreach")
+    counted = ("attention", "gemm", "lm-head-loss", "triton", CPU_INDUCTOR, "optimizer-fused", "optimizer-foreach")
     out["rest"] = sum(v for c, v in cats.items() if c not in counted)
     # on a GPU one stream runs one kernel at a time, so the rest of the step is idle or went uncaptured; CPU op self
     # times come from several threads and do not add up to wall time

@@ -12,7 +12,6 @@ from itertools import combinations
 from harness.analysis import stats
 from harness.analysis.cells import Cell
 from harness.analysis.context import Compare
-from harness.analysis.dataset import short_gpu
 from harness.analysis.differ import knob_fields, value_key
 from harness.analysis.group import Group, estimate
 from harness.flags import flags_for
@@ -104,7 +103,7 @@ def reference_pairs(cmp: Compare, field: str, before=None, after=None) -> list[t
 
 def where(cmp: Compare, gpu: str, env: str, g: Group) -> str:
     torch = cmp.ds.env_versions.get(env)
-    return f"{short_gpu(gpu)} / {env}" + (f" (torch {torch})" if torch else "") + f", {g.batch}"
+    return f"{cmp.ds.name(gpu)} / {env}" + (f" (torch {torch})" if torch else "") + f", {g.batch}"
 
 
 def ref_where(r: Group) -> str:

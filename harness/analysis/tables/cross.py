@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from harness.analysis import stats
 from harness.analysis.cells import CONTENDED_NOTE, Cell, Table
-from harness.analysis.dataset import short_gpu
+from harness.analysis.dataset import outcome
 from harness.analysis.differ import differences
 from harness.analysis.group import Group, run_ids
 from harness.record.view import RecordView, isa_tag
@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from harness.analysis.context import Compare
 
 
-STATUS_TEXT = {"oom": "ran out of memory", "unsupported": "was unsupported", "error": "failed", "invalid": "was invalid"}
+STATUS_TEXT = {"oom": "ran out of memory", "unsupported": "was unsupported", "error": "failed", "invalid": "was invalid",
+               "contended": "was contended (left out; rerun it)"}
 
 
 @dataclass
@@ -57,7 +58,7 @@ class CrossRow:
 
     @property
     def status(self) -> str:
-        return "ok" if self.group is not None else self.failed.status
+        return "ok" if self.group is not None else outcome(self.failed)
 
 
 @dataclass
@@ -86,19 +87,21 @@ def gpus_table(cx: Compare) -> Table:
 def _table(cx: Compare, name: str, result: Cross) -> Table:
     across = result.across
     other = "gpu" if across == "env" else "env"
-    what, same = ("env", "GPU") if across == "env" else ("GPU", "env")
-    table = Table(name, f"Cross-{'version' if across == 'env' else 'GPU'}: same {same} and rung; each {what} vs the baseline {what}", [
+    what, same = ("env", cx.word) if across == "env" else (cx.word, "env")
+    table = Table(name, f"Cross-{'version' if across == 'env' else cx.word}: same {same} and rung; each {what} vs the "
+                  f"baseline {what}", [
         (other, same), ("rung", "rung"), ("batch", "B, T"), (across, what), ("runs", "runs"),
-        ("baseline", "baseline cell (GPU / env, B, T)"), ("tokens_s", "tokens/s"), ("d_tokens_s", "delta tokens/s"),
+        ("baseline", f"baseline ({cx.word} / env)"), ("tokens_s", "tokens/s"), ("d_tokens_s", "delta tokens/s"),
         ("memory", "memory MiB"), ("d_memory", "delta memory")])
+    show = {"gpu": cx.name, "env": str}
     for r in result.rows:
-        row = {other: r.same, "rung": r.label, "batch": r.batch, across: r.value,
-               "baseline": "(baseline)" if r.is_baseline else f"{short_gpu(r.base_gpu)} / {r.base_env}, {r.batch}",
+        row = {other: show[other](r.same), "rung": r.label, "batch": r.batch, across: show[across](r.value),
+               "baseline": "(baseline)" if r.is_baseline else f"{cx.name(r.base_gpu)} / {r.base_env}",
                "run_ids": r.run_ids}
         if r.group is not None:
             row.update(runs=r.group.n_text, tokens_s=r.group.throughput.point, memory=r.group.memory_bytes)
         else:
-            row["runs"] = r.failed.status
+            row["runs"] = outcome(r.failed)
         if r.isa:
             row["isa"] = r.isa
         if not r.is_baseline:
@@ -142,14 +145,14 @@ def _cross_result(cx: Compare, across: str) -> Cross:
                 c = row_cells[v]
                 group = c if isinstance(c, Group) else None
                 row = CrossRow(across, o, v, group, None if group else c[0], base if isinstance(base, Group) else None,
-                               base_gpu, base_env, "ok" if isinstance(base, Group) else base[0].status, g0.label,
+                               base_gpu, base_env, "ok" if isinstance(base, Group) else outcome(base[0]), g0.label,
                                g0.batch, g0.workload.get("batch_size"))
                 if group is not None:
                     contended += [n for n in group.contended_notes if n not in contended]
                 if across == "gpu" and v != order[0]:
                     row.isa = isa_difference(record_of(base), record_of(c))
                     if row.isa:
-                        isa_notes.setdefault(f"{short_gpu(base_gpu)} vs {short_gpu(v)}: {row.isa}", None)
+                        isa_notes.setdefault(f"{cx.ds.name(base_gpu)} vs {cx.ds.name(v)}: {row.isa}", None)
                 row.run_ids = [i for cell in ((c,) if v == order[0] else (base, c))
                                for i in (run_ids(cell) if isinstance(cell, Group) else [cell[0].run_id])]
                 if v != order[0]:
@@ -178,7 +181,7 @@ def _cross_deltas(cx: Compare, base, c) -> tuple[stats.Delta, stats.Delta]:
     if isinstance(base, Group) and isinstance(c, Group):
         return cx.delta(base, c), cx.mem_delta(base, c)
     failed = base if not isinstance(base, Group) else c
-    status = failed[0].status
+    status = outcome(failed[0])
     why = f"the baseline {STATUS_TEXT.get(status, status)}" if failed is base else f"this run {STATUS_TEXT.get(status, status)}"
     none = stats.Delta(None, verdict=why)
     return none, none

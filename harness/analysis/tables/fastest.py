@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from harness.analysis.cells import Cell, Mfu, Table, fmt_pct
 from harness.analysis.context import Compare
+from harness.analysis.dataset import outcome
 from harness.analysis.fastest import Overview, Search, changes, overviews, peak_memory, searches
 from harness.analysis.group import Group, estimate, run_ids
 from harness.analysis.kernel_split import SPLIT, kernel_split
@@ -25,7 +26,7 @@ def fastest_tables(cmp: Compare) -> list[Table]:
 
 def search_table(cmp: Compare, s: Search) -> Table:
     """Every run of one search: what it changes, B, status, tokens/s against its start run, loss parity, fits."""
-    t = Table("fastest", f"harness.tune on {s.gpu} / {s.env}: every run against the start run at the same B and T "
+    t = Table("fastest", f"harness.tune on {cmp.name(s.gpu)} / {s.env}: every run against the start run at the same B and T "
               f"(start: B={s.start.workload.get('batch_size')}, T={s.start.workload.get('seq_len')})", [
         ("rung", "rung"), ("changes", "changes against the start"), ("batch", "B"), ("status", "status"),
         ("tokens_s", "tokens/s"), ("vs_start", "vs start, same B"), ("parity", "loss vs start, same B"),
@@ -40,7 +41,7 @@ def search_table(cmp: Compare, s: Search) -> Table:
                        "parity": c.parity_text(cmp.loss_tol), "memory": peak.bytes if peak else None,
                        "fits": "yes" if c.fits else f"no: {c.why_not}", "mark": mark, "run_ids": run_ids(c.group)})
     for r in sorted(s.failed, key=lambda r: r.run_id):
-        t.rows.append({"rung": r.rung, "batch": r.workload.get("batch_size"), "status": r.status,
+        t.rows.append({"rung": r.rung, "batch": r.workload.get("batch_size"), "status": outcome(r),
                        "mark": r.reason or "no reason given", "run_ids": [r.run_id]})
     t.notes += [
         (f"equivalent = loss within {cmp.loss_tol:.1%} of the start run at the same B and T (final and mean, the loss rule "
@@ -111,7 +112,7 @@ def overview_tables(cmp: Compare, ov: Overview) -> list[Table]:
     """One device's table (the seed ladder's best, beyond-ladder, harness.tune, the user's best, the peer) and the
     kernel split of the fastest found beyond the seed ladder against its start."""
     seed, gpu = ov.seed, ov.gpu
-    t = Table("fastest", f"{OVERVIEW_TITLE}{gpu}", [
+    t = Table("fastest", f"{OVERVIEW_TITLE}{cmp.name(gpu)}", [
         ("what", "what"), ("run", "run"), ("env", "env / source"), ("batch", "B, T"), ("tokens_s", "tokens/s"),
         ("vs_seed", "vs the seed ladder's best"), ("mfu_ds", "MFU (datasheet)"), ("mfu_meas", "MFU (measured GEMM peak)"),
         ("memory", "memory MiB"), ("parity", "loss vs its start")])
@@ -156,6 +157,6 @@ def overview_tables(cmp: Compare, ov: Overview) -> list[Table]:
     tables = [t]
     shown = ov.shown
     if shown is not None:
-        tables.append(split_table(f"{SPLIT_TITLE}{gpu}: {shown.group.label} ({shown.group.batch}) against its start "
+        tables.append(split_table(f"{SPLIT_TITLE}{cmp.name(gpu)}: {shown.group.label} ({shown.group.batch}) against its start "
                                   f"{shown.partner.label} at the same B and T", shown.partner, shown.group))
     return tables

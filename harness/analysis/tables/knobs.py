@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from harness.analysis import stats
 from harness.analysis.cells import Cell, Change, Table
-from harness.analysis.dataset import short_gpu
 from harness.analysis.differ import field_diff, show_value, value_key, variant_labels
 from harness.analysis.group import Group, run_ids
 
@@ -86,12 +85,12 @@ def _knob_effects(cx: Compare) -> dict[tuple, dict]:
 
 def knobs_table(cx: Compare) -> Table:
     effects = knob_effects(cx)
-    table = Table("knobs", "Knob effects: one change, in every (GPU, env) cell where both sides ran", [
-        ("knob", "knob"), ("at", "at"), ("gpu", "GPU"), ("env", "env"), ("tokens_s", "tokens/s before -> after"),
+    table = Table("knobs", f"Knob effects: one change, in every ({cx.word}, env) cell where both sides ran", [
+        ("knob", "knob"), ("at", "at"), ("gpu", cx.word), ("env", "env"), ("tokens_s", "tokens/s before -> after"),
         ("d_tokens_s", "effect on tokens/s"), ("d_memory", "effect on memory")])
     for (knob, _ctx), entry in effects.items():
         for (gpu, env), (a, b, delta, _boot) in sorted(entry["cells"].items(), key=lambda kv: (cx.gpu_rank[kv[0][0]], cx.env_rank[kv[0][1]])):
-            table.rows.append({"knob": knob, "at": entry["at"], "gpu": gpu, "env": env,
+            table.rows.append({"knob": knob, "at": entry["at"], "gpu": cx.name(gpu), "env": env,
                                "tokens_s": Change(a.throughput.point, b.throughput.point),
                                "d_tokens_s": Cell(delta), "d_memory": Cell(cx.mem_delta(a, b)), "run_ids": run_ids(a, b)})
     if not table.rows:
@@ -121,7 +120,7 @@ class Split:
         g, v, i = self.gpu_factor, self.version_factor, self.interaction
         return i.beyond and all(d.value is not None and abs(i.value) > abs(d.value) for d in (g, v))
 
-    def verdict(self) -> str:
+    def verdict(self, name=str) -> str:
         """What the split says, in words: which factor is real and larger, or that the interaction is larger than
         both (then the effect belongs to one GPU together with one torch build, not to either alone)."""
         g, v, i = self.gpu_factor, self.version_factor, self.interaction
@@ -131,7 +130,7 @@ class Split:
                 gpu, env = self.standout
                 here = self.cells[self.standout]
                 others = sorted(d.value for q, d in self.cells.items() if q != self.standout)
-                text += (f": it comes from {short_gpu(gpu)} together with {env} ({Cell(here).brief()} there, "
+                text += (f": it comes from {name(gpu)} together with {env} ({Cell(here).brief()} there, "
                          f"{others[0] * 100:+.1f}% to {others[-1] * 100:+.1f}% in the other three cells)")
             return text
         real = [(name, d) for name, d in (("the GPU", g), ("the torch version", v)) if d.beyond]
@@ -204,8 +203,8 @@ def factors_table(cx: Compare) -> Table:
         ("gpu_factor", "GPU factor (B - A)"), ("version_factor", "version factor (2 - 1)"), ("interaction", "interaction")])
     for r in result.rows:
         table.rows.append({
-            "knob": r.knob, "at": r.at, "gpus": " -> ".join(r.gpus), "envs": " -> ".join(r.envs),
-            "effects": "; ".join(f"{short_gpu(g)}/{v} {Cell(d).brief()}" for (g, v), d in r.cells.items()),
+            "knob": r.knob, "at": r.at, "gpus": " -> ".join(map(cx.ds.name, r.gpus)), "envs": " -> ".join(r.envs),
+            "effects": "; ".join(f"{cx.ds.name(g)}/{v} {Cell(d).brief()}" for (g, v), d in r.cells.items()),
             "gpu_factor": Cell(r.gpu_factor, "pp"), "version_factor": Cell(r.version_factor, "pp"),
             "interaction": Cell(r.interaction, "pp"), "run_ids": r.run_ids})
     table.notes += result.notes
@@ -227,6 +226,6 @@ def _unsplit_notes(cx: Compare, effects: dict) -> list[str]:
         quads = [{(g1, v1), (g1, v2), (g2, v1), (g2, v2)} for g1, g2 in combinations(gpus, 2) for v1, v2 in combinations(envs, 2)]
         if any(q <= cells and not any(q <= part for part in split) for q in quads):
             notes.append(f"not split: {knob} at {at}: its cells are not comparable with one another: " + "; ".join(
-                f"{', '.join(f'{short_gpu(g)}/{v}' for g, v in sorted(e['cells']))} ran with {e['variant']}" for e in entries)
+                f"{', '.join(f'{cx.ds.name(g)}/{v}' for g, v in sorted(e['cells']))} ran with {e['variant']}" for e in entries)
                 + " (the same rule keeps them out of the cross-version and loss tables)")
     return notes

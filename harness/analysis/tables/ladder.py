@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from harness.analysis import stats
 from harness.analysis.cells import CONTENDED_NOTE, MFU_SUSPECT_NOTE, Cell, Mfu, Table
+from harness.analysis.dataset import outcome
 from harness.analysis.group import Group, run_ids
 from harness.record.view import RecordView
 
@@ -70,9 +71,8 @@ class Ladder:
     seq_len: int | None
     steps: list[LadderStep] = field(default_factory=list)
 
-    @property
-    def title(self) -> str:
-        return f"plan {self.plan} on {self.gpu} / {self.env} (B={self.batch_size}, T={self.seq_len})"
+    def title(self, name=str) -> str:
+        return f"plan {self.plan} on {name(self.gpu)} / {self.env} (B={self.batch_size}, T={self.seq_len})"
 
     @property
     def groups(self) -> list[Group]:
@@ -108,15 +108,19 @@ def ladder_tables(cx: Compare) -> list[Table]:
     tables = []
     for ladder in ladders(cx):
         groups = ladder.groups
-        table = Table("ladder", f"Ladder: {ladder.title}", [
+        table = Table("ladder", f"Ladder: {ladder.title(cx.name)}", [
             ("rung", "rung"), ("runs", "runs"), ("ms", "ms/step"), ("tokens_s", "tokens/s"),
             ("memory", _mem_header(groups) if groups else "memory MiB"), ("mfu", _mfu_header(groups)),
             ("vs_previous", "vs previous rung"), ("vs_first", "vs first rung")])
         for step in ladder.steps:
             g, rung = step.group, step.rung
             if g is None:
-                table.rows.append({"rung": rung, "runs": step.failed.status, "run_ids": [step.failed.run_id]})
-                table.notes.append(f"{rung}: {step.failed.status}: {_brief_reason(step.failed.reason)}")
+                f = step.failed
+                table.rows.append({"rung": rung, "runs": outcome(f), "run_ids": [f.run_id]})
+                if outcome(f) == "contended":
+                    table.notes.append(f"{rung}: contended ({f.contention_reason}): no number; rerun: {f.rerun_command}")
+                else:
+                    table.notes.append(f"{rung}: {f.status}: {_brief_reason(f.reason)}")
                 continue
             mfu = g.summary_median("mfu")
             table.rows.append({"rung": rung if rung == g.label else f"{rung} (= {g.label})", "runs": g.n_text,

@@ -78,11 +78,11 @@ def _parity_rows(cx: Compare) -> list[ParityRow]:
 def loss_table(cx: Compare) -> Table:
     tol = cx.loss_tol
     table = Table("loss", f"Loss parity: same workload, flags and steps across cells; flagged when final or mean loss differs from the baseline cell by more than {tol:.1%} (relative)", [
-        ("rung", "rung"), ("batch", "B, T"), ("gpu", "GPU"), ("env", "env"), ("steps", "steps"), ("final", "final loss"),
+        ("rung", "rung"), ("batch", "B, T"), ("gpu", cx.word), ("env", "env"), ("steps", "steps"), ("final", "final loss"),
         ("mean", "mean loss"), ("d_final", "delta final"), ("d_mean", "delta mean"), ("parity", "parity")])
     for r in parity_rows(cx):
         g, is_base = r.group, r.group is r.base
-        table.rows.append({"rung": g.label, "batch": g.batch, "gpu": g.gpu, "env": g.env, "steps": r.steps,
+        table.rows.append({"rung": g.label, "batch": g.batch, "gpu": cx.name(g.gpu), "env": g.env, "steps": r.steps,
                            "final": _round(r.final), "mean": _round(r.mean),
                            "d_final": None if is_base else fmt_signed_pct(r.d_final),
                            "d_mean": None if is_base else fmt_signed_pct(r.d_mean), "parity": r.parity,

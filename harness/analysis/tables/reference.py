@@ -73,7 +73,7 @@ def reference_table(cx: Compare) -> Table:
             table.rows.append({**base, "measured": "(none)"})
         for g in matches:
             conditions = reference_conditions(ref, g)  # typed, beside the column's text (not a column)
-            table.rows.append({**base, "measured": f"{g.gpu} / {g.env}", "ms": g.ms_median, "tokens_s": g.throughput.point,
+            table.rows.append({**base, "measured": f"{cx.name(g.gpu)} / {g.env}", "ms": g.ms_median, "tokens_s": g.throughput.point,
                                "mem": g.summary_median("device_used_bytes"),
                                "d_tokens_s": Cell(stats.ratio(ref_est, g.throughput, cx.floor)[0]),
                                "differs": conditions_text(conditions), "conditions": conditions})

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 def sweep_records(cx: Compare) -> list[RecordView]:
     """Every measured record that belongs to a sweep, ok or not (the filters applied); a failed one that does
     not say its device is under "left out" only, as everywhere."""
-    records = [r for g in cx.ds.groups for r in g.records] + [r for r, _gpu, _env in cx.failed_runs()]
+    records = [r for g in cx.ds.groups for r in g.records] + [r for r, _gpu, _env in cx.failed_runs() if not r.ok]
     return [r for r in records if r.sweep]
 
 
@@ -23,11 +23,11 @@ def sweeps_table(cx: Compare) -> Table:
     """One row per swept value of each curve (harness.sweep: a sweep of one rung in one env on one device),
     with the knee and the lm_head GEMM kernel, so a size change that switched kernels shows."""
     table = Table("sweeps", "Sweeps: throughput and memory against the swept value", [
-        ("sweep", "sweep"), ("rung", "rung"), ("gpu", "GPU"), ("env", "env"), ("value", "value"), ("status", "status"),
+        ("sweep", "sweep"), ("rung", "rung"), ("gpu", cx.word), ("env", "env"), ("value", "value"), ("status", "status"),
         ("runs", "runs"), ("tokens_s", "tokens/s"), ("vs_best", "vs best"), ("memory", "peak MiB"),
         ("memory_source", "memory"), ("lm_head", "lm_head kernel"), ("mark", "note")])
     for row in sweepmod.sweep_rows(sweep_records(cx)):
-        table.rows.append({"sweep": f"{row['sweep']} ({row['field']})", "rung": row["rung"], "gpu": row["device"],
+        table.rows.append({"sweep": f"{row['sweep']} ({row['field']})", "rung": row["rung"], "gpu": cx.name(row["device"]),
                            "env": row["env"], "value": row["value"], "status": row["status"], "runs": row["runs"],
                            "tokens_s": row["tokens_per_s"], "vs_best": Number(row["vs_best"], fmt_pct),
                            "memory": row["peak_memory_bytes"], "memory_source": row["memory_source"],
@@ -41,6 +41,6 @@ def sweeps_table(cx: Compare) -> Table:
 
 def left_out_table(cx: Compare) -> Table:
     table = Table("left-out", "Left out, and why", [("what", "record"), ("why", "why")])
-    table.rows = [{"what": w, "why": y} for w, y in cx.ds.left_out]
+    table.rows = [{"what": x.what, "why": x.why} for x in cx.ds.left_out]
     table.notes = list(cx.ds.notes)
     return table

@@ -29,7 +29,7 @@ def underneath_table(cx: Compare) -> Table:
         ("pair", "A -> B"), ("rung", "rung"), ("what", "what"), ("a", "A"), ("b", "B"), ("impact", "B - A us/step")])
     hidden = 0
     for across, a, b in cx.pairs():
-        pair = f"{a.gpu}: {a.env} -> {b.env}" if across == "env" else f"{a.env}: {a.gpu} -> {b.gpu}"
+        pair = f"{cx.name(a.gpu)}: {a.env} -> {b.env}" if across == "env" else f"{a.env}: {cx.name(a.gpu)} -> {cx.name(b.gpu)}"
         result = kernel_diff(a, b, top=None if cx.show_all else TOP_UNDERNEATH)
         if result is None:
             continue
@@ -46,11 +46,12 @@ def underneath_table(cx: Compare) -> Table:
 
 
 def libraries_table(cx: Compare) -> Table:
-    table = Table("libraries", "Library and driver versions that differ between paired envs (same GPU) or GPUs (same env)", [
+    table = Table("libraries", f"Library and driver versions that differ between paired envs (same {cx.word}) or "
+                  f"{cx.word}s (same env)", [
         ("pair", "A -> B"), ("what", "what"), ("a", "A"), ("b", "B")])
     done = set()
     for across, a, b in cx.pairs():
-        pair = f"{a.gpu}: {a.env} -> {b.env}" if across == "env" else f"{a.env}: {a.gpu} -> {b.gpu}"
+        pair = f"{cx.name(a.gpu)}: {a.env} -> {b.env}" if across == "env" else f"{a.env}: {cx.name(a.gpu)} -> {cx.name(b.gpu)}"
         if pair in done:
             continue
         done.add(pair)
@@ -73,11 +74,17 @@ def _flatten(obj, prefix="") -> dict:
     return out
 
 
+CUDA_FACTS = ("torch.cuda", "torch.cudnn", "torch.nccl", "driver.", "gpu.", "triton", "library cu", "library nccl",
+              "library nv", "library libcu", "library libnccl", "library libnv")  # what a CPU run loads but never uses
+
+
 def _env_facts(g: Group, across: str) -> dict:
     keys = ENV_KEYS if across == "env" else GPU_KEYS
     facts = {k: v for k, v in _flatten(g.environment).items() if k.startswith(keys) and v is not None}
     # the libraries the worker process mapped (explain.libraries.mapped, harness/evidence/libraries.py)
     facts.update({f"library {lib}": version for lib, version in g.mapped_libraries.items()})
+    if not g.first.is_cuda:  # a CPU run's CUDA library versions say nothing about its speed
+        facts = {k: v for k, v in facts.items() if not k.startswith(CUDA_FACTS)}
     return facts
 
 
