@@ -19,7 +19,7 @@ from harness import sweep as sweepmod
 from harness.analysis import stats
 from harness.analysis.cells import Cell
 from harness.analysis.context import Compare
-from harness.analysis.dataset import short_gpu
+from harness.analysis.dataset import outcome
 from harness.analysis.group import Group, estimate
 from harness.analysis.tables.cross import Cross
 from harness.analysis.tables.knobs import Splits
@@ -64,10 +64,10 @@ def ladder_charts(cmp: Compare) -> list[Chart]:
                 if isinstance(g, Group) and rung not in values:
                     values[rung] = (g.throughput.point, *_ci(g))
                 elif not isinstance(g, Group):
-                    failed.setdefault(rung, g.status)
+                    failed.setdefault(rung, outcome(g))
             if values or failed:
                 shapes.add((b, t))
-                series.append((f"{short_gpu(gpu)} / {env} (B={b}, T={t})", values, None, failed))
+                series.append((f"{cmp.ds.name(gpu)} / {env} (B={b}, T={t})", values, None, failed))
         if not series:
             continue
         refs: dict[tuple, dict] = {}
@@ -109,12 +109,12 @@ def ladder_charts(cmp: Compare) -> list[Chart]:
     return charts
 
 
-def heatmap_chart(result: Cross) -> Chart | None:
+def heatmap_chart(result: Cross, name=str) -> Chart | None:
     """Cross-version delta in tokens/s: rows (GPU, rung, B), columns env vs its baseline."""
     cells = {}
     for r in result.rows:
         if r.d_tokens is not None and r.d_tokens.value is not None:
-            cells[(f"{short_gpu(r.gpu)} | {r.label} | {r.batch}", f"{r.env} vs {r.base_env}")] = r.d_tokens
+            cells[(f"{name(r.gpu)} | {r.label} | {r.batch}", f"{r.env} vs {r.base_env}")] = r.d_tokens
     if not cells:
         return None
     rows = list(dict.fromkeys(k[0] for k in cells))
@@ -122,16 +122,21 @@ def heatmap_chart(result: Cross) -> Chart | None:
     data = np.full((len(rows), len(cols)), np.nan)
     for (r, c), d in cells.items():
         data[rows.index(r), cols.index(c)] = d.value * 100
-    limit = max(5.0, float(np.nanmax(np.abs(data))))
+    # the colour scale is set by the typical cell, not the largest: one outlier (a contended run let back in, a
+    # failed kernel) would otherwise wash every other cell out to white; cells past it are saturated and say so
+    magnitudes = np.abs(data[~np.isnan(data)])
+    limit = max(5.0, min(float(magnitudes.max()), 2.5 * float(np.median(magnitudes))))
+    clipped = bool((magnitudes > limit).any())
     fig, ax = plt.subplots(figsize=(max(5.0, 2.2 * len(cols) + 3.5), max(2.5, 0.45 * len(rows) + 1.5)))
-    im = ax.imshow(data, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
+    im = ax.imshow(np.clip(data, -limit, limit), cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
     ax.set_xticks(range(len(cols)), cols, rotation=15, ha="right")
     ax.set_yticks(range(len(rows)), rows)
     for (r, c), d in cells.items():
         text = f"{d.value * 100:+.1f}%" + ("" if d.beyond else "\n(noise)" if d.verdict == stats.WITHIN else "\n(no estimate)")
         ax.text(cols.index(c), rows.index(r), text, ha="center", va="center", fontsize=8,
                 color="black" if abs(d.value * 100) < 0.6 * limit else "white")
-    fig.colorbar(im, ax=ax, label="delta tokens/s vs baseline env (%)")
+    fig.colorbar(im, ax=ax, label="delta tokens/s vs baseline env (%)" + (" (saturated past the scale)" if clipped else ""),
+                 extend="both" if clipped else "neither")
     ax.set_title("Cross-version: tokens/s of each env against the baseline env")
     return ("cross-version.png", _png(fig), ("Cross-version delta in tokens/s (blue: faster than the baseline env; "
             "'(noise)': within noise by the significance rule)."))
@@ -145,7 +150,7 @@ def _delta_errors(deltas: list) -> np.ndarray | None:
                      [max(0.0, (d.high - d.value) * 100) if d.high is not None else 0.0 for d in deltas]])
 
 
-def cross_gpu_chart(result: Cross) -> Chart | None:
+def cross_gpu_chart(result: Cross, name=str) -> Chart | None:
     """Cross-GPU delta in tokens/s with its 95% interval, one bar per rung and B (the table's order), one colour
     per GPU pair; a rung whose baseline run failed is written where its bar would be, not left out."""
     items = []  # (row label, series, Delta)
@@ -154,7 +159,7 @@ def cross_gpu_chart(result: Cross) -> Chart | None:
         if r.is_baseline:
             continue
         label = f"{r.label}, B={r.batch_size}" + (f" / {r.env}" if len(envs) > 1 else "")
-        items.append((label, f"{short_gpu(r.gpu)} vs {short_gpu(r.base_gpu)}", r.d_tokens))
+        items.append((label, f"{name(r.gpu)} vs {name(r.base_gpu)}", r.d_tokens))
     if not any(d.value is not None for _l, _s, d in items):
         return None
     labels = list(dict.fromkeys(i[0] for i in items))
@@ -165,8 +170,8 @@ def cross_gpu_chart(result: Cross) -> Chart | None:
     ends = [x * 100 for _l, _s, d in items if d.value is not None for x in (d.value, d.low, d.high) if x is not None]
     lo, hi = min(0.0, *ends), max(0.0, *ends)
     top = max(hi - lo, 1.0)  # the span the bars cover, for text offsets and margins
-    for si, name in enumerate(series):
-        mine = [(labels.index(lab), d) for lab, s_, d in items if s_ == name]
+    for si, pair in enumerate(series):
+        mine = [(labels.index(lab), d) for lab, s_, d in items if s_ == pair]
         for y, d in mine:
             y = y - 0.4 + height * (si + 0.5)
             if d.value is None:  # e.g. the baseline ran out of memory
@@ -192,7 +197,7 @@ def cross_gpu_chart(result: Cross) -> Chart | None:
             "within noise or no noise estimate); a rung whose baseline run failed says so where its bar would be."))
 
 
-def factors_chart(result: Splits) -> Chart | None:
+def factors_chart(result: Splits, name=str) -> Chart | None:
     """Per 2x2 split: the knob's effect in the four cells, and its GPU factor, version factor and interaction."""
     rows = result.rows
     if not rows:
@@ -213,7 +218,7 @@ def factors_chart(result: Splits) -> Chart | None:
             bar.set_hatch("//" if envs.index(v) else None)
             bar.set_edgecolor("black" if (g, v) == odd else "dimgray")
             bar.set_linewidth(2.0 if (g, v) == odd else 0.5)
-        left.set_xticks(range(4), [f"{short_gpu(g)}\n{v}" for (g, v), _d in quad], fontsize=7)
+        left.set_xticks(range(4), [f"{name(g)}\n{v}" for (g, v), _d in quad], fontsize=7)
         left.set_ylabel("effect on tokens/s (%)", fontsize=8)
         left.set_title(textwrap.fill(f"{r.knob} at {r.at}: effect per cell", 70), fontsize=8)
         parts = [("GPU factor", r.gpu_factor), ("version factor", r.version_factor), ("interaction", r.interaction)]
@@ -223,7 +228,7 @@ def factors_chart(result: Splits) -> Chart | None:
                   yerr=_delta_errors([d for _n, d in parts if d.value is not None]) if all(d.value is not None for _n, d in parts) else None)
         right.set_xticks(range(3), [f"{n}\n{Cell(d, 'pp').brief()}" for n, d in parts], fontsize=7)
         right.set_ylabel("percentage points", fontsize=8)
-        right.set_title(textwrap.fill(r.verdict(), 60), fontsize=8)
+        right.set_title(textwrap.fill(r.verdict(name), 60), fontsize=8)
         for ax in (left, right):
             ax.axhline(0, color="black", linewidth=0.8)
             ax.grid(axis="y", alpha=0.3)
@@ -248,7 +253,7 @@ def memory_chart(cmp: Compare) -> Chart | None:
     for g in sorted(cmp.ds.groups, key=lambda g: (cmp.gpu_rank[g.gpu], cmp.env_rank[g.env], *_rung_order(g))):
         split = g.memory_split
         if split.get("available") and any(split.get(k) is not None for k, _l in MEMORY_PARTS):
-            bars.append((f"{short_gpu(g.gpu)} / {g.env} / {g.label} ({g.batch})", [(split.get(k) or 0) / 2**30 for k, _l in MEMORY_PARTS]))
+            bars.append((f"{cmp.ds.name(g.gpu)} / {g.env} / {g.label} ({g.batch})", [(split.get(k) or 0) / 2**30 for k, _l in MEMORY_PARTS]))
     if not bars:
         return None
     fig, ax = plt.subplots(figsize=(9, max(2.5, 0.4 * len(bars) + 1.5)))
@@ -292,9 +297,10 @@ def kernel_mix_chart(cmp: Compare) -> Chart | None:
             bottom += values
         ax.set_xticks(range(len(items)), [g.label + (f" B={g.workload.get('batch_size')}" if several_b else "") for g, _s in items],
                       rotation=45, ha="right", fontsize=8)
-        ax.set_title(f"{short_gpu(key[0])} / {key[1]}", fontsize=9)
+        ax.set_title(f"{cmp.ds.name(key[0])} / {key[1]}", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
-    axes[0][0].set_ylabel("share of profiled GPU/CPU kernel time (%)")
+    kinds = {"CPU op" if g.startswith("cpu: ") else "GPU kernel" for g, _e in keys}
+    axes[0][0].set_ylabel(f"share of profiled {' / '.join(sorted(kinds))} time (%)")
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.suptitle("Kernel-time mix per rung")
     caption = "Kernel time by category per rung (explain.kernels.by_category)."
@@ -312,12 +318,12 @@ def sweep_charts(cmp: Compare) -> list[Chart]:
                if isinstance(v, (int, float))]
         failed = [(v, st) for v, t, st in zip(c["values"], c["tokens_per_s"], c["statuses"], strict=True)
                   if t is None and isinstance(v, (int, float))]  # shown where they are, not left out
-        label = f"{c['rung']}, {short_gpu(c['device'])} / {c['env']}"
+        label = f"{c['rung']}, {cmp.ds.name(c['device'])} / {c['env']}"
         charts_by_sweep.setdefault((c["sweep"], c["field"]), []).append((label, pts, c["knee"], "-", failed))
     refs: dict[tuple, dict] = {}
     for g in (r for r in cmp.ds.references if r.first.ok and r.sweep):
         key = (str(g.sweep.get("name")), str(g.sweep.get("field")))
-        label = f"{short_gpu(g.gpu)} / {g.env} (user's log)"
+        label = f"{cmp.ds.name(g.gpu)} / {g.env} (user's log)"
         refs.setdefault(key, {}).setdefault(label, []).append((g.sweep.get("value"), estimate(g).point, g.memory_bytes))
     for key, lines in refs.items():
         for label, pts in lines.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,8 +38,13 @@ class Doc:
         if items:
             self.blocks.append(("findings", list(items)))
 
-    def table(self, t: Table):
-        self.blocks.append(("table", t))
+    def table(self, t: Table, folded: bool | None = None):
+        """A table; folded (None: when it has more than FOLD_ROWS rows) behind a one-line summary."""
+        self.blocks.append(("table", t, len(t.rows) > FOLD_ROWS if folded is None else folded))
+
+    def answer(self, blocks: list[tuple[str, list[str]]]):
+        """The verdict: (head, details) items as a nested list."""
+        self.blocks.append(("answer", blocks))
 
     def img(self, name: str, png: bytes, caption: str):
         self.images[name] = png
@@ -47,6 +53,9 @@ class Doc:
     @property
     def title(self) -> str:
         return next((b[2] for b in self.blocks if b[0] == "h"), "report")
+
+
+FOLD_ROWS = 12  # a table longer than this is folded (<details>) so the page reads top to bottom
 
 
 def _headers(t: Table) -> list[str]:
@@ -64,12 +73,15 @@ def to_markdown(doc: Doc) -> str:
             out.append("\n".join(f"- {i}" for i in b[1]))
         elif b[0] == "findings":
             out.append("\n".join(f"- {f.text}" + (f" <sub>{f.cited()}</sub>" if f.records else "") for f in b[1]))
+        elif b[0] == "answer":
+            out.append("\n".join(f"- {head}" + "".join(f"\n  - {d}" for d in details) for head, details in b[1]))
         elif b[0] == "table":
-            t = b[1]
+            t, folded = b[1], b[2]
             text = f"**{t.title}**\n\n"
             if t.rows:
                 rows = [[str(c).replace("|", "\\|") for c in r] for r in display_rows(t)]
-                text += tabulate(rows, headers=_headers(t), tablefmt="github", disable_numparse=True)
+                body = tabulate(rows, headers=_headers(t), tablefmt="github", disable_numparse=True)
+                text += (f"<details><summary>{len(t.rows)} rows</summary>\n\n{body}\n\n</details>" if folded else body)
             text += "".join(f"\n\n_{n}_" for n in t.notes)
             out.append(text)
         elif b[0] == "img":
@@ -79,11 +91,20 @@ def to_markdown(doc: Doc) -> str:
 
 CSS = """body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
 h1{border-bottom:2px solid #444}h2{border-bottom:1px solid #bbb;margin-top:2em}
-table{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em;display:block;overflow-x:auto}
+.scroll{max-width:100%;overflow-x:auto;margin:.5em 0 1em}
+table{border-collapse:collapse;font-size:.85em}
+code{background:#f3f3f3;padding:0 .25em;border-radius:3px;font-size:.9em}
+details>summary{cursor:pointer;color:#333}.answer li{margin:.25em 0}.answer>li{font-weight:600}
+.answer li li{font-weight:400}
 th,td{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}th{background:#f0f0f0}
 tr:nth-child(even) td{background:#fafafa}figure{margin:1em 0}figcaption,.note{color:#555;font-size:.9em}
 img{max-width:100%;border:1px solid #ddd}.caption{font-weight:600;margin-top:1em}
-.cite{color:#777;font-size:.8em;word-break:break-all}"""
+.cite{color:#777;font-size:.8em;word-break:break-all;display:inline}.cite>summary{display:inline}"""
+
+
+def _inline(text: str) -> str:
+    """Escaped text with Markdown's `code` spans shown as code (the report's own sentences use them)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
 
 
 def to_html(doc: Doc) -> str:
@@ -92,18 +113,25 @@ def to_html(doc: Doc) -> str:
         if b[0] == "h":
             out.append(f"<h{b[1]}>{html.escape(b[2])}</h{b[1]}>")
         elif b[0] == "p":
-            out.append(f"<p>{html.escape(b[1])}</p>")
+            out.append(f"<p>{_inline(b[1])}</p>")
         elif b[0] == "ul":
-            out.append("<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in b[1]) + "</ul>")
+            out.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in b[1]) + "</ul>")
+        elif b[0] == "answer":
+            out.append("<ul class='answer'>" + "".join(
+                f"<li>{_inline(head)}" + ("<ul>" + "".join(f"<li>{_inline(d)}</li>" for d in details) + "</ul>"
+                                          if details else "") + "</li>" for head, details in b[1]) + "</ul>")
         elif b[0] == "findings":
-            out.append("<ul>" + "".join(f"<li>{html.escape(f.text)}" + (f" <span class='cite'>{html.escape(f.cited())}</span>"
-                                                                          if f.records else "") + "</li>" for f in b[1]) + "</ul>")
+            out.append("<ul>" + "".join(f"<li>{_inline(f.text)}" + (
+                f" <details class='cite'><summary>records</summary>{html.escape(f.cited())}</details>" if f.records else "")
+                + "</li>" for f in b[1]) + "</ul>")
         elif b[0] == "table":
-            t = b[1]
+            t, folded = b[1], b[2]
             out.append(f"<div class='caption'>{html.escape(t.title)}</div>")
             if t.rows:
-                out.append(tabulate(display_rows(t), headers=_headers(t), tablefmt="html", disable_numparse=True))
-            out += [f"<p class='note'>{html.escape(n)}</p>" for n in t.notes]
+                body = (f"<div class='scroll'>{tabulate(display_rows(t), headers=_headers(t), tablefmt='html', disable_numparse=True)}"
+                        "</div>")
+                out.append(f"<details><summary>{len(t.rows)} rows</summary>{body}</details>" if folded else body)
+            out += [f"<p class='note'>{_inline(n)}</p>" for n in t.notes]
         elif b[0] == "img":
             data = base64.b64encode(doc.images[b[1]]).decode()
             out.append(f"<figure><img alt='{html.escape(b[2], quote=True)}' src='data:image/png;base64,{data}'>"

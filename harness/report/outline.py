@@ -9,13 +9,15 @@ from harness.analysis import findings, stats
 from harness.analysis.cells import Table
 from harness.analysis.context import COMPARABLE_RULE, Compare
 from harness.analysis.tables import cross, knobs, registry
+from harness.analysis.verdict import verdict
+from harness.render import VERDICT_HOW, VERDICT_TITLE, verdict_blocks
 from harness.report import charts
 from harness.report.document import Doc
 
-TITLE = "GPT-2 training performance: optimisation ladder, torch versions and GPUs"
+TITLE = "GPT-2 training performance: optimisation ladder, torch versions and {word}s"
 FINDING_TOPICS = (  # harness.analysis.findings topics, in the order the report shows them
-    ("ladder", "Ladders"), ("tf32-memory", "Memory with TF32 on (the user's question (a))"),
-    ("vocab", "Vocab padding 50257 -> 50304 (question (b))"), ("padding-ab", "The compiler's own padding (A/B)"),
+    ("ladder", "Ladders"), ("tf32-memory", "Memory with TF32 on against IEEE fp32"),
+    ("vocab", "Vocab padding 50257 -> 50304"), ("padding-ab", "The compiler's own padding (A/B)"),
     ("versions", "Torch builds: memory and speed"), ("batch", "How far B grows"), ("sdpa", "Which SDPA backend"),
     ("fastest", "Fastest found vs the user's best vs the peer"),
     ("knobs", "Knob effects"), ("factors", "The GPU or the torch version?"), ("cross", "Cross-version and cross-GPU"),
@@ -43,9 +45,9 @@ def environment_table(cmp: Compare) -> Table:
         ("driver", "driver"), ("python", "python"), ("cpu", "CPU"), ("runs", "ok runs")])
     seen: dict[tuple, dict] = {}
     for g in cmp.ds.groups:
-        row = seen.setdefault((g.env, g.gpu), {"env": g.env, "device": g.gpu, **g.first.versions, "runs": 0})
+        row = seen.setdefault((g.env, g.gpu), {"env": g.env, "device": cmp.name(g.gpu), **g.first.versions, "runs": 0})
         row["runs"] += len(g.records)
-    t.rows = sorted(seen.values(), key=lambda r: (cmp.gpu_rank[r["device"]], cmp.env_rank[r["env"]]))
+    t.rows = [row for _key, row in sorted(seen.items(), key=lambda kv: (cmp.gpu_rank[kv[0][1]], cmp.env_rank[kv[0][0]]))]
     if not t.rows:
         t.notes.append("no measured runs")
     return t
@@ -76,11 +78,16 @@ def build(cmp: Compare, paths, command: str) -> Doc:
     doc = Doc()
     ds = cmp.ds
     tables = tables_by_name(cmp)
-    doc.h(1, TITLE)
+    doc.h(1, TITLE.format(word=cmp.word))
     doc.p(f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `{command}` from {', '.join(map(str, paths))}: "
           f"{ds.valid_records} valid records, {sum(len(g.records) for g in ds.groups)} ok measured runs in {len(ds.groups)} "
           f"comparable groups, {len(ds.references)} reference records (the user's log), {len(ds.failed)} runs not ok. "
           f"Every number and finding below is computed from those records.")
+
+    doc.h(2, "The answer")
+    title = VERDICT_TITLE.format(word=cmp.word).removeprefix("Verdict: ")
+    doc.p(f"{title[0].upper()}{title[1:]} ({VERDICT_HOW}).")
+    doc.answer(verdict_blocks(verdict(cmp), cmp.name, cmp.word, ds.env_versions))
 
     doc.h(2, "1. Findings")
     doc.p("Computed from the records above, each with the run ids it rests on (file names are <run id>.json).")
@@ -117,17 +124,17 @@ def build(cmp: Compare, paths, command: str) -> Doc:
     doc.p(FASTEST_INTRO)
     _tables(doc, tables["fastest"])
 
-    doc.h(2, "6. Torch versions and GPUs")
+    doc.h(2, f"6. Torch versions and {cmp.word}s")
     versions, gpus = tables["versions"][0], tables["gpus"][0]
-    _charts(doc, _some(charts.heatmap_chart(cross.cross(cmp, "env"))), "No cross-version heatmap: no rung ran under two envs on the same GPU.")
+    _charts(doc, _some(charts.heatmap_chart(cross.cross(cmp, "env"), cmp.ds.name)), "No cross-version heatmap: no rung ran under two envs on the same GPU.")
     doc.table(versions)
-    _charts(doc, _some(charts.cross_gpu_chart(cross.cross(cmp, "gpu"))), "No cross-GPU chart: no rung ran on two GPUs under the same env.")
+    _charts(doc, _some(charts.cross_gpu_chart(cross.cross(cmp, "gpu"), cmp.ds.name)), f"No cross-{cmp.word} chart: no rung ran on two {cmp.word}s under the same env.")
     doc.table(gpus)
 
     doc.h(2, "7. Knob effects: the GPU or the torch version?")
     _tables(doc, tables["knobs"])
     factors = tables["factors"][0]
-    _charts(doc, _some(charts.factors_chart(knobs.splits(cmp))), "No 2x2 chart: no knob was measured with comparable runs on 2 GPUs x 2 envs.")
+    _charts(doc, _some(charts.factors_chart(knobs.splits(cmp), cmp.ds.name)), "No 2x2 chart: no knob was measured with comparable runs on 2 GPUs x 2 envs.")
     doc.table(factors)
 
     doc.h(2, "8. Memory")
