@@ -182,7 +182,7 @@ def tests(session: nox.Session) -> None:
     to pytest instead: `-- -m slow` for the slow ones, which run real compiled training; `-- -m ""` for all)."""
     _install_spec(session, _test_spec(session), extras="test")
     _check(session, TEST_TORCH_ENV)
-    session.run("pytest", *(session.posargs or ["-m", "not slow"]))
+    session.run("pytest", "-rs", *(session.posargs or ["-m", "not slow"]))  # -rs: each skip says why
 
 
 @nox.session(default=False)

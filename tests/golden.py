@@ -25,6 +25,7 @@ CPU = ["results/cpu-amd-epyc-2core"]
 # name -> argv after the interpreter; "{tmp}" is a fresh folder per command
 COMMANDS: dict[str, list[str]] = {
     "compare-all-text": ["-m", "harness.compare", *COMMITTED],
+    "compare-all-detail": ["-m", "harness.compare", *COMMITTED, "--detail"],
     "compare-all-markdown": ["-m", "harness.compare", *COMMITTED, "--format", "markdown"],
     "compare-all-csv": ["-m", "harness.compare", *COMMITTED, "--format", "csv"],
     "compare-all-json": ["-m", "harness.compare", *COMMITTED, "--format", "json"],
