@@ -69,6 +69,6 @@ def test_the_contended_number_reaches_nothing_and_the_rerun_stands_in():
 
 def test_include_contended_puts_it_back_marked():
     busy, _clean = _the_contended_and_its_rerun()
-    ds, cx = analyse(CompareOptions((DATA,), include_contended=True), lambda line: None)
+    ds, _cx = analyse(CompareOptions((DATA,), include_contended=True), lambda line: None)
     (cell,) = [g for g in ds.groups if busy.run_id in {r.run_id for r in g.records}]
     assert "contended" in cell.n_text and not ds.contended
