@@ -102,9 +102,12 @@ img{max-width:100%;border:1px solid #ddd}.caption{font-weight:600;margin-top:1em
 .cite{color:#777;font-size:.8em;word-break:break-all;display:inline}.cite>summary{display:inline}"""
 
 
+CODE_SPAN = re.compile(r"`([^`<>]+)`")  # Markdown's `code`, as the report's own sentences write it
+
+
 def _inline(text: str) -> str:
-    """Escaped text with Markdown's `code` spans shown as code (the report's own sentences use them)."""
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+    """Escaped text with Markdown's `code` spans shown as code."""
+    return CODE_SPAN.sub(r"<code>\1</code>", html.escape(text))
 
 
 def to_html(doc: Doc) -> str:
@@ -128,8 +131,8 @@ def to_html(doc: Doc) -> str:
             t, folded = b[1], b[2]
             out.append(f"<div class='caption'>{html.escape(t.title)}</div>")
             if t.rows:
-                body = (f"<div class='scroll'>{tabulate(display_rows(t), headers=_headers(t), tablefmt='html', disable_numparse=True)}"
-                        "</div>")
+                cells = tabulate(display_rows(t), headers=_headers(t), tablefmt="html", disable_numparse=True)
+                body = "<div class='scroll'>" + CODE_SPAN.sub(r"<code>\1</code>", cells) + "</div>"
                 out.append(f"<details><summary>{len(t.rows)} rows</summary>{body}</details>" if folded else body)
             out += [f"<p class='note'>{_inline(n)}</p>" for n in t.notes]
         elif b[0] == "img":
