@@ -15,7 +15,9 @@ from harness.analysis import stats
 from harness.analysis.context import DEFAULT_LOSS_TOL, TABLES, Compare
 from harness.analysis.dataset import Dataset, Filters, load
 from harness.analysis.tables.underneath import TOP_UNDERNEATH
+from harness.output import OutputError, emit, fail
 from harness.render import header_lines, render_csv, render_json, render_text
+from harness.textsafe import terminal
 
 FORMATS = ("text", "markdown", "csv", "json")
 
@@ -95,7 +97,7 @@ def main(argv=None) -> int:
 
     def warn(line: str) -> None:
         warnings.append(line)
-        print(line, file=sys.stderr)
+        print(terminal(line), file=sys.stderr)
 
     ds, cmp = analyse(args, p, warn)
     tables = cmp.tables(args.table or TABLES)
@@ -106,7 +108,10 @@ def main(argv=None) -> int:
         out = render_csv(tables)
     else:
         out = render_text(tables, header_lines(ds, args.paths), footer, markdown=args.format == "markdown")
-    sys.stdout.write(out)
+    try:
+        emit(terminal(out))  # a record's strings reach no terminal as escape sequences (harness.textsafe)
+    except OutputError as exc:
+        return fail(f"python -m harness.compare: {exc}")
     return 0
 
 

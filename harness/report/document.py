@@ -12,7 +12,9 @@ from tabulate import tabulate
 
 from harness.analysis.cells import Table
 from harness.analysis.findings import Finding
+from harness.output import write_files
 from harness.render import display_rows
+from harness.textsafe import markdown, markdown_cell
 
 
 @dataclass
@@ -54,26 +56,29 @@ def _headers(t: Table) -> list[str]:
 
 
 def to_markdown(doc: Doc) -> str:
+    """Every piece of text escaped (harness.textsafe.markdown): what a record holds adds no HTML, link or image."""
     out = []
     for b in doc.blocks:
         if b[0] == "h":
-            out.append("#" * b[1] + " " + b[2])
+            out.append("#" * b[1] + " " + markdown(b[2]))
         elif b[0] == "p":
-            out.append(b[1])
+            out.append(markdown(b[1]))
         elif b[0] == "ul":
-            out.append("\n".join(f"- {i}" for i in b[1]))
+            out.append("\n".join(f"- {markdown(i)}" for i in b[1]))
         elif b[0] == "findings":
-            out.append("\n".join(f"- {f.text}" + (f" <sub>{f.cited()}</sub>" if f.records else "") for f in b[1]))
+            out.append("\n".join(f"- {markdown(f.text)}" + (f" <sub>{markdown(f.cited())}</sub>" if f.records else "")
+                                 for f in b[1]))
         elif b[0] == "table":
             t = b[1]
-            text = f"**{t.title}**\n\n"
+            text = f"**{markdown(t.title)}**\n\n"
             if t.rows:
-                rows = [[str(c).replace("|", "\\|") for c in r] for r in display_rows(t)]
-                text += tabulate(rows, headers=_headers(t), tablefmt="github", disable_numparse=True)
-            text += "".join(f"\n\n_{n}_" for n in t.notes)
+                rows = [[markdown_cell(c) for c in r] for r in display_rows(t)]
+                text += tabulate(rows, headers=[markdown_cell(h) for h in _headers(t)], tablefmt="github", disable_numparse=True)
+            text += "".join(f"\n\n_{markdown(n)}_" for n in t.notes)
             out.append(text)
         elif b[0] == "img":
-            out.append(f"![{b[2]}]({b[1]})\n\n_{b[2]}_")
+            alt = markdown(b[2]).replace("[", "\\[").replace("]", "\\]")
+            out.append(f"![{alt}]({b[1]})\n\n_{markdown(b[2])}_")
     return "\n\n".join(out) + "\n"
 
 
@@ -113,12 +118,7 @@ def to_html(doc: Doc) -> str:
 
 
 def write(doc: Doc, out_dir: Path) -> list[Path]:
-    """DIR/report.md, DIR/report.html and the PNGs; the paths written."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, png in doc.images.items():
-        (out_dir / name).write_bytes(png)
-        written.append(out_dir / name)
-    (out_dir / "report.md").write_text(to_markdown(doc), encoding="utf-8")
-    (out_dir / "report.html").write_text(to_html(doc), encoding="utf-8")
-    return [out_dir / "report.md", out_dir / "report.html", *written]
+    """DIR/report.md, DIR/report.html and the PNGs, each whole or not at all and only inside DIR
+    (harness.output.write_files: OutputError, one line, if DIR is not writable or fills up); the paths written."""
+    files = {"report.md": to_markdown(doc).encode(), "report.html": to_html(doc).encode(), **doc.images}
+    return write_files(out_dir, files)

@@ -1,0 +1,150 @@
+"""Issue 22: hostile records, plans and options. A record file is untrusted input (records travel between people
+and clusters); so are plans and cluster configs. Each test is one reproduction of the issue."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hostile import FORMULA, PAYLOAD, write_hostile
+from module_cli import ROOT, run_module
+
+from harness import compare
+from harness.report import __main__ as report_main
+
+CONTROL = ("\x1b", "\x07")
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory) -> Path:
+    return write_hostile(tmp_path_factory.mktemp("hostile"), limit=4)
+
+
+def test_terminal_escapes_never_reach_the_terminal(hostile, capsys, tmp_path):
+    """1. compare (every format) and report print no ESC or BEL from a record, not even in a path."""
+    for fmt in ("text", "markdown", "csv", "json"):
+        assert compare.main([str(hostile), "--format", fmt]) == 0
+        out, err = capsys.readouterr()
+        assert "torch212" in out
+        assert not any(c in out + err for c in CONTROL), fmt
+    named = tmp_path / "named"
+    named.mkdir()
+    (named / "bad\x1b]0;pwned\x07.json").write_text("{}")  # a file name is record data too
+    compare.main([str(hostile), str(named)])
+    out, err = capsys.readouterr()
+    assert "skipped" in err and not any(c in out + err for c in CONTROL)
+
+
+def test_report_markdown_carries_no_html_links_or_images(hostile, tmp_path, capsys):
+    """2. report.md (and compare --format markdown) has no raw HTML, no javascript: link, no external image."""
+    assert report_main.main([str(hostile), "-o", str(tmp_path / "r")]) == 0
+    out, _err = capsys.readouterr()
+    assert not any(c in out for c in CONTROL)
+    compare.main([str(hostile), "--format", "markdown"])
+    for text in ((tmp_path / "r" / "report.md").read_text(), capsys.readouterr().out):
+        assert "AMD EPYC" in text
+        for bad in ("<script", "<img", "](javascript:", "](http://evil", "\x1b"):
+            assert bad not in text
+        assert "&lt;script>" in text  # shown, as text
+
+
+def test_csv_cells_are_no_formulas(tmp_path, capsys):
+    """3. A rung named like a spreadsheet formula reaches the CSV with a leading apostrophe."""
+    def edit(r):
+        r["rung"] = FORMULA
+    records = write_hostile(tmp_path, edit=edit, limit=2)
+    assert compare.main([str(records), "--format", "csv"]) == 0
+    rows = [row for row in csv.reader(io.StringIO(capsys.readouterr().out)) if row and not row[0].startswith("#")]
+    cells = [c for row in rows for c in row]
+    assert "'" + FORMULA in cells
+    assert not any(c.startswith(("=", "+", "@")) for c in cells)
+
+
+def test_chart_file_names_stay_inside_out(tmp_path, capsys):
+    """4. A plan named to climb out of -o: the report is written, every file inside -o, nothing above it."""
+    def edit(r):
+        r["plan"] = "x/../../../escaped-by-plan"
+    records = write_hostile(tmp_path / "records", edit=edit, limit=4)
+    out = tmp_path / "a" / "b" / "out"
+    (out / "ladder-x").mkdir(parents=True)
+    assert report_main.main([str(records), "-o", str(out)]) == 0
+    capsys.readouterr()
+    written = {p.name for p in out.iterdir()}
+    assert "report.md" in written and any(n.startswith("ladder-x_") for n in written)
+    assert not list(tmp_path.rglob("escaped-by-plan*"))
+
+
+def test_chart_labels_are_drawn_as_written():
+    """4. Chart text from a record: no control characters, no mathtext (an unbalanced $ fails a chart)."""
+    import matplotlib.pyplot as plt
+
+    from harness.report import charts
+
+    fig, ax = plt.subplots()
+    ax.bar([0, 1], [1, 2], label="a" + PAYLOAD)
+    ax.set_xticks([0, 1], ["$\\frac{", "y\x1b"])
+    ax.set_title("t\x07")
+    ax.legend()
+    assert charts._png(fig).startswith(b"\x89PNG")
+    texts = [t.get_text() for t in fig.findobj(plt.Text)] + [ax.xaxis.get_major_formatter()(0, 0)]
+    assert not any(c in t for t in texts for c in CONTROL)
+
+
+def _run_shell(command: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.mark.parametrize("redirect", ["> /dev/full", ">&-"])
+def test_stdout_that_takes_nothing(hostile, redirect):
+    """9. compare into /dev/full or a closed stdout: one line, exit 1, no traceback."""
+    p = _run_shell(f"{sys.executable} -m harness.compare {hostile} --format json {redirect}")
+    assert p.returncode == 1
+    assert p.stderr.strip().count("\n") == 0 and "cannot write the output to stdout" in p.stderr, p.stderr
+
+
+def test_report_into_a_folder_it_cannot_write(hostile, tmp_path):
+    """9. report -o onto a file, or into a read-only folder: one line, exit 1, nothing left behind."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    p = run_module("harness.report", hostile, "-o", a_file)
+    assert p.returncode == 1 and "not a directory" in p.stderr and "Traceback" not in p.stderr
+    assert p.stderr.strip().count("\n") == 0
+    if os.geteuid() == 0:
+        pytest.skip("root writes into a read-only folder")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        p = run_module("harness.report", hostile, "-o", ro)
+        assert p.returncode == 1 and "Permission denied" in p.stderr and "Traceback" not in p.stderr
+        assert not list(ro.iterdir())
+    finally:
+        ro.chmod(0o700)
+
+
+def test_report_files_whole_or_not_at_all(tmp_path, monkeypatch):
+    """6/9. A disk that fills up while the report is written: no partial file, no temp file."""
+    from harness import output
+
+    real = os.fsync
+    calls = []
+
+    def full(fd):
+        calls.append(fd)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real(fd)
+
+    monkeypatch.setattr(output.os, "fsync", full)
+    with pytest.raises(output.OutputError, match="No space left on device"):
+        output.write_files(tmp_path, {"a.md": b"a", "b.html": b"b", "c.png": b"c"})
+    assert not list(tmp_path.iterdir())
+    with pytest.raises(output.OutputError, match="not a plain file name"):
+        output.write_files(tmp_path, {"../x.png": b"x"})
