@@ -148,3 +148,32 @@ def test_report_files_whole_or_not_at_all(tmp_path, monkeypatch):
     assert not list(tmp_path.iterdir())
     with pytest.raises(output.OutputError, match="not a plain file name"):
         output.write_files(tmp_path, {"../x.png": b"x"})
+
+
+def test_sbatch_values_cannot_add_a_line(tmp_path):
+    """5. --partition $'p1\\ntouch /tmp/pwned' is refused (exit 2, one line, nothing written); a value with a space
+    is one quoted word; a cluster config's setup line with a newline is refused too."""
+    p = run_module("harness.cluster", "slurm", "submit", "--envs", "latest", "--gpus", "a100", "--dry-run",
+                   "--results", tmp_path, "--partition", "p1\ntouch /tmp/pwned")
+    assert p.returncode == 2 and "--partition" in p.stderr and "touch" not in p.stdout
+    assert p.stderr.strip().count("\n") == 0 and not list(tmp_path.iterdir())
+    p = run_module("harness.cluster", "slurm", "submit", "--envs", "latest", "--gpus", "a100", "--dry-run",
+                   "--results", tmp_path, "--partition", "p 1")
+    assert p.returncode == 0 and "#SBATCH '--partition=p 1'\n" in p.stdout
+    config = tmp_path / "cluster.yaml"
+    config.write_text('slurm:\n  setup: ["module load x\\ntouch /tmp/pwned"]\n')
+    p = run_module("harness.cluster", "slurm", "submit", "--envs", "latest", "--gpus", "a100", "--dry-run",
+                   "--results", tmp_path, "--cluster-config", config)
+    assert p.returncode == 2 and "slurm.setup" in p.stderr
+
+
+def test_dockerfile_values_are_one_line():
+    from dataclasses import replace
+
+    from harness.dockerfiles import render_dockerfile
+    from harness.envs.spec import SpecError, load_spec
+
+    spec = load_spec("latest")
+    assert "FROM" in render_dockerfile(spec)
+    with pytest.raises(SpecError, match="control character"):
+        render_dockerfile(replace(spec, base_image="nvidia/cuda:12\nRUN touch /tmp/pwned"))

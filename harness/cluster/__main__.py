@@ -16,6 +16,7 @@ from tabulate import tabulate
 from harness.cluster import k8s, slurm
 from harness.cluster.matrix import ClusterError, find_matrix, load_config, new_matrix
 from harness.request import add_option
+from harness.textsafe import ScriptValueError, script_value
 
 PROG = "python -m harness.cluster"
 
@@ -221,8 +222,10 @@ def main(argv=None) -> int:
     parser = make_parser()
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "partition", None) is not None:  # refused before anything is written
+            script_value(args.partition, "--partition")
         return COMMANDS[args.backend, args.command](args)
-    except ClusterError as exc:
+    except (ClusterError, ScriptValueError) as exc:
         parser.exit(2, f"{PROG}: error: {exc}\n")
     except slurm.SlurmError as exc:
         parser.exit(1, f"{PROG}: {exc}\n")

@@ -32,6 +32,7 @@ from harness.flags import FlagError
 from harness.plan import PlanError
 from harness.record.io import iter_records
 from harness.record.model import canonical_hash
+from harness.textsafe import ScriptValueError, script_line
 
 CONFIG_PATH = Path(__file__).with_name("cluster.yaml")
 MANIFEST_DIR = ".cluster"
@@ -72,6 +73,12 @@ def load_config(path: str | os.PathLike | None = None) -> dict:
                 raise ClusterError(f"--cluster-config {path}: {section}.{key}: {value!r} is not one of "
                                    f"{', '.join(CONFIG_CHOICES[section, key])}")
         config[section].update(values)
+    for key, value in config["slurm"].items():  # each goes into an sbatch script: one line, or refused now
+        for item in value if isinstance(value, list) else [value]:
+            try:
+                script_line(item, f"--cluster-config {path}: slurm.{key}")
+            except ScriptValueError as exc:
+                raise ClusterError(str(exc)) from None
     return config
 
 
