@@ -75,8 +75,8 @@ def analyse(args, p: argparse.ArgumentParser, warn) -> tuple[Dataset, Compare]:
         p.error("--noise-floor must be in [0, 1)")
     if args.loss_tol <= 0:
         p.error("--loss-tol must be positive")
-    if args.boot < 100:
-        p.error("--boot must be at least 100")
+    if not stats.MIN_BOOT <= args.boot <= stats.MAX_BOOT:
+        p.error(f"--boot {args.boot}: must be from {stats.MIN_BOOT} to {stats.MAX_BOOT:,}")
     filters = Filters(args.env, args.gpu, args.plan, args.rung)
     ds = load(args.paths, warn, filters, n_boot=args.boot)
     if not ds.valid_records:

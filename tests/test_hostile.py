@@ -177,3 +177,65 @@ def test_dockerfile_values_are_one_line():
     assert "FROM" in render_dockerfile(spec)
     with pytest.raises(SpecError, match="control character"):
         render_dockerfile(replace(spec, base_image="nvidia/cuda:12\nRUN touch /tmp/pwned"))
+
+
+def _laughs(levels: int = 9) -> str:
+    """A YAML flow value of 9**levels strings in a few hundred bytes, every anchor inside it."""
+    text = '&l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]'
+    for i in range(1, levels):
+        text = f"[{text}, " + ", ".join([f"*l{i - 1}"] * 8) + "]"
+        text = f"&l{i} " + text
+    return text
+
+
+@pytest.mark.parametrize("key", ["description", "cumulative"])
+def test_billion_laughs_plan_is_refused(tmp_path, key):
+    """8. A plan whose aliases expand to a billion values: refused at once, one line, exit 2, nothing run."""
+    plan = tmp_path / "laughs.yaml"
+    plan.write_text(f"name: laughs\n{key}: {_laughs()}\nrungs:\n  - name: r\n    set: {{steps: 3}}\n")
+    out = tmp_path / "out"
+    p = run_module("harness.run", "--plan", plan, "--out", out, timeout=60)
+    assert p.returncode == 2 and "aliases" in p.stderr.strip().splitlines()[-1] and not out.exists()
+
+
+def test_billion_laughs_cluster_config_is_refused(tmp_path):
+    config = tmp_path / "cluster.yaml"
+    config.write_text(f"slurm:\n  sbatch_options: {_laughs()}\n")
+    p = run_module("harness.cluster", "slurm", "submit", "--envs", "latest", "--gpus", "a100", "--dry-run",
+                   "--results", tmp_path / "results", "--cluster-config", config, timeout=60)
+    assert p.returncode == 2 and "aliases" in p.stderr
+
+
+def test_yaml_that_refers_to_itself_is_refused():
+    from harness.yamlfile import YamlTooLarge, load_yaml
+
+    assert load_yaml("a: &x [1, 2]\nb: *x\n") == {"a": [1, 2], "b": [1, 2]}  # an alias used sanely still works
+    with pytest.raises(YamlTooLarge, match="contains it"):
+        load_yaml("a: &x [1, *x]\n")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--steps", "1000000000"], "steps=1000000000: must be at most 100,000"),
+    (["--seq-len", "100000"], "seq_len=100000: must be at most 65,536"),
+    (["--batch-size", "1000000"], "batch_size=1000000: must be at most 65,536"),
+    (["--set", "vocab_size=1"], "vocab_size=1: must be at least 2"),
+    (["--batch-size", "8192", "--seq-len", "8192"], "batch_size x seq_len = 67,108,864: must be at most 16,777,216 tokens per micro-step"),
+    (["--repeats", "1000000"], "--repeats 1000000: must be from 1 to 1,000"),
+])
+def test_sizes_are_bounded_before_any_worker(tmp_path, args, message):
+    """7. Every size a user sets has a bound, checked before a worker starts: one line naming field and bound."""
+    out = tmp_path / "out"
+    p = run_module("harness.run", "--out", out, *args, timeout=60)
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].endswith(message) and not out.exists()
+
+
+def test_plan_steps_are_bounded(tmp_path):
+    plan = tmp_path / "big.yaml"
+    plan.write_text("name: big\nrungs:\n  - name: a\n    set: {steps: 1000000000}\n")
+    p = run_module("harness.run", "--plan", plan, "--out", tmp_path / "out", timeout=60)
+    assert p.returncode == 2 and "steps=1000000000: must be at most 100,000" in p.stderr
+
+
+def test_boot_is_bounded(hostile):
+    p = run_module("harness.compare", hostile, "--boot", "1000000000", timeout=60)
+    assert p.returncode == 2 and "--boot 1000000000: must be from 100 to 100,000" in p.stderr

@@ -33,6 +33,7 @@ from harness.plan import PlanError
 from harness.record.io import iter_records
 from harness.record.model import canonical_hash
 from harness.textsafe import ScriptValueError, script_line
+from harness.yamlfile import YamlTooLarge, load_yaml
 
 CONFIG_PATH = Path(__file__).with_name("cluster.yaml")
 MANIFEST_DIR = ".cluster"
@@ -51,9 +52,11 @@ def load_config(path: str | os.PathLike | None = None) -> dict:
     if path is None:
         return config
     try:
-        user = yaml.safe_load(Path(path).read_text())
+        user = load_yaml(Path(path).read_text())
     except OSError as exc:
         raise ClusterError(f"--cluster-config {path}: {exc.strerror}") from None
+    except YamlTooLarge as exc:
+        raise ClusterError(f"--cluster-config {path}: refused: {exc}") from None
     except yaml.YAMLError as exc:
         raise ClusterError(f"--cluster-config {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(user, dict) or set(user) - set(config):

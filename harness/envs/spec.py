@@ -81,9 +81,13 @@ def parse_spec(text: str, source: str = "<spec>") -> dict:
         raise SpecError(f"{source}: reading a spec needs PyYAML, which {sys.executable} lacks "
                         "(pip install pyyaml; nox installs it for its noxfile itself)") from None
 
+    from harness.yamlfile import YamlTooLarge, load_yaml
+
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        data = load_yaml(text)  # bounded: no alias expansion without end
+    except YamlTooLarge as exc:
+        raise SpecError(f"{source}: refused: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark else source
