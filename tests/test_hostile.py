@@ -239,3 +239,51 @@ def test_plan_steps_are_bounded(tmp_path):
 def test_boot_is_bounded(hostile):
     p = run_module("harness.compare", hostile, "--boot", "1000000000", timeout=60)
     assert p.returncode == 2 and "--boot 1000000000: must be from 100 to 100,000" in p.stderr
+
+
+@pytest.mark.parametrize("edit, why", [
+    (lambda r: r["steps"].update(ms=[0.0] * len(r["steps"]["ms"])), "steps.ms[0] = 0.0: out of range (must be above 0)"),
+    (lambda r: r["steps"].update(ms=[-abs(v) for v in r["steps"]["ms"]]), "out of range (must be above 0)"),
+    (lambda r: r["summary"].update(peak_rss_bytes=-1), "summary.peak_rss_bytes = -1: out of range (must be at least 0)"),
+])
+def test_out_of_range_measurements_are_refused_on_read(tmp_path, capsys, edit, why):
+    """10. A record whose step times are 0 or negative, or whose peak RSS is -1, passes the schema; it is left out
+    with one warning when read, and the rest is compared as without it."""
+    import shutil
+    import warnings
+
+
+    sources = sorted((ROOT / "results" / "cpu-amd-epyc-2core").glob("*.json"))[:4]
+    good = tmp_path / "good"
+    good.mkdir()
+    for s in sources[1:]:
+        shutil.copy(s, good)
+    bad = json.loads(sources[0].read_text())
+    edit(bad)
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy divide-by-zero on the way
+        assert compare.main([str(good), str(tmp_path / "bad.json")]) == 0
+    out, err = capsys.readouterr()
+    assert err.count("warning:") == 1 and why in err
+    assert f"{tmp_path / 'bad.json'}  {why}" in out or why in out  # in the left-out table, with its reason
+    assert compare.main([str(good)]) == 0
+    alone = capsys.readouterr().out
+    tables = out.split("\n", 1)[1].split("== Left out")[0]  # the same tables as without the bad file
+    assert tables == alone.split("\n", 1)[1].split("== Left out")[0]
+    assert "nan" not in out
+
+
+def test_ten_thousand_other_json_files_are_summarised(tmp_path, capsys):
+    """Also seen: 10,000 non-record JSON files beside the records: 20 named, one line for the rest."""
+    import shutil
+
+    for s in sorted((ROOT / "results" / "cpu-amd-epyc-2core").glob("*.json"))[:2]:
+        shutil.copy(s, tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    for i in range(10_000):
+        (other / f"{i:05}.json").write_text("{}")
+    assert compare.main([str(tmp_path)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 21 and "9,980 more file(s) skipped, 10,000 in all" in err[-1]

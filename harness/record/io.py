@@ -183,13 +183,50 @@ def _depth(value) -> int:
 
 
 def read_record(path: str | os.PathLike) -> dict:
-    """The record in a file, read defensively, brought up to the current schema version, validated."""
-    return validate(migrate(read_json(path)))
+    """The record in a file, read defensively, brought up to the current schema version, validated, and its
+    measurements in range."""
+    return check_measurements(validate(migrate(read_json(path))))
+
+
+def _out_of_range(key: str, value) -> str | None:
+    """Why a summary value is one no run can measure, or None. Times and throughput are above 0; sizes,
+    counts, spreads and MFU at least 0; none of them NaN or infinite (the writer stores those as null)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or key in ("final_loss", "mean_loss"):
+        return None
+    if not math.isfinite(value):
+        return "NaN or infinity, not a number"
+    positive = key in ("tokens_per_s", "tokens_per_step") or (key.endswith("_ms") or key.startswith("step_ms_")) \
+        and key != "step_ms_iqr"
+    if positive and value <= 0:
+        return "must be above 0"
+    if value < 0:
+        return "must be at least 0"
+    return None
+
+
+def check_measurements(record: dict) -> dict:
+    """`record` if its measurements are in range; RecordError naming the first that is not (a step of 0 or
+    -5 ms, a peak RSS of -1 bytes). Such a file passes the schema but would make nonsense of every ratio,
+    interval and chart drawn from it, so it is left out like any other bad file, with one warning."""
+    for key, value in (record.get("summary") or {}).items():
+        why = _out_of_range(key, value)
+        if why:
+            raise RecordError(f"summary.{key} = {value!r}: out of range ({why})")
+    for i, value in enumerate((record.get("steps") or {}).get("ms") or []):
+        why = _out_of_range("step_ms", value)
+        if why:
+            raise RecordError(f"steps.ms[{i}] = {value!r}: out of range ({why})")
+    return record
+
+
+MAX_SKIP_WARNINGS = 20  # bad files named one per line; past that, one line counts the rest
 
 
 def iter_records(paths, warn=print, read=read_record):
-    """(path, record) for every valid *.json under the paths (recursively); one warning per bad file.
-    read=read_json gives the raw JSON of every readable file, unvalidated."""
+    """(path, record) for every valid *.json under the paths (recursively); one warning per bad file, for the
+    first MAX_SKIP_WARNINGS, then one line with how many more (a folder of 10,000 other JSON files is not 10,000
+    lines). read=read_json gives the raw JSON of every readable file, unvalidated."""
+    skipped = 0
     for root in map(Path, paths):
         if not root.exists():
             warn(f"warning: {root}: no such file or directory")
@@ -199,4 +236,9 @@ def iter_records(paths, warn=print, read=read_record):
             try:
                 yield path, read(path)
             except RecordError as exc:
-                warn(f"warning: {path}: skipped: {exc}")
+                skipped += 1
+                if skipped <= MAX_SKIP_WARNINGS:
+                    warn(f"warning: {path}: skipped: {exc}")
+    if skipped > MAX_SKIP_WARNINGS:
+        warn(f"warning: {skipped - MAX_SKIP_WARNINGS:,} more file(s) skipped, {skipped:,} in all (not records, or "
+             f"records out of range; the first {MAX_SKIP_WARNINGS} are named above)")
