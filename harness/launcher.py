@@ -68,6 +68,10 @@ def stop_on_signals():
 
 
 
+class RecordsUnwritable(OSError):
+    """--out takes no more records (a full disk): the run stops, keeping what finished. The message is one line."""
+
+
 def new_run_id(env: str, plan: str, point: Point, out: str | os.PathLike) -> str:
     """A run id that is a plain file name (a sweep value like data=text:/a/b cannot make a path of it) and is
     not taken in `out` yet."""
@@ -251,7 +255,11 @@ def _record_or_failure(spec: dict, stdout: str, reason: str) -> dict:
             return read_record(path)
         except RecordError as exc:
             reason = f"{reason}; its record is unreadable: {exc}"
-    return read_record(write_record(failure_record(spec, reason), spec["out"]))
+    try:
+        return read_record(write_record(failure_record(spec, reason), spec["out"]))
+    except OSError as exc:  # not even the small failure record fits: no later run could keep its record either
+        raise RecordsUnwritable(f"cannot write records to {spec['out']}/ any more ({exc.strerror or exc}); the run "
+                                "stops here") from None
 
 
 

@@ -22,7 +22,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.launcher import Interrupted, run_points, stop_on_signals
+from harness.launcher import Interrupted, RecordsUnwritable, run_points, stop_on_signals
 from harness.progress import contention_warning, finished_lines, summary_table
 from harness.request import (
     DEFAULT_OUT,
@@ -94,6 +94,11 @@ def main(argv=None) -> int:
             print(f"python -m harness.run: interrupted by {exc}: the running worker and its subprocesses were stopped; "
                   f"{len(records)} run(s) finished, their records are in {request.out}/", file=sys.stderr, flush=True)
             return exc.exit_code
+        except RecordsUnwritable as exc:
+            print("\n".join(finished_lines(records, len(points), request.out)), flush=True)
+            print(f"python -m harness.run: {exc}; {len(records)} run(s) finished, their records are in {request.out}/",
+                  file=sys.stderr, flush=True)
+            return 1
     print()
     print(summary_table(records))
     warning = contention_warning(records)

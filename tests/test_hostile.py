@@ -287,3 +287,60 @@ def test_ten_thousand_other_json_files_are_summarised(tmp_path, capsys):
     assert compare.main([str(tmp_path)]) == 0
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 21 and "9,980 more file(s) skipped, 10,000 in all" in err[-1]
+
+
+def _disk_full(monkeypatch, module, after: int = 0):
+    """os.fsync in `module` raises ENOSPC from its (after+1)-th call on: a disk that fills up."""
+    import errno
+
+    real, calls = os.fsync, []
+
+    def fsync(fd):
+        calls.append(fd)
+        if len(calls) > after:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd)
+
+    monkeypatch.setattr(module.os, "fsync", fsync)
+
+
+def test_disk_full_leaves_no_partial_or_temp_file(tmp_path, monkeypatch):
+    """6. A disk full from the start: --out's check is one RecordError and leaves no 0-byte probe; a record whose
+    write fails half-way leaves neither the record nor its .tmp-*.json."""
+    from harness.record import io as record_io
+    from harness.record.model import RecordError
+
+    record = record_io.read_record(sorted((ROOT / "results" / "cpu-amd-epyc-2core").glob("*.json"))[0])
+    _disk_full(monkeypatch, record_io)
+    with pytest.raises(RecordError, match="No space left on device"):
+        record_io.check_writable(tmp_path)
+    with pytest.raises(OSError, match="No space left on device"):
+        record_io.write_record(record, tmp_path)
+    assert not list(tmp_path.iterdir())
+
+
+def test_disk_full_mid_run_stops_with_one_line_and_keeps_what_finished(tmp_path, monkeypatch, capsys):
+    """6. The worker could not write its record and not even the failure record fits: the run stops with one line
+    (exit 1), lists the runs that finished with their records, and leaves no partial file."""
+    from harness import launcher, run
+    from harness.record import io as record_io
+
+    finished = record_io.read_record(sorted((ROOT / "results" / "cpu-amd-epyc-2core").glob("*.json"))[0])
+    out = tmp_path / "out"
+
+    def run_point(spec, timeout_s, progress=None):
+        if not run_point.calls:
+            run_point.calls = 1
+            return {**finished, "run_id": spec["run_id"]}
+        _disk_full(monkeypatch, record_io)
+        return launcher._record_or_failure(spec, "", "worker exited with code 1: harness.worker: cannot write its "
+                                           "record: No space left on device")
+    run_point.calls = 0
+    monkeypatch.setattr(launcher, "run_point", run_point)
+    code = run.main(["--rungs", "fp32,tf32,bf16", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert captured.err.strip().count("\n") == 0 and "No space left on device" in captured.err
+    assert "the run stops here; 1 run(s) finished" in captured.err and "Traceback" not in captured.err
+    assert "finished before the stop: 1 of 3 run(s)" in captured.out and "fp32 #0: ok" in captured.out
+    assert not [p for p in out.iterdir()]  # the stub kept its record in memory; nothing half-written on disk

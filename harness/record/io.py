@@ -9,6 +9,7 @@ No torch import here, and jsonschema only when validating: harness.envs reads re
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
@@ -79,11 +80,18 @@ def _create(path: Path) -> int:
 
 
 def _write_new(path: Path, text: str) -> None:
+    """Create `path` and write `text` into it, or, if that fails half-way (a disk that fills up), remove it again:
+    never a partial or empty file left behind."""
     fd = _create(path)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise
 
 
 def write_record(record: dict, out_dir: str | os.PathLike) -> Path:
