@@ -344,3 +344,16 @@ def test_disk_full_mid_run_stops_with_one_line_and_keeps_what_finished(tmp_path,
     assert "the run stops here; 1 run(s) finished" in captured.err and "Traceback" not in captured.err
     assert "finished before the stop: 1 of 3 run(s)" in captured.out and "fp32 #0: ok" in captured.out
     assert not [p for p in out.iterdir()]  # the stub kept its record in memory; nothing half-written on disk
+
+
+def test_credentials_in_recorded_values_are_stripped():
+    """11. Allow-listed variables whose values hold credentials are recorded without them; TRITON_PWD not at all."""
+    from harness.envinfo import env_vars
+
+    got = env_vars({"TORCHINDUCTOR_REDIS_URL": "redis://u:pw@h", "TORCH_COMPILE_DSN": "postgres://u:pw@h/db",
+                    "TRITON_PWD": "pw", "TORCHINDUCTOR_DSN": "host=h password=pw user=u",
+                    "TORCHINDUCTOR_CACHE_DIR": "/tmp/a@b", "HARNESS_ENV": "latest"})
+    assert got == {"TORCHINDUCTOR_REDIS_URL": "redis://***@h", "TORCH_COMPILE_DSN": "postgres://***@h/db",
+                   "TORCHINDUCTOR_DSN": "host=h password=*** user=u", "TORCHINDUCTOR_CACHE_DIR": "/tmp/a@b",
+                   "HARNESS_ENV": "latest"}
+    assert "pw" not in json.dumps(got)
