@@ -222,8 +222,24 @@ def run_point(spec: dict, timeout_s: float, progress: Progress | None = None) ->
         if proc.returncode != 0:
             lines = [line for line in (stderr or stdout).strip().splitlines() if not line.startswith('{"progress"')]
             tail = " | ".join(lines[-3:])
-            return _record_or_failure(spec, stdout, f"worker exited with code {proc.returncode}: {tail}"[:800])
+            return _record_or_failure(spec, stdout, exit_reason(proc.returncode, tail)[:800])
         return _record_or_failure(spec, stdout, "worker exited 0 but wrote no record")
+
+
+def exit_reason(returncode: int, tail: str) -> str:
+    """Why a worker ended without its record, in words: the signal that killed it by name (-9 is SIGKILL, most
+    often the kernel's OOM killer), and the last lines it printed, or that it printed nothing."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        said = f"worker killed by {name} (exit code {returncode})"
+        if -returncode == signal.SIGKILL:
+            said += ", from outside: the kernel's OOM killer does this (dmesg says)"
+    else:
+        said = f"worker exited with code {returncode}"
+    return f"{said}: {tail}" if tail else f"{said}; it printed nothing"
 
 
 def kill_group(proc: subprocess.Popen, output: WorkerOutput) -> None:

@@ -357,3 +357,21 @@ def test_credentials_in_recorded_values_are_stripped():
                    "TORCHINDUCTOR_DSN": "host=h password=*** user=u", "TORCHINDUCTOR_CACHE_DIR": "/tmp/a@b",
                    "HARNESS_ENV": "latest"}
     assert "pw" not in json.dumps(got)
+
+
+def test_a_killed_workers_reason_names_the_signal():
+    """Also seen: a SIGKILLed worker that printed nothing got the reason "worker exited with code -9: "."""
+    from harness.launcher import exit_reason
+
+    assert exit_reason(-9, "") == ("worker killed by SIGKILL (exit code -9), from outside: the kernel's OOM killer does "
+                                   "this (dmesg says); it printed nothing")
+    assert exit_reason(-15, "step 3") == "worker killed by SIGTERM (exit code -15): step 3"
+    assert exit_reason(1, "") == "worker exited with code 1; it printed nothing"
+
+
+def test_an_env_that_does_not_exist_is_refused(tmp_path):
+    """Also seen: --env nosuchenv ran and tagged its records with that name."""
+    out = tmp_path / "out"
+    p = run_module("harness.run", "--env", "nosuchenv", "--out", out, timeout=60)
+    assert p.returncode == 2 and "--env nosuchenv: no such env" in p.stderr.strip().splitlines()[-1]
+    assert not out.exists()

@@ -24,7 +24,7 @@ from harness.record.view import device_label
     (["--set", "precision"], "expected FIELD=VALUE"),
     (["--set", "precision=fp8"], "precision='fp8'"),
     (["--rungs", "fp32,warp-drive"], "no rung(s) warp-drive"),
-    (["--repeats", "0"], "--repeats must be at least 1"),
+    (["--repeats", "0"], "--repeats 0: must be from 1 to 1,000"),
     (["--env", "a/b"], "--env 'a/b'"),
     (["--env", "Torch212"], "--env 'Torch212'"),
     (["--rungs", ""], "--rungs ''"),

@@ -144,10 +144,13 @@ def load_all(directory: Path | None = None) -> dict[str, EnvSpec]:
 
 
 def check_env_name(name: str) -> str:
-    """An env name as records and `bench-<name>` use it: a spec name (`local` is one). Checked before a run,
-    so `--env a/b` is refused instead of failing when its first record is written."""
+    """An env name as records and `bench-<name>` use it: the name of a spec in envs/ (`local` is one). Checked
+    before a run, so `--env a/b` or a typo is refused instead of failing or tagging records with a name no spec has."""
     if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
         raise SpecError(f"--env {name!r}: an env name is lowercase letters and digits, like the folders in envs/")
+    known = spec_names()
+    if name not in known:  # a typo would tag every record with an env that does not exist
+        raise SpecError(f"--env {name}: no such env (no {envs_dir() / name / 'env.yaml'}); known: {', '.join(known) or 'none'}")
     return name
 
 
