@@ -107,7 +107,7 @@ def render_csv(tables: list[Table]) -> str:
         if len(tables) > 1:
             if i:
                 buf.write("\n")
-            buf.write(f"# {t.name}: {t.title}\n")  # our own title, never a cell
+            buf.write(f"# {t.name}: {t.title}\n")
         columns = _csv_columns(t)
         w = csv.writer(buf, lineterminator="\n")
         w.writerow([name for _k, names in columns for name in names])
