@@ -25,6 +25,17 @@ PRESETS: dict[str, dict] = {
 }
 
 
+# Every size a user sets, with its bound, checked before anything is allocated or any worker starts: far above what
+# any run here uses (gpt2-124m: T=1024, B=16, 50 steps), far below what would fill memory before the first step.
+# vocab_size 1 would train to a loss of exactly 0 (one possible token), which measures nothing.
+SIZE_BOUNDS: dict[str, tuple[int, int]] = {
+    "n_layer": (1, 1024), "n_head": (1, 1024), "n_embd": (1, 65_536), "vocab_size": (2, 1_048_576),
+    "seq_len": (1, 65_536), "batch_size": (1, 65_536), "grad_accum": (1, 65_536), "steps": (1, 100_000),
+    "profile_steps": (0, 1_000),
+}
+MAX_MICRO_BATCH_TOKENS = 2**24  # batch_size x seq_len: the tensors of one micro-step (gpt2-124m at B=64: 65,536)
+
+
 class ConfigError(ValueError):
     """A workload configuration that cannot be run as written."""
 
@@ -74,9 +85,14 @@ class WorkloadConfig:
         one_of("optimizer", OPTIMIZERS)
         one_of("lm_head_loss", LM_HEAD_LOSSES)
         one_of("device", DEVICES)
-        for name in ("n_layer", "n_head", "n_embd", "vocab_size", "seq_len", "batch_size", "grad_accum", "steps"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name}={getattr(self, name)}: must be at least 1")
+        for name, (low, high) in SIZE_BOUNDS.items():
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ConfigError(f"{name}={value}: must be at {'least' if value < low else 'most'} "
+                                  f"{low if value < low else high:,}")
+        if self.batch_size * self.seq_len > MAX_MICRO_BATCH_TOKENS:
+            raise ConfigError(f"batch_size x seq_len = {self.batch_size * self.seq_len:,}: must be at most "
+                              f"{MAX_MICRO_BATCH_TOKENS:,} tokens per micro-step")
         if self.n_embd % self.n_head:
             raise ConfigError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
         if not 0 <= self.warmup_steps < self.steps:

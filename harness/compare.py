@@ -20,7 +20,9 @@ from harness.analysis.tables import registry
 from harness.analysis.tables.registry import TABLES
 from harness.analysis.tables.underneath import TOP_UNDERNEATH
 from harness.analysis.verdict import verdict
+from harness.output import OutputError, emit, fail
 from harness.render import header_lines, more_lines, render_csv, render_json, render_text, verdict_lines
+from harness.textsafe import markdown, terminal
 
 FORMATS = ("text", "markdown", "csv", "json")
 
@@ -72,9 +74,9 @@ def analyse_or_exit(p: argparse.ArgumentParser, args: argparse.Namespace, warn) 
     try:
         return analyse(options_from(args), warn)
     except UsageError as exc:
-        p.error(str(exc))
+        p.error(terminal(exc))  # it may name envs and devices the records hold
     except NothingToCompare as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(terminal(f"error: {exc}"), file=sys.stderr)
         sys.exit(1)
 
 
@@ -85,7 +87,7 @@ def main(argv=None) -> int:
 
     def warn(line: str) -> None:
         warnings.append(line)
-        print(line, file=sys.stderr)
+        print(terminal(line), file=sys.stderr)
 
     ds, cmp = analyse_or_exit(p, args, warn)
     names = args.table or list(TABLES)
@@ -98,10 +100,16 @@ def main(argv=None) -> int:
     else:
         lines = header_lines(ds, args.paths, legend=False) + [""] + \
             verdict_lines(verdict(cmp), cmp.name, cmp.word, ds.env_versions) + more_lines(TABLES)
-        out = ("```\n" + "\n".join(lines) + "\n```\n") if args.format == "markdown" else "\n".join(lines) + "\n"
+        if args.format == "markdown":  # a record's text adds no HTML, link or image, even if it closes the fence
+            out = "```\n" + "\n".join(map(markdown, lines)) + "\n```\n"
+        else:
+            out = "\n".join(lines) + "\n"
         if args.detail:
             out += "\n" + render_text(registry.build(cmp, names), [], cmp.footer(), markdown=args.format == "markdown")
-    sys.stdout.write(out)
+    try:
+        emit(terminal(out))  # a record's strings reach no terminal as escape sequences (harness.textsafe)
+    except OutputError as exc:
+        return fail(f"python -m harness.compare: {exc}")
     return 0
 
 

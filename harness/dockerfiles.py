@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.envs.spec import ROOT, EnvSpec, SpecError, envs_dir, load_all
+from harness.textsafe import ScriptValueError, script_value
 
 RESULTS_IN_IMAGE = "/results"
 UV_IMAGE = "ghcr.io/astral-sh/uv:0.13.9"  # the uv binary copied into every image (pinned tag)
@@ -98,6 +99,11 @@ def ignore_patterns(text: str = DOCKERIGNORE) -> list[str]:
 def render_dockerfile(spec: EnvSpec) -> str:
     if not spec.base_image:
         raise SpecError(f"{spec.name}: no base_image, so no Dockerfile")
+    for what, value in (("name", spec.name), ("base image", spec.image_ref)):  # the spec's checks already refuse these
+        try:
+            script_value(value, f"{spec.name}: {what}")
+        except ScriptValueError as exc:
+            raise SpecError(str(exc)) from None
     note = ("base image pinned by tag and digest." if spec.base_image_digest else
             "base image pinned by tag only: its digest is unknown (base_image_digest: null in the spec).")
     return TEMPLATE.format(name=spec.name, image=spec.image_ref, uv_image=UV_IMAGE, results=RESULTS_IN_IMAGE,

@@ -27,13 +27,24 @@ ENV_VARS = (
 )
 # ...and by prefix (the compiler stack's knobs), unless the name says it holds a secret.
 ENV_PREFIXES = ("TORCHINDUCTOR_", "TORCH_COMPILE_", "TORCHDYNAMO_", "TRITON_")
-SECRET_WORDS = re.compile(r"PASS|SECRET|AUTH|KEY|TOKEN|CREDENTIAL", re.IGNORECASE)
+SECRET_WORDS = re.compile(r"PASS|PWD|SECRET|AUTH|KEY|TOKEN|CREDENTIAL|PRIVATE|COOKIE", re.IGNORECASE)
+# A recorded value may still carry a secret in it: user:password@ in a URL (redis://u:pw@h, postgres://u:pw@h/db),
+# or password=... in a key-value DSN. Records travel; what they carry of these is "***".
+URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]+@")
+DSN_PASSWORD = re.compile(r"(?P<key>\b(?:password|passwd|pwd|secret|token)\s*=\s*)(?:'[^']*'|\"[^\"]*\"|[^\s;&]+)",
+                          re.IGNORECASE)
+
+
+def scrub(value: str) -> str:
+    """`value` without the credentials a URL or a DSN holds (user:password@ -> ***@, password=... -> password=***)."""
+    return DSN_PASSWORD.sub(r"\g<key>***", URL_CREDENTIALS.sub(r"\g<scheme>***@", value))
 
 
 def env_vars(environ=None) -> dict:
-    """The allow-listed environment: ENV_VARS by exact name, ENV_PREFIXES names without a SECRET_WORDS word."""
+    """The allow-listed environment: ENV_VARS by exact name, ENV_PREFIXES names without a SECRET_WORDS word; every
+    value scrubbed of URL and DSN credentials."""
     environ = os.environ if environ is None else environ
-    return {k: v for k, v in sorted(environ.items())
+    return {k: scrub(v) for k, v in sorted(environ.items())
             if k in ENV_VARS or (k.startswith(ENV_PREFIXES) and not SECRET_WORDS.search(k))}
 
 

@@ -51,6 +51,10 @@ class Interrupted(Exception):
         return 128 + self.signum
 
 
+class RecordsUnwritable(OSError):
+    """--out takes no more records (a full disk): the run stops, keeping what finished. The message is one line."""
+
+
 @contextlib.contextmanager
 def stop_on_signals():
     """SIGTERM, SIGINT and SIGHUP raise Interrupted in the main thread (instead of killing the runner outright
@@ -72,7 +76,8 @@ def stop_on_signals():
 @dataclass
 class Stop:
     """What report_stops yields: the caller sets `total` once it knows how many runs it plans; the exit code of the
-    stop signal that ended the work (128 + its number) is set there, None when none came."""
+    stop signal that ended the work (128 + its number), or 1 when --out took no more records (RecordsUnwritable),
+    is set there, None when neither came."""
 
     total: int | None = None  # None: not known in advance (a search): the runs that finished
     exit_code: int | None = None
@@ -81,10 +86,10 @@ class Stop:
 @contextlib.contextmanager
 def report_stops(prog: str, records: list[dict], out: str | os.PathLike, note: str = ""):
     """The one stop handler of the commands that run workers (harness.run, batch_search, tune). Inside, a stop
-    signal raises Interrupted (stop_on_signals), which kills the running worker's group on its way out; here, what
-    finished is printed with where its records are (stdout), then why the command stopped (one stderr line), and
-    the yielded Stop gets the exit code. `records`: the list each run's record is appended to as it finishes;
-    `note`: added to the stderr line."""
+    signal raises Interrupted (stop_on_signals), which kills the running worker's group on its way out, and an
+    --out that takes no more records raises RecordsUnwritable; here, what finished is printed with where its
+    records are (stdout), then why the command stopped (one stderr line), and the yielded Stop gets the exit code.
+    `records`: the list each run's record is appended to as it finishes; `note`: added to the stderr line."""
     stop = Stop()
     with stop_on_signals():
         try:
@@ -95,7 +100,11 @@ def report_stops(prog: str, records: list[dict], out: str | os.PathLike, note: s
                   f"finished, their records are in {Path(out).as_posix()}/" + (f" ({note})" if note else ""),
                   file=sys.stderr, flush=True)
             stop.exit_code = exc.exit_code
-
+        except RecordsUnwritable as exc:  # a full disk: the same report, exit 1
+            print("\n".join(finished_lines(records, len(records) if stop.total is None else stop.total, out)), flush=True)
+            print(f"{prog}: {exc}; {len(records)} run(s) finished, their records are in {Path(out).as_posix()}/"
+                  + (f" ({note})" if note else ""), file=sys.stderr, flush=True)
+            stop.exit_code = 1
 
 
 def new_run_id(env: str, plan: str, point: Point, out: str | os.PathLike) -> str:
@@ -243,8 +252,24 @@ def run_point(spec: WorkerSpec, timeout_s: float, progress: Progress | None = No
         if proc.returncode != 0:
             lines = [line for line in (stderr or stdout).strip().splitlines() if not line.startswith('{"progress"')]
             tail = " | ".join(lines[-3:])
-            return _record_or_failure(spec, stdout, f"worker exited with code {proc.returncode}: {tail}"[:800])
+            return _record_or_failure(spec, stdout, exit_reason(proc.returncode, tail)[:800])
         return _record_or_failure(spec, stdout, "worker exited 0 but wrote no record")
+
+
+def exit_reason(returncode: int, tail: str) -> str:
+    """Why a worker ended without its record, in words: the signal that killed it by name (-9 is SIGKILL, most
+    often the kernel's OOM killer), and the last lines it printed, or that it printed nothing."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        said = f"worker killed by {name} (exit code {returncode})"
+        if -returncode == signal.SIGKILL:
+            said += ", from outside: the kernel's OOM killer does this (dmesg says)"
+    else:
+        said = f"worker exited with code {returncode}"
+    return f"{said}: {tail}" if tail else f"{said}; it printed nothing"
 
 
 def kill_group(proc: subprocess.Popen, output: WorkerOutput) -> None:
@@ -276,7 +301,11 @@ def _record_or_failure(spec: WorkerSpec, stdout: str, reason: str) -> dict:
             return read_record(path)
         except RecordError as exc:
             reason = f"{reason}; its record is unreadable: {exc}"
-    return read_record(write_record(failure_record(spec, reason), spec.out))
+    try:
+        return read_record(write_record(failure_record(spec, reason), spec.out))
+    except OSError as exc:  # not even the small failure record fits: no later run could keep its record either
+        raise RecordsUnwritable(f"cannot write records to {spec.out}/ any more ({exc.strerror or exc}); the run "
+                                "stops here") from None
 
 
 

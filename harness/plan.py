@@ -22,11 +22,14 @@ import yaml
 
 from gpt.config import ConfigError, coerce
 from harness.flags import FlagError, FrozenFlags
+from harness.yamlfile import YamlTooLarge, load_yaml
 
 PLAN_DIR = Path(__file__).with_name("plans")
 PLAN_KEYS = {"name", "description", "cumulative", "defaults", "repeats", "rungs", "sweep"}
 RUNG_KEYS = {"name", "set", "flags", "sweep"}
 SWEEP_KEYS = {"field", "values", "name"}
+MAX_REPEATS = 1_000  # repeats of one point (a plan's repeats, --repeats)
+MAX_SWEEP_VALUES = 1_000  # values of one sweep
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # plan, rung and sweep names end up in record file names
 
 
@@ -61,6 +64,8 @@ def make_sweep(field_name: str, values, name: str | None = None) -> Sweep:
     """A checked sweep: a known workload field, at least one value, values typed and distinct."""
     if not isinstance(values, (list, tuple)) or not values:
         raise ConfigError(f"sweep of {field_name!r}: expected a non-empty list of values")
+    if len(values) > MAX_SWEEP_VALUES:
+        raise ConfigError(f"sweep of {field_name}: {len(values):,} values; at most {MAX_SWEEP_VALUES:,}")
     if field_name == "preset":
         raise ConfigError("preset is a label, not a knob: sweep its fields (n_layer, n_embd, ...) or run each --preset")
     typed = [coerce(field_name, v.strip() if isinstance(v, str) else v) for v in values]  # as --set and plan fields
@@ -134,9 +139,11 @@ def load_plan(name_or_path: str) -> Plan:
     if not path.is_file():
         raise PlanError(f"no plan {name_or_path!r}: not a .yaml file, and not one of {', '.join(builtin_plans())}")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except yaml.YAMLError as exc:
         raise PlanError(f"{path}: not valid YAML: {exc}") from None
+    except YamlTooLarge as exc:
+        raise PlanError(f"{path}: refused: {exc}") from None
     if not isinstance(data, dict):
         raise PlanError(f"{path}: expected a mapping at the top")
     unknown = set(data) - PLAN_KEYS
@@ -169,6 +176,6 @@ def load_plan(name_or_path: str) -> Plan:
         sweep = _plan_sweep(raw["sweep"], f"{path}: rung {name}") if raw.get("sweep") is not None else plan_sweep
         rungs.append(Rung(name, settings, dict(flags), sweep))
     repeats = data.get("repeats", 1)
-    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
-        raise PlanError(f"{path}: repeats must be a positive integer")
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_REPEATS:
+        raise PlanError(f"{path}: repeats must be an integer from 1 to {MAX_REPEATS:,}")
     return Plan(plan_name, description, rungs, repeats, str(path), plan_sweep, base, cumulative)

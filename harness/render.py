@@ -14,6 +14,8 @@ from tabulate import tabulate
 from harness.analysis import stats
 from harness.analysis.cells import SHOWN_AS_TEXT, Cell, Memory, Mfu, Table, fmt_int, fmt_mib, fmt_ms, fmt_pct
 from harness.analysis.dataset import Dataset
+from harness.textsafe import csv_cell, markdown_cell
+from harness.textsafe import markdown as md
 
 
 def display_rows(table: Table) -> list[list]:
@@ -36,27 +38,33 @@ def display_rows(table: Table) -> list[list]:
 
 
 def render_text(tables: list[Table], header: list[str], footer: list[str], markdown: bool = False) -> str:
-    parts = [("\n".join(header) + "\n") if header else ""]
+    """Plain text or Markdown. In Markdown every piece of text is escaped (harness.textsafe: a record's strings
+    carry no HTML, links or images into a page); the caller makes the whole text safe for a terminal."""
+    esc = md if markdown else str
+    parts = [("\n".join(map(esc, header)) + "\n") if header else ""]
     for t in tables:
         if markdown:
-            parts.append(f"### {t.title}\n")
+            parts.append(f"### {esc(t.title)}\n")
         else:
             parts.append(f"== {t.title}")
         if t.rows:
-            parts.append(tabulate(display_rows(t), headers=[h for _k, h in t.columns],
+            rows = display_rows(t)
+            if markdown:
+                rows = [[markdown_cell(c) for c in r] for r in rows]
+            parts.append(tabulate(rows, headers=[esc(h) for _k, h in t.columns],
                                   tablefmt="github" if markdown else "simple", disable_numparse=True))
         for n in t.notes:
-            parts += [f"- {n}"] if markdown else _wrap(f"note: {n}")
+            parts += [f"- {esc(n)}"] if markdown else _wrap(f"note: {n}")
         parts.append("")
     for f in footer:
-        parts += [f"- {f}"] if markdown else _wrap(f, "")
+        parts += [f"- {esc(f)}"] if markdown else _wrap(f, "")
     return "\n".join(parts).rstrip() + "\n"
 
 
 def _csv_value(v):
     if isinstance(v, SHOWN_AS_TEXT):
         v = v.text()
-    return "" if v is None else v
+    return "" if v is None else csv_cell(v)  # no text a spreadsheet would run as a formula
 
 
 # CSV holds raw numbers: every column with a unit says it in its name (a delta column is a fraction, 0.12 = +12%).
@@ -91,7 +99,7 @@ def _csv_fields(v, width: int) -> list:
         return [_csv_value(d.value), _csv_value(d.low), _csv_value(d.high), d.verdict]
     if width == 2:
         if isinstance(v, Memory):
-            return [v.bytes, v.metric]
+            return [v.bytes, csv_cell(v.metric)]
         return [v.value, v.suspect] if isinstance(v, Mfu) else [_csv_value(v), ""]
     return [_csv_value(v)]
 
@@ -102,7 +110,7 @@ def render_csv(tables: list[Table]) -> str:
         if len(tables) > 1:
             if i:
                 buf.write("\n")
-            buf.write(f"# {t.name}: {t.title}\n")
+            buf.write(f"# {t.name}: {' '.join(t.title.splitlines())}\n")  # one comment line, whatever a name holds
         columns = _csv_columns(t)
         w = csv.writer(buf, lineterminator="\n")
         w.writerow([name for _k, names in columns for name in names])

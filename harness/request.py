@@ -19,11 +19,12 @@ from gpt.config import PRESETS, ConfigError, coerce, make_config
 from harness.envs.spec import SpecError, check_env_name
 from harness.flags import FlagError, flags_for
 from harness.flags import parse_assignments as parse_flag_assignments
-from harness.plan import PlanError, Sweep, builtin_plans, load_plan, make_sweep
+from harness.plan import MAX_REPEATS, PlanError, Sweep, builtin_plans, load_plan, make_sweep
 from harness.record.io import check_writable
 from harness.record.model import RecordError
 
 DEFAULT_TIMEOUT_S = 1800
+MAX_POINTS = 10_000  # worker processes one command starts (rungs x sweep values x repeats)
 DEFAULT_OUT = "results/runs"  # git-ignored: new runs never mix with the records shipped in results/<machine>/
 
 
@@ -114,6 +115,10 @@ def build_points(request: RunRequest) -> tuple[str, list[Point]]:
             raise PlanError(f"--rungs {request.rungs!r}: expected rung names separated by commas (omit --rungs for all)")
         plan.check_rungs(wanted)
     repeats = request.repeats or plan.repeats
+    chosen = [r for r in plan.rungs if not wanted or r.name in wanted]
+    count = sum(len((cli_sweep or r.sweep).values) if (cli_sweep or r.sweep) else 1 for r in chosen) * repeats
+    if count > MAX_POINTS:  # counted before any point is built
+        raise ConfigError(f"{count:,} runs (rungs x sweep values x repeats): at most {MAX_POINTS:,} in one command")
     points = []
     for index, rung in enumerate(plan.rungs):
         if wanted and rung.name not in wanted:
@@ -130,8 +135,8 @@ def build_points(request: RunRequest) -> tuple[str, list[Point]]:
 
 def check_values(request: RunRequest) -> None:
     """The options that stand alone: --repeats, --threads, --sweep-name, --env, --timeout. Raises one of USAGE_ERRORS."""
-    if request.repeats is not None and request.repeats < 1:
-        raise ConfigError("--repeats must be at least 1")
+    if request.repeats is not None and not 1 <= request.repeats <= MAX_REPEATS:
+        raise ConfigError(f"--repeats {request.repeats}: must be from 1 to {MAX_REPEATS:,}")
     if request.sweep_name and not request.sweep:
         raise ConfigError("--sweep-name needs --sweep")
     if request.threads is not None and request.threads < 1:

@@ -251,7 +251,11 @@ def main(argv=None) -> int:
     record = measure(spec, progress=emit_progress)
     if runner_pid is not None and os.getppid() != runner_pid:
         return 1  # the runner is gone (a platform without PR_SET_PDEATHSIG): nobody asked for this record any more
-    path = write_record(record, spec.out)
+    try:
+        path = write_record(record, spec.out)
+    except OSError as exc:  # a full disk: one line (the launcher's reason for the run), no traceback, nothing left
+        print(f"harness.worker: cannot write its record to {spec.out}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     print(json.dumps({"record": str(path), "status": record["status"], "reason": record["reason"]}))
     return 0
 

@@ -28,7 +28,7 @@ from harness.worker_spec import WorkerSpec
     (["--set", "precision"], "expected FIELD=VALUE"),
     (["--set", "precision=fp8"], "precision='fp8'"),
     (["--rungs", "fp32,warp-drive"], "no rung 'warp-drive' in plan seed-ladder; it has fp32, tf32"),
-    (["--repeats", "0"], "--repeats must be at least 1"),
+    (["--repeats", "0"], "--repeats 0: must be from 1 to 1,000"),
     (["--env", "a/b"], "--env 'a/b'"),
     (["--env", "Torch212"], "--env 'Torch212'"),
     (["--rungs", ""], "--rungs ''"),
@@ -222,6 +222,21 @@ def test_report_stops_says_what_finished_and_why_and_restores_the_handlers(capsy
     with launcher.report_stops("python -m harness.x", records, "out") as stop:
         pass  # no signal: nothing said, no exit code
     assert stop.exit_code is None and capsys.readouterr() == ("", "")
+
+
+def test_report_stops_ends_a_run_that_cannot_keep_its_records_with_one_line(capsys):
+    """A full --out (launcher.RecordsUnwritable): the same finished list, one stderr line saying why, exit 1, for
+    every command that runs workers (issue 22: disk full mid-run)."""
+    records = [make_record(run_id="a", rung="fp32", gpu=None)]
+    with launcher.report_stops("python -m harness.x", records, "out") as stop:
+        stop.total = 2
+        raise launcher.RecordsUnwritable("cannot write records to out/ any more (No space left on device); the run "
+                                         "stops here")
+    assert stop.exit_code == 1
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["finished before the stop: 1 of 2 run(s)", "  fp32 #0: ok -> out/a.json"]
+    assert err == ("python -m harness.x: cannot write records to out/ any more (No space left on device); the run "
+                   "stops here; 1 run(s) finished, their records are in out/\n")
 
 
 @pytest.mark.parametrize("module, argv", [

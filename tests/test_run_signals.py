@@ -206,5 +206,6 @@ def test_a_worker_killed_mid_run_leaves_an_error_record_and_the_ladder_goes_on(r
     stdout, stderr = r.finish(timeout=600)
     assert r.proc.returncode == 1, stderr
     records = {rec["rung"]: rec for _, rec in iter_records([r.out])}
-    assert records["fp32"]["status"] == "error" and "exited with code -9" in records["fp32"]["reason"]
+    assert records["fp32"]["status"] == "error" and "killed by SIGKILL (exit code -9)" in records["fp32"]["reason"]
+    assert not records["fp32"]["reason"].endswith(": ")  # issue 22: it says what it knows, never a dangling colon
     assert records["tf32"]["status"] == "ok" and "[2/2] tf32" in stdout

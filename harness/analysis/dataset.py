@@ -18,7 +18,7 @@ from typing import NamedTuple
 from harness.analysis import stats
 from harness.analysis.devices import aliases, device_alias
 from harness.analysis.group import Group
-from harness.record.io import iter_records
+from harness.record.io import BadFile, iter_records
 from harness.record.view import RecordView
 
 
@@ -63,6 +63,7 @@ class LeftOut(NamedTuple):
     what: str
     why: str
     kind: str
+    count: int = 1  # how many files it stands for (iter_records' line for the bad files past the first it names)
 
 
 def outcome(r: RecordView) -> str:
@@ -135,11 +136,18 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
         warn(f"warning: {what}: {'skipped: ' if skipped else ''}{why}")
         left_out.append(LeftOut(str(what), why, kind))
 
+    def unreadable(bad: BadFile) -> None:
+        if bad.path is None:  # the one line for the bad files past those iter_records names
+            warn(bad)
+            left_out.append(LeftOut(bad.what, bad.why, "unreadable", bad.count))
+        else:
+            leave_out(bad.path, bad.why, "unreadable", bad.skipped)
+
     for root in map(Path, paths):
         if root.is_dir() and not any(p for p in root.rglob("*.json") if not p.name.startswith(".tmp-")):
             leave_out(root, "no *.json records in this directory", "empty", skipped=False)
     valid = filtered = 0
-    for path, raw in iter_records(paths, lambda bad: leave_out(bad.path, bad.why, "unreadable", bad.skipped)):
+    for path, raw in iter_records(paths, unreadable):
         if _has_nonfinite(raw):
             leave_out(path, "contains NaN or infinity (the harness writes null for those)", "unreadable")
             continue

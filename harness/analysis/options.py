@@ -11,8 +11,6 @@ from harness.analysis import stats
 from harness.analysis.context import DEFAULT_LOSS_TOL, Compare
 from harness.analysis.dataset import Dataset, Filters, load
 
-MIN_BOOT = 100
-
 
 class UsageError(ValueError):
     """An option that cannot be used as given (the command line exits 2 with it)."""
@@ -46,8 +44,8 @@ class CompareOptions:
             raise UsageError("--noise-floor must be in [0, 1)")
         if self.loss_tol <= 0:
             raise UsageError("--loss-tol must be positive")
-        if self.boot < MIN_BOOT:
-            raise UsageError(f"--boot must be at least {MIN_BOOT}")
+        if not stats.MIN_BOOT <= self.boot <= stats.MAX_BOOT:
+            raise UsageError(f"--boot {self.boot}: must be from {stats.MIN_BOOT} to {stats.MAX_BOOT:,}")
 
 
 def resolve_baselines(options: CompareOptions, ds: Dataset) -> tuple[str | None, str | None]:

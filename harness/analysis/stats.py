@@ -30,6 +30,7 @@ import numpy as np
 
 CONFIDENCE = 0.95
 N_BOOT = 2000
+MIN_BOOT, MAX_BOOT = 100, 100_000  # --boot: fewer make a noisy interval; more take minutes per table for nothing
 NOISE_FLOOR = 0.01  # relative (1%); for differences of effects, 1 percentage point
 MIN_SAMPLES = 5  # fewer timed samples than this on a side: no noise estimate
 

@@ -78,8 +78,15 @@ def _verdict(cx: Compare) -> Verdict:
     parity = [r for r in parity_rows(cx) if r.parity in ("ok", "DRIFT")]
     return Verdict(
         pairs=pairs, parity_ok=sum(r.parity == "ok" for r in parity), parity_drift=[r for r in parity if r.parity == "DRIFT"],
-        left_out=Counter(x.kind for x in cx.ds.left_out), contended=[r for _p, r in cx.ds.contended],
+        left_out=_count_kinds(cx.ds.left_out), contended=[r for _p, r in cx.ds.contended],
         not_ok=Counter(r.status for _p, r in cx.ds.failed), devices=[(cx.name(g), g) for g in cx.ds.gpus()])
+
+
+def _count_kinds(left_out) -> Counter:
+    counts = Counter()
+    for x in left_out:
+        counts[x.kind] += x.count
+    return counts
 
 
 def _pairs(cx: Compare, across: str) -> list[Pair]:

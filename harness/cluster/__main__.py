@@ -16,6 +16,7 @@ from tabulate import tabulate
 from harness.cluster import k8s, slurm
 from harness.cluster.matrix import ClusterError, find_matrix, load_config, new_matrix
 from harness.request import add_option
+from harness.textsafe import ScriptValueError, script_value, terminal
 
 PROG = "python -m harness.cluster"
 
@@ -89,8 +90,8 @@ def _after_dashes(items: list[str]) -> list[str]:
 def status_table(rows: list[slurm.CellStatus]) -> str:
     table = [[r.cell.name, r.state, r.task or "-", r.slurm.state if r.slurm else "-", r.slurm.exit_code if r.slurm else "-",
               f"{r.done}/{r.expected}", ", ".join(r.devices) or "-"] for r in rows]
-    return tabulate(table, headers=["cell", "state", "slurm task", "slurm state", "exit", "records", "ran on"],
-                    disable_numparse=True)
+    return terminal(tabulate(table, headers=["cell", "state", "slurm task", "slurm state", "exit", "records", "ran on"],
+                             disable_numparse=True))  # "ran on" comes from the records
 
 
 def counts(rows) -> str:
@@ -221,8 +222,10 @@ def main(argv=None) -> int:
     parser = make_parser()
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "partition", None) is not None:  # refused before anything is written
+            script_value(args.partition, "--partition")
         return COMMANDS[args.backend, args.command](args)
-    except ClusterError as exc:
+    except (ClusterError, ScriptValueError) as exc:
         parser.exit(2, f"{PROG}: error: {exc}\n")
     except slurm.SlurmError as exc:
         parser.exit(1, f"{PROG}: {exc}\n")

@@ -31,6 +31,8 @@ from harness.record.model import canonical_hash
 from harness.record.view import RecordView
 from harness.request import USAGE_ERRORS, OptionError, build_points, check_values
 from harness.run import parse_request
+from harness.textsafe import ScriptValueError, script_line
+from harness.yamlfile import YamlTooLarge, load_yaml
 
 CONFIG_PATH = Path(__file__).with_name("cluster.yaml")
 MANIFEST_DIR = ".cluster"
@@ -49,9 +51,11 @@ def load_config(path: str | os.PathLike | None = None) -> dict:
     if path is None:
         return config
     try:
-        user = yaml.safe_load(Path(path).read_text())
+        user = load_yaml(Path(path).read_text())
     except OSError as exc:
         raise ClusterError(f"--cluster-config {path}: {exc.strerror}") from None
+    except YamlTooLarge as exc:
+        raise ClusterError(f"--cluster-config {path}: refused: {exc}") from None
     except yaml.YAMLError as exc:
         raise ClusterError(f"--cluster-config {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(user, dict) or set(user) - set(config):
@@ -71,6 +75,12 @@ def load_config(path: str | os.PathLike | None = None) -> dict:
                 raise ClusterError(f"--cluster-config {path}: {section}.{key}: {value!r} is not one of "
                                    f"{', '.join(CONFIG_CHOICES[section, key])}")
         config[section].update(values)
+    for key, value in config["slurm"].items():  # each goes into an sbatch script: one line, or refused now
+        for item in value if isinstance(value, list) else [value]:
+            try:
+                script_line(item, f"--cluster-config {path}: slurm.{key}")
+            except ScriptValueError as exc:
+                raise ClusterError(str(exc)) from None
     return config
 
 

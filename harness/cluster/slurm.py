@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from harness.cluster.matrix import Cell, Matrix, with_rungs
+from harness.textsafe import script_line, script_value
 
 PENDING = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
 RUNNING = {"RUNNING", "CONFIGURING", "COMPLETING", "STAGE_OUT", "SIGNALING", "RESIZING", "SUSPENDED", "STOPPED"}
@@ -90,10 +91,11 @@ def render_script(matrix: Matrix, gpu: str, work: list[tuple[Cell, list[str]]], 
     lines = ["#!/bin/bash",
              f"# gpt-harness matrix {matrix.id}, round {round_no}, GPU type {gpu}: one array task per cell.",
              f"# Written by python -m harness.cluster; the manifest ({matrix.path}) maps each index to its cell.",
-             *(f"#SBATCH {o}" for o in options),
+             # one word per option, on its own line: a newline in a value (--partition $'p\ntouch x') is refused
+             *(f"#SBATCH {script_value(o, 'sbatch option')}" for o in options),
              "set -euo pipefail",
              f"cd {shlex.quote(matrix.repo)}",
-             *slurm["setup"],
+             *(script_line(line, "slurm.setup line") for line in slurm["setup"]),
              'echo "harness.cluster: matrix ' + matrix.id + ' index ${SLURM_ARRAY_TASK_ID} on $(hostname)"',
              'case "${SLURM_ARRAY_TASK_ID:?not a job array task}" in']
     for cell, run_args in work:

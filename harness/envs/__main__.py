@@ -101,11 +101,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{NIGHTLY}: torch {old} -> {new} in {load_spec(NIGHTLY).path}")
         elif args.cmd == "verify-matrix":
             from harness.envs.verify import verify_matrix  # reads records: not needed by the Docker bootstrap
+            from harness.textsafe import terminal  # what records hold reaches no terminal as escapes
 
-            problems, lines = verify_matrix(args.dir, args.names, warn=lambda line: print(line, file=sys.stderr))
-            print("\n".join(lines))
+            problems, lines = verify_matrix(args.dir, args.names, warn=lambda line: print(terminal(line), file=sys.stderr))
+            print(terminal("\n".join(lines)))
             if problems:
-                _fail("\n".join(problems))
+                _fail(terminal("\n".join(problems)))
     except SpecError as exc:
         _fail(str(exc))
     except subprocess.CalledProcessError as exc:

@@ -81,9 +81,13 @@ def parse_spec(text: str, source: str = "<spec>") -> dict:
         raise SpecError(f"{source}: reading a spec needs PyYAML, which {sys.executable} lacks "
                         "(pip install pyyaml; nox installs it for its noxfile itself)") from None
 
+    from harness.yamlfile import YamlTooLarge, load_yaml
+
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        data = load_yaml(text)  # bounded: no alias expansion without end
+    except YamlTooLarge as exc:
+        raise SpecError(f"{source}: refused: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark else source
@@ -140,10 +144,13 @@ def load_all(directory: Path | None = None) -> dict[str, EnvSpec]:
 
 
 def check_env_name(name: str) -> str:
-    """An env name as records and `bench-<name>` use it: a spec name (`local` is one). Checked before a run,
-    so `--env a/b` is refused instead of failing when its first record is written."""
+    """An env name as records and `bench-<name>` use it: the name of a spec in envs/ (`local` is one). Checked
+    before a run, so `--env a/b` or a typo is refused instead of failing or tagging records with a name no spec has."""
     if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
         raise SpecError(f"--env {name!r}: an env name is lowercase letters and digits, like the folders in envs/")
+    known = spec_names()
+    if name not in known:  # a typo would tag every record with an env that does not exist
+        raise SpecError(f"--env {name}: no such env (no {envs_dir() / name / 'env.yaml'}); known: {', '.join(known) or 'none'}")
     return name
 
 

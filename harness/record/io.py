@@ -9,6 +9,7 @@ No torch import here, and jsonschema only when validating: harness.envs reads re
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
@@ -79,11 +80,18 @@ def _create(path: Path) -> int:
 
 
 def _write_new(path: Path, text: str) -> None:
+    """Create `path` and write `text` into it, or, if that fails half-way (a disk that fills up), remove it again:
+    never a partial or empty file left behind."""
     fd = _create(path)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise
 
 
 def write_record(record: dict, out_dir: str | os.PathLike) -> Path:
@@ -183,24 +191,73 @@ def _depth(value) -> int:
 
 
 def read_record(path: str | os.PathLike) -> dict:
-    """The record in a file, read defensively, brought up to the current schema version, validated."""
-    return validate(migrate(read_json(path)))
+    """The record in a file, read defensively, brought up to the current schema version, validated, and its
+    measurements in range."""
+    return check_measurements(validate(migrate(read_json(path))))
+
+
+def _out_of_range(key: str, value) -> str | None:
+    """Why a summary value is one no run can measure, or None. Times and throughput are above 0; sizes,
+    counts, spreads and MFU at least 0; none of them NaN or infinite (the writer stores those as null)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or key in ("final_loss", "mean_loss"):
+        return None
+    if not math.isfinite(value):
+        return "NaN or infinity, not a number"
+    positive = key in ("tokens_per_s", "tokens_per_step") or (key.endswith("_ms") or key.startswith("step_ms_")) \
+        and key != "step_ms_iqr"
+    if positive and value <= 0:
+        return "must be above 0"
+    if value < 0:
+        return "must be at least 0"
+    return None
+
+
+def check_measurements(record: dict) -> dict:
+    """`record` if its measurements are in range; RecordError naming the first that is not (a step of 0 or
+    -5 ms, a peak RSS of -1 bytes). Such a file passes the schema but would make nonsense of every ratio,
+    interval and chart drawn from it, so it is left out like any other bad file, with one warning."""
+    for key, value in (record.get("summary") or {}).items():
+        why = _out_of_range(key, value)
+        if why:
+            raise RecordError(f"summary.{key} = {value!r}: out of range ({why})")
+    for i, value in enumerate((record.get("steps") or {}).get("ms") or []):
+        why = _out_of_range("step_ms", value)
+        if why:
+            raise RecordError(f"steps.ms[{i}] = {value!r}: out of range ({why})")
+    return record
+
+
+MAX_SKIP_WARNINGS = 20  # bad files named one per line; past that, one line counts the rest
 
 
 class BadFile(str):
     """A path iter_records could not read as a record, and why: what its `warn` callback receives. It is the warning
     line (a str, so print and list.append take it as it is); a reader that lists what was left out takes .path,
-    .why and .skipped instead of parsing the line back."""
+    .what, .why, .skipped and .count instead of parsing the line back."""
 
     def __new__(cls, path, why: str, skipped: bool = True):
         line = super().__new__(cls, f"warning: {path}: {'skipped: ' if skipped else ''}{why}")
         line.path, line.why, line.skipped = Path(path), why, skipped  # skipped False: a path that is not there
+        line.what, line.count = str(path), 1  # what the line names, and how many bad files it stands for
+        return line
+
+    @classmethod
+    def more(cls, count: int, total: int) -> BadFile:
+        """The one line for the bad files past MAX_SKIP_WARNINGS, unnamed: .path is None, .count says how many."""
+        what = f"{count:,} more file(s)"
+        why = (f"skipped, {total:,} in all (not records, or records out of range; the first {MAX_SKIP_WARNINGS} are "
+               "named above)")
+        line = str.__new__(cls, f"warning: {what} {why}")
+        line.path, line.what, line.why, line.skipped, line.count = None, what, why, True, count
         return line
 
 
 def iter_records(paths, warn=print, read=read_record):
     """(path, record) for every valid *.json under the paths (recursively); one BadFile to `warn` per bad file
-    (print writes its line). read=read_json gives the raw JSON of every readable file, unvalidated."""
+    (print writes its line) for the first MAX_SKIP_WARNINGS, then one BadFile.more line with how many more (a folder
+    of 10,000 other JSON files is not 10,000 lines). read=read_json gives the raw JSON of every readable file,
+    unvalidated."""
+    skipped = 0
     for root in map(Path, paths):
         if not root.exists():
             warn(BadFile(root, "no such file or directory", skipped=False))
@@ -210,4 +267,8 @@ def iter_records(paths, warn=print, read=read_record):
             try:
                 yield path, read(path)
             except RecordError as exc:
-                warn(BadFile(path, str(exc)))
+                skipped += 1
+                if skipped <= MAX_SKIP_WARNINGS:
+                    warn(BadFile(path, str(exc)))
+    if skipped > MAX_SKIP_WARNINGS:
+        warn(BadFile.more(skipped - MAX_SKIP_WARNINGS, skipped))

@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 
 from harness.compare import analyse_or_exit, common_parser
+from harness.output import OutputError, emit, fail
 from harness.report import document, outline
+from harness.textsafe import terminal
 
 
 def parser():
@@ -24,10 +26,12 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     p = parser()
     args = p.parse_args(argv)
-    _ds, cmp = analyse_or_exit(p, args, lambda line: print(line, file=sys.stderr))
+    _ds, cmp = analyse_or_exit(p, args, lambda line: print(terminal(line), file=sys.stderr))
     doc = outline.build(cmp, args.paths, "python -m harness.report " + " ".join(argv))
-    for path in document.write(doc, Path(args.out)):
-        print(path)
+    try:
+        emit("".join(f"{terminal(path)}\n" for path in document.write(doc, Path(args.out))))
+    except OutputError as exc:
+        return fail(f"python -m harness.report: {exc}")
     return 0
 
 

@@ -13,6 +13,8 @@ matplotlib.use("Agg")
 import matplotlib.colors
 import matplotlib.patches
 import matplotlib.pyplot as plt
+import matplotlib.text
+import matplotlib.ticker
 import numpy as np
 
 from harness import sweep as sweepmod
@@ -25,6 +27,7 @@ from harness.analysis.tables.cross import Cross
 from harness.analysis.tables.knobs import Splits
 from harness.analysis.tables.sweeps import sweep_records
 from harness.evidence.kernels import CATEGORIES
+from harness.textsafe import chart_text, file_part
 
 DPI = 110
 MEMORY_PARTS = (("tensors_bytes", "tensors"), ("allocator_cache_bytes", "allocator cache"),
@@ -33,6 +36,17 @@ Chart = tuple[str, bytes, str]  # file name, PNG, caption
 
 
 def _png(fig) -> bytes:
+    # Every title, label, legend entry and tick label drawn as written (harness.textsafe.chart_text): no control
+    # characters, no mathtext from a record. Tick labels are drawn from their formatter, so it is changed too.
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            formatter = axis.get_major_formatter()
+            if isinstance(formatter, matplotlib.ticker.FixedFormatter):
+                formatter.seq = [chart_text(t) for t in formatter.seq]
+            elif isinstance(formatter, matplotlib.ticker.FuncFormatter):  # what set_xticks(x, labels) makes
+                formatter.func = lambda v, pos, func=formatter.func: chart_text(func(v, pos))
+    for text in fig.findobj(matplotlib.text.Text):
+        text.set_text(chart_text(text.get_text()))
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
     plt.close(fig)
@@ -50,6 +64,7 @@ def _ci(g: Group) -> tuple[float, float]:
 def ladder_charts(cmp: Compare) -> list[Chart]:
     """One grouped bar chart per plan: tokens/s per rung, one bar per (GPU, env, B, T); the user's log hatched."""
     charts = []
+    names: set[str] = set()
     ladders = cmp.ladders()
     for plan in sorted({k[0] for k, _rows in ladders}, key=str):
         series = []  # (label, {rung: (value, err_low, err_high)}, hatch)
@@ -103,10 +118,20 @@ def ladder_charts(cmp: Compare) -> list[Chart]:
         # below the axes, so it never covers a bar
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(3, n), frameon=False)
         ax.grid(axis="y", alpha=0.3)
-        charts.append((f"ladder-{plan}.png", _png(fig), (f"Throughput per rung of plan {plan}, one bar per GPU / env "
+        charts.append((_file_name(f"ladder-{file_part(plan)}", names), _png(fig), (f"Throughput per rung of plan {plan}, one bar per GPU / env "
                        f"(error bars: 95% bootstrap interval, absent where too few samples give none; hatched: the user's logged "
                        "single samples).")))
     return charts
+
+
+def _file_name(stem: str, taken: set[str]) -> str:
+    """stem.png, or stem-2.png, ... where two plans' names make the same file name once sanitised."""
+    name, n = f"{stem}.png", 1
+    while name in taken:
+        n += 1
+        name = f"{stem}-{n}.png"
+    taken.add(name)
+    return name
 
 
 def heatmap_chart(result: Cross, name=str) -> Chart | None:

@@ -13,7 +13,9 @@ from tabulate import tabulate
 
 from harness.analysis.cells import Table
 from harness.analysis.findings import Finding
+from harness.output import write_files
 from harness.render import display_rows
+from harness.textsafe import markdown, markdown_cell, terminal
 
 
 @dataclass
@@ -63,29 +65,34 @@ def _headers(t: Table) -> list[str]:
 
 
 def to_markdown(doc: Doc) -> str:
+    """Every piece of text escaped (harness.textsafe.markdown): what a record holds adds no HTML, link or image."""
     out = []
     for b in doc.blocks:
         if b[0] == "h":
-            out.append("#" * b[1] + " " + b[2])
+            out.append("#" * b[1] + " " + markdown(b[2]))
         elif b[0] == "p":
-            out.append(b[1])
+            out.append(markdown(b[1]))
         elif b[0] == "ul":
-            out.append("\n".join(f"- {i}" for i in b[1]))
+            out.append("\n".join(f"- {markdown(i)}" for i in b[1]))
         elif b[0] == "findings":
-            out.append("\n".join(f"- {f.text}" + (f" <sub>{f.cited()}</sub>" if f.records else "") for f in b[1]))
+            out.append("\n".join(f"- {markdown(f.text)}" + (f" <sub>{markdown(f.cited())}</sub>" if f.records else "")
+                                 for f in b[1]))
         elif b[0] == "answer":
-            out.append("\n".join(f"- {head}" + "".join(f"\n  - {d}" for d in details) for head, details in b[1]))
+            out.append("\n".join(f"- {markdown(head)}" + "".join(f"\n  - {markdown(d)}" for d in details)
+                                 for head, details in b[1]))
         elif b[0] == "table":
             t, folded = b[1], b[2]
-            text = f"**{t.title}**\n\n"
+            text = f"**{markdown(t.title)}**\n\n"
             if t.rows:
-                rows = [[str(c).replace("|", "\\|") for c in r] for r in display_rows(t)]
-                body = tabulate(rows, headers=_headers(t), tablefmt="github", disable_numparse=True)
+                rows = [[markdown_cell(c) for c in r] for r in display_rows(t)]
+                body = tabulate(rows, headers=[markdown_cell(h) for h in _headers(t)], tablefmt="github",
+                                disable_numparse=True)
                 text += (f"<details><summary>{len(t.rows)} rows</summary>\n\n{body}\n\n</details>" if folded else body)
-            text += "".join(f"\n\n_{n}_" for n in t.notes)
+            text += "".join(f"\n\n_{markdown(n)}_" for n in t.notes)
             out.append(text)
         elif b[0] == "img":
-            out.append(f"![{b[2]}]({b[1]})\n\n_{b[2]}_")
+            alt = markdown(b[2]).replace("[", "\\[").replace("]", "\\]")
+            out.append(f"![{alt}]({b[1]})\n\n_{markdown(b[2])}_")
     return "\n\n".join(out) + "\n"
 
 
@@ -105,16 +112,21 @@ img{max-width:100%;border:1px solid #ddd}.caption{font-weight:600;margin-top:1em
 CODE_SPAN = re.compile(r"`([^`<>]+)`")  # Markdown's `code`, as the report's own sentences write it
 
 
+def _text(text) -> str:
+    """Text for the page: HTML-escaped, and its control characters shown as escapes (harness.textsafe.terminal)."""
+    return html.escape(terminal(text), quote=True)
+
+
 def _inline(text: str) -> str:
-    """Escaped text with Markdown's `code` spans shown as code."""
-    return CODE_SPAN.sub(r"<code>\1</code>", html.escape(text))
+    """Escaped text (_text) with Markdown's `code` spans shown as code (the report's own sentences use them)."""
+    return CODE_SPAN.sub(r"<code>\1</code>", _text(text))
 
 
 def to_html(doc: Doc) -> str:
-    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(doc.title)}</title><style>{CSS}</style></head><body>"]
+    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_text(doc.title)}</title><style>{CSS}</style></head><body>"]
     for b in doc.blocks:
         if b[0] == "h":
-            out.append(f"<h{b[1]}>{html.escape(b[2])}</h{b[1]}>")
+            out.append(f"<h{b[1]}>{_text(b[2])}</h{b[1]}>")
         elif b[0] == "p":
             out.append(f"<p>{_inline(b[1])}</p>")
         elif b[0] == "ul":
@@ -125,31 +137,27 @@ def to_html(doc: Doc) -> str:
                                           if details else "") + "</li>" for head, details in b[1]) + "</ul>")
         elif b[0] == "findings":
             out.append("<ul>" + "".join(f"<li>{_inline(f.text)}" + (
-                f" <details class='cite'><summary>records</summary>{html.escape(f.cited())}</details>" if f.records else "")
+                f" <details class='cite'><summary>records</summary>{_text(f.cited())}</details>" if f.records else "")
                 + "</li>" for f in b[1]) + "</ul>")
         elif b[0] == "table":
             t, folded = b[1], b[2]
-            out.append(f"<div class='caption'>{html.escape(t.title)}</div>")
+            out.append(f"<div class='caption'>{_text(t.title)}</div>")
             if t.rows:
-                cells = tabulate(display_rows(t), headers=_headers(t), tablefmt="html", disable_numparse=True)
+                rows = [[terminal(c) if isinstance(c, str) else c for c in r] for r in display_rows(t)]
+                cells = tabulate(rows, headers=_headers(t), tablefmt="html", disable_numparse=True)
                 body = "<div class='scroll'>" + CODE_SPAN.sub(r"<code>\1</code>", cells) + "</div>"
                 out.append(f"<details><summary>{len(t.rows)} rows</summary>{body}</details>" if folded else body)
             out += [f"<p class='note'>{_inline(n)}</p>" for n in t.notes]
         elif b[0] == "img":
             data = base64.b64encode(doc.images[b[1]]).decode()
-            out.append(f"<figure><img alt='{html.escape(b[2], quote=True)}' src='data:image/png;base64,{data}'>"
-                       f"<figcaption>{html.escape(b[2])}</figcaption></figure>")
+            out.append(f"<figure><img alt='{_text(b[2])}' src='data:image/png;base64,{data}'>"
+                       f"<figcaption>{_text(b[2])}</figcaption></figure>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
 
 def write(doc: Doc, out_dir: Path) -> list[Path]:
-    """DIR/report.md, DIR/report.html and the PNGs; the paths written."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, png in doc.images.items():
-        (out_dir / name).write_bytes(png)
-        written.append(out_dir / name)
-    (out_dir / "report.md").write_text(to_markdown(doc), encoding="utf-8")
-    (out_dir / "report.html").write_text(to_html(doc), encoding="utf-8")
-    return [out_dir / "report.md", out_dir / "report.html", *written]
+    """DIR/report.md, DIR/report.html and the PNGs, each whole or not at all and only inside DIR
+    (harness.output.write_files: OutputError, one line, if DIR is not writable or fills up); the paths written."""
+    files = {"report.md": to_markdown(doc).encode(), "report.html": to_html(doc).encode(), **doc.images}
+    return write_files(out_dir, files)

@@ -1,0 +1,89 @@
+"""Writing what a command outputs where the disk or the stream may refuse it: stdout that is /dev/full, closed or a
+closed pipe, and an output folder that is read-only, a file, or fills up. Each is one line on stderr and a
+non-zero exit (OutputError, exit 1), and no partial or temp file is left behind. (Records have their own writer,
+harness.record.io, which never replaces a file.) No imports beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import sys
+from pathlib import Path
+
+from harness.textsafe import is_file_part, terminal
+
+
+class OutputError(OSError):
+    """Output that could not be written; its message is the one line to print."""
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    return "stdout is closed"
+
+
+def emit(text: str, stream=None) -> None:
+    """Write `text` to stdout (already made safe for a terminal by the caller) and flush; OutputError with one line
+    if stdout is closed, full or a broken pipe. Afterwards stdout points at /dev/null, so the interpreter's own
+    flush at exit cannot print a second traceback."""
+    try:
+        out = stream or sys.stdout
+        out.write(text)
+        out.flush()
+    except (OSError, ValueError, AttributeError) as exc:  # /dev/full, EPIPE; a closed stream; `>&-` (stdout None)
+        _silence_stdout()
+        raise OutputError(f"cannot write the output to stdout: {_why(exc)}") from None
+
+
+def _silence_stdout() -> None:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the interpreter, as stdout does
+
+
+def fail(message: str, code: int = 1) -> int:
+    """Print one error line (made safe for a terminal) to stderr, if there still is one; the exit code."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        print(terminal(message), file=sys.stderr, flush=True)
+    return code
+
+
+def write_files(out_dir: str | os.PathLike, files: dict[str, bytes]) -> list[Path]:
+    """Write every `name -> bytes` into out_dir (created if needed), each whole or not at all: into a temp file
+    first, renamed over its name only once everything is written; on any failure the temp files are removed and
+    nothing of this call is left. A name must be a plain file name (harness.textsafe.file_part makes one), so
+    nothing is written outside out_dir. OutputError with one line otherwise."""
+    out = Path(out_dir)
+    for name in files:
+        if not is_file_part(name):
+            raise OutputError(f"{out}: refusing to write {terminal(name)!r}: not a plain file name")
+    try:
+        if out.exists() and not out.is_dir():
+            raise OSError(errno.ENOTDIR, "it is a file, not a directory")
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"{out}: cannot write there: {_why(exc)}") from None
+    temps: dict[str, Path] = {}
+    try:
+        for name, data in files.items():
+            tmp = out / f".tmp-{secrets.token_hex(8)}-{name}"
+            temps[name] = tmp
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        for name, tmp in temps.items():
+            os.replace(tmp, out / name)
+    except OSError as exc:
+        for tmp in temps.values():
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        raise OutputError(f"{out}: cannot write {len(files)} file(s) there: {_why(exc)}; no partial or temp file left") from None
+    return [out / name for name in files]

@@ -1,0 +1,111 @@
+"""What text from a record, a plan or an option becomes where it leaves the harness: the one place each kind of
+output is made harmless. Records travel between people and clusters, so every string in one is untrusted.
+
+  terminal(s)     control characters (ESC, BEL, CR, ...) and bidi overrides shown as \\x1b-style escapes
+  markdown(s)     also no raw HTML, no links or images: '<' as &lt;, '](' and '][' broken; markdown_cell: also '|'
+  csv_cell(v)     a text cell a spreadsheet would run as a formula (= + - @ tab CR first) gets a leading '
+  chart_text(s)   terminal(s) with '$' escaped (matplotlib's mathtext)
+  file_part(s)    a piece of a file name: letters, digits, '.', '_', '-' only, never '.' or '..'
+  script_value(v, what)   a value for a generated script (sbatch, Dockerfile): refused with a newline or a
+                  control character (ScriptValueError), else shell-quoted where it needs it
+
+The renderers (harness.render, harness.report, harness.compare, harness.cluster) call these on everything
+they output; nothing else in the harness has to care. No imports beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+# C0 and C1 control characters (but newline and tab), DEL, and the Unicode bidi/zero-width controls that make
+# text read differently from what it is ("Trojan Source")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+_SCRIPT_BAD = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # in a script, tab and newline too
+_FORMULA_FIRST = ("=", "+", "-", "@", "\t", "\r")
+_FILE_BAD = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class ScriptValueError(ValueError):
+    """A value that cannot go into a generated script as one word on one line."""
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal(text) -> str:
+    """Text safe to print: every control character but newline and tab shown as an escape, never sent."""
+    return _CONTROL.sub(_escape, str(text))
+
+
+def markdown(text) -> str:
+    """Text safe inside Markdown: terminal(), and no raw HTML ('<' as &lt;), no inline or reference links and
+    no images ('](' and '][' broken with a backslash), so a record cannot add a script, a javascript: link or
+    an external image (a tracking beacon) to a report."""
+    text = terminal(text).replace("<", "&lt;")
+    return text.replace("](", "]\\(").replace("][", "]\\[")
+
+
+def markdown_cell(text) -> str:
+    """markdown() for a table cell: also no '|' (a new column) and no line break (a new row)."""
+    return markdown(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def csv_cell(value):
+    """A CSV value: text a spreadsheet would evaluate (=HYPERLINK(...), +cmd, -1+..., @SUM) gets a leading
+    apostrophe (OWASP's advice); numbers (also as printed: '+0.00%'), and "-" for no
+    value, stay as they are."""
+    if isinstance(value, str) and value.startswith(_FORMULA_FIRST) and value != "-" and not _is_number(value):
+        return "'" + value
+    return value
+
+
+def _is_number(text: str) -> bool:
+    """'-0.12', '+0.00%', '-1,234': a number as the tables print it, which a spreadsheet reads as a number."""
+    try:
+        float(text.removesuffix("%").replace(",", ""))
+    except ValueError:
+        return False
+    return text.strip() == text
+
+
+def chart_text(text) -> str:
+    """A chart label, title or legend entry: terminal(), and '$' escaped so matplotlib draws it instead of
+    parsing it as mathtext (an unbalanced or hostile formula would otherwise fail the whole chart)."""
+    return terminal(text).replace("$", r"\$")
+
+
+def file_part(text, fallback: str = "x") -> str:
+    """A piece of a file name made from record data: runs of anything but letters, digits, '.', '_' and '-'
+    become one '_', no leading '.', so it never names a folder, a hidden file or a path outside."""
+    part = _FILE_BAD.sub("_", str(text)).lstrip(".")
+    return part[:100] or fallback
+
+
+def is_file_part(name: str) -> bool:
+    """True for a name file_part() would keep as it is (a plain file name, not hidden, not '..')."""
+    return bool(name) and not _FILE_BAD.search(name) and not name.startswith(".")
+
+
+def script_value(value, what: str) -> str:
+    """`value` as one shell word for a generated script; ScriptValueError naming `what` if it holds a newline or
+    another control character (it would start a line of its own: `--partition $'p1\\ntouch /tmp/x'`)."""
+    text = str(value)
+    bad = _SCRIPT_BAD.search(text)
+    if bad:
+        raise ScriptValueError(f"{what} {terminal(text)!r}: a control character ({_escape(bad)}) cannot go into a "
+                               "generated script")
+    return shlex.quote(text)
+
+
+def script_line(value, what: str) -> str:
+    """A line given as shell (a cluster config's setup lines): kept as written, but refused if it is more than
+    one line."""
+    text = str(value)
+    bad = _SCRIPT_BAD.search(text.replace("\t", " "))
+    if bad:
+        raise ScriptValueError(f"{what} {terminal(text)!r}: a control character ({_escape(bad)}) cannot go into a "
+                               "generated script")
+    return text

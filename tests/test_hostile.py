@@ -1,0 +1,380 @@
+"""Issue 22: hostile records, plans and options. A record file is untrusted input (records travel between people
+and clusters); so are plans and cluster configs. Each test is one reproduction of the issue."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hostile import FORMULA, PAYLOAD, write_hostile
+from module_cli import ROOT, run_module
+
+from harness import compare
+from harness.report import __main__ as report_main
+
+CONTROL = ("\x1b", "\x07")
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory) -> Path:
+    return write_hostile(tmp_path_factory.mktemp("hostile"), limit=4)
+
+
+def test_terminal_escapes_never_reach_the_terminal(hostile, capsys, tmp_path):
+    """1. compare (every format) and report print no ESC or BEL from a record, not even in a path."""
+    for fmt in ("text", "markdown", "csv", "json"):
+        assert compare.main([str(hostile), "--format", fmt]) == 0
+        out, err = capsys.readouterr()
+        assert "torch212" in out
+        assert not any(c in out + err for c in CONTROL), fmt
+    named = tmp_path / "named"
+    named.mkdir()
+    (named / "bad\x1b]0;pwned\x07.json").write_text("{}")  # a file name is record data too
+    compare.main([str(hostile), str(named)])
+    out, err = capsys.readouterr()
+    assert "skipped" in err and not any(c in out + err for c in CONTROL)
+
+
+def test_report_markdown_carries_no_html_links_or_images(hostile, tmp_path, capsys):
+    """2. report.md (and compare --format markdown) has no raw HTML, no javascript: link, no external image."""
+    assert report_main.main([str(hostile), "-o", str(tmp_path / "r")]) == 0
+    out, _err = capsys.readouterr()
+    assert not any(c in out for c in CONTROL)
+    compare.main([str(hostile), "--format", "markdown"])
+    for text in ((tmp_path / "r" / "report.md").read_text(), capsys.readouterr().out):
+        assert "AMD EPYC" in text
+        for bad in ("<script", "<img", "](javascript:", "](http://evil", "\x1b"):
+            assert bad not in text
+        assert "&lt;script>" in text  # shown, as text
+
+
+def test_csv_cells_are_no_formulas(tmp_path, capsys):
+    """3. A rung named like a spreadsheet formula reaches the CSV with a leading apostrophe."""
+    def edit(r):
+        r["rung"] = FORMULA
+    records = write_hostile(tmp_path, edit=edit, limit=2)
+    assert compare.main([str(records), "--format", "csv"]) == 0
+    rows = [row for row in csv.reader(io.StringIO(capsys.readouterr().out)) if row and not row[0].startswith("#")]
+    cells = [c for row in rows for c in row]
+    assert "'" + FORMULA in cells
+    assert not any(c.startswith(("=", "+", "@")) for c in cells)
+
+
+def test_chart_file_names_stay_inside_out(tmp_path, capsys):
+    """4. A plan named to climb out of -o: the report is written, every file inside -o, nothing above it."""
+    def edit(r):
+        r["plan"] = "x/../../../escaped-by-plan"
+    records = write_hostile(tmp_path / "records", edit=edit, limit=4)
+    out = tmp_path / "a" / "b" / "out"
+    (out / "ladder-x").mkdir(parents=True)
+    assert report_main.main([str(records), "-o", str(out)]) == 0
+    capsys.readouterr()
+    written = {p.name for p in out.iterdir()}
+    assert "report.md" in written and any(n.startswith("ladder-x_") for n in written)
+    assert not list(tmp_path.rglob("escaped-by-plan*"))
+
+
+def test_chart_labels_are_drawn_as_written():
+    """4. Chart text from a record: no control characters, no mathtext (an unbalanced $ fails a chart)."""
+    import matplotlib.pyplot as plt
+
+    from harness.report import charts
+
+    fig, ax = plt.subplots()
+    ax.bar([0, 1], [1, 2], label="a" + PAYLOAD)
+    ax.set_xticks([0, 1], ["$\\frac{", "y\x1b"])
+    ax.set_title("t\x07")
+    ax.legend()
+    assert charts._png(fig).startswith(b"\x89PNG")
+    texts = [t.get_text() for t in fig.findobj(plt.Text)] + [ax.xaxis.get_major_formatter()(0, 0)]
+    assert not any(c in t for t in texts for c in CONTROL)
+
+
+def _run_shell(command: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(["bash", "-c", command], check=False, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.mark.parametrize("redirect", ["> /dev/full", ">&-"])
+def test_stdout_that_takes_nothing(hostile, redirect):
+    """9. compare into /dev/full or a closed stdout: one line, exit 1, no traceback."""
+    p = _run_shell(f"{sys.executable} -m harness.compare {hostile} --format json {redirect}")
+    assert p.returncode == 1
+    assert p.stderr.strip().count("\n") == 0 and "cannot write the output to stdout" in p.stderr, p.stderr
+
+
+def test_report_into_a_folder_it_cannot_write(hostile, tmp_path):
+    """9. report -o onto a file, or into a read-only folder: one line, exit 1, nothing left behind."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    p = run_module("harness.report", hostile, "-o", a_file)
+    assert p.returncode == 1 and "not a directory" in p.stderr and "Traceback" not in p.stderr
+    assert p.stderr.strip().count("\n") == 0
+    if os.geteuid() == 0:
+        pytest.skip("root writes into a read-only folder")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        p = run_module("harness.report", hostile, "-o", ro)
+        assert p.returncode == 1 and "Permission denied" in p.stderr and "Traceback" not in p.stderr
+        assert not list(ro.iterdir())
+    finally:
+        ro.chmod(0o700)
+
+
+def test_report_files_whole_or_not_at_all(tmp_path, monkeypatch):
+    """6/9. A disk that fills up while the report is written: no partial file, no temp file."""
+    from harness import output
+
+    real = os.fsync
+    calls = []
+
+    def full(fd):
+        calls.append(fd)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real(fd)
+
+    monkeypatch.setattr(output.os, "fsync", full)
+    with pytest.raises(output.OutputError, match="No space left on device"):
+        output.write_files(tmp_path, {"a.md": b"a", "b.html": b"b", "c.png": b"c"})
+    assert not list(tmp_path.iterdir())
+    with pytest.raises(output.OutputError, match="not a plain file name"):
+        output.write_files(tmp_path, {"../x.png": b"x"})
+
+
+def test_sbatch_values_cannot_add_a_line(tmp_path):
+    """5. --partition $'p1\\ntouch /tmp/pwned' is refused (exit 2, one line, nothing written); a value with a space
+    is one quoted word; a cluster config's setup line with a newline is refused too."""
+    p = run_module("harness.cluster", "slurm", "submit", "--envs", "latest", "--gpus", "a100", "--dry-run",
+                   "--results", tmp_path, "--partition", "p1\ntouch /tmp/pwned")
+    assert p.returncode == 2 and "--partition" in p.stderr and "touch" not in p.stdout
+    assert p.stderr.strip().count("\n") == 0 and not list(tmp_path.iterdir())
+    p = run_module("harness.cluster", "slurm", "submit", "--envs", "latest", "--gpus", "a100", "--dry-run",
+                   "--results", tmp_path, "--partition", "p 1")
+    assert p.returncode == 0 and "#SBATCH '--partition=p 1'\n" in p.stdout
+    config = tmp_path / "cluster.yaml"
+    config.write_text('slurm:\n  setup: ["module load x\\ntouch /tmp/pwned"]\n')
+    p = run_module("harness.cluster", "slurm", "submit", "--envs", "latest", "--gpus", "a100", "--dry-run",
+                   "--results", tmp_path, "--cluster-config", config)
+    assert p.returncode == 2 and "slurm.setup" in p.stderr
+
+
+def test_dockerfile_values_are_one_line():
+    from dataclasses import replace
+
+    from harness.dockerfiles import render_dockerfile
+    from harness.envs.spec import SpecError, load_spec
+
+    spec = load_spec("latest")
+    assert "FROM" in render_dockerfile(spec)
+    with pytest.raises(SpecError, match="control character"):
+        render_dockerfile(replace(spec, base_image="nvidia/cuda:12\nRUN touch /tmp/pwned"))
+
+
+def _laughs(levels: int = 9) -> str:
+    """A YAML flow value of 9**levels strings in a few hundred bytes, every anchor inside it."""
+    text = '&l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]'
+    for i in range(1, levels):
+        text = f"[{text}, " + ", ".join([f"*l{i - 1}"] * 8) + "]"
+        text = f"&l{i} " + text
+    return text
+
+
+@pytest.mark.parametrize("key", ["description", "cumulative"])
+def test_billion_laughs_plan_is_refused(tmp_path, key):
+    """8. A plan whose aliases expand to a billion values: refused at once, one line, exit 2, nothing run."""
+    plan = tmp_path / "laughs.yaml"
+    plan.write_text(f"name: laughs\n{key}: {_laughs()}\nrungs:\n  - name: r\n    set: {{steps: 3}}\n")
+    out = tmp_path / "out"
+    p = run_module("harness.run", "--plan", plan, "--out", out, timeout=60)
+    assert p.returncode == 2 and "aliases" in p.stderr.strip().splitlines()[-1] and not out.exists()
+
+
+def test_billion_laughs_cluster_config_is_refused(tmp_path):
+    config = tmp_path / "cluster.yaml"
+    config.write_text(f"slurm:\n  sbatch_options: {_laughs()}\n")
+    p = run_module("harness.cluster", "slurm", "submit", "--envs", "latest", "--gpus", "a100", "--dry-run",
+                   "--results", tmp_path / "results", "--cluster-config", config, timeout=60)
+    assert p.returncode == 2 and "aliases" in p.stderr
+
+
+def test_yaml_that_refers_to_itself_is_refused():
+    from harness.yamlfile import YamlTooLarge, load_yaml
+
+    assert load_yaml("a: &x [1, 2]\nb: *x\n") == {"a": [1, 2], "b": [1, 2]}  # an alias used sanely still works
+    with pytest.raises(YamlTooLarge, match="contains it"):
+        load_yaml("a: &x [1, *x]\n")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--steps", "1000000000"], "steps=1000000000: must be at most 100,000"),
+    (["--seq-len", "100000"], "seq_len=100000: must be at most 65,536"),
+    (["--batch-size", "1000000"], "batch_size=1000000: must be at most 65,536"),
+    (["--set", "vocab_size=1"], "vocab_size=1: must be at least 2"),
+    (["--batch-size", "8192", "--seq-len", "8192"], "batch_size x seq_len = 67,108,864: must be at most 16,777,216 tokens per micro-step"),
+    (["--repeats", "1000000"], "--repeats 1000000: must be from 1 to 1,000"),
+])
+def test_sizes_are_bounded_before_any_worker(tmp_path, args, message):
+    """7. Every size a user sets has a bound, checked before a worker starts: one line naming field and bound."""
+    out = tmp_path / "out"
+    p = run_module("harness.run", "--out", out, *args, timeout=60)
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].endswith(message) and not out.exists()
+
+
+def test_plan_steps_are_bounded(tmp_path):
+    plan = tmp_path / "big.yaml"
+    plan.write_text("name: big\nrungs:\n  - name: a\n    set: {steps: 1000000000}\n")
+    p = run_module("harness.run", "--plan", plan, "--out", tmp_path / "out", timeout=60)
+    assert p.returncode == 2 and "steps=1000000000: must be at most 100,000" in p.stderr
+
+
+def test_boot_is_bounded(hostile):
+    p = run_module("harness.compare", hostile, "--boot", "1000000000", timeout=60)
+    assert p.returncode == 2 and "--boot 1000000000: must be from 100 to 100,000" in p.stderr
+
+
+@pytest.mark.parametrize("edit, why", [
+    (lambda r: r["steps"].update(ms=[0.0] * len(r["steps"]["ms"])), "steps.ms[0] = 0.0: out of range (must be above 0)"),
+    (lambda r: r["steps"].update(ms=[-abs(v) for v in r["steps"]["ms"]]), "out of range (must be above 0)"),
+    (lambda r: r["summary"].update(peak_rss_bytes=-1), "summary.peak_rss_bytes = -1: out of range (must be at least 0)"),
+])
+def test_out_of_range_measurements_are_refused_on_read(tmp_path, capsys, edit, why):
+    """10. A record whose step times are 0 or negative, or whose peak RSS is -1, passes the schema; it is left out
+    with one warning when read, and the rest is compared as without it."""
+    import shutil
+    import warnings
+
+    sources = sorted((ROOT / "results" / "cpu-amd-epyc-2core").glob("*.json"))[:4]
+    good = tmp_path / "good"
+    good.mkdir()
+    for s in sources[1:]:
+        shutil.copy(s, good)
+    bad = json.loads(sources[0].read_text())
+    edit(bad)
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy divide-by-zero on the way
+        assert compare.main([str(good), str(tmp_path / "bad.json"), "--detail"]) == 0
+    out, err = capsys.readouterr()
+    assert err.count("warning:") == 1 and why in err
+    assert "Left out: 1 unreadable" in out  # the verdict counts it
+    assert f"{tmp_path / 'bad.json'}  {why}" in out or why in out  # in the left-out table, with its reason
+    assert compare.main([str(good), "--detail"]) == 0
+    alone = capsys.readouterr().out
+
+    def tables(text: str) -> str:  # after the verdict, before the left-out table
+        return text.split("--format markdown|csv|json\n", 1)[1].split("== Left out")[0]
+
+    assert tables(out) == tables(alone)  # the same tables as without the bad file
+    assert "nan" not in out
+
+
+def test_ten_thousand_other_json_files_are_summarised(tmp_path, capsys):
+    """Also seen: 10,000 non-record JSON files beside the records: 20 named, one line for the rest."""
+    import shutil
+
+    for s in sorted((ROOT / "results" / "cpu-amd-epyc-2core").glob("*.json"))[:2]:
+        shutil.copy(s, tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    for i in range(10_000):
+        (other / f"{i:05}.json").write_text("{}")
+    assert compare.main([str(tmp_path)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 21 and "9,980 more file(s) skipped, 10,000 in all" in err[-1]
+
+
+def _disk_full(monkeypatch, module, after: int = 0):
+    """os.fsync in `module` raises ENOSPC from its (after+1)-th call on: a disk that fills up."""
+    import errno
+
+    real, calls = os.fsync, []
+
+    def fsync(fd):
+        calls.append(fd)
+        if len(calls) > after:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd)
+
+    monkeypatch.setattr(module.os, "fsync", fsync)
+
+
+def test_disk_full_leaves_no_partial_or_temp_file(tmp_path, monkeypatch):
+    """6. A disk full from the start: --out's check is one RecordError and leaves no 0-byte probe; a record whose
+    write fails half-way leaves neither the record nor its .tmp-*.json."""
+    from harness.record import io as record_io
+    from harness.record.model import RecordError
+
+    record = record_io.read_record(min((ROOT / "results" / "cpu-amd-epyc-2core").glob("*.json")))
+    _disk_full(monkeypatch, record_io)
+    with pytest.raises(RecordError, match="No space left on device"):
+        record_io.check_writable(tmp_path)
+    with pytest.raises(OSError, match="No space left on device"):
+        record_io.write_record(record, tmp_path)
+    assert not list(tmp_path.iterdir())
+
+
+def test_disk_full_mid_run_stops_with_one_line_and_keeps_what_finished(tmp_path, monkeypatch, capsys):
+    """6. The worker could not write its record and not even the failure record fits: the run stops with one line
+    (exit 1), lists the runs that finished with their records, and leaves no partial file."""
+    from harness import launcher, run
+    from harness.record import io as record_io
+
+    finished = record_io.read_record(min((ROOT / "results" / "cpu-amd-epyc-2core").glob("*.json")))
+    out = tmp_path / "out"
+
+    def run_point(spec, timeout_s, progress=None):
+        if not run_point.calls:
+            run_point.calls = 1
+            return {**finished, "run_id": spec.run_id}
+        _disk_full(monkeypatch, record_io)
+        return launcher._record_or_failure(spec, "", "worker exited with code 1: harness.worker: cannot write its "
+                                           "record: No space left on device")
+    run_point.calls = 0
+    monkeypatch.setattr(launcher, "run_point", run_point)
+    code = run.main(["--rungs", "fp32,tf32,bf16", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert captured.err.strip().count("\n") == 0 and "No space left on device" in captured.err
+    assert "the run stops here; 1 run(s) finished" in captured.err and "Traceback" not in captured.err
+    assert "finished before the stop: 1 of 3 run(s)" in captured.out and "fp32 #0: ok" in captured.out
+    assert not [p for p in out.iterdir()]  # the stub kept its record in memory; nothing half-written on disk
+
+
+def test_credentials_in_recorded_values_are_stripped():
+    """11. Allow-listed variables whose values hold credentials are recorded without them; TRITON_PWD not at all."""
+    from harness.envinfo import env_vars
+
+    got = env_vars({"TORCHINDUCTOR_REDIS_URL": "redis://u:pw@h", "TORCH_COMPILE_DSN": "postgres://u:pw@h/db",
+                    "TRITON_PWD": "pw", "TORCHINDUCTOR_DSN": "host=h password=pw user=u",
+                    "TORCHINDUCTOR_CACHE_DIR": "/tmp/a@b", "HARNESS_ENV": "latest"})
+    assert got == {"TORCHINDUCTOR_REDIS_URL": "redis://***@h", "TORCH_COMPILE_DSN": "postgres://***@h/db",
+                   "TORCHINDUCTOR_DSN": "host=h password=*** user=u", "TORCHINDUCTOR_CACHE_DIR": "/tmp/a@b",
+                   "HARNESS_ENV": "latest"}
+    assert "pw" not in json.dumps(got)
+
+
+def test_a_killed_workers_reason_names_the_signal():
+    """Also seen: a SIGKILLed worker that printed nothing got the reason "worker exited with code -9: "."""
+    from harness.launcher import exit_reason
+
+    assert exit_reason(-9, "") == ("worker killed by SIGKILL (exit code -9), from outside: the kernel's OOM killer does "
+                                   "this (dmesg says); it printed nothing")
+    assert exit_reason(-15, "step 3") == "worker killed by SIGTERM (exit code -15): step 3"
+    assert exit_reason(1, "") == "worker exited with code 1; it printed nothing"
+
+
+def test_an_env_that_does_not_exist_is_refused(tmp_path):
+    """Also seen: --env nosuchenv ran and tagged its records with that name."""
+    out = tmp_path / "out"
+    p = run_module("harness.run", "--env", "nosuchenv", "--out", out, timeout=60)
+    assert p.returncode == 2 and "--env nosuchenv: no such env" in p.stderr.strip().splitlines()[-1]
+    assert not out.exists()
