@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from harness.analysis import findings, stats
 from harness.analysis.cells import Table
 from harness.analysis.context import COMPARABLE_RULE, Compare
-from harness.report import charts
+from harness.report import charts, versions_chart
 from harness.report.document import Doc
 
 TITLE = "GPT-2 training performance: optimisation ladder, torch versions and GPUs"
@@ -125,6 +125,8 @@ def build(cmp: Compare, paths, command: str) -> Doc:
     versions, gpus = tables["versions"][0], tables["gpus"][0]
     _charts(doc, _some(charts.heatmap_chart(versions)), "No cross-version heatmap: no rung ran under two envs on the same GPU.")
     doc.table(versions)
+    for chart in versions_chart.versions_charts(cmp):  # one rung under 3+ torch builds (harness.bisect --landscape)
+        doc.img(*chart)
     _charts(doc, _some(charts.cross_gpu_chart(gpus)), "No cross-GPU chart: no rung ran on two GPUs under the same env.")
     doc.table(gpus)
 
