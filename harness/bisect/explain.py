@@ -131,6 +131,7 @@ def landscape_chart(result: Result, out: Path, rung: str) -> Path | None:
     g = groups[0]
     title = (f"{rung} ({g.batch}, preset {g.workload.get('preset')}) on {g.gpu}: "
              f"{len(groups)} torch builds")
-    path = out / f"{result.mode}-{rung}.png"
+    name = f"landscape-{rung}.png" if result.mode == "landscape" else f"bisect-{rung}-{result.metric.name}.png"
+    path = out / name
     path.write_bytes(versions_chart.draw(groups, title, boundary=result.boundary))
     return path

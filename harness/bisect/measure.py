@@ -36,6 +36,7 @@ from harness.request import RunRequest, check_request, rerun_command
 
 # what `--free-disk` removes from uv's cache after a candidate: the multi-GB parts of a torch build
 HEAVY_PACKAGES = ("torch", "triton", "pytorch-triton")
+CLEAN_TIMEOUT_S = 120
 
 
 class Measurer:
@@ -53,6 +54,7 @@ class Measurer:
         self.point = points[0]
         self.key = (workload_hash(self.point.workload), flags_hash(self.point.flags))
         self.machine = envinfo.machine_id()
+        self.threads = request.threads or envinfo.usable_cpus()  # part of where it ran (the device label), not the workload
         self.new_runs = 0
 
     @property
@@ -68,7 +70,8 @@ class Measurer:
             v = RecordView(rec)
             if (rec.get("status") == "ok" and rec.get("rung") == self.point.rung and v.set_key == self.key
                     and public(v.torch_version or "") == c.version
-                    and (v.environment.get("machine") or None) == (self.machine or None)):
+                    and (v.environment.get("machine") or None) == (self.machine or None)
+                    and (v.environment.get("threads") or {}).get("torch") == self.threads):
                 out.append(rec)
         return sorted(out, key=lambda r: r.get("started_at") or "")
 
@@ -82,6 +85,7 @@ class Measurer:
         request = dataclasses.replace(self.request, env=spec.name)
         points = [dataclasses.replace(self.point, repeat=len(have) + i) for i in range(self.repeats - len(have))]
         records: list[dict] = []
+        heavy = self.heavy_packages(venv) if self.free_disk else []
         try:
             run_points(request, self.plan_name, points, records, python=str(python))
         finally:
@@ -89,6 +93,8 @@ class Measurer:
             if self.remove_venvs:
                 self.remove(venv)
         ok = [r for r in records if r.get("status") == "ok"]
+        if self.remove_venvs and self.free_disk:
+            self.free_cache(heavy)
         if not have and not ok:
             reasons = {str(r.get("reason") or "?")[:200] for r in records}
             raise CandidateFailed(f"every run failed: {'; '.join(sorted(reasons))}")
@@ -164,18 +170,29 @@ class Measurer:
         raise CandidateFailed(reason)
 
     def remove(self, venv: Path) -> None:
-        """Remove a candidate's venv (hard links into uv's cache: little disk each); with --free-disk also the
-        torch build's heavy packages from uv's cache (GBs each; a later install downloads them again)."""
-        heavy = []
-        if self.free_disk and venv.is_dir():
-            for dist in venv.glob("lib/python*/site-packages/*.dist-info"):
-                name = dist.name.split("-")[0].lower().replace("_", "-")
-                if name in HEAVY_PACKAGES or name.startswith("nvidia-"):
-                    heavy.append(name)
+        """Remove a candidate's venv (hard links into uv's cache: little disk of its own)."""
         shutil.rmtree(venv, ignore_errors=True)
+
+    @staticmethod
+    def heavy_packages(venv: Path) -> list[str]:
+        """The venv's multi-GB packages: torch, triton and the nvidia-* CUDA libraries."""
+        heavy = set()
+        for dist in venv.glob("lib/python*/site-packages/*.dist-info"):
+            name = dist.name.split("-")[0].lower().replace("_", "-")
+            if name in HEAVY_PACKAGES or name.startswith("nvidia-"):
+                heavy.add(name)
+        return sorted(heavy)
+
+    def free_cache(self, packages: list[str]) -> None:
+        """--free-disk: drop a measured build's heavy wheels from uv's cache (GBs each; a later install downloads
+        them again). uv waits for other uv processes to let go of the cache: bounded, and said when it gives up."""
         uv = find_uv()
-        if heavy and uv:
-            subprocess.run([uv, "cache", "clean", *sorted(set(heavy))], capture_output=True, check=False)
+        if not packages or not uv:
+            return
+        try:
+            subprocess.run([uv, "cache", "clean", *packages], capture_output=True, check=False, timeout=CLEAN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.say(f"  --free-disk: uv's cache stayed locked by another uv process for {CLEAN_TIMEOUT_S} s; not cleaned")
 
 
 def last_line(path: Path) -> str:
