@@ -211,8 +211,9 @@ class WorkerOutput:
             pipe.close()
 
 
-def run_point(spec: WorkerSpec, timeout_s: float, progress: Progress | None = None) -> dict:
-    """Run one worker process; return its record (or an error record if it died without one).
+def run_point(spec: WorkerSpec, timeout_s: float, progress: Progress | None = None, python: str | None = None) -> dict:
+    """Run one worker process; return its record (or an error record if it died without one). `python`: the
+    interpreter the worker runs under (another env's venv: harness.bisect); default this one.
 
     The worker gets its own session, so it and everything it starts (Inductor's compiler processes) are one
     process group, killed together on a timeout or when Interrupted passes through here. Its output is read
@@ -228,7 +229,7 @@ def run_point(spec: WorkerSpec, timeout_s: float, progress: Progress | None = No
         root = Path(__file__).resolve().parent.parent
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
         env[RUNNER_PID_VAR] = str(os.getpid())  # the worker dies when this process does (harness.lifeline)
-        proc = subprocess.Popen([sys.executable, "-m", "harness.lifeline", "harness.worker", str(spec_path)],
+        proc = subprocess.Popen([python or sys.executable, "-m", "harness.lifeline", "harness.worker", str(spec_path)],
                                 stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=env, start_new_session=True)
         output = WorkerOutput(proc, progress)
@@ -309,8 +310,10 @@ def _record_or_failure(spec: WorkerSpec, stdout: str, reason: str) -> dict:
 
 
 
-def run_points(request: RunRequest, plan_name: str, points: list[Point], records: list | None = None) -> list[dict]:
-    """Run each point; append its record to `records` as it finishes (so an interrupted caller keeps them)."""
+def run_points(request: RunRequest, plan_name: str, points: list[Point], records: list | None = None,
+               python: str | None = None) -> list[dict]:
+    """Run each point; append its record to `records` as it finishes (so an interrupted caller keeps them).
+    `python`: the interpreter the workers run under (default this one)."""
     records = [] if records is None else records
     for i, point in enumerate(points, 1):
         spec = WorkerSpec(
@@ -321,7 +324,7 @@ def run_points(request: RunRequest, plan_name: str, points: list[Point], records
         )
         started = time.monotonic()
         try:
-            record = run_point(spec, request.timeout, Progress(f"[{i}/{len(points)}] {point_label(point)}"))
+            record = run_point(spec, request.timeout, Progress(f"[{i}/{len(points)}] {point_label(point)}"), python)
         except Interrupted as exc:
             if exc.finished:
                 records.append(exc.finished)

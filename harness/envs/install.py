@@ -119,8 +119,11 @@ def find_uv() -> str | None:
         return None
 
 
-def install(spec: EnvSpec, venv: Path, project: Path, editable: bool = False) -> None:
-    """Create `venv` with the spec's Python and install torch, the extra pins and the project (Docker builds)."""
+def install(spec: EnvSpec, venv: Path, project: Path, editable: bool = False, find_links: Path | None = None,
+            log=None) -> None:
+    """Create `venv` with the spec's Python and install torch, the extra pins and the project (Docker builds,
+    harness.bisect). `find_links`: a folder of wheels searched beside the index (a local wheel folder); `log`: a
+    file the commands' output goes to (default: this process's stdout/stderr)."""
     if not spec.installs:
         raise SpecError(f"{spec.name}: installs nothing (the interpreter's own torch)")
     error = probe_index(spec)
@@ -128,16 +131,17 @@ def install(spec: EnvSpec, venv: Path, project: Path, editable: bool = False) ->
         raise SpecError(error)
     uv = find_uv()
     target = ["-e", str(project)] if editable else [str(project)]
+    links = ["--find-links", str(find_links)] if find_links else []
     if uv:
         steps = [[uv, "venv", "--python", spec.python, str(venv)],
-                 [uv, "pip", "install", "--python", str(venv / "bin" / "python"), *install_args(spec)],
+                 [uv, "pip", "install", "--python", str(venv / "bin" / "python"), *install_args(spec), *links],
                  [uv, "pip", "install", "--python", str(venv / "bin" / "python"), *target, *spec.extra_pins]]
     else:
         python = shutil.which(f"python{spec.python}")
         if not python:
             raise SpecError(f"{spec.name}: needs Python {spec.python} (or uv to fetch it); neither found")
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install"]
-        steps = [[python, "-m", "venv", str(venv)], [*pip, *install_args(spec)], [*pip, *target, *spec.extra_pins]]
+        steps = [[python, "-m", "venv", str(venv)], [*pip, *install_args(spec), *links], [*pip, *target, *spec.extra_pins]]
     for cmd in steps:
-        print("+", " ".join(cmd), flush=True)
-        subprocess.run(cmd, check=True)
+        print("+", " ".join(cmd), file=log, flush=True)
+        subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT if log else None)

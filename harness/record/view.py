@@ -146,6 +146,16 @@ class RecordView:
         return _dict(self._r.get("rerun")).get("command")
 
     @property
+    def torch_threads(self) -> int | None:
+        """The torch thread count the worker set (environment.threads.torch)."""
+        return _dict(self.environment.get("threads")).get("torch")
+
+    @property
+    def machine(self) -> dict:
+        """environment.machine: the hashed machine id and where it came from (recorded; not part of the label)."""
+        return _dict(self.environment.get("machine"))
+
+    @property
     def is_cuda(self) -> bool:
         return self.environment.get("device") == "cuda" or isinstance(self.environment.get("gpu"), dict)
 

@@ -11,7 +11,7 @@ from harness.analysis.context import COMPARABLE_RULE, Compare
 from harness.analysis.tables import cross, knobs, registry
 from harness.analysis.verdict import verdict
 from harness.render import VERDICT_HOW, VERDICT_TITLE, verdict_blocks
-from harness.report import charts
+from harness.report import charts, versions_chart
 from harness.report.document import Doc
 
 TITLE = "GPT-2 training performance: optimisation ladder, torch versions and {word}s"
@@ -128,6 +128,8 @@ def build(cmp: Compare, paths, command: str) -> Doc:
     versions, gpus = tables["versions"][0], tables["gpus"][0]
     _charts(doc, _some(charts.heatmap_chart(cross.cross(cmp, "env"), cmp.ds.name)), "No cross-version heatmap: no rung ran under two envs on the same GPU.")
     doc.table(versions)
+    for chart in versions_chart.versions_charts(cmp):  # one rung under 3+ torch builds (harness.bisect --landscape)
+        doc.img(*chart)
     _charts(doc, _some(charts.cross_gpu_chart(cross.cross(cmp, "gpu"), cmp.ds.name)), f"No cross-{cmp.word} chart: no rung ran on two {cmp.word}s under the same env.")
     doc.table(gpus)
 

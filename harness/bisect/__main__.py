@@ -1,0 +1,145 @@
+"""Which torch release changed it: bisect installed torch builds for one rung's number, or draw the landscape.
+
+  python -m harness.bisect --rung bf16 --metric tokens_per_s --good 2.1.2 --bad 2.15.0 --device cpu
+  python -m harness.bisect --rung bf16 --metric peak_memory --good torch212 --bad latest --out results/bisect
+  python -m harness.bisect --rung bf16 --good 2.1.2 --bad 2.15.0 --landscape --newest-patches
+  python -m harness.bisect --good 2.1.2 --bad 2.15.0 --list        # the candidates and their specs, nothing installed
+
+--good/--bad: env names (envs/<name>/env.yaml) or torch versions. Candidates: the torch releases between them that
+the index offers for the env's Python on this platform (`pip index versions`), then nightlies where a nightly index
+is configured (HARNESS_TORCH_INDEX_URL_NIGHTLY). Each becomes a spec under --out/envs/, is installed with harness.envs'
+install code into --venvs, and is measured in the harness's own worker processes; its records (--out/records/) are
+reused by the next bisect or landscape of the same rung and workload on this machine. The ends first, with repeats;
+if they do not differ beyond noise (harness.analysis.stats: compare's rule) nothing else is installed.
+Ctrl-C keeps every finished point (the same command reuses them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from harness.analysis import stats
+from harness.bisect.candidates import CandidateError, candidate_spec, candidates_between, newest_patches, resolve_end
+from harness.bisect.explain import answer_lines, landscape_chart, points_table, underneath, write_state
+from harness.bisect.search import METRICS, Search
+from harness.launcher import Interrupted, stop_on_signals
+from harness.request import USAGE_ERRORS, RunRequest, add_option
+
+DEFAULT_OUT = "results/bisect"  # under results/runs' rule: results/bisect is git-ignored
+DEFAULT_VENVS = ".venvs/bisect"
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m harness.bisect", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    p.add_argument("--good", required=True, metavar="A", help="one end: an env name (torch212) or a torch version")
+    p.add_argument("--bad", required=True, metavar="B", help="the other end, likewise")
+    p.add_argument("--rung", help="the rung of --plan to measure (required unless --list)")
+    p.add_argument("--metric", choices=sorted(METRICS), default="tokens_per_s", help="the number to bisect (default tokens_per_s)")
+    p.add_argument("--landscape", action="store_true", help="measure every candidate instead, and draw the metric against the version")
+    p.add_argument("--newest-patches", action="store_true", help="only the newest patch of each minor release (and both ends)")
+    p.add_argument("--list", action="store_true", help="print the candidates and what each installs; measure nothing")
+    p.add_argument("--out", default=DEFAULT_OUT, help=f"the bisect's folder: specs, records, logs, results (default {DEFAULT_OUT}/)")
+    p.add_argument("--repeats", type=int, default=3, help="runs per candidate (default 3; memory needs 2+ for a noise estimate)")
+    p.add_argument("--index-url", help="the index torch releases come from (default: pip's configured index, else PyPI)")
+    p.add_argument("--find-links", type=Path, metavar="DIR", help="a folder of torch wheels instead of an index")
+    p.add_argument("--python", help="the candidates' Python (default: the good end's spec's, else this interpreter's)")
+    p.add_argument("--venvs", type=Path, default=Path(DEFAULT_VENVS), help=f"where candidate venvs go (default {DEFAULT_VENVS}/)")
+    p.add_argument("--remove-venvs", action="store_true", help="remove each candidate's venv once it is measured")
+    p.add_argument("--free-disk", action="store_true", help="with --remove-venvs: also drop the build's torch, triton and "
+                   "nvidia-* wheels from uv's cache (GBs per build; a rerun downloads them again)")
+    p.add_argument("--noise-floor", type=float, default=stats.NOISE_FLOOR, help=f"smallest relative change called beyond noise (default {stats.NOISE_FLOOR})")
+    p.add_argument("--all", action="store_true", help="what changed underneath: every kernel change, not the largest few")
+    add_option(p, "plan")
+    add_option(p, "preset")
+    add_option(p, "set")
+    add_option(p, "flag")
+    add_option(p, "steps")
+    add_option(p, "warmup_steps")
+    add_option(p, "batch_size")
+    add_option(p, "seq_len")
+    add_option(p, "device")
+    add_option(p, "threads")
+    add_option(p, "timeout")
+    return p
+
+
+def main(argv=None) -> int:
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    if args.metric != "tokens_per_s" and args.repeats < 2 and not args.list:
+        parser.error(f"--metric {args.metric} is one number per run: it needs --repeats 2 or more for a noise estimate")
+    if not 0 <= args.noise_floor < 1:
+        parser.error("--noise-floor must be in [0, 1)")
+    try:
+        python = args.python or _default_python(args.good)
+        cands = candidates_between(args.good, args.bad, python, args.index_url, args.find_links)
+    except CandidateError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.newest_patches:
+        cands = newest_patches(cands)
+    if args.list:
+        for c in cands:
+            spec = candidate_spec(c, python)
+            where = f"from {c.index_url}" if c.index_url else ("from " + str(args.find_links) if args.find_links else "default index")
+            print(f"{c.version:22} env {c.env_name:22} {where}; beside torch: {', '.join(spec.extra_pins) or 'nothing'}")
+        return 0
+    if not args.rung:
+        parser.error("--rung is required (the one rung of --plan to measure)")
+
+    request = RunRequest(plan=args.plan, preset=args.preset, out=str(out / "records"), env="local", repeats=1,
+                         rungs=args.rung, sets=tuple(args.set or ()), flags=tuple(args.flag or ()), steps=args.steps,
+                         warmup_steps=args.warmup_steps, batch_size=args.batch_size, seq_len=args.seq_len,
+                         device=args.device, timeout=args.timeout, threads=args.threads)
+    from harness.bisect.measure import Measurer  # the runner side: imported once the input is good
+
+    try:
+        measurer = Measurer(request, out, python, args.venvs, args.repeats, args.find_links, args.remove_venvs,
+                            args.free_disk)
+    except USAGE_ERRORS as exc:
+        parser.error(str(exc))
+    metric = METRICS[args.metric]
+    command = shlex.join(["python", "-m", "harness.bisect", *(sys.argv[1:] if argv is None else argv)])
+    mode = "landscape" if args.landscape else "bisect"
+    print(f"{mode} {metric.name} of rung {args.rung} ({args.preset}): {len(cands)} candidate(s) "
+          f"{cands[0].version} .. {cands[-1].version}, {args.repeats} run(s) each -> {out.as_posix()}/", flush=True)
+    search = Search(cands, metric, measurer, args.noise_floor, mode=mode,
+                    on_point=lambda result: write_state(result, out, command))
+    with stop_on_signals():
+        try:
+            result = search.landscape() if args.landscape else search.bisect()
+        except Interrupted as exc:
+            done = search.result.measured()
+            write_state(search.result, out, command)
+            print(f"\ninterrupted ({exc}): {len(done)} finished point(s) kept in {out / 'records'}; the same command "
+                  "reuses them", file=sys.stderr)
+            return exc.exit_code
+    print()
+    print(points_table(result))
+    print()
+    print("\n".join(answer_lines(result)))
+    chart = landscape_chart(result, out, args.rung) if args.landscape or result.boundary else None
+    explained = underneath(result, measurer.records_dir, args.all) if result.boundary else ""
+    if explained:
+        print("\nWhat changed underneath, across the boundary (harness.compare's tables for this pair):\n")
+        print(explained)
+    state = write_state(result, out, command)
+    print(f"kept: {state}" + (f", {chart}" if chart else "") + f", records in {measurer.records_dir}")
+    return 0 if result.outcome in ("boundary", "no difference", "landscape") else 1
+
+
+def _default_python(good: str) -> str:
+    _version, spec = resolve_end(good, "good")
+    return spec.python if spec and spec.python else f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
