@@ -147,8 +147,12 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
                 versions[r["env"]].add(v)
 
     def env_label(r: dict) -> str:
+        """The env, with its torch version where the env ran several, and the image where it ran in one: a run
+        inside envs/latest is a cell beside the same env's nox runs (another Python, base libraries), never pooled."""
         v = ((r.get("environment") or {}).get("torch") or {}).get("version")
-        return r["env"] if len(versions.get(r["env"], ())) <= 1 else f"{r['env']}@{v or '?'}"
+        label = r["env"] if len(versions.get(r["env"], ())) <= 1 else f"{r['env']}@{v or '?'}"
+        image = RecordView(r).container_image
+        return f"{label} in {image}" if image else label
 
     groups: dict[tuple, Group] = {}
     references, peers, failed, env_versions, gpu_keys, env_of = [], [], [], {}, {}, {}
