@@ -2,7 +2,7 @@
 # dependencies = ["nox>=2025.2.9", "pyyaml>=6"]
 # ///
 """nox sessions: one `bench-<name>` per envs/<name>/env.yaml, plus `tests`, `lint`, `compare`, `report`, `verify-matrix`
-and `cluster`.
+`cluster` and `docker`.
 
     nox -l                                        # list
     nox -s bench-torch212 bench-nightly           # install each pinned build, check it, run the Quick start rungs
@@ -12,6 +12,7 @@ and `cluster`.
     nox -s report -- results/ -o report/          # the technical report (no torch needed)
     nox -s verify-matrix -- results/runs torch212 latest   # the records show each env's pinned torch
     nox -s cluster -- slurm status                # the matrix on Slurm (docs/cluster.md; no torch needed)
+    nox -s docker -- build latest                 # python -m harness.docker: the env images (docs/envs.md)
 
 Every version comes from the specs through harness/envs/; nothing is pinned here.
 Mirrors: HARNESS_TORCH_INDEX_URL (every PyTorch index) or HARNESS_TORCH_INDEX_URL_<NAME> (one env).
@@ -217,6 +218,13 @@ def cluster(session: nox.Session) -> None:
     uv are installed beside it: the Slurm tasks run `<this venv's python> -m nox -s bench-<env>` (docs/cluster.md)."""
     session.install("-e", ".", "nox", "uv")
     session.run("python", "-m", "harness.cluster", *session.posargs)
+
+
+@nox.session(default=False)
+def docker(session: nox.Session) -> None:
+    """`python -m harness.docker` (posargs: build|run|check|render ...): the env images through the docker SDK; no torch."""
+    session.install("-e", ".")
+    session.run("python", "-m", "harness.docker", *session.posargs)
 
 
 @nox.session

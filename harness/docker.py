@@ -1,11 +1,12 @@
 """The per-env Docker images (envs/<name>/Dockerfile): render, check statically, build and run.
 
-    python -m harness.docker build NAME [--tag T] [--no-cache]   # docker build -f envs/NAME/Dockerfile -t envs/NAME .
-    python -m harness.docker run NAME [--results DIR] [--no-gpus] [-- runner args...]
+    python -m harness.docker build NAME [--tag T] [--no-cache] [--build-arg BASE_IMAGE=...]   # docker build -f envs/NAME/Dockerfile -t envs/NAME .
+    python -m harness.docker run NAME [--results DIR] [--no-gpus] [-- runner args...]   # everything after -- goes to harness.run
     python -m harness.docker check [NAME...]      # static: parses, FROM == spec, no pins, entrypoint, volume
     python -m harness.docker render [NAME...]     # rewrite the Dockerfiles from their specs (after a base bump)
 
-build/run talk to the engine through the docker SDK and exit 2 with one line when none is reachable.
+build/run talk to the engine through the docker SDK and exit 2 with one line when none is reachable; an engine
+that cannot hand GPUs to containers (no NVIDIA Container Toolkit) gets one line too (exit 1).
 Rendering, parsing and checking live in harness.dockerfiles and need neither an engine nor the SDK.
 """
 
@@ -21,6 +22,8 @@ from harness.dockerfiles import RESULTS_IN_IMAGE, check_all, dockerfile_path, ig
 from harness.envs.spec import ROOT, SpecError, load_spec
 
 ENGINE_UNREACHABLE_EXIT = 2
+# What dockerd answers to --gpus when no GPU runtime (the NVIDIA Container Toolkit) is registered with it.
+NO_GPU_RUNTIME = 'could not select device driver "" with capabilities: [[gpu]]'
 
 class DockerError(RuntimeError):
     """No engine, no SDK, or a failed build/run."""
@@ -64,7 +67,31 @@ def build_context(name: str) -> io.BytesIO:
     return docker_build.tar(str(ROOT), exclude=ignore_patterns(ignore.read_text()), gzip=False)
 
 
-def build(name: str, tag: str | None = None, no_cache: bool = False) -> str:
+def parse_build_args(pairs: list[str]) -> dict[str, str]:
+    """{KEY: VALUE} from --build-arg KEY=VALUE strings; ValueError names a malformed one."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key or not key.replace("_", "").isalnum():
+            raise ValueError(f"--build-arg {pair!r}: expected KEY=VALUE (e.g. BASE_IMAGE=my/base:1)")
+        out[key] = value
+    return out
+
+
+def api_error_line(exc: Exception) -> str:
+    """One line for an engine's APIError: what is missing where we know it, else the engine's own words."""
+    text = getattr(exc, "explanation", None) or str(exc)
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    text = " ".join(str(text).split())
+    if NO_GPU_RUNTIME in text:
+        return ("the Docker engine cannot give GPUs to containers: the NVIDIA Container Toolkit is not installed or "
+                "not registered with dockerd (install nvidia-container-toolkit, run nvidia-ctk runtime configure "
+                "--runtime=docker, restart dockerd); on CPU: --no-gpus")
+    return f"the Docker engine refused: {text[:300]}"
+
+
+def build(name: str, tag: str | None = None, no_cache: bool = False, build_args: dict[str, str] | None = None) -> str:
     spec = load_spec(name)
     problems = check_all([name]).get(name) or []
     if problems:
@@ -73,17 +100,22 @@ def build(name: str, tag: str | None = None, no_cache: bool = False) -> str:
     tag = tag or f"envs/{name}"
     context = build_context(name)
     image_id = None
-    stream = c.api.build(fileobj=context, custom_context=True, dockerfile=f"envs/{name}/Dockerfile", tag=tag,
-                         buildargs={"HARNESS_ENV": spec.name, "HARNESS_GIT_COMMIT": _git_commit()},
-                         nocache=no_cache, rm=True, decode=True)
-    for chunk in stream:
-        if "stream" in chunk:
-            sys.stdout.write(chunk["stream"])
-        if "error" in chunk:
-            raise DockerError(f"build of {tag} failed: {chunk['error'].strip()}")
-        if "aux" in chunk and "ID" in chunk["aux"]:
-            image_id = chunk["aux"]["ID"]
-    return image_id or c.images.get(tag).id
+    import docker
+
+    buildargs = {"HARNESS_ENV": spec.name, "HARNESS_GIT_COMMIT": _git_commit(), **(build_args or {})}
+    try:
+        stream = c.api.build(fileobj=context, custom_context=True, dockerfile=f"envs/{name}/Dockerfile", tag=tag,
+                             buildargs=buildargs, nocache=no_cache, rm=True, decode=True)
+        for chunk in stream:
+            if "stream" in chunk:
+                sys.stdout.write(chunk["stream"])
+            if "error" in chunk:
+                raise DockerError(f"build of {tag} failed: {chunk['error'].strip()}")
+            if "aux" in chunk and "ID" in chunk["aux"]:
+                image_id = chunk["aux"]["ID"]
+        return image_id or c.images.get(tag).id
+    except docker.errors.APIError as exc:
+        raise DockerError(f"build of {tag}: {api_error_line(exc)}") from None
 
 
 def run(name: str, runner_args: list[str], results: Path, gpus: bool = True, tag: str | None = None) -> int:
@@ -101,9 +133,16 @@ def run(name: str, runner_args: list[str], results: Path, gpus: bool = True, tag
     volumes = {str(results): {"bind": RESULTS_IN_IMAGE, "mode": "rw"}}
     if Path("/etc/machine-id").is_file():  # the host's: records name the machine, not the image (harness.envinfo.machine_id)
         volumes["/etc/machine-id"] = {"bind": "/etc/machine-id", "mode": "ro"}
-    container = c.containers.run(
-        image.id, command=runner_args, detach=True, device_requests=device_requests, volumes=volumes,
-        environment={"HARNESS_IMAGE": tag, "HARNESS_IMAGE_DIGEST": image.id}, ipc_mode="host")
+    container = None
+    try:
+        container = c.containers.create(
+            image.id, command=runner_args, device_requests=device_requests, volumes=volumes,
+            environment={"HARNESS_IMAGE": tag, "HARNESS_IMAGE_DIGEST": image.id}, ipc_mode="host")
+        container.start()  # where the engine cannot give GPUs, it says so here
+    except docker.errors.APIError as exc:
+        if container is not None:
+            container.remove(force=True)
+        raise DockerError(f"run of {tag}: {api_error_line(exc)}") from None
     try:
         for line in container.logs(stream=True, follow=True):
             sys.stdout.write(line.decode("utf-8", "replace"))
@@ -122,17 +161,23 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("name")
     b.add_argument("--tag")
     b.add_argument("--no-cache", action="store_true")
-    r = sub.add_parser("run", help="run the image's default plan; records land in --results")
+    b.add_argument("--build-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Dockerfile ARG, as docker build's (BASE_IMAGE, UV_IMAGE: a mirror or a local stand-in)")
+    r = sub.add_parser("run", help="run the image's default plan; records land in --results",
+                       usage="python -m harness.docker run NAME [--tag T] [--results DIR] [--no-gpus] [-- RUNNER ARGS]")
     r.add_argument("name")
     r.add_argument("--tag")
     r.add_argument("--results", type=Path, default=Path("results/runs"), help="where the records land (default: results/runs)")
     r.add_argument("--no-gpus", action="store_true", help="do not request GPUs (CPU run)")
-    r.add_argument("runner_args", nargs=argparse.REMAINDER, help="after --: arguments for harness.run")
     c = sub.add_parser("check", help="static checks of the Dockerfiles (no engine needed)")
     c.add_argument("names", nargs="*")
     rd = sub.add_parser("render", help="rewrite Dockerfiles from their specs")
     rd.add_argument("names", nargs="*")
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after the first -- goes to harness.run, everything before is ours: options may come before or
+    # after NAME (a REMAINDER positional took every option after NAME as the runner's).
+    runner_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     try:
         if args.cmd == "check":
             results = check_all(args.names or None)
@@ -144,13 +189,18 @@ def main(argv: list[str] | None = None) -> int:
             for path in render(args.names or None):
                 print(f"wrote {path}")
             return 0
+        if runner_args and args.cmd != "run":
+            parser.error("arguments after -- are for harness.run: only `run` takes them")
         if args.cmd == "build":
-            image_id = build(args.name, args.tag, args.no_cache)
+            try:
+                build_args = parse_build_args(args.build_arg)
+            except ValueError as exc:
+                parser.error(str(exc))
+            image_id = build(args.name, args.tag, args.no_cache, build_args)
             print(f"built {args.tag or 'envs/' + args.name} {image_id}")
             return 0
         if args.cmd == "run":
-            extra = args.runner_args[1:] if args.runner_args[:1] == ["--"] else args.runner_args
-            return run(args.name, extra, args.results, gpus=not args.no_gpus, tag=args.tag)
+            return run(args.name, runner_args, args.results, gpus=not args.no_gpus, tag=args.tag)
     except SpecError as exc:
         print(str(exc), file=sys.stderr)
         return 1

@@ -13,7 +13,15 @@ from harness.envs.spec import ROOT, EnvSpec, SpecError, envs_dir, load_all
 from harness.textsafe import ScriptValueError, script_value
 
 RESULTS_IN_IMAGE = "/results"
-UV_IMAGE = "ghcr.io/astral-sh/uv:0.13.9"  # the uv binary copied into every image (pinned tag)
+UV_VERSION = "0.13.9"
+UV_IMAGE = f"ghcr.io/astral-sh/uv:{UV_VERSION}"  # the uv binary copied into every image (pinned tag)
+# PyPI's uv wheel of the same version (manylinux x86_64): where the registry is unreachable (CI), .ci/docker builds
+# a stand-in for UV_IMAGE from it and checks it against this hash (pypi.org/simple/uv/).
+UV_WHEEL = f"uv-{UV_VERSION}-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+UV_WHEEL_SHA256 = "d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19"
+# The build arguments that choose the two images a build pulls; their defaults are the pinned ones, so a plain
+# `docker build` uses them, and `--build-arg BASE_IMAGE=...` a local stand-in without retagging it.
+IMAGE_ARGS = ("BASE_IMAGE", "UV_IMAGE")
 
 TEMPLATE = """\
 # The {name} environment as an image. Every version comes from envs/{name}/env.yaml: this file installs
@@ -26,18 +34,26 @@ TEMPLATE = """\
 # Run (default plan, records into ./results/runs; the host's machine id, so records say which machine ran them):
 #   docker run --gpus all -v "$PWD/results/runs:/results" -v /etc/machine-id:/etc/machine-id:ro envs/{name}
 #   extra arguments go to python -m harness.run, e.g. ... envs/{name} --preset tiny
-FROM {image}
+#   without a folder mounted at {results} it refuses to start (records would vanish with the container).
+# Another base or uv image (a mirror, a local stand-in): --build-arg BASE_IMAGE=... --build-arg UV_IMAGE=...
+ARG BASE_IMAGE={image}
+ARG UV_IMAGE={uv_image}
+FROM ${{UV_IMAGE}} AS uv
 
+FROM ${{BASE_IMAGE}}
+ARG BASE_IMAGE
 ARG HARNESS_ENV={name}
 ARG HARNESS_GIT_COMMIT=unknown
 LABEL org.opencontainers.image.title="envs/{name}" \\
       org.opencontainers.image.revision="${{HARNESS_GIT_COMMIT}}" \\
-      org.opencontainers.image.source="envs/{name}/env.yaml"
+      org.opencontainers.image.source="envs/{name}/env.yaml" \\
+      org.opencontainers.image.base.name="${{BASE_IMAGE}}"
 ENV DEBIAN_FRONTEND=noninteractive \\
     PYTHONUNBUFFERED=1 \\
     HARNESS_ENV=${{HARNESS_ENV}} \\
     HARNESS_IMAGE=envs/${{HARNESS_ENV}} \\
     HARNESS_IMAGE_REVISION=${{HARNESS_GIT_COMMIT}} \\
+    HARNESS_BASE_IMAGE=${{BASE_IMAGE}} \\
     UV_PYTHON_INSTALL_DIR=/opt/python \\
     UV_LINK_MODE=copy \\
     UV_NO_CACHE=1 \\
@@ -49,7 +65,7 @@ ENV DEBIAN_FRONTEND=noninteractive \\
 RUN apt-get update \\
  && apt-get install -y --no-install-recommends python3 python3-yaml ca-certificates \\
  && rm -rf /var/lib/apt/lists/*
-COPY --from={uv_image} /uv /uvx /usr/local/bin/
+COPY --from=uv /uv /uvx /usr/local/bin/
 
 # Only pyproject.toml, gpt/, harness/ and envs/ are in the context (.dockerignore; BuildKit: envs/{name}/Dockerfile.dockerignore).
 COPY . /opt/harness
@@ -60,8 +76,9 @@ RUN python3 -m harness.envs install "${{HARNESS_ENV}}" --venv /opt/venv --projec
 RUN python -c "import tiktoken; tiktoken.get_encoding('gpt2')" \\
  || echo "warning: tiktoken gpt2 encoding not baked (no network); synthetic and tokens: data still work"
 
-VOLUME {results}
-ENTRYPOINT ["python", "-m", "harness.run", "--plan", "seed-ladder", "--out", "{results}"]
+# No VOLUME: an anonymous volume would keep the records where nobody finds them. harness.image_entry refuses
+# to start unless --out lies in a mounted folder, then runs python -m harness.run with these arguments.
+ENTRYPOINT ["python", "-m", "harness.image_entry", "--plan", "seed-ladder", "--out", "{results}"]
 CMD []
 """
 
@@ -207,9 +224,35 @@ def split_image_ref(ref: str) -> tuple[str, str | None, str | None]:
     return repo, tag, digest
 
 
-def image_references(instructions: list[Instruction]) -> list[tuple[int, str]]:
-    """(line, image) for every image a build pulls: FROM images and COPY --from=<image>, not stage names."""
+def global_args(instructions: list[Instruction]) -> dict[str, str | None]:
+    """{name: default} of the ARGs before the first FROM: the only variables a FROM line can use."""
+    out = {}
+    for ins in instructions:
+        if ins.keyword == "FROM":
+            break
+        if ins.keyword == "ARG":
+            name, sep, default = ins.value.partition("=")
+            out[name.strip()] = default.strip().strip('"') if sep else None
+    return out
+
+
+def resolve_image(ref: str, args: dict[str, str | None]) -> str:
+    """An image reference with ${VAR} / $VAR replaced by the ARG defaults; ValueError names a variable
+    that has no default (the build would need --build-arg to mean anything)."""
+    def value(match: re.Match) -> str:
+        name = match.group(1) or match.group(2)
+        if args.get(name) is None:
+            raise ValueError(f"${name} has no ARG default before the first FROM")
+        return args[name]
+
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", value, ref)
+
+
+def image_references(instructions: list[Instruction], resolve: bool = True) -> list[tuple[int, str]]:
+    """(line, image) for every image a build pulls: FROM images and COPY --from=<image>, not stage names.
+    With resolve (default), ${ARG}s take their defaults: the images a plain `docker build` pulls."""
     stages, refs = set(), []
+    args = global_args(instructions)
     for ins in instructions:
         if ins.keyword == "FROM":
             parts = ins.value.split()
@@ -220,6 +263,8 @@ def image_references(instructions: list[Instruction]) -> list[tuple[int, str]]:
             source = ins.flags["from"]
             if source not in stages and not source.isdigit():
                 refs.append((ins.line, source))
+    if resolve:
+        refs = [(line, resolve_image(ref, args)) for line, ref in refs]
     return refs
 
 
@@ -230,14 +275,21 @@ def check_dockerfile(text: str, spec: EnvSpec) -> list[str]:
     except ValueError as exc:
         return [f"does not parse: {exc}"]
     problems = []
-    froms = [i for i in instructions if i.keyword == "FROM"]
-    base = froms[0].value.split()[0]
+    args = global_args(instructions)
+    base = [i for i in instructions if i.keyword == "FROM"][-1].value.split()[0]  # the final stage's
+    if base != "${BASE_IMAGE}":
+        problems.append(f"the final FROM is {base}, not ${{BASE_IMAGE}}: a local base would need a retag")
+    for name in IMAGE_ARGS:
+        if name not in args:
+            problems.append(f"no ARG {name} before the first FROM (build arguments choose the images)")
+    try:
+        base = resolve_image(base, args)
+        refs = image_references(instructions)
+    except ValueError as exc:
+        return problems + [f"an image is computed from a variable: {exc}; give the ARG the pinned image as default"]
     if base != spec.image_ref:
         problems.append(f"FROM {base} differs from the spec's base image {spec.image_ref}")
-    for line, ref in image_references(instructions):
-        if "$" in ref:
-            problems.append(f"line {line}: image {ref} is computed from a variable; pin it literally")
-            continue
+    for line, ref in refs:
         _, tag, digest = split_image_ref(ref)
         if tag is None and digest is None:
             problems.append(f"line {line}: image {ref} has no tag (floats to :latest)")
@@ -264,7 +316,7 @@ def check_dockerfile(text: str, spec: EnvSpec) -> list[str]:
         if not yaml_first:
             problems.append("nothing installs PyYAML (python3-yaml) before RUN ... -m harness.envs install")
     args = {i.value.split("=", 1)[0]: i.value.split("=", 1)[1] if "=" in i.value else None
-            for i in instructions if i.keyword == "ARG"}
+            for i in instructions if i.keyword == "ARG" and i.value.startswith("HARNESS_")}
     if args.get("HARNESS_ENV") != spec.name:
         problems.append(f"ARG HARNESS_ENV default is {args.get('HARNESS_ENV')!r}, expected {spec.name!r}")
     env_text = " ".join(i.value for i in instructions if i.keyword == "ENV")
@@ -280,8 +332,9 @@ def check_dockerfile(text: str, spec: EnvSpec) -> list[str]:
             problems.append("ENTRYPOINT is not in exec form (signals and extra arguments would be lost)")
         else:
             joined = " ".join(argv)
-            if not re.match(r"^(\S*/)?python3? -m harness\.run\b", joined):
-                problems.append(f"ENTRYPOINT {argv} does not run python -m harness.run")
+            if not re.match(r"^(\S*/)?python3? -m harness\.image_entry\b", joined):
+                problems.append(f"ENTRYPOINT {argv} does not run python -m harness.image_entry (harness.run behind "
+                                f"the check that the records land in a mounted folder)")
             if f"--out {RESULTS_IN_IMAGE}" not in joined:
                 problems.append(f"ENTRYPOINT {argv} does not write to --out {RESULTS_IN_IMAGE}")
             if "--plan" not in argv:
@@ -290,8 +343,9 @@ def check_dockerfile(text: str, spec: EnvSpec) -> list[str]:
     for ins in instructions:
         if ins.keyword == "VOLUME":
             volumes += ins.exec_form() or ins.value.split()
-    if RESULTS_IN_IMAGE not in volumes:
-        problems.append(f"no VOLUME {RESULTS_IN_IMAGE}")
+    if RESULTS_IN_IMAGE in volumes:
+        problems.append(f"VOLUME {RESULTS_IN_IMAGE}: a run without -v would write its records into an anonymous "
+                        f"volume nobody finds; leave it out (harness.image_entry asks for the mount)")
     return problems
 
 

@@ -213,7 +213,11 @@ def capture(env_name: str, device) -> dict:
         "driver": {"cuda_driver_api": torch_compat.driver_version(),
                    "nvml": nvml.driver_facts(nvml.torch_device_index(device)) if device_type == "cuda" else None},
         "gpu": gpu,
-        "container": {"image": os.environ.get("HARNESS_IMAGE"), "digest": os.environ.get("HARNESS_IMAGE_DIGEST")},
+        # the env images set HARNESS_IMAGE, _REVISION and _BASE (a local stand-in base says so); the digest comes
+        # from outside (harness.docker run, or docker run -e): an image cannot know its own id
+        "container": {"image": os.environ.get("HARNESS_IMAGE"), "digest": os.environ.get("HARNESS_IMAGE_DIGEST"),
+                      "revision": os.environ.get("HARNESS_IMAGE_REVISION"),
+                      "base": os.environ.get("HARNESS_BASE_IMAGE")},
         "harness": code_identity(),
         "packages": installed_packages(),
         "env_vars": env_vars(),

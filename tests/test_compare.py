@@ -259,6 +259,18 @@ def test_env_with_two_torch_versions_is_split(tmp_path):
     assert row["d_tokens_s"].delta.value == pytest.approx(100 / 90 - 1)
 
 
+def test_runs_inside_an_image_are_a_cell_beside_the_same_envs_other_runs(tmp_path):
+    """Same env, same torch: a run in envs/latest (its own Python and base libraries) is compared with the nox run,
+    not pooled with it."""
+    nox_run = make_record(env="latest", rung="fp32")
+    image_run = make_record(env="latest", rung="fp32", ms=constant_ms(110))
+    image_run["environment"]["container"] = {"image": "envs/latest", "digest": "sha256:" + "d" * 64}
+    cmp = Compare(load([write(tmp_path / "r", [nox_run, image_run])], warn=lambda line: None))
+    assert cmp.ds.envs() == ["latest", "latest in envs/latest"]
+    row = by(registry.one(cmp, "versions"), env="latest in envs/latest")
+    assert row["d_tokens_s"].delta.value == pytest.approx(100 / 110 - 1)
+
+
 def test_torch_version_order():
     versions = ["2.6.0", "2.1.2+cu121", "2.6.0.dev20241203+cu124", "2.3.1", "2.10.0", None, "2.6.0rc1"]
     ordered = sorted(versions, key=torch_version_key)

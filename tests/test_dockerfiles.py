@@ -36,17 +36,20 @@ def test_dockerfile_passes_the_static_checks(name):
 def test_dockerfile_parses_into_the_expected_shape(name):
     spec = load_spec(name)
     instructions = dockerfiles.parse_dockerfile(dockerfile(name))
-    froms = [i for i in instructions if i.keyword == "FROM"]
-    assert len(froms) == 1 and froms[0].value == spec.image_ref
-    repo, tag, digest = dockerfiles.split_image_ref(froms[0].value)
+    # the two images a build pulls are build arguments whose defaults are the pinned ones
+    assert dockerfiles.global_args(instructions) == {"BASE_IMAGE": spec.image_ref, "UV_IMAGE": dockerfiles.UV_IMAGE}
+    froms = [i.value for i in instructions if i.keyword == "FROM"]
+    assert froms == ["${UV_IMAGE} AS uv", "${BASE_IMAGE}"]
+    pulled = [ref for _, ref in dockerfiles.image_references(instructions)]
+    assert pulled == [dockerfiles.UV_IMAGE, spec.image_ref]  # the uv stage, then the base (the final stage)
+    repo, tag, digest = dockerfiles.split_image_ref(spec.image_ref)
     assert repo == "nvidia/cuda" and "devel" in tag  # torch.compile needs the compiler of a devel image
     assert digest == spec.base_image_digest  # None while unknown: tag-only pin, allowed
     entry = [i for i in instructions if i.keyword == "ENTRYPOINT"][-1].exec_form()
-    assert entry[:3] == ["python", "-m", "harness.run"]
+    assert entry[:3] == ["python", "-m", "harness.image_entry"]  # harness.run, once /results is a mount
     assert entry[entry.index("--out") + 1] == "/results"
     assert entry[entry.index("--plan") + 1] == "seed-ladder"
-    volumes = [v for i in instructions if i.keyword == "VOLUME" for v in (i.exec_form() or i.value.split())]
-    assert volumes == ["/results"]
+    assert not [i for i in instructions if i.keyword == "VOLUME"]  # an anonymous volume would hide the records
     for line, ref in dockerfiles.image_references(instructions):
         _, tag, digest = dockerfiles.split_image_ref(ref)
         assert (tag and tag != "latest") or digest, f"line {line}: {ref} floats"
@@ -90,18 +93,23 @@ def _mutate(old: str, new: str) -> list[str]:
 
 
 @pytest.mark.parametrize("old, new, message", [
-    ("FROM nvidia/cuda:", "FROM nvidia/cuda:9", "differs from the spec"),
-    ("COPY --from=ghcr.io/astral-sh/uv:0.13.9 ", "COPY --from=ghcr.io/astral-sh/uv:latest ", "floating tag"),
-    ("COPY --from=ghcr.io/astral-sh/uv:0.13.9 ", "COPY --from=ghcr.io/astral-sh/uv ", "no tag"),
+    ("ARG BASE_IMAGE=nvidia/cuda:", "ARG BASE_IMAGE=nvidia/cuda:9", "differs from the spec"),
+    ("FROM ${BASE_IMAGE}", "FROM nvidia/cuda:13.0.2-cudnn-devel-ubuntu24.04", "not ${BASE_IMAGE}"),
+    ("ARG UV_IMAGE=ghcr.io/astral-sh/uv:0.13.9", "ARG UV_IMAGE=ghcr.io/astral-sh/uv:latest", "floating tag"),
+    ("ARG UV_IMAGE=ghcr.io/astral-sh/uv:0.13.9", "ARG UV_IMAGE=ghcr.io/astral-sh/uv", "no tag"),
+    ("ARG UV_IMAGE=ghcr.io/astral-sh/uv:0.13.9", "ARG UV_IMAGE", "$UV_IMAGE has no ARG default"),
+    ("ARG UV_IMAGE=ghcr.io/astral-sh/uv:0.13.9", "ARG UV=ghcr.io/astral-sh/uv:0.13.9", "no ARG UV_IMAGE"),
+    ("COPY --from=uv /uv", "COPY --from=ghcr.io/astral-sh/uv /uv", "no tag"),
     ('RUN python3 -m harness.envs install "${HARNESS_ENV}"', 'RUN pip install "torch>=2" && true',
      "torch version is written"),
     ('RUN python3 -m harness.envs install "${HARNESS_ENV}"', "RUN echo", "harness.envs install"),
     (" python3 python3-yaml ca-certificates", " python3 ca-certificates", "installs PyYAML"),
     ('"--out", "/results"]', '"--out", "/tmp/out"]', "--out /results"),
-    ('ENTRYPOINT ["python", "-m", "harness.run",', 'ENTRYPOINT ["python", "-m", "other",', "harness.run"),
-    ('ENTRYPOINT ["python", "-m", "harness.run", "--plan", "seed-ladder", "--out", "/results"]',
-     "ENTRYPOINT python -m harness.run --plan seed-ladder --out /results", "exec form"),
-    ("VOLUME /results", "VOLUME /data", "VOLUME /results"),
+    ('ENTRYPOINT ["python", "-m", "harness.image_entry",', 'ENTRYPOINT ["python", "-m", "harness.run",',
+     "harness.image_entry"),
+    ('ENTRYPOINT ["python", "-m", "harness.image_entry", "--plan", "seed-ladder", "--out", "/results"]',
+     "ENTRYPOINT python -m harness.image_entry --plan seed-ladder --out /results", "exec form"),
+    ("ENTRYPOINT [", "VOLUME /results\nENTRYPOINT [", "anonymous volume"),
     ("ARG HARNESS_ENV=nightly", "ARG HARNESS_ENV=latest", "HARNESS_ENV default"),
     ("HARNESS_IMAGE=envs/", "HARNESS_IMAGEX=envs/", "HARNESS_IMAGE"),
 ])
@@ -125,6 +133,12 @@ def test_parser():
     assert parsed[3].flags == {"from": "b/c:2", "chown": "1"}
     assert parsed[4].exec_form() == ["x", "y"]
     assert dockerfiles.image_references(parsed) == [(2, "a:1"), (7, "b/c:2")]  # the stage name is not an image
+    with_args = dockerfiles.parse_dockerfile("ARG B=x/y:1\nARG U\nFROM ${B}\nFROM $B AS s\nCOPY --from=s /a /b\n")
+    assert dockerfiles.global_args(with_args) == {"B": "x/y:1", "U": None}
+    assert dockerfiles.image_references(with_args) == [(3, "x/y:1"), (4, "x/y:1")]
+    assert dockerfiles.image_references(with_args, resolve=False) == [(3, "${B}"), (4, "$B")]
+    with pytest.raises(ValueError, match=r"\$U has no ARG default"):
+        dockerfiles.resolve_image("${U}", dockerfiles.global_args(with_args))
     for bad in ("RUN echo\n", "FROM a:1\nFROBNICATE x\n", "FROM a:1\nRUN x \\\n"):
         with pytest.raises(ValueError):
             dockerfiles.parse_dockerfile(bad)
@@ -158,7 +172,7 @@ def test_root_dockerignore_keeps_nox_venv_runs_and_git_out_for_the_legacy_builde
     sent = exclude_paths(str(tree), dockerfiles.ignore_patterns((tree / ".dockerignore").read_text()),
                          dockerfile="envs/nightly/Dockerfile")
     copied = [line for line in (ROOT / "envs/nightly/Dockerfile").read_text().splitlines() if line.startswith("COPY ")]
-    assert copied == ["COPY --from=ghcr.io/astral-sh/uv:0.13.9 /uv /uvx /usr/local/bin/", "COPY . /opt/harness"]
+    assert copied == ["COPY --from=uv /uv /uvx /usr/local/bin/", "COPY . /opt/harness"]
     # COPY . takes the whole context: it must hold what harness.envs install and the worker read
     assert {"pyproject.toml", "gpt/model.py", "harness/run.py", "harness/plans/seed-ladder.yaml",
             "envs/nightly/env.yaml", "envs/nightly/Dockerfile"} <= sent

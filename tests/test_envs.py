@@ -514,3 +514,28 @@ def test_verify_matrix(tmp_path):
     (tmp_path / "d.json").write_text(json.dumps(_record("torch23", "2.3.1", "12.1", status="error")))
     problems, _ = verify_matrix(tmp_path, ["torch23"])
     assert problems == ["torch23: none of its 1 records has status ok"]
+
+
+def test_verify_matrix_container_wants_the_image_and_its_digest(tmp_path):
+    """--container (.ci/docker): every record was made inside image envs/NAME and names the image's id."""
+    latest = load_spec("latest")
+    digest = "sha256:" + "c" * 64
+    inside = _record("latest", latest.torch, latest.cuda)
+    inside["environment"]["container"] = {"image": "envs/latest", "digest": digest, "revision": "unknown",
+                                          "base": "harness-ci/debian-base:bookworm"}
+    (tmp_path / "a.json").write_text(json.dumps(inside))
+    out = run_envs("verify-matrix", str(tmp_path), "latest", "--container")
+    assert out.returncode == 0, out.stderr
+    assert f"latest: 1 records (1 ok), torch {latest.torch} (CUDA {latest.cuda}), made in envs/latest@{digest[:19]}" \
+        in out.stdout
+    outside = _record("latest", latest.torch, latest.cuda)  # a nox run: no image
+    outside["run_id"] = "r-nox"
+    outside["environment"]["container"] = {"image": None, "digest": None}
+    (tmp_path / "b.json").write_text(json.dumps(outside))
+    problems, _ = verify_matrix(tmp_path, ["latest"], container=True)
+    assert problems == ["latest: b.json: environment.container.image is None, not 'envs/latest'"]
+    assert verify_matrix(tmp_path, ["latest"])[0] == []  # without --container a nox record is fine
+    outside["environment"]["container"] = {"image": "envs/latest", "digest": None}  # docker run without -e DIGEST
+    (tmp_path / "b.json").write_text(json.dumps(outside))
+    problems, _ = verify_matrix(tmp_path, ["latest"], container=True)
+    assert problems == ["latest: b.json: environment.container.digest is None, not the image's sha256:... id"]

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TORCH_FREE_PACKAGES = ("record", "analysis", "report", "envs", "cluster", "bisect")
 TORCH_FREE = ("harness.compare", "harness.render", "harness.sweep", "harness.batch_search", "harness.tune",
               "harness.run", "harness.request", "harness.launcher", "harness.progress", "harness.lifeline",
-              "harness.dockerfiles", "harness.docker") + tuple(
+              "harness.dockerfiles", "harness.docker", "harness.image_entry") + tuple(
     ".".join(p.relative_to(ROOT).with_suffix("").parts)
     for package in TORCH_FREE_PACKAGES for p in sorted((ROOT / "harness" / package).rglob("*.py"))
     if p.name != "__init__.py")

@@ -170,7 +170,10 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
                 versions[r.env].add(r.torch_version)
 
     def env_label(r: RecordView) -> str:
-        return r.env if len(versions.get(r.env, ())) <= 1 else f"{r.env}@{r.torch_version or '?'}"
+        """The env, with its torch version where the env ran several, and the image where it ran in one: a run
+        inside envs/latest is a cell beside the same env's nox runs (another Python, base libraries), never pooled."""
+        label = r.env if len(versions.get(r.env, ())) <= 1 else f"{r.env}@{r.torch_version or '?'}"
+        return f"{label} in {r.container_image}" if r.container_image else label
 
     names = aliases(r.device_label for _path, r in kept)
     groups: dict[tuple, Group] = {}

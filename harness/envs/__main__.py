@@ -12,6 +12,7 @@ python -m harness.envs ...
   missing-deps                  the project's dependencies this interpreter lacks (one per line)
   bump-nightly [--date YYYYMMDD]  rewrite envs/nightly/env.yaml to a build on the nightly index
   verify-matrix DIR NAME...     records in DIR exist for each NAME with the spec's torch version and CUDA
+    [--container]               ...and each was made in the image envs/NAME, whose digest it carries
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     verify = sub.add_parser("verify-matrix", help="records in DIR show each env's pinned torch")
     verify.add_argument("dir", type=Path)
     verify.add_argument("names", nargs="+")
+    verify.add_argument("--container", action="store_true",
+                        help="also: every record was made inside image envs/NAME and carries its digest")
     args = parser.parse_args(argv)
 
     try:
@@ -103,8 +106,10 @@ def main(argv: list[str] | None = None) -> int:
             from harness.envs.verify import verify_matrix  # reads records: not needed by the Docker bootstrap
             from harness.textsafe import terminal  # what records hold reaches no terminal as escapes
 
-            problems, lines = verify_matrix(args.dir, args.names, warn=lambda line: print(terminal(line), file=sys.stderr))
-            print(terminal("\n".join(lines)))
+            problems, lines = verify_matrix(args.dir, args.names, container=args.container,
+                                            warn=lambda line: print(terminal(line), file=sys.stderr))
+            print(terminal("
+".join(lines)))
             if problems:
                 _fail(terminal("\n".join(problems)))
     except SpecError as exc:

@@ -6,6 +6,7 @@ that is not a valid record gets one warning and is skipped.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from harness.envs.pins import check_torch, normalize
@@ -27,9 +28,23 @@ def _record_packages(rec: RecordView) -> dict[str, str] | None:
     return found
 
 
-def verify_matrix(directory: Path, names: list[str], warn=print) -> tuple[list[str], list[str]]:
+IMAGE_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def container_problem(name: str, rec: RecordView) -> str | None:
+    """Why a record does not show it was made inside the image envs/NAME with its digest (None: it does)."""
+    image, digest = rec.container.get("image"), rec.container.get("digest")
+    if image != f"envs/{name}":
+        return f"environment.container.image is {image!r}, not 'envs/{name}'"
+    if not isinstance(digest, str) or not IMAGE_DIGEST.fullmatch(digest):
+        return f"environment.container.digest is {digest!r}, not the image's sha256:... id"
+    return None
+
+
+def verify_matrix(directory: Path, names: list[str], warn=print, container: bool = False) -> tuple[list[str], list[str]]:
     """(problems, summary lines): each named env has records in `directory`, at least one with status ok,
-    and every one captured the spec's torch version and CUDA variant. Invalid files: one warning each."""
+    and every one captured the spec's torch version and CUDA variant (with container: and was made inside the
+    image envs/NAME, whose digest it names). Invalid files: one warning each."""
     problems, lines = [], []
     by_env: dict[str, list] = {}
     for path, raw in record.iter_records([directory], warn=warn):
@@ -41,8 +56,14 @@ def verify_matrix(directory: Path, names: list[str], warn=print) -> tuple[list[s
         if not recs:
             problems.append(f"{name}: no records in {directory} (envs present: {', '.join(sorted(map(str, by_env))) or 'none'})")
             continue
-        versions, ok = set(), 0
+        versions, ok, images = set(), 0, set()
         for path, rec in recs:
+            if container:
+                error = container_problem(name, rec)
+                if error:
+                    problems.append(f"{name}: {path.name}: {error}")
+                else:
+                    images.add(f"{rec.container['image']}@{rec.container['digest'][:19]}")
             version, cuda = rec.torch_version, rec.versions["cuda"]
             versions.add(f"{version} (CUDA {cuda or 'none'})")
             ok += rec.ok
@@ -54,5 +75,6 @@ def verify_matrix(directory: Path, names: list[str], warn=print) -> tuple[list[s
                     problems.append(f"{path.name}: {error}")
         if not ok:
             problems.append(f"{name}: none of its {len(recs)} records has status ok")
-        lines.append(f"{name}: {len(recs)} records ({ok} ok), torch {', '.join(sorted(versions))}")
+        made_in = f", made in {', '.join(sorted(images))}" if images else ""
+        lines.append(f"{name}: {len(recs)} records ({ok} ok), torch {', '.join(sorted(versions))}{made_in}")
     return problems, lines

@@ -137,6 +137,11 @@ class RecordView:
         return bool(self.contention.get("contended"))
 
     @property
+    def container_image(self) -> str | None:
+        """The image the run was made in (HARNESS_IMAGE: envs/<name> or a cluster's image); None outside one."""
+        return _dict(self.environment.get("container")).get("image") or None
+
+    @property
     def torch_version(self) -> str | None:
         return _dict(self.environment.get("torch")).get("version")
 
