@@ -108,8 +108,7 @@ def main(argv: list[str] | None = None) -> int:
 
             problems, lines = verify_matrix(args.dir, args.names, container=args.container,
                                             warn=lambda line: print(terminal(line), file=sys.stderr))
-            print(terminal("
-".join(lines)))
+            print(terminal("\n".join(lines)))
             if problems:
                 _fail(terminal("\n".join(problems)))
     except SpecError as exc:
