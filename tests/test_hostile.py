@@ -331,7 +331,7 @@ def test_disk_full_mid_run_stops_with_one_line_and_keeps_what_finished(tmp_path,
     finished = record_io.read_record(min((ROOT / "results" / "cpu-amd-epyc-2core").glob("*.json")))
     out = tmp_path / "out"
 
-    def run_point(spec, timeout_s, progress=None):
+    def run_point(spec, timeout_s, progress=None, python=None):
         if not run_point.calls:
             run_point.calls = 1
             return {**finished, "run_id": spec.run_id}
