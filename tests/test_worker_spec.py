@@ -81,7 +81,7 @@ def test_the_worker_refuses_a_file_that_is_not_a_spec(tmp_path):
 def test_a_spec_is_what_run_points_hands_the_worker(tmp_path, monkeypatch):
     """run_points makes one spec per point from the request; the worker gets it through run_point, as typed."""
     seen = []
-    monkeypatch.setattr(launcher, "run_point", lambda spec, timeout_s, progress=None: seen.append(spec) or
+    monkeypatch.setattr(launcher, "run_point", lambda spec, timeout_s, progress=None, python=None: seen.append(spec) or
                         validate(launcher.failure_record(spec, "stood in")))
     request = RunRequest(rungs="fp32", sweep="batch_size=2,4", out=str(tmp_path), timeout=5, device="cpu")
     plan, points = build_points(request)
