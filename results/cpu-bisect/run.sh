@@ -13,4 +13,5 @@ step() {
 }
 step "${common[@]}" --metric tokens_per_s
 step "${common[@]}" --metric peak_memory
+# not run on 2026-11-24 (about 10 min per build under that load; results/cpu-bisect/README.md):
 step "${common[@]}" --metric tokens_per_s --landscape --newest-patches
