@@ -7,6 +7,7 @@ No torch import. Every error is one line (CandidateError).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -123,6 +124,9 @@ def list_versions(python: str, index_url: str | None = None, find_links: Path | 
             raise CandidateError(f"{where} is unreachable ({reason}); point --index-url at a mirror, or list a "
                                  f"wheel folder with --find-links DIR")
     cmd = pip_index_command(python, index_url, find_links, pre)
+    if importlib.util.find_spec("pip") is None:
+        raise CandidateError(f"listing torch builds needs pip in {sys.executable} (a uv venv has none): "
+                             f"{sys.executable} -m ensurepip, or pip install -e . (pip is a dependency)")
     try:
         out = run(cmd, capture_output=True, text=True, timeout=LIST_TIMEOUT_S)
     except subprocess.TimeoutExpired:
