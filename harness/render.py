@@ -266,7 +266,8 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
     other = Counter({k: n for k, n in v.left_out.items() if k not in ("not ok", "contended")})
     if other:
         left.append(", ".join(f"{n} {k}" for k, n in other.most_common()))
-    blocks.append(("Left out: " + ("; ".join(left) if left else "nothing") + " (--table left-out)", []))
+    if left or not v.contended:
+        blocks.append(("Left out: " + ("; ".join(left) if left else "nothing") + " (--table left-out)", []))
     if v.contended:
         reruns = [f"{r.rung} / {r.env} on {name(r.device_label)}: {r.rerun_command or 'no rerun command'}"
                   for r in v.contended[:3]]
