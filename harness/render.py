@@ -220,9 +220,10 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
     versions: env label -> torch version."""
     env_text = lambda e: f"{e} (torch {versions.get(e) or '?'})"
     blocks = []
-    shown = v.pairs[:MAX_PAIRS]
+    compared = [p for p in v.pairs if p.rows]
+    shown = compared[:MAX_PAIRS]
     if not shown:
-        nothing = (f"Nothing compared: no rung ran under two envs on one {word} or on two {word}s under one env "
+        nothing = (f"Nothing compared: no rung ran ok under two envs on one {word} or on two {word}s under one env "
                    "(--table ladder shows what ran).")
         blocks.append((nothing, []))
     for p in shown:
@@ -230,10 +231,6 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
             head = f"{name(p.same)}: {env_text(p.other)} vs {env_text(p.base)}"
         else:
             head = f"{env_text(p.same)}: {name(p.other)} vs {name(p.base)}"
-        if not p.rows:
-            table = "versions" if p.across == "env" else "gpus"
-            blocks.append((f"{head}: no rung ran ok on both sides ({p.missing} not ok on one side: --table {table})", []))
-            continue
         details = []
         detail = f"tokens/s beyond noise in {p.changed} of {len(p.rows)}"
         if p.most is not None and p.most.d_tokens.value is not None:
@@ -249,8 +246,13 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
             details.append(f"underneath {p.most.label}: "
                            + (p.underneath or "no kernel profile or memory split on both sides"))
         blocks.append((f"{head}: {_times(p.speed)} over {len(p.rows)} rung{'s' if len(p.rows) > 1 else ''}", details))
-    if len(v.pairs) > len(shown):
-        blocks.append((f"... and {len(v.pairs) - len(shown)} more pair(s): --table versions, --table gpus", []))
+    if len(compared) > len(shown):
+        blocks.append((f"... and {len(compared) - len(shown)} more pair(s): --table versions, --table gpus", []))
+    empty = [p for p in v.pairs if not p.rows]
+    if empty:
+        text = (f"Not compared: {len(empty)} more pair(s) whose rungs ran ok on one side only (failed or contended on "
+                "the other): --table versions, --table gpus")
+        blocks.append((text, []))
     cells = v.parity_ok + len(v.parity_drift)
     if v.parity_drift:
         worst = v.parity_drift[0]

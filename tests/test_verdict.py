@@ -85,7 +85,8 @@ def test_compare_on_the_shipped_records_fits_one_screen_verdict_first():
     assert len(lines) <= 60, "\n".join(lines)
     assert [line for line in lines if len(line) > WIDTH] == []
     verdict_at = next(i for i, line in enumerate(lines) if line.startswith("Verdict:"))
-    assert verdict_at <= 4  # after the counts and the envs, before anything else
+    assert lines[verdict_at - 1] == "" and "" not in lines[:verdict_at - 1]  # after the counts and the envs only
+    assert not any(line.startswith("==") for line in lines)  # no table unless asked for
     assert any(line.startswith("Devices: ") and "h100-80g = NVIDIA H100 80GB HBM3" in line for line in lines)
     assert lines[-2].startswith("More: every table with --detail")
 

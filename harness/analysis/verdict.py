@@ -79,7 +79,8 @@ def _verdict(cx: Compare) -> Verdict:
     return Verdict(
         pairs=pairs, parity_ok=sum(r.parity == "ok" for r in parity), parity_drift=[r for r in parity if r.parity == "DRIFT"],
         left_out=_count_kinds(cx.ds.left_out), contended=[r for _p, r in cx.ds.contended],
-        not_ok=Counter(r.status for _p, r in cx.ds.failed), devices=[(cx.name(g), g) for g in cx.ds.gpus()])
+        not_ok=Counter(r.status for _p, r in cx.ds.failed),
+        devices=[(cx.name(g), g) for g in dict.fromkeys([*cx.ds.gpus(), *(r.device_label for _p, r in cx.ds.contended)])])
 
 
 def _count_kinds(left_out) -> Counter:
