@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from harness.analysis.cells import Table, fmt_pct, shorten
 from harness.analysis.group import Group
+from harness.record.view import CPU_INDUCTOR
 
 if TYPE_CHECKING:
     from harness.analysis.context import Compare
@@ -141,6 +142,13 @@ def kernel_diff(a: Group, b: Group, share_min: float = 0.01, change_min: float =
                   impact(ca.get("attention"), cb.get("attention"))))
     if ka.get("sdpa_backend") != kb.get("sdpa_backend"):
         fixed.append(("sdpa backend", ka.get("sdpa_backend"), kb.get("sdpa_backend"), None))
+    cpu = ka.get("device") == "cpu"
+
+    def cat_name(entry: dict) -> str:
+        """A kernel's category as RecordView.kernel_categories names it (Inductor's C++ kernels on a CPU)."""
+        cat = entry.get("category")
+        return CPU_INDUCTOR if cpu and cat == "triton" else cat
+
     ranked = []
     for cat in sorted(set(ca) | set(cb)):
         sa, sb = _d(ca.get(cat)).get("share"), _d(cb.get(cat)).get("share")
@@ -150,14 +158,14 @@ def kernel_diff(a: Group, b: Group, share_min: float = 0.01, change_min: float =
     tb = {k["name"]: k for k in kb.get("top") or [] if k.get("name")}
     for n in set(tb) - set(ta):
         if (tb[n].get("share") or 0) >= share_min:
-            ranked.append((f"appeared [{tb[n].get('category')}]: {shorten(n, 70)}", "-", us(tb[n]), impact(None, tb[n])))
+            ranked.append((f"appeared [{cat_name(tb[n])}]: {shorten(n, 70)}", "-", us(tb[n]), impact(None, tb[n])))
     for n in set(ta) - set(tb):
         if (ta[n].get("share") or 0) >= share_min:
-            ranked.append((f"disappeared [{ta[n].get('category')}]: {shorten(n, 70)}", us(ta[n]), "-", impact(ta[n], None)))
+            ranked.append((f"disappeared [{cat_name(ta[n])}]: {shorten(n, 70)}", us(ta[n]), "-", impact(ta[n], None)))
     for n in set(ta) & set(tb):
         a_us, b_us = ta[n].get("per_step_us") or 0, tb[n].get("per_step_us") or 0
         if a_us and abs(b_us / a_us - 1) >= change_min and max(ta[n].get("share") or 0, tb[n].get("share") or 0) >= share_min:
-            ranked.append((f"changed [{ta[n].get('category')}]: {shorten(n, 70)}", us(ta[n]), us(tb[n]), impact(ta[n], tb[n])))
+            ranked.append((f"changed [{cat_name(ta[n])}]: {shorten(n, 70)}", us(ta[n]), us(tb[n]), impact(ta[n], tb[n])))
     ranked.sort(key=lambda r: (-abs(r[3] or 0.0), r[0]))
     shown = ranked if top is None else ranked[:top]
     return fixed + shown, len(ranked) - len(shown)
