@@ -84,6 +84,7 @@ class TuneOptions:
     multiple: int = 8
     loss_tol: float = DEFAULT_LOSS_TOL
     noise_floor: float = stats.NOISE_FLOOR
+    include_contended: bool = False  # runs timed under contention count (marked) instead of being left out
 
 
 class Session:
@@ -149,7 +150,7 @@ class Session:
 
     def analyse(self) -> tuple[Compare, fastest.Search | None]:
         paths = [Path(self.request.out) / f"{r['run_id']}.json" for r in self.records]
-        ds = load(paths, warn=lambda line: print(line, file=sys.stderr))
+        ds = load(paths, warn=lambda line: print(line, file=sys.stderr), include_contended=self.options.include_contended)
         cmp = Compare(ds, noise_floor=self.options.noise_floor, loss_tol=self.options.loss_tol)
         found = fastest.searches(cmp)
         return cmp, (found[0] if found else None)
@@ -251,6 +252,8 @@ def make_parser() -> argparse.ArgumentParser:
                    help=f"relative loss tolerance (default {DEFAULT_LOSS_TOL})")
     p.add_argument("--noise-floor", dest="noise_floor", type=float, default=stats.NOISE_FLOOR,
                    help=f"smallest relative gain that counts (default {stats.NOISE_FLOOR})")
+    p.add_argument("--include-contended", action="store_true", help="let runs timed under contention count, marked "
+                   "(by default they are left out, as in harness.compare, and the answer says to rerun them)")
     add_option(p, "out", help=f"directory for the records and the plan file (default: {DEFAULT_OUT}/)")
     add_option(p, "env")
     add_option(p, "timeout")
@@ -308,7 +311,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     options = TuneOptions(start_plan=args.start_plan, start_rung=args.start_rung, knobs_plan=args.knobs_plan,
                           knobs=args.knobs, batch_search=args.batch_search, max_batch=args.max_batch,
-                          multiple=args.multiple, loss_tol=args.loss_tol, noise_floor=args.noise_floor)
+                          multiple=args.multiple, loss_tol=args.loss_tol, noise_floor=args.noise_floor,
+                          include_contended=args.include_contended)
     session = prepare(p, RunRequest.from_args(args), options)
     with launcher.report_stops("python -m harness.tune", session.records, session.request.out,
                                note=f"plan file {session.plan_path}") as stop:
@@ -325,6 +329,10 @@ def search_and_report(session: Session) -> int:
     cmp, search = session.analyse()
     if search is None:
         start = next((r for r in map(RecordView, session.records) if r.rung == fastest.START_RUNG), None)
+        if start is not None and start.ok and start.contended:
+            print(f"\nthe start was timed under contention ({start.contention_reason}), so it counts nowhere: rerun "
+                  "on a quiet machine, or pass --include-contended to let it count, marked", flush=True)
+            return 1
         print(f"\nthe start did not run ({start.status if start else 'no record'}: {start.reason if start else None}): "
               "nothing to compare the knobs against")
         return 1

@@ -57,7 +57,7 @@ def test_the_padding_plan_runs_on_cpu_and_its_ab_reaches_the_findings(tmp_path):
     assert len({hashes["bf16-50257"], hashes["bf16-50257-no-shape-pad"], hashes["bf16-50257-no-pad"]}) == 3
     assert hashes["bf16-50257"] == hashes["bf16-50304"]  # padding left at default: same flags, another workload
 
-    cmp = Compare(load([tmp_path], warn=lambda line: None))
+    cmp = Compare(load([tmp_path], warn=lambda line: None, include_contended=True))  # about the A/B, not the load
     knobs = [k for k, _ctx in knob_tables.knob_effects(cmp)]
     assert any(k.startswith("flags: inductor_comprehensive_padding default -> off") for k in knobs), knobs
     ab = [f for f in findings.tf32_memory(cmp) + findings.vocab(cmp) if f.topic == "padding-ab"]
