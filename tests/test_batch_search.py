@@ -201,7 +201,7 @@ def test_real_batch_search_on_cpu_finds_the_edge_of_a_memory_budget(tmp_path):
     assert all(r["status"] == "oom" for b, r in records.items() if b > edge)
     assert 4 <= knee <= edge
     # the oom records are on disk, saying why
-    ooms = [json.loads(p.read_text()) for p in out.glob("*.json") if json.loads(p.read_text()).status == "oom"]
+    ooms = [json.loads(p.read_text()) for p in out.glob("*.json") if json.loads(p.read_text())["status"] == "oom"]
     assert ooms and all(first_bad <= r["workload"]["batch_size"] for r in ooms)
     for r in ooms:
         assert r["summary"]["peak_rss_bytes"] > budget * GIB
