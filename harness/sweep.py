@@ -66,12 +66,8 @@ def knee_definition(tolerance: float = KNEE_TOLERANCE, what: str = "value", amon
 
 # ---------------------------------------------------------------- grouping
 
-def _view(record) -> RecordView:
-    return record if isinstance(record, RecordView) else RecordView(record)
-
-
 def curve_key(record: RecordView | dict) -> tuple:
-    r = _view(record)
+    r = RecordView.of(record)
     return (str(r.sweep.get("name")), str(r.sweep.get("field")), str(r.plan), str(r.rung), str(r.env), r.device_label)
 
 
@@ -108,7 +104,7 @@ def sweep_rows(records, tolerance: float = KNEE_TOLERANCE) -> list[dict]:
     ('-' where no kernel capture), kernel_changed (lm_head kernel differs from the previous value's),
     is_best, is_knee, mark (text of the last three), reason, run_ids. Records without a sweep are ignored."""
     curves: dict[tuple, dict] = {}
-    for r in map(_view, records):
+    for r in map(RecordView.of, records):
         if not r.sweep:
             continue
         by_value = curves.setdefault(curve_key(r), {})

@@ -47,7 +47,7 @@ def headroom_bytes(view: RecordView, headroom_gib: float | None = None) -> int:
 
 def judge(record: RecordView | dict, headroom_gib: float | None = None) -> Fit:
     """One run against the rule above (headroom_gib None: the device's default headroom)."""
-    view = record if isinstance(record, RecordView) else RecordView(record)
+    view = RecordView.of(record)
     peak, metric = view.peak_memory(widest=True)
     usable = view.usable_memory_bytes
     headroom = headroom_bytes(view, headroom_gib)

@@ -91,7 +91,7 @@ METRICS = {
 
 def group_of(records: list[dict]) -> Group:
     """The records of one candidate as one comparable group (the measurer gives only comparable, ok records)."""
-    views = [r if isinstance(r, RecordView) else RecordView(r) for r in records]
+    views = list(map(RecordView.of, records))
     first = views[0]
     return Group("measured", first.workload_hash, first.flags_hash, first.env, first.device_label, records=views)
 

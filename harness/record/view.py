@@ -73,6 +73,11 @@ class RecordView:
     def __init__(self, record: dict):
         self._r = record
 
+    @classmethod
+    def of(cls, record: RecordView | dict) -> RecordView:
+        """A view of a record dict, or the view itself (for callers that take either)."""
+        return record if isinstance(record, RecordView) else cls(record)
+
     def get(self, key: str, default=None):
         """A top-level field as stored (for fields without an accessor of their own)."""
         return self._r.get(key, default)
