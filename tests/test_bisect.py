@@ -18,7 +18,7 @@ from harness.bisect.candidates import Candidate, CandidateError, candidates_betw
 from harness.bisect.explain import answer_lines, points_table, underneath, write_state
 from harness.bisect.search import METRICS, CandidateFailed, Search
 from harness.report.versions_chart import draw, version_series, versions_charts
-from tests.records_factory import make_record, noisy_ms, write
+from records_factory import make_record, noisy_ms, write
 
 ROOT = Path(__file__).resolve().parent.parent
 VERSIONS = ["2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1"]
