@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -311,16 +312,18 @@ def _record_or_failure(spec: WorkerSpec, stdout: str, reason: str) -> dict:
 
 
 def run_points(request: RunRequest, plan_name: str, points: list[Point], records: list | None = None,
-               python: str | None = None) -> list[dict]:
+               python: str | None = None, rerun: Callable[[Point], str] | None = None) -> list[dict]:
     """Run each point; append its record to `records` as it finishes (so an interrupted caller keeps them).
-    `python`: the interpreter the workers run under (default this one)."""
+    `python`: the interpreter the workers run under (default this one); `rerun`: the command each record names to
+    make it again (default harness.run's, through the env's nox session; the bisect's builds have none)."""
     records = [] if records is None else records
+    rerun = rerun or (lambda point: rerun_command(request, point))
     for i, point in enumerate(points, 1):
         spec = WorkerSpec(
             run_id=new_run_id(request.env, plan_name, point, request.out), env=request.env, plan=plan_name,
             rung=point.rung, rung_index=point.rung_index, repeat=point.repeat, sweep=point.sweep,
             workload=point.workload, flags=point.flags, out=str(request.out),
-            rerun=rerun_command(request, point), threads=request.threads,
+            rerun=rerun(point), threads=request.threads,
         )
         started = time.monotonic()
         try:

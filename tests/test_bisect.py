@@ -4,12 +4,14 @@ folder, the command line's one-line errors, the landscape chart, and (slow) a re
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import zlib
 from pathlib import Path
 
 import pytest
+from records_factory import make_record, noisy_ms, write
 
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
@@ -18,7 +20,6 @@ from harness.bisect.candidates import Candidate, CandidateError, candidates_betw
 from harness.bisect.explain import answer_lines, points_table, underneath, write_state
 from harness.bisect.search import METRICS, CandidateFailed, Search
 from harness.report.versions_chart import draw, version_series, versions_charts
-from records_factory import make_record, noisy_ms, write
 
 ROOT = Path(__file__).resolve().parent.parent
 VERSIONS = ["2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1"]
@@ -277,8 +278,53 @@ def test_failed_install_is_recorded_and_stepped_around(tmp_path):
     assert "end A (torch 2.2.7) could not be measured: install failed" in out.stdout
     failures = [json.loads(p.read_text()) for p in (tmp_path / "b" / "records").glob("*.json")]
     assert len(failures) == 2 and all(r["status"] != "ok" and "install failed" in r["reason"] for r in failures)
+    # each names the one command that measures its build again: the bisect's --at (no nox session installs it)
+    reruns = sorted(r["rerun"]["command"] for r in failures)
+    assert reruns[0].startswith("python -m harness.bisect --at 2.2.7 --rung bf16 --plan seed-ladder --preset tiny")
+    assert f"--find-links {folder}" in reruns[0] and "--device cpu" in reruns[0] and "--steps 2" in reruns[0]
     assert (tmp_path / "b" / "envs" / "torch20207" / "env.yaml").is_file()
     assert json.loads((tmp_path / "b" / "bisect-tokens_per_s.json").read_text())["outcome"] == "blocked"
+
+
+def test_at_one_build_is_checked_like_an_end(wheels):
+    assert cmod.candidate_at("2.3.1", "3.11", find_links=wheels) == Candidate("2.3.1")
+    assert cmod.candidate_at("torch212", "3.11", find_links=wheels).base.name == "torch212"
+    with pytest.raises(CandidateError, match="--at torch 2.3.9 is not on the folder"):
+        cmod.candidate_at("2.3.9", "3.11", find_links=wheels)
+
+
+def test_cli_at_refuses_a_range_in_one_line(wheels, tmp_path):
+    out = _cli("--at", "2.3.1", "--good", "2.2.2", "--rung", "bf16")
+    assert out.returncode == 2 and "--at measures one build" in out.stderr
+    out = _cli("--rung", "bf16")
+    assert out.returncode == 2 and "--good and --bad are required (or --at for one build)" in out.stderr
+    out = _cli("--at", "2.3.9", "--find-links", str(wheels), "--rung", "bf16", "--out", str(tmp_path))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--at torch 2.3.9 is not on the folder" in out.stderr
+
+
+def test_contended_runs_are_not_reused_unless_asked(tmp_path):
+    """A build whose runs were timed under contention is measured again by the next bisect (compare's rule: a
+    contended run counts nowhere); --include-contended reuses them; --at reuses nothing."""
+    from harness.bisect.measure import Measurer
+    from harness.request import RunRequest
+
+    request = RunRequest(out=str(tmp_path / "records"), rungs="bf16", repeats=1, device="cpu", threads=1, steps=20)
+    m = Measurer(request, tmp_path, "3.11", tmp_path / "venvs", repeats=2)
+    for i, contended in enumerate((False, True)):
+        rec = make_record(env="torch20800", gpu=None, rung="bf16", repeat=i, torch_version="2.8.0+cu128",
+                          workload=m.point.workload, flags=m.point.flags)
+        rec["workload_hash"], rec["flags"]["hash"] = m.key
+        rec["environment"].update(machine=m.machine, threads={"torch": 1})
+        rec["contention"] = {"contended": contended, "reason": "other processes used 1.6 of 2 CPUs" if contended else None}
+        write(tmp_path / "records", [rec])
+    c = Candidate("2.8.0")
+    assert [r["contention"]["contended"] for r in m.reusable(c)] == [False]
+    m.include_contended = True
+    assert len(m.reusable(c)) == 2
+    assert Measurer(request, tmp_path, "3.11", tmp_path / "venvs", repeats=2, reuse=False).reusable(c) == []
+    assert m.rerun_for(c)(m.point) == ("python -m harness.bisect --at 2.8.0 --rung bf16 --plan seed-ladder --preset "
+                                       f"tiny --repeats 1 --out {tmp_path.as_posix()} --steps 20 --device cpu --threads 1 "
+                                       "--python 3.11")
 
 
 # --------------------------------------------------------------------------- real torch builds
@@ -294,7 +340,8 @@ def test_real_bisect_over_two_torch_builds(tmp_path):
         pytest.skip("PyPI is unreachable from here")
     args = ["--good", "2.14.1", "--bad", "2.15.0", "--rung", "bf16", "--device", "cpu", "--set", "compile=off",
             "--steps", "8", "--warmup-steps", "2", "--repeats", "2", "--out", str(tmp_path / "b"),
-            "--venvs", str(tmp_path / "venvs"), "--remove-venvs", "--timeout", "600"]
+            "--venvs", str(tmp_path / "venvs"), "--remove-venvs", "--timeout", "600",
+            "--include-contended"]  # about the reuse, not the load: a run timed on a busy CI machine counts too
     out = _cli(*args)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     records = [json.loads(p.read_text()) for p in (tmp_path / "b" / "records").glob("*.json")]
@@ -304,3 +351,12 @@ def test_real_bisect_over_two_torch_builds(tmp_path):
     again = _cli(*args)  # a second bisect reuses every point: nothing installed, no new record
     assert again.returncode == 0 and "installing" not in again.stdout
     assert len(list((tmp_path / "b" / "records").glob("*.json"))) == 4
+    # a record's rerun command measures that build once more (a new record; the search's state untouched)
+    state = (tmp_path / "b" / "bisect-tokens_per_s.json").read_text()
+    rerun = next(r["rerun"]["command"] for r in records if r["environment"]["torch"]["version"].startswith("2.15.0"))
+    assert rerun.startswith("python -m harness.bisect --at 2.15.0 --rung bf16"), rerun
+    once_more = subprocess.run([sys.executable, *shlex.split(rerun)[1:], "--venvs", str(tmp_path / "venvs"),
+                                "--remove-venvs", "--timeout", "600"], check=False, cwd=ROOT, capture_output=True, text=True)
+    assert once_more.returncode == 0, once_more.stdout[-3000:] + once_more.stderr[-3000:]
+    assert len(list((tmp_path / "b" / "records").glob("*.json"))) == 5
+    assert (tmp_path / "b" / "bisect-tokens_per_s.json").read_text() == state

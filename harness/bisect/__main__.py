@@ -4,6 +4,7 @@
   python -m harness.bisect --rung bf16 --metric peak_memory --good torch212 --bad latest --out results/bisect
   python -m harness.bisect --rung bf16 --good 2.1.2 --bad 2.15.0 --landscape --newest-patches
   python -m harness.bisect --good 2.1.2 --bad 2.15.0 --list        # the candidates and their specs, nothing installed
+  python -m harness.bisect --at 2.8.0 --rung bf16 --repeats 1       # one build, measured again (a record's rerun)
 
 --good/--bad: env names (envs/<name>/env.yaml) or torch versions. Candidates: the torch releases between them that
 the index offers for the env's Python on this platform (`pip index versions`), then nightlies where a nightly index
@@ -22,7 +23,14 @@ import sys
 from pathlib import Path
 
 from harness.analysis import stats
-from harness.bisect.candidates import CandidateError, candidate_spec, candidates_between, newest_patches, resolve_end
+from harness.bisect.candidates import (
+    CandidateError,
+    candidate_at,
+    candidate_spec,
+    candidates_between,
+    newest_patches,
+    resolve_end,
+)
 from harness.bisect.explain import answer_lines, landscape_chart, points_table, underneath, write_state
 from harness.bisect.search import METRICS, Search
 from harness.launcher import Interrupted, stop_on_signals
@@ -36,8 +44,10 @@ def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m harness.bisect", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
-    p.add_argument("--good", required=True, metavar="A", help="one end: an env name (torch212) or a torch version")
-    p.add_argument("--bad", required=True, metavar="B", help="the other end, likewise")
+    p.add_argument("--good", metavar="A", help="one end: an env name (torch212) or a torch version")
+    p.add_argument("--bad", metavar="B", help="the other end, likewise")
+    p.add_argument("--at", metavar="V", help="instead of a range: measure this one build --repeats more times, reusing "
+                   "nothing (the rerun command of every record a bisect writes)")
     p.add_argument("--rung", help="the rung of --plan to measure (required unless --list)")
     p.add_argument("--metric", choices=sorted(METRICS), default="tokens_per_s", help="the number to bisect (default tokens_per_s)")
     p.add_argument("--landscape", action="store_true", help="measure every candidate instead, and draw the metric against the version")
@@ -53,6 +63,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--free-disk", action="store_true", help="with --remove-venvs: also drop the build's torch, triton and "
                    "nvidia-* wheels from uv's cache (GBs per build; a rerun downloads them again)")
     p.add_argument("--noise-floor", type=float, default=stats.NOISE_FLOOR, help=f"smallest relative change called beyond noise (default {stats.NOISE_FLOOR})")
+    p.add_argument("--include-contended", action="store_true", help="reuse runs timed under contention too (by default "
+                   "a contended run counts nowhere, as in harness.compare, and the build is measured again)")
     p.add_argument("--all", action="store_true", help="what changed underneath: every kernel change, not the largest few")
     add_option(p, "plan")
     add_option(p, "preset")
@@ -78,9 +90,14 @@ def main(argv=None) -> int:
         parser.error(f"--metric {args.metric} is one number per run: it needs --repeats 2 or more for a noise estimate")
     if not 0 <= args.noise_floor < 1:
         parser.error("--noise-floor must be in [0, 1)")
+    if args.at and (args.good or args.bad or args.landscape or args.newest_patches):
+        parser.error("--at measures one build: no --good, --bad, --landscape or --newest-patches with it")
+    if not args.at and not (args.good and args.bad):
+        parser.error("--good and --bad are required (or --at for one build)")
     try:
-        python = args.python or _default_python(args.good)
-        cands = candidates_between(args.good, args.bad, python, args.index_url, args.find_links)
+        python = args.python or _default_python(args.at or args.good)
+        cands = ([candidate_at(args.at, python, args.index_url, args.find_links)] if args.at else
+                 candidates_between(args.good, args.bad, python, args.index_url, args.find_links))
     except CandidateError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -103,27 +120,36 @@ def main(argv=None) -> int:
 
     try:
         measurer = Measurer(request, out, python, args.venvs, args.repeats, args.find_links, args.remove_venvs,
-                            args.free_disk)
+                            args.free_disk, reuse=not args.at, include_contended=args.include_contended)
     except USAGE_ERRORS as exc:
         parser.error(str(exc))
     metric = METRICS[args.metric]
     command = shlex.join(["python", "-m", "harness.bisect", *(sys.argv[1:] if argv is None else argv)])
-    mode = "landscape" if args.landscape else "bisect"
-    print(f"{mode} {metric.name} of rung {args.rung} ({args.preset}): {len(cands)} candidate(s) "
-          f"{cands[0].version} .. {cands[-1].version}, {args.repeats} run(s) each -> {out.as_posix()}/", flush=True)
+    mode = "landscape" if args.landscape or args.at else "bisect"
+    if args.at:
+        print(f"torch {cands[0].version}: {args.repeats} new run(s) of rung {args.rung} ({args.preset}), "
+              f"{metric.name} -> {out.as_posix()}/", flush=True)
+    else:
+        print(f"{mode} {metric.name} of rung {args.rung} ({args.preset}): {len(cands)} candidate(s) "
+              f"{cands[0].version} .. {cands[-1].version}, {args.repeats} run(s) each -> {out.as_posix()}/", flush=True)
+    # --at writes no search state: the bisect's own file stays what the search found
     search = Search(cands, metric, measurer, args.noise_floor, mode=mode,
-                    on_point=lambda result: write_state(result, out, command))
+                    on_point=(lambda result: None) if args.at else (lambda result: write_state(result, out, command)))
     with stop_on_signals():
         try:
             result = search.landscape() if args.landscape else search.bisect()
         except Interrupted as exc:
             done = search.result.measured()
-            write_state(search.result, out, command)
+            if not args.at:
+                write_state(search.result, out, command)
             print(f"\ninterrupted ({exc}): {len(done)} finished point(s) kept in {out / 'records'}; the same command "
                   "reuses them", file=sys.stderr)
             return exc.exit_code
     print()
     print(points_table(result))
+    if args.at:
+        print(f"records in {measurer.records_dir} (new runs only; the bisect and landscape reuse them with the rest)")
+        return 0 if result.measured() and not result.measured()[0].failed else 1
     print()
     print("\n".join(answer_lines(result)))
     chart = landscape_chart(result, out, args.rung) if args.landscape or result.boundary else None

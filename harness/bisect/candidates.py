@@ -197,6 +197,24 @@ def candidates_between(good: str, bad: str, python: str, index_url: str | None =
     return cands if torch_version_key(va) < torch_version_key(vb) else cands[::-1]
 
 
+def candidate_at(text: str, python: str, index_url: str | None = None, find_links: Path | None = None,
+                 run=subprocess.run) -> Candidate:
+    """--at: one build (an env name or a torch version), checked to be on the index or in the folder."""
+    version, spec = resolve_end(text, "at")
+    if spec is not None:
+        return Candidate(version, spec.index_url, spec)
+    nightly = ".dev" in version and find_links is None
+    url = nightly_index() if nightly else index_url
+    if nightly and not url:
+        raise CandidateError(f"--at {version}: a nightly needs a nightly index: set {INDEX_VAR}_NIGHTLY=<url>")
+    found = list_versions(python, url, find_links, pre=".dev" in version, run=run)
+    if version not in found:
+        where = f"folder {find_links}" if find_links else f"index {index_in_use(url)}"
+        raise CandidateError(f"--at torch {version} is not on the {where} for Python {python} "
+                             f"(newest there: {', '.join(sorted(found, key=torch_version_key)[-6:])})")
+    return Candidate(version, url)
+
+
 def newest_patches(cands: list[Candidate]) -> list[Candidate]:
     """The newest patch of every minor release (every nightly stays), and both ends, in the given order."""
     newest: dict[tuple, Candidate] = {}

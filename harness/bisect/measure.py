@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -32,7 +33,7 @@ from harness.launcher import failure_record, new_run_id, run_points
 from harness.record.io import iter_records, write_record
 from harness.record.model import workload_hash
 from harness.record.view import RecordView
-from harness.request import RunRequest, check_request, rerun_command
+from harness.request import SHORTHANDS, RunRequest, check_request
 from harness.worker_spec import WorkerSpec
 
 # what `--free-disk` removes from uv's cache after a candidate: the multi-GB parts of a torch build
@@ -45,10 +46,10 @@ class Measurer:
 
     def __init__(self, request: RunRequest, out: Path, python: str, venvs: Path, repeats: int,
                  find_links: Path | None = None, remove_venvs: bool = False, free_disk: bool = False,
-                 say=print):
+                 say=print, reuse: bool = True, include_contended: bool = False):
         self.request, self.out, self.python, self.venvs = request, Path(out), python, Path(venvs)
         self.repeats, self.find_links, self.remove_venvs, self.free_disk = repeats, find_links, remove_venvs, free_disk
-        self.say = say
+        self.say, self.reuse, self.include_contended = say, reuse, include_contended
         self.plan_name, points = check_request(dataclasses.replace(request, repeats=1))
         if len(points) != 1:
             raise ValueError(f"a bisect measures one rung; the request makes {len(points)} points")
@@ -63,16 +64,19 @@ class Measurer:
         return Path(self.request.out)
 
     def reusable(self, c: Candidate) -> list[dict]:
-        """Ok records in the folder of this rung and workload, made with this torch on this machine."""
+        """Ok records in the folder of this rung and workload, made with this torch on this machine, on as many
+        threads, and not timed under contention (a contended run counts nowhere, as in harness.compare, unless
+        --include-contended)."""
         out = []
-        if not self.records_dir.is_dir():
+        if not self.reuse or not self.records_dir.is_dir():
             return out
         for _path, rec in iter_records([self.records_dir], warn=lambda line: None):
             v = RecordView(rec)
             if (v.ok and v.rung == self.point.rung and v.set_key == self.key
                     and public(v.torch_version or "") == c.version
                     and (v.machine or None) == (self.machine or None)
-                    and v.torch_threads == self.threads):
+                    and v.torch_threads == self.threads
+                    and (self.include_contended or not v.contended)):
                 out.append(rec)
         return sorted(out, key=lambda r: RecordView(r).get("started_at") or "")
 
@@ -88,7 +92,7 @@ class Measurer:
         records: list[dict] = []
         heavy = self.heavy_packages(venv) if self.free_disk else []
         try:
-            run_points(request, self.plan_name, points, records, python=str(python))
+            run_points(request, self.plan_name, points, records, python=str(python), rerun=self.rerun_for(c))
         finally:
             self.new_runs += len(records)
             if self.remove_venvs:
@@ -100,6 +104,26 @@ class Measurer:
             reasons = {str(r.get("reason") or "?")[:200] for r in records}
             raise CandidateFailed(f"every run failed: {'; '.join(sorted(reasons))}")
         return have + ok
+
+    def rerun_for(self, c: Candidate):
+        """The command a record of this build names to measure it again: the bisect's own `--at`, since the
+        build is no env of envs/ (no nox session installs it)."""
+        r = self.request
+        parts = ["python", "-m", "harness.bisect", "--at", c.base.name if c.base else c.version, "--rung", self.point.rung,
+                 "--plan", r.plan, "--preset", r.preset, "--repeats", "1", "--out", self.out.as_posix()]
+        for item in r.sets:
+            parts += ["--set", item]
+        for item in r.flags:
+            parts += ["--flag", item]
+        for name in (*SHORTHANDS, "threads"):
+            if getattr(r, name) is not None:
+                parts += [f"--{name.replace('_', '-')}", str(getattr(r, name))]
+        if c.index_url:
+            parts += ["--index-url", c.index_url]
+        if self.find_links:
+            parts += ["--find-links", str(self.find_links)]
+        parts += ["--python", self.python]
+        return lambda point: shlex.join(parts)
 
     # ------------------------------------------------------------------ the env
     def spec_dir(self) -> Path:
@@ -165,7 +189,7 @@ class Measurer:
             run_id=new_run_id(spec.name, self.plan_name, point, self.records_dir), env=spec.name, plan=self.plan_name,
             rung=point.rung, rung_index=point.rung_index, repeat=point.repeat, sweep=point.sweep,
             workload=point.workload, flags=point.flags, out=str(self.records_dir),
-            rerun=rerun_command(dataclasses.replace(self.request, env=spec.name), point), threads=self.request.threads)
+            rerun=self.rerun_for(c)(point), threads=self.request.threads)
         self.records_dir.mkdir(parents=True, exist_ok=True)
         write_record(failure_record(run_spec, f"torch {c.version}: {reason}"[:800]), self.records_dir)
         raise CandidateFailed(reason)
