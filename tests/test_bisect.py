@@ -238,6 +238,16 @@ def test_an_empty_folder_and_an_unreachable_index_are_one_line(tmp_path):
         candidates_between("2.1.2", "2.5.1", "3.11", index_url="http://127.0.0.1:9/simple")
 
 
+def test_asking_for_pip_leaves_setuptools_distutils_alone():
+    """The pip check before listing must not switch setuptools' distutils hack off for the process (find_spec("pip")
+    did: the fast suite's compiled-loss test then failed in Inductor's import of setuptools, in CI only)."""
+    pytest.importorskip("_distutils_hack")
+    code = ("from harness.bisect.candidates import has_pip; assert has_pip(); import setuptools, distutils.core; "
+            "print(distutils.core.__file__)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert out.returncode == 0 and "_distutils" in out.stdout, out.stdout + out.stderr[-2000:]
+
+
 def test_spec_yaml_loads_like_an_env_yaml(tmp_path):
     from harness.envs.spec import load_spec
 

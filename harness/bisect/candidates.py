@@ -7,7 +7,7 @@ No torch import. Every error is one line (CandidateError).
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.metadata
 import os
 import re
 import subprocess
@@ -110,6 +110,17 @@ def parse_versions(output: str) -> list[str]:
     return []
 
 
+def has_pip() -> bool:
+    """Whether this interpreter has pip, read from its installed metadata. Not importlib.util.find_spec("pip"):
+    setuptools' distutils hack takes a find_spec for pip as pip starting up and switches itself off for the rest
+    of the process, after which Inductor's import of setuptools fails (AssertionError in _distutils_hack)."""
+    try:
+        importlib.metadata.version("pip")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def list_versions(python: str, index_url: str | None = None, find_links: Path | None = None,
                   pre: bool = False, run=subprocess.run) -> list[str]:
     """The torch versions on the index (or in the folder) for `python` on this platform, oldest first."""
@@ -124,7 +135,7 @@ def list_versions(python: str, index_url: str | None = None, find_links: Path | 
             raise CandidateError(f"{where} is unreachable ({reason}); point --index-url at a mirror, or list a "
                                  f"wheel folder with --find-links DIR")
     cmd = pip_index_command(python, index_url, find_links, pre)
-    if importlib.util.find_spec("pip") is None:
+    if not has_pip():
         raise CandidateError(f"listing torch builds needs pip in {sys.executable} (a uv venv has none): "
                              f"{sys.executable} -m ensurepip, or pip install -e . (pip is a dependency)")
     try:
