@@ -17,6 +17,8 @@ from harness.analysis.dataset import Dataset
 from harness.textsafe import csv_cell, markdown_cell
 from harness.textsafe import markdown as md
 
+WIDTH = 120  # what compare's plain-text output fits in: the verdict, and every table (cells wrap)
+
 
 def display_rows(table: Table) -> list[list]:
     keys = [k for k, _h in table.columns]
@@ -37,6 +39,48 @@ def display_rows(table: Table) -> list[list]:
     return out
 
 
+def fit_widths(headers: list[str], rows: list[list], width: int = WIDTH, gap: int = 2,
+               floor: int = 10) -> tuple[list, list] | None:
+    """(cell widths, header widths) that fit a plain-text table in `width` characters once its cells are wrapped at
+    them: the widest columns are narrowed to one common cap (down to `floor`), none below its longest word.
+    None when the table fits as it is; [] when it cannot fit (too many columns: render_text lists it row by row).
+    tabulate pads a header by 2 (its MIN_PADDING) in the simple format."""
+    natural = [max([len(str(h)) + 2] + [max((len(x) for x in str(r[i]).splitlines()), default=0) for r in rows])
+               for i, h in enumerate(headers)]
+    def longest_word(text, most):
+        return min(max((len(w) for w in str(text).split()), default=0), most)
+
+    # a column is not narrowed below its header's longest word, nor below its cells' (rung names, GPU labels) up to 20
+    least = [max(longest_word(h, 99) + 2, *(longest_word(r[i], 20) for r in rows)) for i, h in enumerate(headers)]
+    budget = width - gap * (len(natural) - 1)
+    if sum(natural) <= budget:
+        return None
+
+    def widths(cap):
+        return [max(min(n, cap), m) for n, m in zip(natural, least)]
+
+    cap = max(natural)
+    while cap > floor and sum(widths(cap)) > budget:
+        cap -= 1
+    if sum(widths(cap)) > budget:
+        return []
+    cells = [None if w >= n else w for w, n in zip(widths(cap), natural)]
+    return cells, [None if w is None else w - 2 for w in cells]
+
+
+def _fill(cell, width: int | None):
+    """A cell's text wrapped at width (its own line breaks kept); as it is where the column needs no wrapping."""
+    if width is None or not isinstance(cell, str) or len(cell) <= width:
+        return cell
+    return "\n".join("\n".join(textwrap.wrap(line, width, break_on_hyphens=False) or [""]) for line in cell.splitlines())
+
+
+def _row_lines(headers: list[str], row: list) -> list[str]:
+    """One row of a table too wide for WIDTH, as "- column: value; column: value" wrapped (empty cells left out)."""
+    items = [f"{h}: {' '.join(str(c).split())}" for h, c in zip(headers, row) if str(c).strip()]
+    return _wrap("- " + "; ".join(items), "")
+
+
 def render_text(tables: list[Table], header: list[str], footer: list[str], markdown: bool = False) -> str:
     """Plain text or Markdown. In Markdown every piece of text is escaped (harness.textsafe: a record's strings
     carry no HTML, links or images into a page); the caller makes the whole text safe for a terminal."""
@@ -46,13 +90,21 @@ def render_text(tables: list[Table], header: list[str], footer: list[str], markd
         if markdown:
             parts.append(f"### {esc(t.title)}\n")
         else:
-            parts.append(f"== {t.title}")
+            parts += _wrap(f"== {t.title}", "")
         if t.rows:
             rows = display_rows(t)
             if markdown:
                 rows = [[markdown_cell(c) for c in r] for r in rows]
-            parts.append(tabulate(rows, headers=[esc(h) for _k, h in t.columns],
-                                  tablefmt="github" if markdown else "simple", disable_numparse=True))
+            headers = [esc(h) for _k, h in t.columns]
+            fit = None if markdown else fit_widths(headers, rows)
+            if fit == []:  # too many columns for WIDTH: each row as one wrapped "column: value; ..." item
+                parts += [line for r in rows for line in _row_lines(headers, r)]
+            else:
+                if fit:  # wrapped here, not by tabulate's maxcolwidths: 0.10 parses '30,071' as an int there and fails
+                    rows = [[_fill(c, w) for c, w in zip(r, fit[0])] for r in rows]
+                    headers = [_fill(h, w) for h, w in zip(headers, fit[1])]
+                parts.append(tabulate(rows, headers=headers, tablefmt="github" if markdown else "simple",
+                                      disable_numparse=True))
         for n in t.notes:
             parts += [f"- {esc(n)}"] if markdown else _wrap(f"note: {n}")
         parts.append("")
@@ -181,7 +233,6 @@ def header_lines(ds: Dataset, paths, legend: bool = True) -> list[str]:
 
 # ---------------------------------------------------------------- the verdict (harness.analysis.verdict), as lines
 
-WIDTH = 120  # what compare's default output fits in
 MAX_PAIRS = 10  # pairs shown in the verdict; the rest are counted (every one is in --table versions / gpus)
 
 

@@ -161,6 +161,12 @@ def test_iter_records_warns_once_per_bad_file_and_keeps_the_rest(tmp_path):
     found = [r["run_id"] for _, r in iter_records([tmp_path], warn=warnings.append)]
     assert sorted(found) == ["r1", "r2"]
     assert len(warnings) == 2 and all("skipped" in w for w in warnings)
+    # harness.bisect's search state beside its records is not a record, and no warning
+    (tmp_path / "bisect-tokens_per_s.json").write_text('{"mode": "bisect"}')
+    (tmp_path / "landscape-peak_memory.json").write_text('{"mode": "landscape"}')
+    again = []
+    assert sorted(r["run_id"] for _, r in iter_records([tmp_path], warn=again.append)) == ["r1", "r2"]
+    assert len(again) == 2
 
 
 def test_reading_records_does_not_import_torch():

@@ -91,6 +91,30 @@ def test_compare_on_the_shipped_records_fits_one_screen_verdict_first():
     assert lines[-2].startswith("More: every table with --detail")
 
 
+def test_every_table_fits_the_width_on_the_shipped_records(capsys):
+    """--detail on every shipped record: each line fits WIDTH (cells wrap; a table with too many columns is listed
+    row by row), and no record's number is cut: every tokens/s of the H100 ladder is still there, whole."""
+    assert compare.main([str(ROOT / "results"), "--detail"]) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if len(line) > WIDTH] == []
+    assert all(n in out for n in ("50,123", "148,592", "278,132", "385,453", "414,290", "431,878"))
+    assert "- sweep: batch-search (batch_size); rung: fused-adamw-clip; device: h100-80g" in out
+
+
+def test_fit_widths_narrows_the_widest_and_keeps_words_whole():
+    from harness.analysis.cells import Table
+    from harness.render import fit_widths, render_text
+
+    headers = ["rung", "why"]
+    rows = [["fused-adamw-clip", "status oom: " + "CUDA out of memory, tried to allocate 12.27 GiB " * 5]]
+    assert fit_widths(headers, [["bf16", "fine"]]) is None
+    cells, heads = fit_widths(headers, rows)
+    assert cells[0] is None and 16 + 2 + cells[1] <= WIDTH and heads[1] == cells[1] - 2
+    assert fit_widths([f"column {i}" for i in range(20)], [["x" * 30] * 20]) == []  # cannot fit: row by row
+    text = render_text([Table("t", "t", [("rung", "rung"), ("why", "why")], [dict(zip(["rung", "why"], rows[0]))])], [], [])
+    assert max(map(len, text.splitlines())) <= WIDTH and "fused-adamw-clip" in text and text.count("CUDA out of") == 5
+
+
 def test_detail_and_table_are_one_flag_away(two_envs_two_gpus, capsys):
     assert compare.main([str(two_envs_two_gpus), "--table", "versions"]) == 0
     out = capsys.readouterr().out

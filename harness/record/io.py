@@ -252,6 +252,12 @@ class BadFile(str):
         return line
 
 
+# JSON files a folder of records may hold beside them that are not records (skipped when a folder is read; a file
+# named on the command line is still read): harness.bisect's search state, OUT/bisect-<metric>.json and
+# OUT/landscape-<metric>.json next to OUT/records/ (run ids, hence record names, start with a timestamp).
+NOT_RECORDS = ("bisect-*.json", "landscape-*.json")
+
+
 def iter_records(paths, warn=print, read=read_record):
     """(path, record) for every valid *.json under the paths (recursively); one BadFile to `warn` per bad file
     (print writes its line) for the first MAX_SKIP_WARNINGS, then one BadFile.more line with how many more (a folder
@@ -262,7 +268,8 @@ def iter_records(paths, warn=print, read=read_record):
         if not root.exists():
             warn(BadFile(root, "no such file or directory", skipped=False))
             continue
-        files = [root] if root.is_file() else sorted(p for p in root.rglob("*.json") if not p.name.startswith(".tmp-"))
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*.json") if not p.name.startswith(".tmp-")
+                                                     and not any(p.match(pattern) for pattern in NOT_RECORDS))
         for path in files:
             try:
                 yield path, read(path)
