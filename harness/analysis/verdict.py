@@ -46,16 +46,6 @@ class Pair:
     most: CrossRow | None = None  # the rung whose tokens/s changed most
     underneath: str | None = None  # for that rung, the change underneath that moved most
 
-    @property
-    def faster(self) -> str:
-        """'faster', 'slower' or 'no faster or slower beyond noise' (or without a noise estimate)."""
-        d = self.speed
-        if d.value is None:
-            return "not comparable"
-        if d.beyond:
-            return "faster" if d.value > 0 else "slower"
-        return "no faster or slower beyond noise" if d.verdict == stats.WITHIN else f"no noise estimate ({d.verdict})"
-
 
 @dataclass
 class Verdict:
