@@ -234,6 +234,7 @@ def header_lines(ds: Dataset, paths, legend: bool = True) -> list[str]:
 # ---------------------------------------------------------------- the verdict (harness.analysis.verdict), as lines
 
 MAX_PAIRS = 10  # pairs shown in the verdict; the rest are counted (every one is in --table versions / gpus)
+SERIES = 4  # a device with more env pairs than this (a bisect's or landscape's builds) is said as one series block
 
 
 def _times(d: stats.Delta) -> str:
@@ -272,8 +273,13 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
     env_text = lambda e: f"{e} (torch {versions.get(e) or '?'})"
     blocks = []
     compared = [p for p in v.pairs if p.rows]
+    per_device = Counter(p.same for p in compared if p.across == "env")
+    series = {d for d, n in per_device.items() if n > SERIES}
+    series_blocks = [_series_block([p for p in compared if p.across == "env" and p.same == device], name, env_text)
+                     for device in sorted(series, key=list(per_device).index)]
+    compared = [p for p in compared if not (p.across == "env" and p.same in series)]
     shown = compared[:MAX_PAIRS]
-    if not shown:
+    if not shown and not series:
         nothing = (f"Nothing compared: no rung ran ok under two envs on one {word} or on two {word}s under one env "
                    "(--table ladder shows what ran).")
         blocks.append((nothing, []))
@@ -299,6 +305,7 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
         blocks.append((f"{head}: {_times(p.speed)} over {len(p.rows)} rung{'s' if len(p.rows) > 1 else ''}", details))
     if len(compared) > len(shown):
         blocks.append((f"... and {len(compared) - len(shown)} more pair(s): --table versions, --table gpus", []))
+    blocks += series_blocks
     empty = [p for p in v.pairs if not p.rows]
     if empty:
         text = (f"Not compared: {len(empty)} more pair(s) whose rungs ran ok on one side only (failed or contended on "
@@ -331,6 +338,25 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
         blocks.append((head, reruns))
     blocks.append(("Devices: " + "; ".join(f"{alias} = {label}" for alias, label in v.devices), []))
     return blocks
+
+
+def _series_block(pairs: list, name, env_text) -> tuple[str, list[str]]:
+    """Many torch builds on one device against the oldest (a bisect's or landscape's records): the newest, the
+    fastest and the slowest against it in one block, instead of a block per build."""
+    newest = pairs[-1]
+    fastest = max(pairs, key=lambda p: p.speed.value if p.speed.value is not None else -1)
+    slowest = min(pairs, key=lambda p: p.speed.value if p.speed.value is not None else 1e9)
+    head = (f"{name(newest.same)}: {len(pairs)} torch builds against {env_text(newest.base)}: newest "
+            f"{env_text(newest.other)} {_times(newest.speed)}")
+    faster = sum(p.speed.beyond and p.speed.value > 0 for p in pairs)
+    slower = sum(p.speed.beyond and p.speed.value < 0 for p in pairs)
+    mem = [p.memory.value for p in pairs if p.memory is not None and p.memory.value is not None]
+    details = [(f"fastest {env_text(fastest.other)} {_times(fastest.speed)}; slowest {env_text(slowest.other)} "
+                f"{_times(slowest.speed)}"),
+               f"tokens/s beyond noise: {faster} faster, {slower} slower, {len(pairs) - faster - slower} within noise"
+               + (f"; {newest.memory_metric} {min(mem) * 100:+.1f}% to {max(mem) * 100:+.1f}%" if mem else "")
+               + "; each build: --table versions; against the version: python -m harness.report (its chart)"]
+    return head, details
 
 
 def verdict_lines(v, name, word: str, versions: dict) -> list[str]:

@@ -101,6 +101,21 @@ def test_every_table_fits_the_width_on_the_shipped_records(capsys):
     assert "- sweep: batch-search (batch_size); rung: fused-adamw-clip; device: h100-80g" in out
 
 
+def test_many_builds_on_one_device_are_one_series_block(tmp_path):
+    """A bisect's or landscape's folder (one rung under many torch builds on one device) is said in one block: the
+    newest, the fastest and the slowest build against the oldest, not a block per build."""
+    ms = {"2.1.2": 100, "2.2.2": 99, "2.3.1": 80, "2.4.1": 60, "2.5.1": 62, "2.6.0": 70}
+    recs = [make_record(env=f"torch{v.replace('.', '')}", gpu="H100", rung="bf16", workload={"precision": "bf16"},
+                        torch_version=v, repeat=i, ms=noisy_ms(m, 0.01, seed=i + int(m)))
+            for v, m in ms.items() for i in range(2)]
+    lines, _err = _default_output(write(tmp_path / "r", recs))
+    head = next(i for i, line in enumerate(lines) if "5 torch builds against torch212 (torch 2.1.2)" in line)
+    assert "newest torch260 (torch 2.6.0) 1.43x faster" in lines[head]
+    assert lines[head + 1].startswith("  fastest torch241 (torch 2.4.1) 1.67x faster")
+    assert "slowest torch222 (torch 2.2.2) 1.01x faster" in " ".join(lines[head + 1:head + 3])
+    assert sum(line.startswith("h100-80g: torch") for line in lines) == 0  # no block per build
+
+
 def test_fit_widths_narrows_the_widest_and_keeps_words_whole():
     from harness.analysis.cells import Table
     from harness.render import fit_widths, render_text
