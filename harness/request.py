@@ -158,9 +158,10 @@ def check_request(request: RunRequest) -> tuple[str, list[Point]]:
     return plan_name, points
 
 
-def rerun_command(request: RunRequest, point: Point) -> str:
-    """The one command that makes this measurement again (same env, same CLI, just this rung)."""
-    parts = ["--plan", request.plan, "--preset", request.preset, "--rungs", point.rung, "--repeats", "1", "--out", request.out]
+def override_args(request: RunRequest) -> list[str]:
+    """The request's workload overrides as command-line options: --set, --flag, the shorthands and --threads, in
+    that order (what a rerun command repeats after the plan, preset and rung)."""
+    parts = []
     for item in request.sets:
         parts += ["--set", item]
     for item in request.flags:
@@ -168,6 +169,13 @@ def rerun_command(request: RunRequest, point: Point) -> str:
     for name in (*SHORTHANDS, "threads"):
         if getattr(request, name) is not None:
             parts += [f"--{name.replace('_', '-')}", str(getattr(request, name))]
+    return parts
+
+
+def rerun_command(request: RunRequest, point: Point) -> str:
+    """The one command that makes this measurement again (same env, same CLI, just this rung)."""
+    parts = ["--plan", request.plan, "--preset", request.preset, "--rungs", point.rung, "--repeats", "1", "--out", request.out,
+             *override_args(request)]
     if point.sweep:  # just this point, under the same sweep name
         parts += ["--sweep", f"{point.sweep['field']}={point.sweep['value']}"]
         if point.sweep["name"] != point.sweep["field"]:

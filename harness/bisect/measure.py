@@ -33,7 +33,7 @@ from harness.launcher import failure_record, new_run_id, run_points
 from harness.record.io import iter_records, write_record
 from harness.record.model import workload_hash
 from harness.record.view import RecordView
-from harness.request import SHORTHANDS, RunRequest, check_request
+from harness.request import RunRequest, check_request, override_args
 from harness.worker_spec import WorkerSpec
 
 # what `--free-disk` removes from uv's cache after a candidate: the multi-GB parts of a torch build
@@ -110,14 +110,7 @@ class Measurer:
         build is no env of envs/ (no nox session installs it)."""
         r = self.request
         parts = ["python", "-m", "harness.bisect", "--at", c.base.name if c.base else c.version, "--rung", self.point.rung,
-                 "--plan", r.plan, "--preset", r.preset, "--repeats", "1", "--out", self.out.as_posix()]
-        for item in r.sets:
-            parts += ["--set", item]
-        for item in r.flags:
-            parts += ["--flag", item]
-        for name in (*SHORTHANDS, "threads"):
-            if getattr(r, name) is not None:
-                parts += [f"--{name.replace('_', '-')}", str(getattr(r, name))]
+                 "--plan", r.plan, "--preset", r.preset, "--repeats", "1", "--out", self.out.as_posix(), *override_args(r)]
         if c.index_url:
             parts += ["--index-url", c.index_url]
         if self.find_links:
