@@ -312,6 +312,20 @@ def test_cli_at_refuses_a_range_in_one_line(wheels, tmp_path):
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--at torch 2.3.9 is not on the folder" in out.stderr
 
 
+def test_at_measures_one_build_and_keeps_no_search_state(tmp_path):
+    """--at is a landscape of one build: its point line and table, no "end A/B" of a bisect over itself, no state
+    file; a build that cannot install is a failure record and exit 1."""
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "torch-2.2.7-py3-none-any.whl").write_bytes(b"")
+    out = _cli("--at", "2.2.7", "--find-links", str(folder), "--rung", "bf16", "--device", "cpu", "--repeats", "1",
+               "--out", str(tmp_path / "b"), "--venvs", str(tmp_path / "venvs"))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "torch 2.2.7: not measured (install failed" in out.stdout and "end A" not in out.stdout
+    assert len(list((tmp_path / "b" / "records").glob("*.json"))) == 1
+    assert not list((tmp_path / "b").glob("*.json"))  # the search state of a bisect or landscape stays as it was
+
+
 def test_contended_runs_are_not_reused_unless_asked(tmp_path):
     """A build whose runs were timed under contention is measured again by the next bisect (compare's rule: a
     contended run counts nowhere); --include-contended reuses them; --at reuses nothing."""

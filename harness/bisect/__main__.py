@@ -137,7 +137,7 @@ def main(argv=None) -> int:
                     on_point=(lambda result: None) if args.at else (lambda result: write_state(result, out, command)))
     with stop_on_signals():
         try:
-            result = search.landscape() if args.landscape else search.bisect()
+            result = search.landscape() if mode == "landscape" else search.bisect()
         except Interrupted as exc:
             done = search.result.measured()
             if not args.at:
