@@ -45,11 +45,11 @@ def fit_widths(headers: list[str], rows: list[list], width: int = WIDTH, gap: in
     them: the widest columns are narrowed to one common cap (down to `floor`), none below its longest word.
     None when the table fits as it is; [] when it cannot fit (too many columns: render_text lists it row by row).
     tabulate pads a header by 2 (its MIN_PADDING) in the simple format."""
-    natural = [max([len(str(h)) + 2] + [max((len(x) for x in str(r[i]).splitlines()), default=0) for r in rows])
-               for i, h in enumerate(headers)]
     def longest_word(text, most):
         return min(max((len(w) for w in str(text).split()), default=0), most)
 
+    natural = [max([len(str(h)) + 2] + [max((len(x) for x in str(r[i]).splitlines()), default=0) for r in rows])
+               for i, h in enumerate(headers)]
     # a column is not narrowed below its header's longest word, nor below its cells' (rung names, GPU labels) up to 20
     least = [max(longest_word(h, 99) + 2, *(longest_word(r[i], 20) for r in rows)) for i, h in enumerate(headers)]
     budget = width - gap * (len(natural) - 1)
@@ -274,9 +274,9 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
     blocks = []
     compared = [p for p in v.pairs if p.rows]
     per_device = Counter(p.same for p in compared if p.across == "env")
-    series = {d for d, n in per_device.items() if n > SERIES}
+    series = [d for d, n in per_device.items() if n > SERIES]  # in the pairs' device order
     series_blocks = [_series_block([p for p in compared if p.across == "env" and p.same == device], name, env_text)
-                     for device in sorted(series, key=list(per_device).index)]
+                     for device in series]
     compared = [p for p in compared if not (p.across == "env" and p.same in series)]
     shown = compared[:MAX_PAIRS]
     if not shown and not series:
