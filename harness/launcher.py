@@ -312,13 +312,16 @@ def _record_or_failure(spec: WorkerSpec, stdout: str, reason: str) -> dict:
 
 
 def run_points(request: RunRequest, plan_name: str, points: list[Point], records: list | None = None,
-               python: str | None = None, rerun: Callable[[Point], str] | None = None) -> list[dict]:
+               python: str | None = None, rerun: Callable[[Point], str] | None = None,
+               numbering: tuple[int, int] | None = None) -> list[dict]:
     """Run each point; append its record to `records` as it finishes (so an interrupted caller keeps them).
     `python`: the interpreter the workers run under (default this one); `rerun`: the command each record names to
-    make it again (default harness.run's, through the env's nox session; the bisect's builds have none)."""
+    make it again (default harness.run's, through the env's nox session; the bisect's builds have none);
+    `numbering`: (first, total) the progress lines count from and to (default 1..len(points))."""
     records = [] if records is None else records
     rerun = rerun or (lambda point: rerun_command(request, point))
-    for i, point in enumerate(points, 1):
+    first, total = numbering or (1, len(points))
+    for i, point in enumerate(points, first):
         spec = WorkerSpec(
             run_id=new_run_id(request.env, plan_name, point, request.out), env=request.env, plan=plan_name,
             rung=point.rung, rung_index=point.rung_index, repeat=point.repeat, sweep=point.sweep,
@@ -327,11 +330,11 @@ def run_points(request: RunRequest, plan_name: str, points: list[Point], records
         )
         started = time.monotonic()
         try:
-            record = run_point(spec, request.timeout, Progress(f"[{i}/{len(points)}] {point_label(point)}"), python)
+            record = run_point(spec, request.timeout, Progress(f"[{i}/{total}] {point_label(point)}"), python)
         except Interrupted as exc:
             if exc.finished:
                 records.append(exc.finished)
             raise
-        print(progress_line(i, len(points), point, record, time.monotonic() - started), flush=True)
+        print(progress_line(i, total, point, record, time.monotonic() - started), flush=True)
         records.append(record)
     return records

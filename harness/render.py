@@ -251,8 +251,15 @@ def _times(d: stats.Delta) -> str:
     if bounds[0] is not None:
         text += f" [{bounds[0]:.2f},{bounds[1]:.2f}]"
     if d.beyond:
-        return text
-    return text + (" (within noise)" if d.verdict == stats.WITHIN else f" ({d.verdict})")
+        return text + (" (noise borrowed)" if d.borrowed else "")
+    if d.verdict != stats.WITHIN:
+        return text + f" ({d.verdict})"
+    could = ""
+    if d.detectable is not None:
+        could = f": could detect {d.detectable:.1%} or more"
+        if d.runs_for_half:
+            could += f"; ~{d.runs_for_half} runs a side for half that"
+    return text + f" (within noise{', borrowed' if d.borrowed else ''}{could})"
 
 
 def _wrap(text: str, indent: str = "  ") -> list[str]:
@@ -262,8 +269,8 @@ def _wrap(text: str, indent: str = "  ") -> list[str]:
 
 
 VERDICT_TITLE = "Verdict: each env against the oldest torch on the same {word}, each {word} against the baseline under the same env"
-VERDICT_HOW = ("tokens/s: geometric mean of the ratios over the rungs both ran, 95% interval; memory: geometric mean of "
-               "the peaks")
+VERDICT_HOW = (f"tokens/s: geometric mean of the ratios over the rungs both ran, {stats.interval_name()} from the "
+               f"run-to-run spread; memory: geometric mean of the peaks")
 
 
 def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[str]]]:
@@ -294,7 +301,7 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
             detail += f"; most: {p.most.label} ({p.most.batch}) {_times(p.most.d_tokens)}"
         if p.memory is not None and p.memory.value is not None:
             judged = (f"{p.memory_changed} of {p.memory_judged} beyond noise" if p.memory_judged else
-                      "one run a side: no noise estimate")
+                      "one run a side: noise unknown")
             detail += f"; {p.memory_metric} {p.memory.value * 100:+.1f}% ({judged})"
         if p.missing:
             detail += f"; {p.missing} rung(s) not ok on one side"
@@ -336,8 +343,29 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
         head = (f"Left out as contended (timed while other work kept the CPUs busy; in no delta unless "
                 f"--include-contended): {len(v.contended)} run(s); rerun:")
         blocks.append((head, reruns))
+    noise = noise_line(v.noise, name)
+    if noise:
+        blocks.append(noise)
     blocks.append(("Devices: " + "; ".join(f"{alias} = {label}" for alias, label in v.devices), []))
     return blocks
+
+
+def noise_line(noise: list, name) -> tuple[str, list[str]] | None:
+    """How much runs of one configuration differ on each compared device (the spread every interval rests on)."""
+    parts = []
+    for n in noise:
+        if n.tokens is None:
+            parts.append(f"{name(n.device)}: unknown (no cell with 2+ runs; --repeats {stats.REPEATS_TO_KNOW} or "
+                         f"python -m harness.calibrate to know)")
+            continue
+        cells = f"{n.tokens.cells} cell{'s' if n.tokens.cells != 1 else ''}"
+        text = f"{name(n.device)} {n.tokens.sd:.1%} in tokens/s ({cells}, {n.tokens.runs} runs"
+        text += f", {n.calibration_runs} of them calibration)" if n.calibration_runs else ")"
+        mem = "; ".join(f"{m} {x.sd:.1%}" for m, x in sorted(n.memory.items()))
+        parts.append(text + (f", {mem}" if mem else ""))
+    if not parts:
+        return None
+    return ("Noise: runs of one configuration differ by about (sd) " + "; ".join(parts), [])
 
 
 def _series_block(pairs: list, name, env_text) -> tuple[str, list[str]]:
@@ -361,7 +389,7 @@ def _series_block(pairs: list, name, env_text) -> tuple[str, list[str]]:
 
 def verdict_lines(v, name, word: str, versions: dict) -> list[str]:
     """The verdict as text lines of at most WIDTH characters."""
-    lines = [VERDICT_TITLE.format(word=word)[:WIDTH], "  (" + VERDICT_HOW + ")"]
+    lines = [VERDICT_TITLE.format(word=word)[:WIDTH], *_wrap("(" + VERDICT_HOW + ")")]
     for head, details in verdict_blocks(v, name, word, versions):
         lines += _wrap(head, "")
         for d in details:

@@ -24,6 +24,9 @@ from harness.record.io import check_writable
 from harness.record.model import RecordError
 
 DEFAULT_TIMEOUT_S = 1800
+AUTO = "auto"  # --repeats auto: runs of a rung are added until its interval is decided (harness.run)
+AUTO_MAX_REPEATS = 10  # --max-repeats' default
+AUTO_TARGET = 0.02  # --target's default: the rung's tokens/s known to within 2% (99% interval half-width)
 MAX_POINTS = 10_000  # worker processes one command starts (rungs x sweep values x repeats)
 DEFAULT_OUT = "results/runs"  # git-ignored: new runs never mix with the records shipped in results/<machine>/
 
@@ -44,7 +47,7 @@ class RunRequest:
     preset: str = "tiny"
     out: str = DEFAULT_OUT
     env: str = "local"
-    repeats: int | None = None  # None: the plan's
+    repeats: int | str | None = None  # None: the plan's; AUTO: until decided (max_repeats, target)
     rungs: str | None = None  # comma-separated rung names; None: every rung
     sets: tuple[str, ...] = ()  # FIELD=VALUE, as typed
     flags: tuple[str, ...] = ()  # NAME=VALUE, as typed
@@ -57,6 +60,12 @@ class RunRequest:
     device: str | None = None
     timeout: float = DEFAULT_TIMEOUT_S
     threads: int | None = None
+    max_repeats: int | None = None  # --repeats auto: at most this many runs of a rung (default AUTO_MAX_REPEATS)
+    target: float | None = None  # --repeats auto: the half-width to reach, a fraction (default AUTO_TARGET)
+
+    @property
+    def auto(self) -> bool:
+        return self.repeats == AUTO
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RunRequest:
@@ -114,7 +123,7 @@ def build_points(request: RunRequest) -> tuple[str, list[Point]]:
         if "" in wanted:
             raise PlanError(f"--rungs {request.rungs!r}: expected rung names separated by commas (omit --rungs for all)")
         plan.check_rungs(wanted)
-    repeats = request.repeats or plan.repeats
+    repeats = 1 if request.auto else request.repeats or plan.repeats  # auto: harness.run adds the rest one by one
     chosen = [r for r in plan.rungs if not wanted or r.name in wanted]
     count = sum(len((cli_sweep or r.sweep).values) if (cli_sweep or r.sweep) else 1 for r in chosen) * repeats
     if count > MAX_POINTS:  # counted before any point is built
@@ -135,7 +144,12 @@ def build_points(request: RunRequest) -> tuple[str, list[Point]]:
 
 def check_values(request: RunRequest) -> None:
     """The options that stand alone: --repeats, --threads, --sweep-name, --env, --timeout. Raises one of USAGE_ERRORS."""
-    if request.repeats is not None and not 1 <= request.repeats <= MAX_REPEATS:
+    if request.auto:
+        if request.max_repeats is not None and not 2 <= request.max_repeats <= MAX_REPEATS:
+            raise ConfigError(f"--max-repeats {request.max_repeats}: must be from 2 to {MAX_REPEATS:,}")
+    elif request.max_repeats is not None or request.target is not None:
+        raise ConfigError(f"--{'max-repeats' if request.max_repeats is not None else 'target'} needs --repeats auto")
+    elif request.repeats is not None and not 1 <= request.repeats <= MAX_REPEATS:
         raise ConfigError(f"--repeats {request.repeats}: must be from 1 to {MAX_REPEATS:,}")
     if request.sweep_name and not request.sweep:
         raise ConfigError("--sweep-name needs --sweep")
@@ -156,6 +170,28 @@ def check_request(request: RunRequest) -> tuple[str, list[Point]]:
     except RecordError as exc:
         raise RecordError(f"--out {exc}") from None
     return plan_name, points
+
+
+def parse_repeats(text: str) -> int | str:
+    """--repeats N or --repeats auto (argparse type: a bad value is argparse's one-line usage error)."""
+    if text.strip().lower() == AUTO:
+        return AUTO
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of runs, or 'auto'") from None
+
+
+def parse_target(text: str) -> float:
+    """--target 2 or 2%: a positive percentage below 100, returned as a fraction (0.02)."""
+    number = text.strip().removesuffix("%").strip()
+    try:
+        value = float(number)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value < 100):
+        raise argparse.ArgumentTypeError(f"{text!r}: a positive percentage below 100, like 2 or 2%")
+    return value / 100
 
 
 def override_args(request: RunRequest) -> list[str]:

@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+from harness.analysis.dataset import load
 from harness.launcher import report_stops, run_points
-from harness.progress import contention_warning, summary_table
+from harness.progress import contention_warning, point_label, summary_table
 from harness.request import (
+    AUTO_MAX_REPEATS,
+    AUTO_TARGET,
     DEFAULT_OUT,
     DEFAULT_TIMEOUT_S,
     USAGE_ERRORS,
@@ -32,6 +36,8 @@ from harness.request import (
     RunRequest,
     add_option,
     check_request,
+    parse_repeats,
+    parse_target,
     selection_line,
 )
 
@@ -49,7 +55,13 @@ def make_parser(parser_class: type[argparse.ArgumentParser] = argparse.ArgumentP
     add_option(p, "preset", help="model shape (default: tiny, trains in seconds on a CPU)")
     add_option(p, "out", help=f"directory for the records (default: {DEFAULT_OUT}/, git-ignored, apart from the records shipped in results/)")
     add_option(p, "env")
-    p.add_argument("--repeats", type=int, help="repeats per rung (default: the plan's, else 1)")
+    p.add_argument("--repeats", type=parse_repeats, help="runs per rung (default: the plan's, else 1), or 'auto': "
+                   "add runs of a rung one process at a time until its tokens/s is known to within --target "
+                   "(99%% interval, the run-to-run spread of harness.compare) or --max-repeats runs were made")
+    p.add_argument("--max-repeats", dest="max_repeats", type=int, metavar="N",
+                   help=f"with --repeats auto: at most N runs of a rung, 2 to 1,000 (default {AUTO_MAX_REPEATS})")
+    p.add_argument("--target", type=parse_target, metavar="PCT",
+                   help=f"with --repeats auto: the half-width to reach, a percentage (default {AUTO_TARGET:.0%})")
     p.add_argument("--rungs", help="comma-separated rung names to run (default: all)")
     add_option(p, "set", help="override a workload field for every rung (repeatable)")
     add_option(p, "flag", help="override a frozen flag for every rung (repeatable; wins over the plan's), e.g. "
@@ -65,6 +77,46 @@ def make_parser(parser_class: type[argparse.ArgumentParser] = argparse.ArgumentP
     add_option(p, "threads")
     add_option(p, "timeout", help=f"seconds per worker before it is killed (default {DEFAULT_TIMEOUT_S})")
     return p
+
+
+AUTO_MIN_RUNS = 2  # --repeats auto: a rung's own spread needs two runs (its device's may already be known)
+
+
+def run_until_decided(request: RunRequest, plan_name: str, points: list, records: list[dict], say=print) -> None:
+    """--repeats auto: each point (rung, sweep value) runs once, then again, one process at a time, until its
+    tokens/s interval is within the target by the rule harness.compare uses (the run-to-run spread of its runs
+    and of the device's other cells in --out), or the cap is reached ("undecided after N runs"). A run that is not
+    ok ends its point's repeats; a contended run counts toward the cap but not the interval (as in compare)."""
+    cap, target = request.max_repeats or AUTO_MAX_REPEATS, request.target or AUTO_TARGET
+    for k, first in enumerate(points, 1):
+        made: list[dict] = []
+        while True:
+            run_points(request, plan_name, [replace(first, repeat=len(made))], records, numbering=(k, len(points)))
+            made.append(records[-1])
+            label = point_label(first)
+            if made[-1]["status"] != "ok":
+                say(f"      {label}: {made[-1]['status']}, no more runs of it")
+                break
+            if len(made) < AUTO_MIN_RUNS:
+                continue
+            half = half_width(request.out, {r["run_id"] for r in made})
+            known = "not yet known" if half is None else f"+-{half:.1%}"
+            if half is not None and half <= target:
+                say(f"      {label}: decided after {len(made)} runs: tokens/s known to {known} (target {target:.1%})")
+                break
+            if len(made) >= cap:
+                say(f"      {label}: undecided after {len(made)} runs: tokens/s known to {known}, target {target:.1%} "
+                    f"(--max-repeats to allow more)")
+                break
+            say(f"      {label}: {len(made)} runs, tokens/s known to {known} (target {target:.1%}): one more")
+
+
+def half_width(out: str, run_ids: set[str]) -> float | None:
+    """The relative half-width of the tokens/s interval of the cell holding these runs, as harness.compare computes
+    it over --out (the device's spread pooled over every cell there); None while it has none (all contended)."""
+    ds = load([out], warn=lambda line: None)
+    group = next((g for g in ds.groups if run_ids & {r.run_id for r in g.records}), None)
+    return group.throughput.half_width() if group is not None else None
 
 
 def parse_request(argv: list[str]) -> RunRequest:
@@ -84,12 +136,17 @@ def main(argv=None) -> int:
         except USAGE_ERRORS as exc:
             parser.error(str(exc))
         stop.total = len(points)
-        print(f"plan {plan_name}: {len(points)} run(s), env {request.env}, preset {request.preset} -> "
+        runs = (f"{len(points)} rung(s) x {AUTO_MIN_RUNS} to {request.max_repeats or AUTO_MAX_REPEATS} run(s) until "
+                f"decided" if request.auto else f"{len(points)} run(s)")
+        print(f"plan {plan_name}: {runs}, env {request.env}, preset {request.preset} -> "
               f"{Path(request.out).as_posix()}/", flush=True)
         chosen = selection_line(request, points)
         if chosen:
             print(chosen, flush=True)
-        run_points(request, plan_name, points, records)
+        if request.auto:
+            run_until_decided(request, plan_name, points, records)
+        else:
+            run_points(request, plan_name, points, records)
     if stop.exit_code is not None:
         return stop.exit_code
     print()

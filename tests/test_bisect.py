@@ -34,22 +34,24 @@ class StandIn:
     mem[version]; versions in `failing` raise CandidateFailed. Counts what it measured."""
 
     def __init__(self, ms: dict, spread: float = 0.01, mem: dict | None = None, failing=(), repeats: int = 3,
-                 records_dir: Path | None = None):
+                 records_dir: Path | None = None, run_spread: float = 0.0):
         self.ms, self.spread, self.mem, self.failing, self.repeats = ms, spread, mem or {}, set(failing), repeats
+        self.run_spread = run_spread  # each run's own offset (a run is the unit of noise): up to +-run_spread
         self.calls: list[str] = []
         self.records_dir = records_dir
 
-    def __call__(self, c: Candidate) -> list[dict]:
+    def __call__(self, c: Candidate, at_least: int | None = None) -> list[dict]:
         self.calls.append(c.version)
         if c.version in self.failing:
             raise CandidateFailed("install failed (exit 1): No solution found when resolving dependencies")
         recs = []
-        for r in range(self.repeats):
+        for r in range(max(self.repeats, at_least or 0)):
             seed = zlib.crc32(f"{c.version}/{r}".encode())  # the same noise in every process
             mem = self.mem.get(c.version)
+            offset = 1 + self.run_spread * ((seed % 2001) / 1000 - 1)
             recs.append(make_record(env=env_name_for(c.version), gpu=None, rung="bf16", repeat=r,
                                     torch_version=c.version + "+cu121", workload={"precision": "bf16"},
-                                    ms=noisy_ms(self.ms[c.version], self.spread, seed, warmup=2, timed=10),
+                                    ms=noisy_ms(self.ms[c.version] * offset, self.spread, seed, warmup=2, timed=10),
                                     memory=None if mem is None else mem * (1 + 0.002 * r)))
         if self.records_dir:
             write(self.records_dir, recs)
@@ -62,9 +64,9 @@ def step(at: str, before: float = 100.0, after: float = 60.0) -> dict:
     return {v: (before if k < i else after) for k, v in enumerate(VERSIONS)}
 
 
-def run(measure, versions=VERSIONS, metric="tokens_per_s", landscape=False):
+def run(measure, versions=VERSIONS, metric="tokens_per_s", landscape=False, max_runs=0):
     search = Search(cands(versions), METRICS[metric], measure, say=lambda line: None,
-                    mode="landscape" if landscape else "bisect")
+                    mode="landscape" if landscape else "bisect", max_runs=max_runs)
     return search.landscape() if landscape else search.bisect()
 
 
@@ -139,11 +141,28 @@ def test_failed_end_stops_with_one_line():
     assert any(line.startswith("end B (torch 2.9.1) could not be measured") for line in r.lines)
 
 
-def test_memory_metric_uses_the_range_rule():
+def test_memory_metric_uses_the_rule_of_tokens_per_s():
     mem = {v: (400 if v < "2.6" else 600) * 2**20 for v in VERSIONS}
     r = run(StandIn({v: 100.0 for v in VERSIONS}, mem=mem), metric="peak_memory")
     assert r.boundary == ("2.5.1", "2.6.0")
-    assert r.boundary_delta.bounds == "range" and r.boundary_delta.value == pytest.approx(0.5, abs=0.01)
+    assert r.boundary_delta.bounds == "ci" and r.boundary_delta.beyond
+    assert r.boundary_delta.value == pytest.approx(0.5, abs=0.01)
+
+
+def test_until_decided_adds_runs_where_a_comparison_is_undecided_and_names_what_stays_so():
+    # runs differ by up to +-12% (the CPU here differs by 5-26%), a 100 -> 80 ms step at 2.6.0: two runs a build
+    # cannot tell the midpoints apart; with more runs of the undecided builds the search finds the step
+    noisy = step("2.6.0", 100.0, 80.0)
+    fixed = run(StandIn(noisy, repeats=2, run_spread=0.12))
+    auto_measure = StandIn(noisy, repeats=2, run_spread=0.12)
+    auto = run(auto_measure, max_runs=12)
+    assert auto.boundary == ("2.5.1", "2.6.0") and auto.boundary_delta.beyond and not auto.undecided
+    assert len(auto_measure.calls) > len(set(auto_measure.calls))  # some builds were asked for more runs
+    assert fixed.outcome == "no difference" and not fixed.undecided  # two runs a build: not even the ends differ
+    # a 1.5% step under the same noise: no run count allowed here decides it, and the answer says which builds
+    tiny = run(StandIn(step("2.6.0", 100.0, 98.5), repeats=2, run_spread=0.12), max_runs=3)
+    assert tiny.outcome == "no difference" and set(tiny.undecided) == {"2.1.2", "2.9.1"}
+    assert "Undecided" in answer_lines(tiny)[0]
 
 
 def test_landscape_measures_every_candidate_and_draws(tmp_path):

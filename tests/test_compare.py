@@ -65,7 +65,8 @@ def test_exact_deltas(exact):
     vocab = by(ladder, rung="vocab-50304")
     assert vocab["vs_previous"].delta.value == pytest.approx(0.5)
     assert vocab["vs_first"].delta.value == pytest.approx(2.0)
-    assert vocab["vs_first"].text() == "3.00x [3.00,3.00] beyond"  # zero noise: a zero-width interval, still shown
+    # zero noise: a zero-width interval, still shown; bf16 ran once, so it borrowed the device's (zero) spread
+    assert vocab["vs_first"].text() == "3.00x [3.00,3.00] beyond (borrowed)"
     assert vocab["runs"] == "2x10" and vocab["ms"] == pytest.approx(100.0)
 
     # cross-version: H100 sdpa-flash 150 -> 105 ms = +42.857%; memory 20 -> 16 GiB = -20%
@@ -134,9 +135,12 @@ def test_significance_labels(tmp_path):
     noisy = _pair(tmp_path, [noisy_ms(100, 0.3, s) for s in range(3)], [noisy_ms(98, 0.3, s + 9) for s in range(3)], "noisy")
     assert noisy.verdict == stats.WITHIN and noisy.low < 0 < noisy.high
     assert Cell(noisy).text().endswith("within noise")
-    # exact but tiny: 100 -> 99.6 ms with no jitter is real but under the 1% floor
-    tiny = _pair(tmp_path, [constant_ms(100)], [constant_ms(99.6)], "tiny")
+    # exact but tiny: 100 -> 99.6 ms with no jitter, runs that agree, is real but under the 1% floor
+    tiny = _pair(tmp_path, [constant_ms(100)] * 2, [constant_ms(99.6)] * 2, "tiny")
     assert tiny.low > 0 and tiny.verdict == stats.WITHIN
+    # one run a side and no other cell with two runs on the device: run-to-run noise unknown, never beyond noise
+    lone = _pair(tmp_path, [constant_ms(100)], [constant_ms(50)], "lone")
+    assert lone.verdict == stats.ONE_RUN and Cell(lone).text() == "+100.0% (one run a side, noise unknown)"
     # one timed sample a side (warm-up is 2 steps): no noise estimate; three: still too few
     single = _pair(tmp_path, [[5000, 150, 100]], [[5000, 150, 80]], "single")
     assert single.verdict == stats.SINGLE and Cell(single).text() == "+25.0% (single sample)"
@@ -149,16 +153,41 @@ def test_significance_labels(tmp_path):
 
 def test_stats_units():
     one = stats.Estimate(100.0, None, 1, 1)
-    many = stats.throughput([[100.0] * 10], 1000)
+    many = stats.throughput([[100.0] * 10] * 2, 1000)
     assert stats.ratio(one, many)[0].verdict == stats.SINGLE
-    assert stats.counter([100, 104], [101, 103]).verdict == stats.WITHIN  # overlapping ranges
-    assert stats.counter([100, 101], [120, 121]).verdict == stats.BEYOND
-    assert stats.counter([100], [120]).verdict == stats.ONE_RUN
+    mem = lambda *values, device=None: stats.memory(list(values), key=repr(values), device=device)
+    both = stats.pooled_noise([[100, 104], [101, 103]])  # the device's spread, pooled over the two cells
+    assert stats.counter(mem(100, 104, device=both), mem(101, 103, device=both)).verdict == stats.WITHIN
+    both = stats.pooled_noise([[100, 101], [120, 121]])
+    assert stats.counter(mem(100, 101, device=both), mem(120, 121, device=both)).verdict == stats.BEYOND
+    # two runs and nothing else: one degree of freedom, t = 63.7 at 99%: a 20% change is not decided
+    assert stats.counter(mem(100, 101), mem(120, 121)).verdict == stats.WITHIN
+    assert stats.counter(mem(100), mem(120)).verdict == stats.ONE_RUN
+    # one run a side borrows the device's spread, and says so
+    device = stats.Noise(0.01, 20, 5, 25, "device")
+    borrowed = stats.counter(mem(100, device=device), mem(120, device=device))
+    assert borrowed.verdict == stats.BEYOND and borrowed.borrowed
+    # a single run has no spread of its own: with no device estimate its tokens/s has no replicates
     a = stats.throughput([np.full(10, 100.0)], 1000)
-    assert a.point == pytest.approx(10_000) and np.allclose(a.boot, 10_000)
-    # the two-level bootstrap sees the spread between repeats even when each repeat is flat
+    assert a.point == pytest.approx(10_000) and a.boot is None and a.why == stats.ONE_RUN
+    # runs are the unit: flat runs 20% apart give a wide interval, though every step inside a run agrees
     b = stats.throughput([np.full(10, 90.0), np.full(10, 110.0)], 1000)
-    assert b.boot.min() < b.point < b.boot.max()
+    assert b.boot.min() < b.point * 0.5 and b.boot.max() > b.point * 1.5  # t with 1 degree of freedom
+    # the t table: exact at its rows, monotone between them, the normal's beyond
+    assert stats.t_quantile(2) == pytest.approx(9.925) and stats.t_quantile(10_000) == pytest.approx(2.576, abs=0.01)
+    assert stats.t_quantile(30) > stats.t_quantile(35) > stats.t_quantile(40)
+    with pytest.raises(ValueError):
+        stats.t_quantile(0)
+
+
+def test_device_spread_is_pooled_over_cells_and_a_noisier_cell_keeps_its_own():
+    quiet = [[100, 101, 99], [50, 50.5, 49.5]]  # about 1% between runs, two cells
+    pooled = stats.pooled_noise(quiet)
+    assert pooled.df == 4 and pooled.cells == 2 and pooled.runs == 6 and 0.008 < pooled.sd < 0.012
+    assert stats.pooled_noise([[100], [50]]) is None  # no cell with two runs: no estimate
+    assert stats.cell_noise([100, 130], pooled).sd > pooled.sd  # this cell's runs differ more than its device's
+    assert stats.cell_noise([100, 100.1], pooled) is pooled  # a quieter cell takes the device's spread
+    assert stats.cell_noise([100], None) is None
 
 
 def test_bad_files_warned_once_each_and_rest_compared(tmp_path, capsys):
@@ -432,10 +461,11 @@ def test_pooled_runs_from_separate_invocations_are_named(tmp_path):
     assert "search-run (sweep batch-search batch_size=64)" in note and "ladder-run (plan seed-ladder repeat 0)" in note
 
 
-def test_memory_ranges_look_unlike_intervals_and_narrow_intervals_keep_digits():
-    mem = Cell(stats.counter([100, 101], [120, 121]))
-    assert mem.text() == "+19.9% (range +18.8..+21.0) beyond"  # medians 100.5 -> 120.5
-    assert "[" not in mem.text()
+def test_memory_deltas_are_intervals_and_narrow_intervals_keep_digits():
+    device = stats.pooled_noise([[100, 101], [120, 121]])
+    mem = Cell(stats.counter(stats.memory([100, 101], "a", device=device), stats.memory([120, 121], "b", device=device)))
+    assert mem.text().startswith("+19.9% [") and mem.text().endswith("beyond")  # medians 100.5 -> 120.5
+    assert Cell(stats.Delta(0.2, 0.1, 0.3, stats.WITHIN, borrowed=True)).text() == "+20.0% [+10.0,+30.0] within noise (borrowed)"
     narrow = Cell(stats.Delta(0.0351, 0.0348, 0.0353, stats.BEYOND))
     assert narrow.text() == "+3.51% [+3.48,+3.53] beyond"  # was "+3.5% beyond": the interval vanished
     assert Cell(stats.Delta(0.0351, 0.0351, 0.0351, stats.BEYOND)).text() == "+3.5% [+3.5,+3.5] beyond"
@@ -452,7 +482,7 @@ def test_csv_headers_carry_units(exact, capsys):
     rows = list(csv.DictReader(io.StringIO(out)))
     row = next(r for r in rows if r["env"] == "nightly" and r["rung"] == "vocab-50304" and r["gpu"] == "h100-80g")
     assert code == 0 and float(row["memory_bytes"]) == 16 * 2**30
-    assert float(row["d_memory_fraction"]) == pytest.approx(-0.2) and "d_memory_range_low_fraction" in row
+    assert float(row["d_memory_fraction"]) == pytest.approx(-0.2) and "d_memory_ci_low_fraction" in row
 
 
 def test_underneath_ranked_by_time_top_few_and_all(tmp_path, capsys):

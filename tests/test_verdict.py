@@ -69,7 +69,7 @@ def test_the_verdict_pairs_envs_per_device_and_devices_per_env(two_envs_two_gpus
     assert h100.speed.beyond and h100.changed == 2 and h100.most.label == "sdpa-flash"
     assert h100.memory.value == pytest.approx(-0.2) and h100.memory_metric == "peak alloc"
     a100 = envs[("a100-80g", "torch212", "nightly")]
-    assert a100.speed.verdict == stats.WITHIN and _times(a100.speed).endswith("(within noise)")
+    assert a100.speed.verdict == stats.WITHIN and "(within noise: could detect" in _times(a100.speed)
     devices = {(p.same, cx.name(p.base), cx.name(p.other)) for p in v.pairs if p.across == "gpu"}
     assert devices == {("torch212", "a100-80g", "h100-80g"), ("nightly", "a100-80g", "h100-80g")}
 

@@ -26,7 +26,8 @@ class Cell:
             return "n/a"
         text = Cell(stats.Delta(d.value, verdict=stats.NA), self.style).text()
         return text + {stats.BEYOND: "", stats.WITHIN: " (within noise)", stats.SINGLE: " (single sample)",
-                       stats.FEW: " (too few samples)", stats.ONE_RUN: " (one run)"}.get(d.verdict, "")
+                       stats.FEW: " (too few samples)", stats.ONE_RUN: " (one run a side, noise unknown)"
+                       }.get(d.verdict, "") + (" (noise borrowed)" if d.borrowed and d.verdict == stats.BEYOND else "")
 
     def _fmt(self, x: float, digits: int) -> str:
         return f"{1 + x:.{digits}f}" if self.style == "ratio" else f"{x * 100:+.{digits}f}"
@@ -44,15 +45,15 @@ class Cell:
         head = self._fmt(d.value, digits) + unit
         if d.verdict in (stats.BEYOND, stats.WITHIN):
             low, high = self._fmt(d.low, digits), self._fmt(d.high, digits)
-            # memory deltas carry the range over repeats, not a confidence interval: written differently
             bounds = f"(range {low}..{high})" if d.bounds == "range" else f"[{low},{high}]"
-            return f"{head} {bounds} {'beyond' if d.beyond else 'within noise'}"
+            # borrowed: a side of one run took its device's run-to-run spread (the footer says so)
+            return f"{head} {bounds} {'beyond' if d.beyond else 'within noise'}" + (" (borrowed)" if d.borrowed else "")
         if d.verdict == stats.SINGLE:
             return f"{head} (single sample)"
         if d.verdict == stats.FEW:
             return f"{head} (too few samples)"
         if d.verdict == stats.ONE_RUN:
-            return f"{head} (one run, no noise estimate)"
+            return f"{head} (one run a side, noise unknown)"
         return head
 
 

@@ -61,7 +61,7 @@ class Compare:
     def mem_delta(self, a: Group, b: Group) -> stats.Delta:
         if a.memory[0] != b.memory[0]:
             return stats.Delta(None, verdict=f"{a.memory[0]} vs {b.memory[0]}")
-        return stats.counter(a.memory[1], b.memory[1], self.floor)
+        return stats.counter(a.memory_estimate, b.memory_estimate, self.floor)
 
     def sets(self) -> dict[tuple, list[Group]]:
         """Comparison sets: groups by set_key (RecordView.set_key), the one comparability rule."""

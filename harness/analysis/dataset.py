@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from harness.analysis import stats
+from harness.analysis import noise, stats
 from harness.analysis.devices import aliases, device_alias
 from harness.analysis.group import Group
 from harness.record.io import BadFile, iter_records
@@ -112,6 +112,8 @@ class Dataset:
     contended: list = field(default_factory=list)  # (path, RecordView): ok runs measured under contention, left out
     include_contended: bool = False  # True: contended runs are in their groups, marked, instead
     names: dict = field(default_factory=dict)  # device label -> its short alias (harness.analysis.devices)
+    calibration: list = field(default_factory=list)  # RecordView of harness.calibrate's runs (noise only, no cell)
+    noise: dict = field(default_factory=dict)  # device label -> harness.analysis.noise.DeviceNoise
 
     def name(self, label: str) -> str:
         """The short name rows, titles and charts give a device (the legend line gives its full label)."""
@@ -178,6 +180,7 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
     names = aliases(r.device_label for _path, r in kept)
     groups: dict[tuple, Group] = {}
     references, peers, failed, contended, env_versions, gpu_keys, env_of = [], [], [], [], {}, {}, {}
+    calibration = []
     for path, r in kept:
         gpu = r.device_label
         where = f"{path.name} ({r.plan}/{r.rung}, {r.env}, {names[gpu]})"
@@ -204,6 +207,9 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
             left_out.append(LeftOut(where, f"contended ({r.contention_reason}): left out of every delta; rerun: "
                                            f"{r.rerun_command or 'not recorded'}", "contended"))
             continue
+        if r.plan == noise.CALIBRATION_PLAN:  # an A/A measurement of the machine: its spread, never a cell
+            calibration.append(r)
+            continue
         gpu_keys.setdefault(gpu, _gpu_sort_key(r, gpu))
         key = (*r.set_key, label, gpu)
         if key not in groups:
@@ -222,8 +228,9 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
         gpu_order={gname: i for i, gname in enumerate(sorted(gpu_keys, key=gpu_keys.get))},
         env_versions=env_versions, kept_envs={r.env for _path, r in kept}, env_of=env_of,
         peers=sorted(peers, key=lambda g: (g.gpu, g.first.run_id)),
-        contended=contended, include_contended=include_contended, names=names,
+        contended=contended, include_contended=include_contended, names=names, calibration=calibration,
     )
+    ds.noise = noise.by_device(ds.groups, calibration)
     _note_variants(ds)
     return ds
 

@@ -52,6 +52,7 @@ class Group:
     records: list[RecordView] = field(default_factory=list)
     paths: list = field(default_factory=list)
     n_boot: int = stats.N_BOOT
+    noise: object = None  # its device's run-to-run spreads (harness.analysis.noise.DeviceNoise), set when loaded
 
     @property
     def key(self) -> tuple:
@@ -149,7 +150,18 @@ class Group:
 
     @cached_property
     def throughput(self) -> stats.Estimate:
-        return stats.throughput(self.samples, self.first.tokens_per_step, key=repr(self.key), n_boot=self.n_boot)
+        """tokens/s, its interval from the run-to-run spread (its own runs', or its device's where that is larger or
+        it has one run)."""
+        device = self.noise.tokens if self.noise is not None else None
+        return stats.throughput(self.samples, self.first.tokens_per_step, key=repr(self.key), n_boot=self.n_boot,
+                                device=device)
+
+    @cached_property
+    def memory_estimate(self) -> stats.Estimate:
+        """Peak memory (the median over runs of memory[0]'s metric), with its interval by the same rule."""
+        metric, values = self.memory
+        device = self.noise.memory_noise(metric) if self.noise is not None else None
+        return stats.memory(values, key="memory " + repr(self.key), n_boot=self.n_boot, device=device)
 
     @property
     def ms_median(self) -> float | None:

@@ -56,6 +56,7 @@ class Verdict:
     contended: list  # RecordView of the runs left out as contended
     not_ok: Counter  # status -> count of the runs not ok
     devices: list[tuple[str, str]]  # (alias, full label), in the device order
+    noise: list = field(default_factory=list)  # DeviceNoise of each compared device, in the device order
 
 
 def verdict(cx: Compare) -> Verdict:
@@ -70,7 +71,8 @@ def _verdict(cx: Compare) -> Verdict:
         pairs=pairs, parity_ok=sum(r.parity == "ok" for r in parity), parity_drift=[r for r in parity if r.parity == "DRIFT"],
         left_out=_count_kinds(cx.ds.left_out), contended=[r for _p, r in cx.ds.contended],
         not_ok=Counter(r.status for _p, r in cx.ds.failed),
-        devices=[(cx.name(g), g) for g in dict.fromkeys([*cx.ds.gpus(), *(r.device_label for _p, r in cx.ds.contended)])])
+        devices=[(cx.name(g), g) for g in dict.fromkeys([*cx.ds.gpus(), *(r.device_label for _p, r in cx.ds.contended)])],
+        noise=[cx.ds.noise[g] for g in cx.ds.gpus() if g in cx.ds.noise])
 
 
 def _count_kinds(left_out) -> Counter:
@@ -105,10 +107,10 @@ def _judge(cx: Compare, pair: Pair) -> None:
     pair.speed = stats.geomean([stats.ratio(r.base.throughput, r.group.throughput, cx.floor) for r in rows], cx.floor)
     pair.changed = sum(r.d_tokens.beyond for r in rows)
     metrics = {r.base.memory[0] for r in rows} | {r.group.memory[0] for r in rows}
-    memory = [(r.base.memory_bytes, r.group.memory_bytes) for r in rows]
-    if len(metrics) == 1 and all(a and b for a, b in memory):
+    memory = [(r.base.memory_estimate, r.group.memory_estimate) for r in rows]
+    if len(metrics) == 1 and all(a.point and b.point for a, b in memory):
         pair.memory_metric = metrics.pop()
-        pair.memory = stats.geomean([(stats.Delta(b / a - 1.0), None) for a, b in memory], cx.floor)
+        pair.memory = stats.geomean([stats.ratio(a, b, cx.floor) for a, b in memory], cx.floor)
         pair.memory_changed = sum(r.d_memory.beyond for r in rows)
         pair.memory_judged = sum(r.d_memory.verdict in (stats.BEYOND, stats.WITHIN) for r in rows)
     known = [r for r in rows if r.d_tokens.value is not None]

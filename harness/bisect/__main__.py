@@ -34,7 +34,8 @@ from harness.bisect.candidates import (
 from harness.bisect.explain import answer_lines, landscape_chart, points_table, underneath, write_state
 from harness.bisect.search import METRICS, Search
 from harness.launcher import Interrupted, stop_on_signals
-from harness.request import USAGE_ERRORS, RunRequest, add_option
+from harness.plan import MAX_REPEATS
+from harness.request import AUTO, AUTO_MAX_REPEATS, USAGE_ERRORS, RunRequest, add_option, parse_repeats
 
 DEFAULT_OUT = "results/bisect"  # under results/runs' rule: results/bisect is git-ignored
 DEFAULT_VENVS = ".venvs/bisect"
@@ -54,7 +55,11 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--newest-patches", action="store_true", help="only the newest patch of each minor release (and both ends)")
     p.add_argument("--list", action="store_true", help="print the candidates and what each installs; measure nothing")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"the bisect's folder: specs, records, logs, results (default {DEFAULT_OUT}/)")
-    p.add_argument("--repeats", type=int, default=3, help="runs per candidate (default 3; memory needs 2+ for a noise estimate)")
+    p.add_argument("--repeats", type=parse_repeats, default=3, help="runs per candidate (default 3), or 'auto': 2 "
+                   "each, then one more run at a time of a build whose comparison with its neighbours is undecided, "
+                   "up to --max-repeats")
+    p.add_argument("--max-repeats", dest="max_repeats", type=int, metavar="N",
+                   help=f"with --repeats auto: at most N runs of a build, 2 to 1,000 (default {AUTO_MAX_REPEATS})")
     p.add_argument("--index-url", help="the index torch releases come from (default: pip's configured index, else PyPI)")
     p.add_argument("--find-links", type=Path, metavar="DIR", help="a folder of torch wheels instead of an index")
     p.add_argument("--python", help="the candidates' Python (default: the good end's spec's, else this interpreter's)")
@@ -84,8 +89,17 @@ def main(argv=None) -> int:
     parser = make_parser()
     args = parser.parse_args(argv)
     out = Path(args.out)
-    if args.repeats < 1:
-        parser.error("--repeats must be at least 1")
+    auto = args.repeats == AUTO
+    if auto and args.max_repeats is not None and not 2 <= args.max_repeats <= MAX_REPEATS:
+        parser.error(f"--max-repeats {args.max_repeats}: must be from 2 to {MAX_REPEATS:,}")
+    if not auto and args.max_repeats is not None:
+        parser.error("--max-repeats needs --repeats auto")
+    if auto and args.at:
+        parser.error("--at measures one build --repeats times: a number, not auto")
+    max_runs = (args.max_repeats or AUTO_MAX_REPEATS) if auto else 0
+    args.repeats = 2 if auto else args.repeats  # auto: two runs each to start, more where undecided
+    if not 1 <= args.repeats <= MAX_REPEATS:
+        parser.error(f"--repeats {args.repeats}: must be from 1 to {MAX_REPEATS:,}")
     if args.metric != "tokens_per_s" and args.repeats < 2 and not args.list:
         parser.error(f"--metric {args.metric} is one number per run: it needs --repeats 2 or more for a noise estimate")
     if not 0 <= args.noise_floor < 1:
@@ -133,7 +147,7 @@ def main(argv=None) -> int:
         print(f"{mode} {metric.name} of rung {args.rung} ({args.preset}): {len(cands)} candidate(s) "
               f"{cands[0].version} .. {cands[-1].version}, {args.repeats} run(s) each -> {out.as_posix()}/", flush=True)
     # --at writes no search state: the bisect's own file stays what the search found
-    search = Search(cands, metric, measurer, args.noise_floor, mode=mode,
+    search = Search(cands, metric, measurer, args.noise_floor, mode=mode, max_runs=max_runs,
                     on_point=(lambda result: None) if args.at else (lambda result: write_state(result, out, command)))
     with stop_on_signals():
         try:

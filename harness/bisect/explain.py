@@ -40,7 +40,7 @@ def points_table(result: Result) -> str:
         runs = f"{len(p.group.records)}" + (" contended" if p.group.contended else "")
         rows.append([p.version, f"{point * scale:,.0f}", bounds, runs, p.verdict or ""])
     unit = "MiB" if result.metric.name == "peak_memory" else result.metric.unit
-    kind = "95% CI" if result.metric.name == "tokens_per_s" else "range"
+    kind = f"{stats.CONFIDENCE:.0%} CI"
     return tabulate(rows, headers=["torch", f"{result.metric.name} ({unit})", kind, "runs", "verdict"],
                     tablefmt="simple", disable_numparse=True)
 
@@ -50,8 +50,10 @@ def answer_lines(result: Result) -> list[str]:
     m, cands = result.metric, result.candidates
     a, b = result.points[cands[0].version], result.points[cands[-1].version]
     if result.outcome == "no difference":
+        undecided = (" Undecided: the interval is still wider than the noise floor after the most runs allowed "
+                     "(--max-repeats)." if result.undecided else "")
         return [(f"No boundary: torch {a.version} and {b.version} do not differ beyond noise in {m.label} "
-                 f"({delta_text(result.total_delta)}).")]
+                 f"({delta_text(result.total_delta)}).{undecided}")]
     if result.outcome == "blocked" and result.boundary is None:
         return [line for line in result.lines if line.startswith("end ")]
     if result.outcome == "landscape":
@@ -75,6 +77,9 @@ def answer_lines(result: Result) -> list[str]:
     if not result.boundary_delta.beyond:
         lines.append("  The two builds at the boundary do not differ beyond noise themselves: the change is spread "
                      "or small steps; no single release brought it.")
+    if result.undecided:
+        lines.append(f"  Undecided after the most runs allowed: torch {', '.join(result.undecided)} (a larger "
+                     f"--max-repeats decides them, or says that no run count here can).")
     busy = [p.version for p in (lo, hi) if p.group.contended]
     if busy:
         lines.append(f"  Measured under contention (other processes used the CPUs): {', '.join(busy)}; rerun to confirm.")
@@ -114,7 +119,7 @@ def write_state(result: Result, out: Path, command: str) -> Path:
                     "against": [{"torch": v, **d.to_dict()} for v, d in p.against]} for p in result.measured()],
         "boundary": list(result.boundary) if result.boundary else None,
         "boundary_delta": delta(result.boundary_delta), "total_delta": delta(result.total_delta),
-        "share": result.share, "spread": result.spread, "lines": result.lines,
+        "share": result.share, "spread": result.spread, "undecided": result.undecided, "lines": result.lines,
     }
     path = out / f"{result.mode}-{result.metric.name}.json"
     tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}")

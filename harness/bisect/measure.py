@@ -80,15 +80,17 @@ class Measurer:
                 out.append(rec)
         return sorted(out, key=lambda r: RecordView(r).get("started_at") or "")
 
-    def __call__(self, c: Candidate) -> list[dict]:
+    def __call__(self, c: Candidate, at_least: int | None = None) -> list[dict]:
+        """Its records, `repeats` of them, or at_least (the search asking for more runs of an undecided build)."""
+        wanted = at_least or self.repeats
         have = self.reusable(c)
-        if len(have) >= self.repeats:
+        if len(have) >= wanted:
             return have
         spec = candidate_spec(c, self.python)
         venv = self.venvs / spec.name
         python = self.ensure_env(c, spec, venv)
         request = dataclasses.replace(self.request, env=spec.name)
-        points = [dataclasses.replace(self.point, repeat=len(have) + i) for i in range(self.repeats - len(have))]
+        points = [dataclasses.replace(self.point, repeat=len(have) + i) for i in range(wanted - len(have))]
         records: list[dict] = []
         heavy = self.heavy_packages(venv) if self.free_disk else []
         try:

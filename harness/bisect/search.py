@@ -1,6 +1,6 @@
 """The search itself, given a way to measure one candidate: the ends first, then midpoints, each classified by
-harness.analysis's comparison rule (stats: the bootstrap interval for tokens/s, the range rule for per-run counters);
-or, for the landscape, every candidate. No installs, no torch: `measure(candidate)` returns its records (or raises
+harness.analysis's comparison rule (stats: the interval from the run-to-run spread, pooled over the builds measured so
+far, for tokens/s and per-run counters alike); or, for the landscape, every candidate. No installs, no torch: `measure(candidate)` returns its records (or raises
 CandidateFailed), so the tests drive it with stand-in measurements.
 
 Classification of a midpoint M between the current ends L and H (both measured):
@@ -10,6 +10,10 @@ Classification of a midpoint M between the current ends L and H (both measured):
               noise of both (noise: cannot tell). Said plainly; the search goes on into the half whose ends differ more,
               so it still ends at the largest step it can find, and says what share of the whole change that step is.
 The search stops at two adjacent candidates (a failed candidate between them is stepped around and named).
+
+Until decided (--repeats auto): a comparison within noise whose interval is still wider than the change it must tell
+apart (half the whole A -> B change for a midpoint, the noise floor for the ends) adds one run to the side with fewer
+runs, until it is decided or both sides have max_runs; then it says "undecided after N runs" and names the builds.
 """
 
 from __future__ import annotations
@@ -18,9 +22,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
 
-from harness.analysis import stats
+from harness.analysis import noise, stats
 from harness.analysis.group import Group
 from harness.bisect.candidates import Candidate
 from harness.record.view import RecordView
@@ -49,26 +52,24 @@ class Metric:
                     if isinstance(v, (int, float))]
         raise ValueError(self.name)
 
-    def value(self, g: Group) -> tuple[float | None, float | None, float | None]:
-        """(point, low, high): tokens/s with its 95% bootstrap interval; a counter's median with its range."""
+    def estimate(self, g: Group) -> stats.Estimate:
+        """The group's value with its replicates, by harness.compare's rule for this kind of number."""
         if self.name == "tokens_per_s":
-            est = g.throughput
-            if est.point is None:
-                return None, None, None
-            if est.boot is None:
-                return est.point, None, None
-            low, high = np.percentile(est.boot, [2.5, 97.5])
-            return est.point, float(low), float(high)
-        values = self.values(g)
-        if not values:
-            return None, None, None
-        return float(np.median(values)), min(values), max(values)
+            return g.throughput
+        if self.name == "peak_memory":
+            return g.memory_estimate
+        return stats.memory(self.values(g), key=f"{self.name} {g.key!r}")  # its own runs' spread: no device's
+
+    def value(self, g: Group) -> tuple[float | None, float | None, float | None]:
+        """(point, low, high): the value with its interval (low, high None without a noise estimate)."""
+        est = self.estimate(g)
+        if est.point is None or est.boot is None:
+            return est.point, None, None
+        return (est.point, *stats.percentile_bounds(est.boot))
 
     def delta(self, a: Group, b: Group, floor: float = stats.NOISE_FLOOR) -> stats.Delta:
         """b relative to a, by the rule harness.compare uses for this kind of number."""
-        if self.name == "tokens_per_s":
-            return stats.ratio(a.throughput, b.throughput, floor)[0]
-        return stats.counter(self.values(a), self.values(b), floor)
+        return stats.ratio(self.estimate(a), self.estimate(b), floor)[0]
 
     def text(self, g: Group) -> str:
         point, low, high = self.value(g)
@@ -76,9 +77,7 @@ class Metric:
             return "n/a"
         scale, fmt = (1 / 2**20, "{:,.0f}") if self.name == "peak_memory" else (1.0, "{:,.0f}")
         unit = " MiB" if self.name == "peak_memory" else f" {self.unit}"
-        bounds = "" if low is None else (f" (95% CI {fmt.format(low * scale)}..{fmt.format(high * scale)})"
-                                         if self.name == "tokens_per_s" else
-                                         f" (range {fmt.format(low * scale)}..{fmt.format(high * scale)})")
+        bounds = "" if low is None else f" ({stats.CONFIDENCE:.0%} CI {fmt.format(low * scale)}..{fmt.format(high * scale)})"
         return fmt.format(point * scale) + unit + bounds
 
 
@@ -128,6 +127,7 @@ class Result:
     total_delta: stats.Delta | None = None
     share: float | None = None  # of the whole A -> B change (log scale) that the boundary step carries
     spread: bool = False  # a midpoint was like neither end
+    undecided: list[str] = field(default_factory=list)  # builds whose comparisons stayed undecided at max_runs
 
     def measured(self) -> list[Point]:
         return sorted((p for p in self.points.values() if p.order), key=lambda p: p.candidate.key)
@@ -141,10 +141,12 @@ def _log_ratio(metric: Metric, a: Group, b: Group) -> float:
 class Search:
     """One bisect or landscape over `candidates` (ordered good end first), measuring through `measure`."""
 
-    def __init__(self, candidates: list[Candidate], metric: Metric, measure: Callable[[Candidate], list[dict]],
+    def __init__(self, candidates: list[Candidate], metric: Metric, measure: Callable[..., list[dict]],
                  floor: float = stats.NOISE_FLOOR, say: Callable[[str], None] = print, mode: str = "bisect",
-                 on_point: Callable[[Result], None] | None = None):
+                 on_point: Callable[[Result], None] | None = None, max_runs: int = 0):
+        """measure(candidate) -> its records; with max_runs (--repeats auto), measure(candidate, n) -> at least n."""
         self.metric, self.measure, self.floor, self.say = metric, measure, floor, say
+        self.max_runs = max_runs
         self.on_point = on_point or (lambda result: None)
         self.result = Result(metric, candidates, {c.version: Point(c) for c in candidates}, mode)
         self._count = 0
@@ -168,13 +170,54 @@ class Search:
             point.group, point.failed = None, str(exc)
         self._count += 1
         point.order = self._count
+        self._pool_noise()
         self.on_point(self.result)
         return point
 
-    def _vs(self, p: Point, other: Point) -> stats.Delta:
+    def _pool_noise(self) -> None:
+        """Every measured build's group made afresh with the run-to-run spread pooled over all of them (the rule
+        harness.compare uses over a folder), so no estimate rests on one build's runs alone."""
+        measured = [p for p in self.result.points.values() if p.group is not None]
+        for p in measured:
+            p.group = group_of(p.group.records)
+        noise.by_device([p.group for p in measured], [])
+
+    def _vs(self, p: Point, other: Point, scale: float | None = None) -> stats.Delta:
+        """p against other; until decided, when max_runs allows: more runs of the side with fewer."""
         d = self.metric.delta(other.group, p.group, self.floor)
+        while self.max_runs and not self._decided(d, scale):
+            grown = self._grow(p, other)
+            if grown is None:
+                for v in (other.version, p.version):
+                    if v not in self.result.undecided:
+                        self.result.undecided.append(v)
+                self._say(f"  torch {other.version} vs {p.version}: undecided after {len(other.group.records)} + "
+                          f"{len(p.group.records)} runs ({delta_text(d)}); --max-repeats to allow more")
+                break
+            d = self.metric.delta(other.group, p.group, self.floor)
         p.against.append((other.version, d))
         return d
+
+    def _decided(self, d: stats.Delta, scale: float | None) -> bool:
+        """Beyond noise, or within noise with an interval narrow enough to rule out a change of `scale` (at least
+        the floor): a comparison that needs no more runs."""
+        if d.value is None or d.beyond:
+            return True
+        if d.verdict != stats.WITHIN:  # no noise estimate yet: one run a side with none known
+            return False
+        return d.detectable is not None and d.detectable <= max(scale or 0.0, self.floor)
+
+    def _grow(self, p: Point, other: Point) -> Point | None:
+        """One more run of whichever side has fewer (below max_runs); None when both have max_runs."""
+        for side in sorted((p, other), key=lambda x: len(x.group.records)):
+            n = len(side.group.records)
+            if n < self.max_runs:
+                side.group = group_of(self.measure(side.candidate, n + 1))
+                self._pool_noise()
+                self._say(f"  torch {side.version}: run {n + 1} (undecided), {self.metric.text(side.group)}")
+                self.on_point(self.result)
+                return side
+        return None
 
     def point_line(self, p: Point) -> str:
         if p.failed:
@@ -194,7 +237,7 @@ class Search:
                 r.outcome = "blocked"
                 self._say(f"end {name} (torch {end.version}) could not be measured: {end.failed}; nothing to bisect")
                 return r
-        r.total_delta = self._vs(b, a)
+        r.total_delta = self._vs(b, a, self.floor)
         if not r.total_delta.beyond:
             r.outcome = "no difference"
             self._say(f"torch {a.version} and {b.version} do not differ beyond noise in {self.metric.label}: "
@@ -213,7 +256,8 @@ class Search:
                 self._say(self.point_line(m))
                 continue
             low_end, high_end = r.points[cands[lo].version], r.points[cands[hi].version]
-            d_lo, d_hi = self._vs(m, low_end), self._vs(m, high_end)
+            half = abs(math.expm1(_log_ratio(self.metric, low_end.group, high_end.group) / 2))  # the change to tell apart
+            d_lo, d_hi = self._vs(m, low_end, half), self._vs(m, high_end, half)
             like_lo, like_hi = not d_lo.beyond, not d_hi.beyond
             if like_lo and not like_hi:
                 m.verdict, lo = "like A", i
@@ -268,11 +312,10 @@ class Search:
 
 
 def delta_text(d: stats.Delta | None) -> str:
-    """+12.3% (95% CI +10.1%..+14.2%), beyond noise; a counter's bounds are its range over repeats."""
+    """+12.3% (99% CI +10.1%..+14.2%), beyond noise (noise borrowed where a side had one run)."""
     if d is None or d.value is None:
         return f"n/a ({d.verdict})" if d else "n/a"
     bounds = ""
     if d.low is not None:
-        kind = "range" if d.bounds == "range" else "95% CI"
-        bounds = f" ({kind} {d.low:+.1%}..{d.high:+.1%})"
-    return f"{d.value:+.1%}{bounds}, {d.verdict}"
+        bounds = f" ({stats.CONFIDENCE:.0%} CI {d.low:+.1%}..{d.high:+.1%})"
+    return f"{d.value:+.1%}{bounds}, {d.verdict}" + (" (noise borrowed)" if d.borrowed else "")
