@@ -5,7 +5,8 @@
 
 Every run is a fresh worker (harness.run's), its record in --out tagged plan `fastest`:
   1. start: one rung of a plan (default: the seed ladder's fused-adamw-clip, its best rung on the H100 and H200
-     records in results/gpu-*), at the preset's B or --batch-size;
+     records in results/gpu-*), at the preset's B or --batch-size, 3 runs (or --repeats, if more): the device's
+     run-to-run spread, which each knob's run borrows (harness.analysis.stats);
   2. each knob alone on top of the start: the rungs of --knobs-plan (default beyond-ladder: SDPA backends, compile
      modes, fused lm_head losses, Inductor options), each rung's change against that plan's defaults;
   3. when two or more knobs helped, all of them together (rung `combined`; of knobs that change the same field or
@@ -87,6 +88,9 @@ class TuneOptions:
     include_contended: bool = False  # runs timed under contention count (marked) instead of being left out
 
 
+START_RUNS = 3  # runs of the start: with fewer the spread every knob is judged by rests on one degree of freedom
+
+
 class Session:
     """One search: its plan file (rewritten as rungs are added; rungs once written never change) and its records."""
 
@@ -138,8 +142,10 @@ class Session:
         return replace(self.request, rungs=",".join(rungs), sweep=sweep,
                        sweep_name=batch_search.SWEEP_NAME if sweep else None)
 
-    def run(self, rungs: list[str], sweep: str | None = None) -> list[dict]:
+    def run(self, rungs: list[str], sweep: str | None = None, repeats: int | None = None) -> list[dict]:
         request = self.request_for(rungs, sweep)
+        if repeats is not None:
+            request = replace(request, repeats=repeats)
         plan_name, points = build_points(request)
         records: list[dict] = []
         try:
@@ -325,7 +331,9 @@ def search_and_report(session: Session) -> int:
     o, r = session.options, session.request
     print(f"tune: start {o.start_plan}/{o.start_rung}, {len(knobs)} knob(s) of {o.knobs_plan}: {', '.join(knobs) or 'none'}; "
           f"preset {r.preset}, env {r.env} -> {r.out}/ (plan file {session.plan_path})", flush=True)
-    session.run([fastest.START_RUNG, *knobs])
+    # the start runs START_RUNS times at least: the device's run-to-run spread, which a knob's single run borrows
+    session.run([fastest.START_RUNG], repeats=max(r.repeats or 1, START_RUNS))
+    session.run(knobs)
     cmp, search = session.analyse()
     if search is None:
         start = next((r for r in map(RecordView, session.records) if r.rung == fastest.START_RUNG), None)

@@ -34,8 +34,8 @@ def run(rung, ms, *, batch=16, sets=None, flags=None, loss=None, status="ok", sw
 
 
 def session(with_start_at_48=True) -> list[dict]:
-    records = [
-        run("start", 100.0, seed=1),
+    records = [  # the start three times, as harness.tune runs it: the spread each knob's one run borrows
+        run("start", 100.0, seed=1), run("start", 100.0, seed=11), run("start", 100.0, seed=21),
         run("sdpa-auto", 90.0, sets={"sdpa_backend": "auto"}, seed=2),
         run("inductor-coordinate-descent", 95.0, flags={"inductor_coordinate_descent_tuning": "on"}, seed=3),
         run("lm-head-liger", 85.0, sets={"lm_head_loss": "liger"}, loss=[x * 1.05 for x in LOSS], seed=4),  # faster, drifts
@@ -94,14 +94,17 @@ def test_nothing_helped_leaves_the_start(tmp_path):
 
 
 def test_overview_on_the_real_gpu_records():
-    """Today's records: no harness.tune run; the H200's fastest equivalent run beyond the ladder is cuDNN attention
-    (beyond-ladder sdpa-cudnn, B=64), explained by its attention kernels against the seed ladder's last rung."""
+    """Today's records: no harness.tune run. On the H200, cuDNN attention (beyond-ladder sdpa-cudnn, B=64, one run) is
+    +2.8% against the seed ladder's last rung, within noise: the H200's run-to-run spread rests on one cell of three
+    runs (sd 0.4%, 2 degrees of freedom), so a one-run gain of a few percent is not decided; it is not called faster."""
     cmp = Compare(load([ROOT / "results" / "gpu-h100-80gb-hbm3", ROOT / "results" / "gpu-h200", ROOT / "results" / "reference"],
                        warn=lambda line: None))
     tables = {t.title: t for t in fastest_tables.fastest_tables(cmp)}
     h200 = {r["what"]: r for r in tables[fastest_tables.OVERVIEW_TITLE + "h200"].rows}
-    assert h200[fastest_tables.BEYOND_ROW]["run"] == "beyond-ladder sdpa-cudnn" and round(h200[fastest_tables.BEYOND_ROW]["tokens_s"]) == 532624
-    assert h200[fastest_tables.BEYOND_ROW]["parity"].startswith("ok")
+    assert h200[fastest_tables.BEYOND_ROW]["run"] == "none in these records"
+    cudnn = next(c for c in fastest.beyond_candidates(cmp, "NVIDIA H200") if c.group.label == "sdpa-cudnn")
+    assert cudnn.delta.verdict == "within noise" and cudnn.delta.borrowed and 0.02 < cudnn.delta.value < 0.04
+    assert round(cudnn.group.throughput.point) == 532624 and not cudnn.faster
     assert h200[fastest_tables.TUNE_ROW]["run"].startswith("none: no `python -m harness.tune` run")
     assert round(h200[fastest_tables.USER_ROW]["tokens_s"]) == 452606  # the user's best: B=96, nightly
     assert round(h200["peer: build-nanogpt"]["tokens_s"]) == 533862
@@ -111,10 +114,6 @@ def test_overview_on_the_real_gpu_records():
     seed = next(r for r in h100.rows if r["what"] == fastest_tables.SEED_ROW)
     assert round(seed["tokens_s"]) == 473340 and "does not fit" in seed["run"]  # B=104 ran, past the 5 GiB headroom
     assert any("no harness.tune run exists in these records yet" in n for n in h100.notes)
-    split = tables["What explains it on h200: sdpa-cudnn (B=64, T=1024) against its start fused-adamw-clip at the same B and T"]
-    attention = next(r for r in split.rows if r["what"] == "attention kernels")
-    assert float(attention["b"]) < float(attention["a"])
-    assert any("no Inductor-generated kernel was captured" in n for n in split.notes)
 
 
 def test_report_section_and_finding_per_gpu(tmp_path):
@@ -127,9 +126,9 @@ def test_report_section_and_finding_per_gpu(tmp_path):
     for gpu in ("h100-80g", "h200"):
         assert f"**{fastest_tables.OVERVIEW_TITLE}{gpu}**" in section
     assert "none: no `python -m harness.tune` run (plan fastest) on this GPU in these records" in section
-    assert "the fastest measured so far is sdpa-cudnn (B=64, T=1024, plan beyond-ladder)" in section
+    assert "the fastest measured so far is the seed ladder's best run (fused-adamw-clip, B=64, T=1024)" in section
     findings = md.split("### Fastest found vs the user's best vs the peer")[1].split("###")[0]
     h200 = next(line for line in findings.splitlines() if line.startswith("- h200:"))
-    assert "the fastest found beyond it: beyond-ladder sdpa-cudnn (B=64, T=1024), 532,624 tokens/s" in h200
     assert "no harness.tune run is in these records" in h200 and "peer: build-nanogpt 533,862 tokens/s" in h200
-    assert "20261123T085044Z-local-beyond-ladder-sdpa-cudnn-r0-2e60fd" in h200  # cites the run it rests on
+
+

@@ -1,0 +1,132 @@
+"""How noisy is this machine? An A/A measurement: one rung, N runs, each its own worker process, nothing changed
+between them, so every difference between the runs is noise.
+
+  python -m harness.calibrate                          # bf16 of the seed ladder, tiny preset, 5 runs -> results/runs/
+  python -m harness.calibrate --rung fp32 --runs 8 --threads 1 --out results/calibration
+
+Its records carry the plan name `calibrate` (harness.analysis.noise.CALIBRATION_PLAN): harness.compare, the report,
+harness.run --repeats auto and the bisect use them for the run-to-run spread of the device they ran on (pooled with
+that device's cells of 2+ runs) and show them in no table. It prints the spread and the smallest change this machine
+can show with 2, 3 and 5 runs a side, by the rule every comparison uses (harness.analysis.stats).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shlex
+import sys
+from pathlib import Path
+
+from harness.analysis import stats
+from harness.analysis.noise import CALIBRATION_PLAN, run_memory, run_tokens_per_s
+from harness.launcher import report_stops, run_points
+from harness.plan import MAX_REPEATS
+from harness.progress import contention_warning
+from harness.record.view import RecordView
+from harness.request import USAGE_ERRORS, RunRequest, add_option, check_request, override_args
+
+MIN_RUNS = 3  # two runs give one degree of freedom: a spread that is itself a guess
+DEFAULT_RUNS = 5
+DEFAULT_RUNG = "bf16"
+SIDES = (2, 3, 5)  # runs a side the summary answers for
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m harness.calibrate", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rung", default=DEFAULT_RUNG, help=f"the rung of --plan to run (default {DEFAULT_RUNG})")
+    p.add_argument("--runs", type=int, default=DEFAULT_RUNS,
+                   help=f"runs, each its own process ({MIN_RUNS} to {MAX_REPEATS:,}; default {DEFAULT_RUNS})")
+    add_option(p, "plan")
+    add_option(p, "preset")
+    add_option(p, "out")
+    add_option(p, "env")
+    add_option(p, "set")
+    add_option(p, "flag")
+    add_option(p, "steps")
+    add_option(p, "device")
+    add_option(p, "threads")
+    add_option(p, "timeout")
+    return p
+
+
+def detectable(noise: stats.Noise, runs: int, floor: float = stats.NOISE_FLOOR) -> float:
+    """The smallest relative change two sets of `runs` runs each can call beyond noise with this spread."""
+    return max(math.expm1(stats.t_quantile(noise.df) * noise.sd * math.sqrt(2 / runs)), floor)
+
+
+def summary_lines(records: list[dict], device_noise: stats.Noise | None = None) -> list[str]:
+    """The spread of these runs, and what it lets a comparison see with 2, 3 and 5 runs a side."""
+    views = [v for v in map(RecordView, records) if v.ok and not v.contended]
+    busy = sum(1 for v in map(RecordView, records) if v.ok and v.contended)
+    lines = [f"{len(views)} clean run(s) of {len(records)}" + (f" ({busy} contended, counted nowhere)" if busy else "")]
+    tokens = [run_tokens_per_s(v) for v in views]
+    own = stats.pooled_noise([tokens], source="own")
+    if own is None:
+        return lines + ["fewer than 2 clean runs: no spread (run again when the machine is quiet)"]
+    lo, hi = min(tokens), max(tokens)
+    lines.append(f"tokens/s: {lo:,.0f} .. {hi:,.0f} ({hi / lo - 1:.1%} from slowest to fastest); run-to-run sd "
+                 f"{own.sd:.1%} ({own.runs} runs, {own.df} degrees of freedom)")
+    memory = {}
+    for v in views:
+        metric, value = run_memory(v)
+        memory.setdefault(metric, []).append(value)
+    for metric, values in memory.items():
+        mem = stats.pooled_noise([values], source="own")
+        if mem is not None:
+            lines.append(f"{metric}: {min(values) / 2**20:,.0f} .. {max(values) / 2**20:,.0f} MiB; sd {mem.sd:.1%}")
+    lines.append(f"smallest change in tokens/s called beyond noise ({stats.interval_name()}, floor "
+                 f"{stats.NOISE_FLOOR:.0%}), from these runs alone: " +
+                 ", ".join(f"{n} runs a side {detectable(own, n):.1%}" for n in SIDES))
+    if device_noise is not None and device_noise.df > own.df:
+        lines.append(f"with the device's spread pooled over {device_noise.cells} cells ({device_noise.runs} runs, sd "
+                     f"{device_noise.sd:.1%}), as harness.compare uses it: " +
+                     ", ".join(f"{n} a side {detectable(device_noise, n):.1%}" for n in SIDES))
+    return lines
+
+
+def main(argv=None) -> int:
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    if not MIN_RUNS <= args.runs <= MAX_REPEATS:
+        parser.error(f"--runs {args.runs}: from {MIN_RUNS} to {MAX_REPEATS:,} (with 2 the spread has one degree of "
+                     f"freedom: a guess)")
+    request = RunRequest(plan=args.plan, preset=args.preset, out=args.out, env=args.env, repeats=args.runs,
+                         rungs=args.rung, sets=tuple(args.set or ()), flags=tuple(args.flag or ()), steps=args.steps,
+                         device=args.device, timeout=args.timeout, threads=args.threads)
+    records: list[dict] = []
+    with report_stops("python -m harness.calibrate", records, request.out) as stop:
+        try:
+            _plan, points = check_request(request)
+        except USAGE_ERRORS as exc:
+            parser.error(str(exc))
+        if len(points) != args.runs:
+            parser.error(f"--rung {args.rung}: the plan sweeps it; calibrate one point (--set FIELD=VALUE)")
+        stop.total = len(points)
+        print(f"calibrate: {args.runs} runs of {args.plan}/{args.rung} ({args.preset}), env {args.env} -> "
+              f"{Path(request.out).as_posix()}/ (records tagged plan={CALIBRATION_PLAN})", flush=True)
+        rerun = shlex.join(["python", "-m", "harness.calibrate", "--rung", args.rung, "--runs", "1", "--plan", args.plan,
+                            "--preset", args.preset, "--out", request.out, "--env", args.env, *override_args(request)])
+        run_points(request, CALIBRATION_PLAN, points, records, rerun=lambda point: rerun)
+    if stop.exit_code is not None:
+        return stop.exit_code
+    print()
+    print("\n".join(summary_lines(records, _device_noise(request.out, records))))
+    warning = contention_warning(records)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
+    return 0 if any(r["status"] == "ok" for r in records) else 1
+
+
+def _device_noise(out: str, records: list[dict]) -> stats.Noise | None:
+    """The device's tokens/s spread over everything in --out, as harness.compare computes it."""
+    from harness.analysis.dataset import load
+
+    labels = {RecordView(r).device_label for r in records if r["status"] == "ok"}
+    noise = load([out], warn=lambda line: None).noise
+    return next((noise[label].tokens for label in labels if label in noise and noise[label].tokens), None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
