@@ -45,9 +45,12 @@ def make_parser() -> argparse.ArgumentParser:
     add_option(p, "set")
     add_option(p, "flag")
     add_option(p, "steps")
+    add_option(p, "warmup_steps")
     add_option(p, "device")
     add_option(p, "threads")
     add_option(p, "timeout")
+    p.add_argument("--include-contended", action="store_true", help="count runs timed while other work kept the CPUs "
+                   "busy, marked (by default they count nowhere, as in harness.compare)")
     return p
 
 
@@ -56,11 +59,13 @@ def detectable(noise: stats.Noise, runs: int, floor: float = stats.NOISE_FLOOR) 
     return max(math.expm1(stats.t_quantile(noise.df) * noise.sd * math.sqrt(2 / runs)), floor)
 
 
-def summary_lines(records: list[dict], device_noise: stats.Noise | None = None) -> list[str]:
+def summary_lines(records: list[dict], device_noise: stats.Noise | None = None,
+                  include_contended: bool = False) -> list[str]:
     """The spread of these runs, and what it lets a comparison see with 2, 3 and 5 runs a side."""
-    views = [v for v in map(RecordView, records) if v.ok and not v.contended]
+    views = [v for v in map(RecordView, records) if v.ok and (include_contended or not v.contended)]
     busy = sum(1 for v in map(RecordView, records) if v.ok and v.contended)
-    lines = [f"{len(views)} clean run(s) of {len(records)}" + (f" ({busy} contended, counted nowhere)" if busy else "")]
+    counted = "counted, marked" if include_contended else "counted nowhere"
+    lines = [f"{len(views)} run(s) counted of {len(records)}" + (f" ({busy} contended, {counted})" if busy else "")]
     tokens = [run_tokens_per_s(v) for v in views]
     own = stats.pooled_noise([tokens], source="own")
     if own is None:
@@ -94,7 +99,7 @@ def main(argv=None) -> int:
                      f"freedom: a guess)")
     request = RunRequest(plan=args.plan, preset=args.preset, out=args.out, env=args.env, repeats=args.runs,
                          rungs=args.rung, sets=tuple(args.set or ()), flags=tuple(args.flag or ()), steps=args.steps,
-                         device=args.device, timeout=args.timeout, threads=args.threads)
+                         warmup_steps=args.warmup_steps, device=args.device, timeout=args.timeout, threads=args.threads)
     records: list[dict] = []
     with report_stops("python -m harness.calibrate", records, request.out) as stop:
         try:
@@ -112,19 +117,20 @@ def main(argv=None) -> int:
     if stop.exit_code is not None:
         return stop.exit_code
     print()
-    print("\n".join(summary_lines(records, _device_noise(request.out, records))))
+    print("\n".join(summary_lines(records, _device_noise(request.out, records, args.include_contended),
+                                   args.include_contended)))
     warning = contention_warning(records)
     if warning:
         print(warning, file=sys.stderr, flush=True)
     return 0 if any(r["status"] == "ok" for r in records) else 1
 
 
-def _device_noise(out: str, records: list[dict]) -> stats.Noise | None:
+def _device_noise(out: str, records: list[dict], include_contended: bool) -> stats.Noise | None:
     """The device's tokens/s spread over everything in --out, as harness.compare computes it."""
     from harness.analysis.dataset import load
 
     labels = {RecordView(r).device_label for r in records if r["status"] == "ok"}
-    noise = load([out], warn=lambda line: None).noise
+    noise = load([out], warn=lambda line: None, include_contended=include_contended).noise
     return next((noise[label].tokens for label in labels if label in noise and noise[label].tokens), None)
 
 

@@ -100,15 +100,15 @@ def run_until_decided(request: RunRequest, plan_name: str, points: list, records
             if len(made) < AUTO_MIN_RUNS:
                 continue
             half = half_width(request.out, {r["run_id"] for r in made})
-            known = "not yet known" if half is None else f"+-{half:.1%}"
+            known = f"+-{half:.1%}" if half is not None else "no interval yet (contended runs count nowhere)"
             if half is not None and half <= target:
-                say(f"      {label}: decided after {len(made)} runs: tokens/s known to {known} (target {target:.1%})")
+                say(f"      {label}: decided after {len(made)} runs: tokens/s {known} (target {target:.1%})")
                 break
             if len(made) >= cap:
-                say(f"      {label}: undecided after {len(made)} runs: tokens/s known to {known}, target {target:.1%} "
+                say(f"      {label}: undecided after {len(made)} runs: tokens/s {known}, target {target:.1%} "
                     f"(--max-repeats to allow more)")
                 break
-            say(f"      {label}: {len(made)} runs, tokens/s known to {known} (target {target:.1%}): one more")
+            say(f"      {label}: {len(made)} runs, tokens/s {known} (target {target:.1%}): one more")
 
 
 def half_width(out: str, run_ids: set[str]) -> float | None:
