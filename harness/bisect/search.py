@@ -22,7 +22,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-
 from harness.analysis import noise, stats
 from harness.analysis.group import Group
 from harness.bisect.candidates import Candidate
