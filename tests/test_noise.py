@@ -181,3 +181,36 @@ def test_calibrate_measures_the_machine_and_compare_uses_it_only_for_noise(tmp_p
     assert not ds.groups and len(ds.calibration) == 3  # in no table
     (noise,) = ds.noise.values()
     assert noise.calibration_runs == 3 and noise.tokens is not None and noise.tokens.df == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["harness.run", "--repeats", "auto", "--max-repeats", "1"], "--max-repeats 1: must be from 2 to 1,000"),
+    (["harness.run", "--repeats", "auto", "--max-repeats", "1001"], "--max-repeats 1001: must be from 2 to 1,000"),
+    (["harness.run", "--repeats", "auto", "--target", "0"], "'0': a positive percentage below 100"),
+    (["harness.run", "--repeats", "auto", "--target=-2%"], "'-2%': a positive percentage below 100"),
+    (["harness.run", "--repeats", "auto", "--target", "nan"], "'nan': a positive percentage below 100"),
+    (["harness.run", "--repeats", "auto", "--target", "two"], "'two': a positive percentage below 100"),
+    (["harness.run", "--target", "2"], "--target needs --repeats auto"),
+    (["harness.run", "--repeats", "3", "--max-repeats", "5"], "--max-repeats needs --repeats auto"),
+    (["harness.run", "--repeats", "often"], "'often': a whole number of runs, or 'auto'"),
+    (["harness.calibrate", "--runs", "2"], "--runs 2: from 3 to 1,000"),
+    (["harness.calibrate", "--runs", "0"], "--runs 0: from 3 to 1,000"),
+])
+def test_bad_repeat_options_are_one_line_before_any_worker(tmp_path, args, message):
+    from module_cli import assert_refused, run_module
+
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = run_module(*args, "--out", out, timeout=120)
+    assert_refused(proc, out, message)
+
+
+def test_bisect_refuses_bad_auto_options(tmp_path):
+    from module_cli import run_module
+
+    for args, message in ((["--repeats", "auto", "--max-repeats", "1"], "--max-repeats 1: must be from 2 to 1,000"),
+                          (["--repeats", "3", "--max-repeats", "5"], "--max-repeats needs --repeats auto")):
+        proc = run_module("harness.bisect", "--rung", "bf16", "--good", "2.1.2", "--bad", "2.15.0", *args,
+                          "--out", tmp_path / "b", timeout=120)
+        assert proc.returncode == 2 and message in proc.stderr.strip().splitlines()[-1]
+        assert not (tmp_path / "b").exists()
