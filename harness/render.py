@@ -201,6 +201,9 @@ def verdict_json(v) -> dict:
         "left_out": dict(v.left_out), "not_ok": dict(v.not_ok),
         "contended": [{"run_id": r.run_id, "rerun": r.rerun_command} for r in v.contended],
         "devices": [{"alias": a, "label": label} for a, label in v.devices],
+        "noise": [{"device": n.device, "calibration_runs": n.calibration_runs,
+                   "tokens_per_s": _noise_json(n.tokens),
+                   "memory": {metric: _noise_json(x) for metric, x in sorted(n.memory.items())}} for n in v.noise],
     }
 
 
@@ -348,6 +351,11 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
         blocks.append(noise)
     blocks.append(("Devices: " + "; ".join(f"{alias} = {label}" for alias, label in v.devices), []))
     return blocks
+
+
+def _noise_json(n: stats.Noise | None) -> dict | None:
+    """A run-to-run spread as data: sd of log per-run values (about the relative sd), degrees of freedom, basis."""
+    return None if n is None else {"sd": n.sd, "df": n.df, "cells": n.cells, "runs": n.runs}
 
 
 def noise_line(noise: list, name) -> tuple[str, list[str]] | None:
