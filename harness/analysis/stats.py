@@ -78,10 +78,12 @@ def t_quantile(df: float) -> float:
 def rule_text(noise_floor: float = NOISE_FLOOR, n_boot: int = N_BOOT) -> str:
     """The significance rule in one paragraph (footer of every output, and the docs)."""
     return (
-        f"Significance: the run is the unit of noise. tokens/s = tokens per step / median timed step (warm-up "
+        f"Significance: the run is the unit of noise (runs of one build differ by more than the steps inside a run "
+        f"do, so no interval rests on step noise alone). tokens/s = tokens per step / median timed step (warm-up "
         f"excluded; a cell's runs pooled); memory = the median of the runs' peaks. Run-to-run spread = the sd of "
         f"log per-run values, pooled over the device's cells with 2+ runs and its calibration runs; a cell uses the "
-        f"larger of its own and its device's. Interval: {CONFIDENCE:.0%}, Student-t on spread/sqrt(runs) "
+        f"larger of its own and its device's. Interval: {CONFIDENCE:.0%} (a build compared with itself must not be "
+        f"called faster by chance), Student-t on spread/sqrt(runs) "
         f"({n_boot} seeded replicates). 'beyond noise' when the interval excludes 0 and |delta| >= {noise_floor:.0%} "
         f"(1 pp for differences of effects), else 'within noise'. A one-run cell borrows its device's spread "
         f"('borrowed'); with none known: '{ONE_RUN}'. Fewer than {MIN_SAMPLES} timed steps: no noise estimate."
