@@ -16,7 +16,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness import envinfo
+from harness import envinfo, output
 from harness.gpu_check import budget, estimate, pack, plan, runner, text
 from harness.record.io import check_writable
 from harness.record.model import RecordError
@@ -103,7 +103,7 @@ def dry_run(args, tiers, records) -> int:
                            f"~{clock.now:.0f} s, then the closing; the real call re-estimates after every run from "
                            "the runs it has done, and gives each run the time left as its timeout."))
     lines += text.tier_lines(tiers, outcomes)
-    print("\n".join(lines))
+    output.emit("\n".join(lines) + "\n")
     return 0
 
 
@@ -125,7 +125,10 @@ def main(argv=None) -> int:
     tiers, paths = check(p, args)
     records = estimate.load_gpu_records(paths)
     if args.dry_run:
-        return dry_run(args, tiers, records)
+        try:
+            return dry_run(args, tiers, records)
+        except output.OutputError as exc:
+            return output.fail(str(exc))
 
     t0, started_at = time.monotonic(), datetime.now(timezone.utc).isoformat(timespec="seconds")
     out, python = Path(args.out), sys.executable
