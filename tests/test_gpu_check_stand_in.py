@@ -30,14 +30,13 @@ class StandIn(runner.WorkerRunner):
 
 def test_a_budgeted_call_on_the_cpu_stand_in(tmp_path):
     out, packed = tmp_path / "call", tmp_path / "OUT"
-    tiers = plan.select(["padding-tf32", "fastest"])
-    est = estimate.Estimator([], "stand-in", steps=4)
+    tiers = plan.select(["padding-tf32", "fastest"], steps=(4, 1))
+    est = estimate.Estimator([], "stand-in")
     # 1 s a run, the cuDNN one 200 s: the fastest tier (a pair, all or nothing) cannot fit the 300 s
     est.prior = lambda run: estimate.Estimate(200.0 if run.rung == "sdpa-cudnn" else 1.0, "stand-in")
-    workers = StandIn(sys.executable, out, steps=4, warmup_steps=1)
+    workers = StandIn(sys.executable, out)
     t0 = time.monotonic()
-    summary = {"gpu": "stand-in", "started_at": "2026-11-25T19:00:00+00:00", "budget_s": 600.0, "steps": 4,
-               "warmup_steps": 1, "runs": [], "sanity": {}}
+    summary = {"gpu": "stand-in", "started_at": "2026-11-25T19:00:00+00:00", "budget_s": 600.0, "runs": [], "sanity": {}}
 
     def packed_after(outcome):
         summary["runs"].append(outcome.to_dict())

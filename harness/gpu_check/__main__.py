@@ -34,8 +34,10 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--reserve-s", type=float, default=estimate.CLOSING_S,
                    help=f"seconds kept for compare, report and packing ({estimate.CLOSING_S:.0f})")
     p.add_argument("--tiers", help=f"comma-separated tiers in the order to run ({','.join(plan.tier_names())}: the default)")
-    p.add_argument("--steps", type=int, default=plan.STEPS, help=f"steps per run ({plan.STEPS})")
-    p.add_argument("--warmup-steps", type=int, default=plan.WARMUP_STEPS, help=f"warm-up steps per run ({plan.WARMUP_STEPS})")
+    p.add_argument("--steps", type=int, help=f"steps of every run, with --warmup-steps (default: each tier's: "
+                   f"{plan.SHORT[0]} with {plan.SHORT[1]} warm-up for the padding A/B, {plan.FULL[0]} with {plan.FULL[1]} "
+                   "for the knobs)")
+    p.add_argument("--warmup-steps", type=int, help="warm-up steps of every run (needs --steps)")
     p.add_argument("--out", default="results/runs/gpu-check", help="the call's results folder (default results/runs/gpu-check)")
     p.add_argument("--pack-to", help="also pack everything into this folder after every run (a device call's $OUT)")
     p.add_argument("--records", action="append", help="committed GPU records the estimates start from (repeatable; "
@@ -63,10 +65,13 @@ def unpack_main(argv: list[str]) -> int:
 def check(p: argparse.ArgumentParser, args) -> tuple[list[plan.Tier], list[Path]]:
     if args.budget_s <= 0 or args.reserve_s < 0 or args.reserve_s >= args.budget_s:
         p.error("--budget-s must be positive and --reserve-s from 0 to below it")
-    if args.steps < 2 or not 0 <= args.warmup_steps < args.steps:
+    if (args.steps is None) != (args.warmup_steps is None):
+        p.error("--steps and --warmup-steps go together")
+    if args.steps is not None and (args.steps < 2 or not 0 <= args.warmup_steps < args.steps):
         p.error("--steps must be at least 2 and --warmup-steps from 0 to below it")
+    steps = None if args.steps is None else (args.steps, args.warmup_steps)
     try:
-        tiers = plan.select([t.strip() for t in args.tiers.split(",")] if args.tiers else None)
+        tiers = plan.select([t.strip() for t in args.tiers.split(",")] if args.tiers else None, steps)
     except ValueError as exc:
         p.error(str(exc))
     paths = [Path(x) for x in args.records] if args.records else sorted((ROOT / "results").glob("gpu-*/"))
@@ -85,7 +90,7 @@ def check(p: argparse.ArgumentParser, args) -> tuple[list[plan.Tier], list[Path]
 
 def dry_run(args, tiers, records) -> int:
     names = estimate.gpu_names(records)
-    est = estimate.Estimator(records, args.gpu, args.steps)
+    est = estimate.Estimator(records, args.gpu)
     clock = budget.SimulatedClock(estimate.SANITY_S)
     lines: list[str] = []
     outcomes = budget.spend(tiers, budget.simulated_runner(clock, est), clock,
@@ -93,8 +98,8 @@ def dry_run(args, tiers, records) -> int:
     started = [o for o in outcomes if o.started]
     lines.append(text.wrap(
         f"gpu_check dry run for {args.gpu}: budget {args.budget_s:.0f} s = sanity ~{estimate.SANITY_S:.0f} s (assumed) + "
-        f"runs + {args.reserve_s:.0f} s for compare, report and packing; {args.steps} steps per run ({args.warmup_steps} "
-        f"warm-up); estimates from {len(est.records)} committed records of "
+        f"runs + {args.reserve_s:.0f} s for compare, report and packing; steps per run W+N = warm-up + timed; "
+        f"estimates from {len(est.records)} committed records of "
         f"{'that GPU' if not est.fallback else 'other GPUs (' + ', '.join(names) + ')'}, each + {estimate.LAUNCH_S:.0f} s worker start."))
     lines.append("")
     lines.append(text.runs_table(outcomes, dry_run=True, start_s=estimate.SANITY_S))
@@ -138,10 +143,10 @@ def main(argv=None) -> int:
         return 2
     sanity_s = time.monotonic() - t0
     gpu = found["gpu"]
-    est = estimate.Estimator(records, gpu, args.steps)
+    est = estimate.Estimator(records, gpu)
     summary = {"tool": "python -m harness.gpu_check", "command": ["python", "-m", "harness.gpu_check", *argv],
                "gpu": gpu, "started_at": started_at, "finished_at": None, "budget_s": args.budget_s,
-               "reserve_s": args.reserve_s, "steps": args.steps, "warmup_steps": args.warmup_steps,
+               "reserve_s": args.reserve_s,
                "tiers": [t.name for t in tiers], "source": envinfo.code_identity(),
                "sanity": {**found, "exit": code, "seconds": round(sanity_s, 1)}, "runs": [], "scale": 1.0,
                "compare": {"paths": []}, "report": {}, "used_s": 0.0}
@@ -162,7 +167,7 @@ def main(argv=None) -> int:
         print("gpu_check: the sanity check failed (above); not running the GPU steps", file=sys.stderr)
         save()
         return 1
-    outcomes_done = budget.spend(tiers, runner.WorkerRunner(python, out, args.steps, args.warmup_steps), time.monotonic,
+    outcomes_done = budget.spend(tiers, runner.WorkerRunner(python, out), time.monotonic,
                                  t0 + args.budget_s - args.reserve_s, est, on_done=lambda o: (outcomes.append(o), save()))
     committed = [x for x in paths if any(r.environment.get("gpu", {}).get("name") == gpu
                                          for r in estimate.load_gpu_records([x]))]

@@ -64,10 +64,10 @@ def gpu_names(records: list[RecordView]) -> list[str]:
 
 
 @lru_cache(maxsize=None)
-def planned_workload(run: Run, steps: int) -> dict:
+def planned_workload(run: Run) -> dict:
     """The workload harness.run will build for this run (the same code path, so the plan cannot drift from it)."""
     request = RunRequest(plan=run.plan, preset="gpt2-124m", rungs=run.rung, batch_size=run.batch_size, device="cuda",
-                         steps=steps)
+                         steps=run.steps)
     _plan, (point,) = build_points(request)
     return point.workload
 
@@ -75,8 +75,8 @@ def planned_workload(run: Run, steps: int) -> dict:
 class Estimator:
     """Prior estimates from the committed records of one GPU, scaled by the call's own runs as they finish."""
 
-    def __init__(self, records: list[RecordView], gpu: str, steps: int, launch_s: float = LAUNCH_S):
-        self.gpu, self.steps, self.launch_s = gpu, steps, launch_s
+    def __init__(self, records: list[RecordView], gpu: str, launch_s: float = LAUNCH_S):
+        self.gpu, self.launch_s = gpu, launch_s
         same = [r for r in records if r.environment.get("gpu", {}).get("name") == gpu]
         self.fallback = not same  # no record of this GPU: the slowest of any GPU's, said in every basis
         self.records = same or records
@@ -88,14 +88,14 @@ class Estimator:
         return self.actual_sum / self.prior_sum if self.prior_sum else 1.0
 
     def prior(self, run: Run) -> Estimate:
-        want = measured_workload(planned_workload(run, self.steps))
+        want = measured_workload(planned_workload(run))
         candidates = []
         for r in self.records:
             have = measured_workload(r.workload)
             if any(have.get(k) != want.get(k) for k in SHAPE_FIELDS):
                 continue
             apart = sorted(k for k in want.keys() | have.keys() if want.get(k) != have.get(k))
-            candidates.append((len(apart), -self._seconds(r), apart, r))
+            candidates.append((len(apart), -self._seconds(r, run.steps), apart, r))
         if not candidates:
             return Estimate(0.0, f"no committed run of B={run.batch_size} on {self.gpu}", measured=False)
         _n, neg_seconds, apart, r = min(candidates, key=lambda c: (c[0], c[1]))
@@ -105,19 +105,19 @@ class Estimator:
         mode = want.get("compile")
         if "compile" in apart and mode in UNMEASURED_COMPILE_S:
             seconds += UNMEASURED_COMPILE_S[mode]
-            basis += f"; +{UNMEASURED_COMPILE_S[mode]:.0f} s assumed (no record has this compile mode)"
+            basis += f"; +{UNMEASURED_COMPILE_S[mode]:.0f} s assumed: no record has compile {mode}"
             measured = False
         if self.fallback:
             basis += f"; no committed record of {self.gpu}: {r.environment.get('gpu', {}).get('name')}'s"
         return Estimate(seconds, basis, measured)
 
-    def _seconds(self, r: RecordView) -> float:
-        """This record's run time with this call's step count: the launcher's start, the worker, less the steps left out."""
+    def _seconds(self, r: RecordView, steps: int) -> float:
+        """This record's run time at `steps`: the launcher's start, the worker, less the steps left out."""
         seconds = self.launch_s + _worker_seconds(r)
         ran = len(r.get("steps", {}).get("ms") or [])
         median = r.summary.get("step_ms_median")
-        if ran > self.steps and median:
-            seconds -= (ran - self.steps) * median / 1000.0
+        if ran > steps and median:
+            seconds -= (ran - steps) * median / 1000.0
         return seconds
 
     def estimate(self, run: Run) -> Estimate:

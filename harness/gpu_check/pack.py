@@ -121,8 +121,8 @@ def readme(summary: dict, folder: str) -> str:
         f"| driver | {san.get('driver')} |",
         f"| software | Python {san.get('python')}, torch {san.get('torch')}, CUDA {san.get('cuda')}, cuDNN {san.get('cudnn')}: "
         "the machine's own interpreter, env `local` |",
-        f"| workload | gpt2-124m, T=1024, synthetic data, {summary['steps']} steps of which {summary['warmup_steps']} warm-up, "
-        "one fresh worker per run; kernel capture (3 steps after the timed ones) only where the table says yes |",
+        "| workload | gpt2-124m, T=1024, synthetic data, `torch.compile` as the rung says, one fresh worker per run; steps "
+        "per run as the table says (warm-up + timed), kernel capture (3 steps after the timed ones) where it says yes |",
         f"| command | `{' '.join(summary.get('command', []))}` |",
         "",
         "| folder | what |",
@@ -132,13 +132,14 @@ def readme(summary: dict, folder: str) -> str:
         "| `logs/` | the console output of each tier; `sanity.log` (nvidia-smi, torch) |",
         f"| `compare.txt`, `report/` | harness.compare and harness.report over {', '.join(f'`{p}`' for p in summary.get('compare', {}).get('paths', []))} |",
         "",
-        "| # | tier | run | capture | status | estimate s | took s | note |",
-        "|---|---|---|---|---|---|---|---|",
+        "| # | tier | run | steps | capture | status | estimate s | took s | note |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for i, r in enumerate(runs, 1):
         took = "" if r["seconds"] is None else f"{r['seconds']:.0f}"
         note = (r.get("note") or "").replace("|", "/")
-        lines.append(f"| {i} | {r['tier']} | {r['key']} | {'yes' if r['capture'] else 'no'} | {r['status']} | "
+        steps = f"{r['warmup_steps']}+{r['steps'] - r['warmup_steps']}"
+        lines.append(f"| {i} | {r['tier']} | {r['key']} | {steps} | {'yes' if r['capture'] else 'no'} | {r['status']} | "
                      f"{r['estimate_s']:.0f} | {took} | {note} |")
     lines += ["", "Corrections and gaps, so that nobody is misled: (none recorded by the tool; add what a reader must know)", ""]
     return "\n".join(lines)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness.gpu_check import sanity
 from harness.gpu_check.budget import Result
-from harness.gpu_check.plan import STEPS, WARMUP_STEPS, Run
+from harness.gpu_check.plan import Run
 from harness.record.io import read_json
 
 KILL_GRACE_S = 30  # harness.run kills its worker at --timeout; past this more, the harness.run process itself goes
@@ -63,11 +63,11 @@ def run_sanity(python: str, logs: Path) -> tuple[int, dict | None]:
 class WorkerRunner:
     """One planned run = one `python -m harness.run` of one rung, its records in OUT/<folder>/."""
 
-    def __init__(self, python: str, out: Path, steps: int = STEPS, warmup_steps: int = WARMUP_STEPS):
-        self.python, self.out, self.steps, self.warmup_steps = python, out, steps, warmup_steps
+    def __init__(self, python: str, out: Path):
+        self.python, self.out = python, out
 
     def argv(self, run: Run, timeout_s: float) -> list[str]:
-        return [self.python, "-m", "harness.run", *run.argv(self.steps, self.warmup_steps),
+        return [self.python, "-m", "harness.run", *run.argv(),
                 "--out", str(self.out / run.folder), "--timeout", f"{max(timeout_s, 1.0):.0f}"]
 
     def __call__(self, run: Run, timeout_s: float) -> Result:

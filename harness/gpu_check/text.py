@@ -36,12 +36,12 @@ def runs_table(outcomes: list[Outcome], dry_run: bool, start_s: float = 0.0) -> 
         status = ("runs" if o.started else "not started") if dry_run else o.status
         took = "" if dry_run or o.seconds is None else f"{o.seconds:.0f}"
         ends = f"{clock:.0f}" if o.started else ""
-        row = [i, o.run.tier, o.run.rung, o.run.batch_size, "yes" if o.run.capture else "no",
+        row = [i, o.run.tier, o.run.rung, o.run.batch_size, o.run.steps_text, "yes" if o.run.capture else "no",
                f"{o.estimate_s:.0f}", *([] if dry_run else [took]), ends, status,
                o.basis if dry_run else (o.note or "")]
         rows.append(row)
-    headers = ["#", "tier", "rung", "B", "capture", "est s", *([] if dry_run else ["took s"]), "ends at s", "status",
-               "estimate from (committed record)" if dry_run else "note"]
+    headers = ["#", "tier", "rung", "B", "steps", "capture", "est s", *([] if dry_run else ["took s"]), "ends s", "status",
+               "estimated from" if dry_run else "note"]
     return table(headers, rows)
 
 
