@@ -230,6 +230,7 @@ def test_dry_run_for_an_h100_reads_at_120_columns(capsys):
     (["--dry-run", "--steps", "5", "--warmup-steps", "5"], "--warmup-steps from 0 to below it"),
     (["--dry-run", "--steps", "20"], "--steps and --warmup-steps go together"),
     (["--dry-run", "--records", "/no/such/folder"], "no such folder /no/such/folder"),
+    (["--out", str(ROOT / "results" / "gpu-h200")], "is not empty: a call's folder holds that call alone"),
 ])
 def test_bad_options_are_one_line_and_exit_2(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:

@@ -38,7 +38,7 @@ def make_parser() -> argparse.ArgumentParser:
                    f"{plan.SHORT[0]} with {plan.SHORT[1]} warm-up for the padding A/B, {plan.FULL[0]} with {plan.FULL[1]} "
                    "for the knobs)")
     p.add_argument("--warmup-steps", type=int, help="warm-up steps of every run (needs --steps)")
-    p.add_argument("--out", default="results/runs/gpu-check", help="the call's results folder (default results/runs/gpu-check)")
+    p.add_argument("--out", help="the call's results folder, new or empty (default results/runs/gpu-check-<UTC time>)")
     p.add_argument("--pack-to", help="also pack everything into this folder after every run (a device call's $OUT)")
     p.add_argument("--records", action="append", help="committed GPU records the estimates start from (repeatable; "
                    "default: every results/gpu-*/ folder)")
@@ -79,6 +79,9 @@ def check(p: argparse.ArgumentParser, args) -> tuple[list[plan.Tier], list[Path]
     if missing:
         p.error(f"--records: no such folder {', '.join(missing)}")
     if not args.dry_run:
+        args.out = args.out or f"results/runs/gpu-check-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
+        if Path(args.out).is_dir() and any(Path(args.out).iterdir()):
+            p.error(f"--out {args.out} is not empty: a call's folder holds that call alone (it is packed whole)")
         try:
             check_writable(args.out)
             if args.pack_to:
