@@ -333,7 +333,7 @@ def test_the_call_runs_the_budget_closes_and_packs(tmp_path, monkeypatch, capsys
 
     monkeypatch.setattr(runner, "run_sanity", lambda python, logs: (0, {"gpu": H100_NAME, "torch": "2.11.0+cu130"}))
     monkeypatch.setattr(runner, "WorkerRunner", Workers)
-    monkeypatch.setattr(runner, "closing", lambda python, out, paths: {
+    monkeypatch.setattr(runner, "closing", lambda python, out, paths, deadline: {
         "compare": {"exit": 0, "seconds": 1.0, "paths": [str(out), *map(str, paths)]}, "report": {"exit": 0, "seconds": 2.0}})
     code = cli.main(["--out", str(tmp_path / "call"), "--pack-to", str(tmp_path / "OUT"), "--tiers", "fastest,knobs,long-tail"])
     assert code == 0
@@ -390,3 +390,14 @@ def test_the_steps_evidence_from_the_committed_records(capsys):
     assert re.search(r"^  5\+25\s+.*8 of 8\s+0\.9\s+2\.8$", out, re.M)
     assert "10+40  H200 B=64 fused-adamw-clip -> sdpa-cudnn: +3.05% [+1.56%,+3.91%] beyond noise" in out
     assert "5+25  H200 B=64 fused-adamw-clip -> sdpa-cudnn: +3.37% [+0.11%,+4.67%] beyond noise" in out
+
+
+def test_a_step_past_its_time_is_killed_and_its_output_kept(tmp_path, capsys):
+    import sys
+
+    log = tmp_path / "logs" / "x.log"
+    code, text = runner.tee([sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"], log,
+                            timeout_s=2, header="=== x")
+    assert code == 124 and text == "started\n"
+    assert log.read_text() == "=== x\nstarted\ngpu_check: killed after 2 s\n"
+    assert capsys.readouterr().out == "started\n"

@@ -175,7 +175,7 @@ def main(argv=None) -> int:
     committed = [x for x in paths if any(r.environment.get("gpu", {}).get("name") == gpu
                                          for r in estimate.load_gpu_records([x]))]
     reference = [ROOT / "results" / "reference"] if (ROOT / "results" / "reference").is_dir() else []
-    summary.update(runner.closing(python, out, committed + reference))
+    summary.update(runner.closing(python, out, committed + reference, deadline=t0 + args.budget_s))
     summary["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     save()
     print()

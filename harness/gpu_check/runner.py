@@ -16,6 +16,7 @@ from harness.gpu_check.plan import Run
 from harness.record.io import read_json
 
 KILL_GRACE_S = 30  # harness.run kills its worker at --timeout; past this more, the harness.run process itself goes
+MIN_CLOSING_S = 5  # compare and report get at least this long even when the runs used the whole budget
 
 
 def tee(argv: list[str], log: Path, timeout_s: float | None = None, header: str | None = None) -> tuple[int, str]:
@@ -85,17 +86,21 @@ class WorkerRunner:
                       note=(reasons[0] or "")[:160] if reasons else "")
 
 
-def closing(python: str, out: Path, paths: list[Path]) -> dict:
-    """harness.compare into OUT/compare.txt and harness.report into OUT/report/, over OUT and `paths`."""
+def closing(python: str, out: Path, paths: list[Path], deadline: float | None = None) -> dict:
+    """harness.compare into OUT/compare.txt and harness.report into OUT/report/, over OUT and `paths`; each is killed
+    at `deadline` (a time.monotonic() reading: the end of the budget), with at least MIN_CLOSING_S to run."""
+    def limit() -> float:
+        return 300.0 if deadline is None else max(deadline - time.monotonic(), MIN_CLOSING_S)
+
     done = {}
     where = [str(out), *map(str, paths)]
     compare_txt = out / "compare.txt"
     compare_txt.unlink(missing_ok=True)
     t0 = time.monotonic()
-    code, _ = tee([python, "-m", "harness.compare", *where], compare_txt, timeout_s=300)
+    code, _ = tee([python, "-m", "harness.compare", *where], compare_txt, timeout_s=limit())
     done["compare"] = {"exit": code, "seconds": round(time.monotonic() - t0, 1), "paths": where}
     t0 = time.monotonic()
     code, _ = tee([python, "-m", "harness.report", *where, "-o", str(out / "report")], out / "logs" / "report.log",
-                  timeout_s=300)
+                  timeout_s=limit())
     done["report"] = {"exit": code, "seconds": round(time.monotonic() - t0, 1)}
     return done
