@@ -26,9 +26,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.analysis import stats  # noqa: E402
-from harness.record.io import iter_records  # noqa: E402
-from harness.record.view import RecordView  # noqa: E402
+from harness.analysis import stats
+from harness.record.io import iter_records
+from harness.record.view import RecordView
 
 CHOICES = [(10, 40), (5, 25), (5, 20), (3, 20), (5, 15), (3, 10)]
 KNOWN = [("sdpa-flash", "vocab-50304"), ("vocab-50304", "fused-adamw-clip"), ("fused-adamw-clip", "sdpa-cudnn"),

@@ -19,7 +19,6 @@ from harness.gpu_check import __main__ as cli
 from harness.gpu_check import budget, estimate, pack, plan, runner, sanity
 from harness.gpu_check.budget import Result, SimulatedClock, spend
 from harness.gpu_check.plan import Run, Tier
-from harness.record.view import RecordView
 from harness.request import build_points
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,7 +92,7 @@ def test_an_atomic_tier_starts_only_when_all_its_runs_fit():
 def test_a_tier_that_needs_another_waits_for_it_to_complete():
     tiers = [tier("base", "a", "b"), tier("knobs", "k", atomic=False, needs=("base",)), tier("free", "f")]
     # base does not fit, so knobs (which need it) do not start although they would fit; free does
-    outcomes, fake, _ = go(tiers, {"a": 60, "b": 60, "k": 10, "f": 10}, deadline=100)
+    outcomes, _fake, _ = go(tiers, {"a": 60, "b": 60, "k": 10, "f": 10}, deadline=100)
     assert [o.started for o in outcomes] == [False, False, False, True]
     assert outcomes[2].note == "needs tier base complete in this call"
     # a run of the needed tier that left no measurement (error) leaves it incomplete too
@@ -172,7 +171,7 @@ def test_launch_time_is_what_the_committed_logs_say():
     gaps = []
     for log, folder, batch in (("ladder-b16.log", "ladder", 16), ("ladder-b64.log", "ladder", 64),
                                ("batch64.log", "batch-search", None)):
-        lines = re.findall(r"^\[\d+/\d+\] (\S+).*\((\d+) s\)$", (H100 / "logs" / log).read_text(), re.M)
+        lines = re.findall(r"^\[\d+/\d+\] (\S+).*\((\d+) s\)$", (H100 / "logs" / log).read_text(), re.MULTILINE)
         recs = sorted((r for r in estimate.load_gpu_records([H100 / folder])
                        if batch is None or r.workload["batch_size"] == batch), key=lambda r: r.run_id)
         assert [rung for rung, _ in lines] == [r.rung for r in recs]
@@ -386,8 +385,8 @@ def test_the_steps_evidence_from_the_committed_records(capsys):
     assert module.main([]) == 0
     out = capsys.readouterr().out
     assert out.startswith("31 committed GPU runs of 50 steps (H100 80GB HBM3, H200)")
-    assert re.search(r"^ 10\+40\s+0\.00%\s+0\.00%.*8 of 8\s+0\.0\s+0\.0$", out, re.M)
-    assert re.search(r"^  5\+25\s+.*8 of 8\s+0\.9\s+2\.8$", out, re.M)
+    assert re.search(r"^ 10\+40\s+0\.00%\s+0\.00%.*8 of 8\s+0\.0\s+0\.0$", out, re.MULTILINE)
+    assert re.search(r"^  5\+25\s+.*8 of 8\s+0\.9\s+2\.8$", out, re.MULTILINE)
     assert "10+40  H200 B=64 fused-adamw-clip -> sdpa-cudnn: +3.05% [+1.56%,+3.91%] beyond noise" in out
     assert "5+25  H200 B=64 fused-adamw-clip -> sdpa-cudnn: +3.37% [+0.11%,+4.67%] beyond noise" in out
 

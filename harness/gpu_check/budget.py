@@ -6,8 +6,9 @@ the dry run (a simulated clock advanced by each estimate) and the tests (a fake 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 from harness.gpu_check.estimate import Estimator
 from harness.gpu_check.plan import Run, Tier

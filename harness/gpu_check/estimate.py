@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from harness.gpu_check.plan import Run
@@ -63,7 +63,7 @@ def gpu_names(records: list[RecordView]) -> list[str]:
     return sorted({r.environment.get("gpu", {}).get("name") for r in records} - {None})
 
 
-@lru_cache(maxsize=None)
+@cache
 def planned_workload(run: Run) -> dict:
     """The workload harness.run will build for this run (the same code path, so the plan cannot drift from it)."""
     request = RunRequest(plan=run.plan, preset="gpt2-124m", rungs=run.rung, batch_size=run.batch_size, device="cuda",

@@ -29,7 +29,7 @@ class PackError(ValueError):
 
 def slug(gpu: str | None) -> str:
     """'NVIDIA H100 80GB HBM3' -> 'h100-80gb-hbm3' (the committed folders' names)."""
-    words = re.sub(r"^nvidia\s+", "", (gpu or "unknown-gpu").strip(), flags=re.I)
+    words = re.sub(r"^nvidia\s+", "", (gpu or "unknown-gpu").strip(), flags=re.IGNORECASE)
     return re.sub(r"[^a-z0-9]+", "-", words.lower()).strip("-") or "unknown-gpu"
 
 
@@ -119,10 +119,10 @@ def readme(summary: dict, folder: str) -> str:
         "|---|---|",
         f"| GPU | {summary.get('gpu')} (`logs/sanity.log`) |",
         f"| driver | {san.get('driver')} |",
-        f"| software | Python {san.get('python')}, torch {san.get('torch')}, CUDA {san.get('cuda')}, cuDNN {san.get('cudnn')}: "
-        "the machine's own interpreter, env `local` |",
-        "| workload | gpt2-124m, T=1024, synthetic data, `torch.compile` as the rung says, one fresh worker per run; steps "
-        "per run as the table says (warm-up + timed), kernel capture (3 steps after the timed ones) where it says yes |",
+        (f"| software | Python {san.get('python')}, torch {san.get('torch')}, CUDA {san.get('cuda')}, cuDNN {san.get('cudnn')}: "
+        "the machine's own interpreter, env `local` |"),
+        ("| workload | gpt2-124m, T=1024, synthetic data, `torch.compile` as the rung says, one fresh worker per run; steps "
+        "per run as the table says (warm-up + timed), kernel capture (3 steps after the timed ones) where it says yes |"),
         f"| command | `{' '.join(summary.get('command', []))}` |",
         "",
         "| folder | what |",

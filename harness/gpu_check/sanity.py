@@ -16,7 +16,7 @@ PREFIX = "gpu_check sanity: "
 def main() -> int:
     try:
         import torch
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - an ImportError or a broken install (a missing CUDA library): one line
         print(f"gpu_check: {sys.executable} cannot import torch ({type(exc).__name__}: {exc})")
         return 3
     if not torch.cuda.is_available():
@@ -42,7 +42,7 @@ def main() -> int:
         pynvml.nvmlInit()
         driver = pynvml.nvmlSystemGetDriverVersion()
         print(f"NVML ok, driver {driver}")
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - no pynvml, no driver library, NVML errors: a warning, not a failure
         print(f"warning: NVML unavailable ({type(exc).__name__}: {exc}): explain.power and explain.memory_split will "
               "not be available (pip install nvidia-ml-py), and the explain check will fail")
     import harness.run  # noqa: F401  (the harness imports with this interpreter)
