@@ -157,7 +157,12 @@ def test_the_nearest_record_stands_in_and_says_what_differs():
                   if r.rung == "fused-adamw-clip" and r.workload["batch_size"] == 64)
     assert e.seconds == estimate.LAUNCH_S + slowest
     e = est.prior(Run("x", "beyond-ladder", "best-of-ladder", 24, False, "beyond"))
-    assert e.seconds == 0 and not e.measured and "no committed run of B=24" in e.basis
+    slowest = max(estimate.LAUNCH_S + estimate._worker_seconds(r) - max(len(r.get("steps")["ms"]) - 30, 0)
+                  * (r.summary.get("step_ms_median") or 0) / 1000 for r in h100_records())
+    assert e.seconds == pytest.approx(slowest) and not e.measured
+    assert e.basis == "no committed run at B=24: the slowest committed run"
+    e = estimate.Estimator([], H100_NAME).prior(Run("x", "beyond-ladder", "best-of-ladder", 24, False, "beyond"))
+    assert (e.seconds, e.basis) == (estimate.UNKNOWN_RUN_S, "no committed run at B=24: 120 s assumed")
 
 
 def test_another_gpu_falls_back_to_the_records_there_are_and_says_so():

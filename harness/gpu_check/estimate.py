@@ -32,6 +32,7 @@ CLOSING_S = 20.0
 # A compile mode the records lack is assumed to add this much compile time (max-autotune benchmarks GEMM and Triton
 # configurations: minutes; reduce-overhead records CUDA graphs). Assumptions, said so in the plan, never results.
 UNMEASURED_COMPILE_S = {"max-autotune": 300.0, "max-autotune-no-cudagraphs": 240.0, "reduce-overhead": 30.0}
+UNKNOWN_RUN_S = 120.0  # a run where no committed record of any GPU stands in: about twice the slowest H100 run
 SHAPE_FIELDS = ("batch_size", "seq_len", "n_layer", "n_head", "n_embd")
 
 
@@ -96,8 +97,10 @@ class Estimator:
                 continue
             apart = sorted(k for k in want.keys() | have.keys() if want.get(k) != have.get(k))
             candidates.append((len(apart), -self._seconds(r, run.steps), apart, r))
-        if not candidates:
-            return Estimate(0.0, f"no committed run of B={run.batch_size} on {self.gpu}", measured=False)
+        if not candidates:  # no run of this model and B: the slowest run there is, or an assumption where none is
+            slowest = max((self._seconds(r, run.steps) for r in self.records), default=UNKNOWN_RUN_S)
+            return Estimate(slowest, f"no committed run at B={run.batch_size}: " + (
+                "the slowest committed run" if self.records else f"{UNKNOWN_RUN_S:.0f} s assumed"), measured=False)
         _n, neg_seconds, apart, r = min(candidates, key=lambda c: (c[0], c[1]))
         seconds, measured = -neg_seconds, True
         basis = f"{r.rung} B={r.workload.get('batch_size')}" + ("" if r.ok else f" ({r.status})")
