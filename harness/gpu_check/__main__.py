@@ -120,7 +120,9 @@ def summary_text(summary: dict, tiers, outcomes, start_s: float) -> str:
                      f"{sum(o.started for o in outcomes)} of {len(outcomes)} runs started; estimates x"
                      f"{summary['scale']:.2f} by this call's runs; compare exit {summary['compare'].get('exit', 'not yet')}, "
                      f"report exit {summary['report'].get('exit', 'not yet')}")
-    return "\n".join([head, "", text.runs_table(outcomes, dry_run=False, start_s=start_s), "",
+    legend = text.wrap("tokens/s from the median timed step; peak MiB: NVML's device used (another metric named); "
+                       "compare.txt and report/ read the same records with the noise rule")
+    return "\n".join([head, "", text.runs_table(outcomes, dry_run=False, start_s=start_s), legend, "",
                       *text.tier_lines(tiers, outcomes)]) + "\n"
 
 

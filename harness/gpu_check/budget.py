@@ -28,6 +28,8 @@ class Outcome:
     seconds: float | None = None  # the run's time in this call; None when not started
     records: list[str] = field(default_factory=list)  # run ids
     note: str = ""  # why it was not started, or how it ended
+    tokens_s: float | None = None  # the record's, to show; compare and report read the records themselves
+    memory: str | None = None  # MiB, NVML's device used: "48,571" (another metric named: "47,380 (peak reserved)")
 
     @property
     def started(self) -> bool:
@@ -37,7 +39,7 @@ class Outcome:
         return {"key": self.run.key, "tier": self.run.tier, "plan": self.run.plan, "rung": self.run.rung,
                 "batch_size": self.run.batch_size, "steps": self.run.steps, "warmup_steps": self.run.warmup_steps,
                 "capture": self.run.capture, "estimate_s": round(self.estimate_s, 1),
-                "basis": self.basis, "status": self.status,
+                "basis": self.basis, "status": self.status, "tokens_s": self.tokens_s, "memory": self.memory,
                 "seconds": None if self.seconds is None else round(self.seconds, 1), "records": self.records,
                 "note": self.note}
 
@@ -49,6 +51,8 @@ class Result:
     status: str
     records: list[str] = field(default_factory=list)
     note: str = ""
+    tokens_s: float | None = None
+    memory: str | None = None
 
 
 class Runner(Protocol):
@@ -101,6 +105,7 @@ def spend(tiers: list[Tier], runner: Runner, clock: Callable[[], float], deadlin
             result = runner(run, left)
             outcome.seconds = clock() - t0
             outcome.status, outcome.records, outcome.note = result.status, result.records, result.note
+            outcome.tokens_s, outcome.memory = result.tokens_s, result.memory
             estimator.observe(run, outcome.seconds, outcome.status)
             ran += outcome.status not in FAILED
             outcomes.append(outcome)

@@ -14,6 +14,7 @@ from harness.gpu_check import sanity
 from harness.gpu_check.budget import Result
 from harness.gpu_check.plan import Run
 from harness.record.io import read_json
+from harness.record.view import RecordView
 
 KILL_GRACE_S = 30  # harness.run kills its worker at --timeout; past this more, the harness.run process itself goes
 MIN_CLOSING_S = 5  # compare and report get at least this long even when the runs used the whole budget
@@ -82,8 +83,12 @@ class WorkerRunner:
             return Result("error", note=f"harness.run exit {code}, no record")
         statuses = sorted({r.get("status") for r in records})
         reasons = [r.get("reason") for r in records if r.get("reason")]
+        view = RecordView(records[0])  # one rung, one repeat: one record
+        memory, metric = view.peak_memory(widest=True)
         return Result(statuses[0] if len(statuses) == 1 else "+".join(statuses), [r["run_id"] for r in records],
-                      note=(reasons[0] or "")[:160] if reasons else "")
+                      note=(reasons[0] or "")[:160] if reasons else "", tokens_s=view.tokens_per_s,
+                      memory=None if memory is None else f"{memory / 2**20:,.0f}" + (
+                          "" if metric == "device used" else f" ({metric})"))
 
 
 def closing(python: str, out: Path, paths: list[Path], deadline: float | None = None) -> dict:
