@@ -235,6 +235,7 @@ def test_dry_run_for_an_h100_reads_at_120_columns(capsys):
     (["--dry-run", "--steps", "20"], "--steps and --warmup-steps go together"),
     (["--dry-run", "--records", "/no/such/folder"], "no such folder /no/such/folder"),
     (["--out", str(ROOT / "results" / "gpu-h200")], "is not empty: a call's folder holds that call alone"),
+    (["--out", "/tmp/gc-new", "--pack-to", "/tmp/gc-new/packed"], "--pack-to must be outside --out"),
 ])
 def test_bad_options_are_one_line_and_exit_2(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:

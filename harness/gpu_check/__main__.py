@@ -82,6 +82,8 @@ def check(p: argparse.ArgumentParser, args) -> tuple[list[plan.Tier], list[Path]
         args.out = args.out or f"results/runs/gpu-check-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
         if Path(args.out).is_dir() and any(Path(args.out).iterdir()):
             p.error(f"--out {args.out} is not empty: a call's folder holds that call alone (it is packed whole)")
+        if args.pack_to and Path(args.out).resolve() in (Path(args.pack_to).resolve(), *Path(args.pack_to).resolve().parents):
+            p.error("--pack-to must be outside --out (the archive packs --out whole)")
         try:
             check_writable(args.out)
             if args.pack_to:
