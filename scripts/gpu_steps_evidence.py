@@ -39,13 +39,13 @@ def ok_records(paths) -> list[RecordView]:
     out = []
     for _p, rec in iter_records(paths, warn=lambda line: None):
         r = RecordView(rec)
-        if r.kind == "measured" and r.ok and len(r.get("steps", {}).get("ms") or []) == 50:
+        if r.kind == "measured" and r.ok and len(r.step_ms) == 50:
             out.append(r)
     return out
 
 
 def tokens(r: RecordView, warmup: int, timed: int) -> stats.Estimate:
-    ms = r.get("steps")["ms"][warmup:warmup + timed]
+    ms = r.step_ms[warmup:warmup + timed]
     return stats.throughput([ms], r.summary["tokens_per_step"], key=f"{r.run_id}/{warmup}/{timed}")
 
 

@@ -10,7 +10,6 @@ the same workload, the nearest one (same model and B, fewest fields apart) stand
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime
 from functools import cache
 from pathlib import Path
 
@@ -43,19 +42,12 @@ class Estimate:
     measured: bool = True  # False where part of it is an assumption (a compile mode no record has)
 
 
-def _worker_seconds(r: RecordView) -> float | None:
-    start, end = r.get("started_at"), r.get("finished_at")
-    if not start or not end:
-        return None
-    return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
-
-
 def load_gpu_records(paths: list[Path]) -> list[RecordView]:
     """Measured CUDA records with both timestamps (peer records and failures without times are left out)."""
     out = []
     for _path, record in iter_records(paths, warn=lambda line: None):
         r = RecordView(record)
-        if r.kind == "measured" and r.is_cuda and _worker_seconds(r) is not None:
+        if r.kind == "measured" and r.is_cuda and r.worker_seconds is not None:
             out.append(r)
     return out
 
@@ -116,8 +108,8 @@ class Estimator:
 
     def _seconds(self, r: RecordView, steps: int) -> float:
         """This record's run time at `steps`: the launcher's start, the worker, less the steps left out."""
-        seconds = self.launch_s + _worker_seconds(r)
-        ran = len(r.get("steps", {}).get("ms") or [])
+        seconds = self.launch_s + r.worker_seconds
+        ran = len(r.step_ms)
         median = r.summary.get("step_ms_median")
         if ran > steps and median:
             seconds -= (ran - steps) * median / 1000.0

@@ -138,7 +138,7 @@ def readme(summary: dict, folder: str) -> str:
     for i, r in enumerate(runs, 1):
         took = "" if r["seconds"] is None else f"{r['seconds']:.0f}"
         note = (r.get("note") or "").replace("|", "/")
-        steps = f"{r['warmup_steps']}+{r['steps'] - r['warmup_steps']}"
+        steps = f"{r['warmup_steps']}+{r['steps'] - r['warmup_steps']}"  # not a record: the call's summary of a run
         lines.append(f"| {i} | {r['tier']} | {r['key']} | {steps} | {'yes' if r['capture'] else 'no'} | {r['status']} | "
                      f"{r['estimate_s']:.0f} | {took} | {note} |")
     lines += ["", "Corrections and gaps, so that nobody is misled: (none recorded by the tool; add what a reader must know)", ""]
