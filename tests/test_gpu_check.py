@@ -252,7 +252,8 @@ def summary_for(outcomes=(), **more):
          "source": {"source_sha256": "ab" * 32, "commit": None},
          "sanity": {"gpu": H100_NAME, "torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": 91900, "driver": "580.159.04",
                     "python": "3.12.3", "exit": 0, "seconds": 9.0},
-         "runs": [o.to_dict() for o in outcomes], "scale": 0.97, "compare": {"exit": 0, "paths": ["x"]},
+         "runs": [o.to_dict() for o in outcomes], "scale": 0.97,
+         "compare": {"exit": 0, "paths": ["/tmp/gpu-check", "/root/repo/results/gpu-h100-80gb-hbm3"]},
          "report": {"exit": 0}, "used_s": 470.0}
     s["archive_name"] = pack.archive_name(s)
     return {**s, **more}
@@ -270,7 +271,8 @@ def results_folder(tmp_path) -> Path:
 def test_pack_writes_three_files_and_unpack_makes_the_results_folder(tmp_path):
     out = results_folder(tmp_path)
     run = plan.TIERS[0].runs[0]
-    outcomes = [budget.Outcome(run, 57.0, "tf32 B=16", status="ok", seconds=55.2, records=["id1"]),
+    outcomes = [budget.Outcome(run, 57.0, "tf32 B=16", status="ok", seconds=55.2, records=["id1"], tokens_s=148592.4,
+                               memory="36,419"),
                 budget.Outcome(plan.TIERS[2].runs[0], 51.0, "fused-adamw-clip B=64", note="needs ~51 s, 20 s left")]
     files = pack.pack(out, summary_for(outcomes), "the closing table\n", tmp_path / "OUT")
     assert [f.name for f in files] == ["gpu-check-h100-80gb-hbm3-20261126T101500Z.tar.gz", "summary.json", "summary.txt"]
@@ -285,9 +287,11 @@ def test_pack_writes_three_files_and_unpack_makes_the_results_folder(tmp_path):
          *(f"padding/{p.name}" for p in (out / "padding").iterdir())])
     readme = (target / "README.md").read_text()
     assert readme.startswith(f"# GPU records: {H100_NAME}, torch 2.11.0+cu130")
-    assert "| 1 | padding-tf32 | padding/tf32-50257-no-pad@B16 | 5+25 | yes | ok | 57 | 55 |" in readme
-    assert ("| 2 | fastest | beyond-ladder/best-of-ladder@B64 | 10+40 | yes | not started | 51 |  | needs ~51 s, 20 s left |"
-            in readme)
+    assert "| 1 | padding-tf32 | padding/tf32-50257-no-pad@B16 | 5+25 | yes | ok | 57 | 55 | 148,592 | 36,419 |  |" in readme
+    assert ("| 2 | fastest | beyond-ladder/best-of-ladder@B64 | 10+40 | yes | not started | 51 |  |  |  | needs ~51 s, 20 s "
+            "left |") in readme
+    assert "harness.compare and harness.report over this folder, `results/gpu-h100-80gb-hbm3` |" in readme
+    assert readme.endswith("- not started, tier fastest: best-of-ladder (needs ~51 s, 20 s left).\n")
     with pytest.raises(pack.PackError, match="exists; records are never overwritten"):
         pack.unpack(files[0], tmp_path / "results")
 

@@ -130,16 +130,46 @@ def readme(summary: dict, folder: str) -> str:
         "| `padding/` | plan padding at B=16: the compiler's own padding at default and off (each record's rerun.command) |",
         "| `beyond/` | plan beyond-ladder: the seed ladder's best rung and the knobs at B=64 (and B=96) |",
         "| `logs/` | the console output of each tier; `sanity.log` (nvidia-smi, torch) |",
-        f"| `compare.txt`, `report/` | harness.compare and harness.report over {', '.join(f'`{p}`' for p in summary.get('compare', {}).get('paths', []))} |",
+        f"| `compare.txt`, `report/` | harness.compare and harness.report over {compared(summary)} |",
         "",
-        "| # | tier | run | steps | capture | status | estimate s | took s | note |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| # | tier | run | steps | capture | status | estimate s | took s | tokens/s | peak MiB | note |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for i, r in enumerate(runs, 1):
         took = "" if r["seconds"] is None else f"{r['seconds']:.0f}"
         note = (r.get("note") or "").replace("|", "/")
         steps = f"{r['warmup_steps']}+{r['steps'] - r['warmup_steps']}"  # not a record: the call's summary of a run
+        tokens = "" if r.get("tokens_s") is None else f"{r['tokens_s']:,.0f}"
         lines.append(f"| {i} | {r['tier']} | {r['key']} | {steps} | {'yes' if r['capture'] else 'no'} | {r['status']} | "
-                     f"{r['estimate_s']:.0f} | {took} | {note} |")
-    lines += ["", "Corrections and gaps, so that nobody is misled: (none recorded by the tool; add what a reader must know)", ""]
-    return "\n".join(lines)
+                     f"{r['estimate_s']:.0f} | {took} | {tokens} | {r.get('memory') or ''} | {note} |")
+    lines += ["", "Corrections and gaps, so that nobody is misled (what the call itself knows; add what else a reader must):"]
+    lines += gaps(summary)
+    return "\n".join(lines) + "\n"
+
+
+def compared(summary: dict) -> str:
+    """What compare and report read, as a reader of the unpacked folder finds it: this folder, then the repository's
+    own folders (the call ran in a copy of it, so their absolute paths were the machine's)."""
+    paths = summary.get("compare", {}).get("paths", [])
+    shown = ["this folder"] + [f"`{p[p.rindex('results/'):]}`" if "results/" in p else f"`{p}`" for p in paths[1:]]
+    return ", ".join(shown) if paths else "nothing (they did not run)"
+
+
+def gaps(summary: dict) -> list[str]:
+    """The README's list of what is missing or failed, from the summary: runs not started (by tier, with why), runs
+    that left no measurement, a failed compare or report."""
+    out = ["- 'estimate s' is the plan's forecast from the committed records of this GPU, not a measurement."]
+    by_tier: dict[str, list[dict]] = {}
+    for r in summary.get("runs", []):
+        if r["status"] == "not started":
+            by_tier.setdefault(r["tier"], []).append(r)
+        elif r["status"] in ("error", "timeout"):
+            out.append(f"- {r['key']}: {r['status']}, {r.get('note') or 'no reason recorded'} (its record says more).")
+    for tier, runs in by_tier.items():
+        out.append(f"- not started, tier {tier}: {', '.join(r['rung'] for r in runs)} ({runs[0].get('note')}).")
+    for step in ("compare", "report"):
+        code = summary.get(step, {}).get("exit")
+        if code:
+            out.append(f"- harness.{step} exited {code}: its output is in " +
+                       ("`compare.txt`." if step == "compare" else "`logs/report.log`."))
+    return out
