@@ -3,6 +3,14 @@
 # nothing is installed, nothing is downloaded). Run from the repository root:
 #
 #   bash scripts/gpu_check.sh [RESULTS_DIR]        # default results/gpu-<hostname>-<yyyymmdd>
+#   GPU_CHECK_STEPS=quick bash scripts/gpu_check.sh [RESULTS_DIR]   # one budgeted call (below)
+#
+# quick: python -m harness.gpu_check (docs/gpu-check.md): the sanity check, then single runs in order of value
+#   (the padding A/B at B=16, the seed ladder's best rung against cuDNN attention at B=64, then the rest) while
+#   GPU_CHECK_BUDGET_S lasts (default 480, compare/report/packing included): no run starts that its estimate (the
+#   committed records of this GPU, scaled by this call's runs) says would not finish. GPU_CHECK_PACK_TO=DIR packs
+#   everything into DIR as three files after every run; GPU_CHECK_TIERS=a,b,... picks and orders the tiers.
+#   `python -m harness.gpu_check --dry-run` prints the plan with estimated H100 times, on any machine.
 #
 # Steps (GPU_CHECK_STEPS, default "explain ladder padding batch overhead compare report"; the CUDA sanity
 # check runs first whenever explain, ladder, padding, batch, overhead or tune is selected):
@@ -37,19 +45,29 @@ set -uo pipefail
 
 PY="${HARNESS_LOCAL_PYTHON:-python3}"
 STEPS="${GPU_CHECK_STEPS:-explain ladder padding batch overhead compare report}"
+BUDGET="${GPU_CHECK_BUDGET_S:-480}"
 BATCHES="${GPU_CHECK_BATCHES:-16 32 64}"
 OUT="${1:-results/gpu-${HOSTNAME:-$(uname -n)}-$(date +%Y%m%d)}"
 case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
+PACK_TO="${GPU_CHECK_PACK_TO:-}"
+case "$PACK_TO" in /*|"") ;; *) PACK_TO="$PWD/$PACK_TO" ;; esac
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT" || exit 2
 
 die() { echo "gpu_check: $*" >&2; exit 2; }
 
+if [[ "$STEPS" == "quick" ]]; then  # the budgeted call: harness.gpu_check does every step itself
+  [[ "$BUDGET" =~ ^[1-9][0-9]*$ ]] || die "GPU_CHECK_BUDGET_S: '$BUDGET' is not a positive whole number of seconds"
+  quick=("$PY" -m harness.gpu_check --budget-s "$BUDGET" --out "$OUT")
+  [[ -n "$PACK_TO" ]] && quick+=(--pack-to "$PACK_TO")
+  [[ -n "${GPU_CHECK_TIERS:-}" ]] && quick+=(--tiers "$GPU_CHECK_TIERS")
+  exec "${quick[@]}"
+fi
 for s in $STEPS; do
   case "$s" in
     sanity|explain|ladder|padding|batch|overhead|tune|compare|report) ;;
-    *) die "unknown step '$s' in GPU_CHECK_STEPS (known: sanity explain ladder padding batch overhead tune compare report)" ;;
+    *) die "unknown step '$s' in GPU_CHECK_STEPS (known: sanity explain ladder padding batch overhead tune compare report; or quick alone)" ;;
   esac
 done
 for b in $BATCHES; do
@@ -86,43 +104,11 @@ end() {  # end NAME STATUS [NOTE]
   SUMMARY+=("$(printf '%-10s %-16s %6ss  %s' "$1" "$verdict" "$secs" "${3:-}")")
 }
 
-# Python for the sanity step: exit 3 with one line when there is nothing to check.
-read -r -d '' SANITY_PY <<'PYEOF'
-import sys
-try:
-    import torch
-except Exception as exc:
-    print(f"gpu_check: {sys.executable} cannot import torch ({type(exc).__name__}: {exc})")
-    sys.exit(3)
-if not torch.cuda.is_available():
-    print(f"gpu_check: no CUDA device: torch {torch.__version__} (CUDA build {torch.version.cuda}) in {sys.executable} sees none")
-    sys.exit(3)
-print(f"python {sys.version.split()[0]} ({sys.executable})")
-print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
-      f"{torch.cuda.device_count()} device(s) visible")
-for i in range(torch.cuda.device_count()):
-    p = torch.cuda.get_device_properties(i)
-    print(f"  cuda:{i} {p.name}, capability {p.major}.{p.minor}, {p.multi_processor_count} SMs, {p.total_memory / 2**30:.1f} GiB")
-a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
-c = (a @ a).float()
-torch.cuda.synchronize()
-print(f"bf16 matmul on cuda:0: mean |x| {float(c.abs().mean()):.3f}, finite: {bool(torch.isfinite(c).all())}")
-try:
-    import pynvml
-
-    pynvml.nvmlInit()
-    print(f"NVML ok, driver {pynvml.nvmlSystemGetDriverVersion()}")
-except Exception as exc:
-    print(f"warning: NVML unavailable ({type(exc).__name__}: {exc}): explain.power and explain.memory_split will not "
-          "be available (pip install nvidia-ml-py), and the explain check will fail")
-import harness.run  # noqa: F401  (the harness imports with this interpreter)
-PYEOF
-
 # ------------------------------------------------------------------ (a) sanity: a CUDA device, or stop
 if wants sanity || wants explain || wants ladder || wants padding || wants batch || wants overhead || wants tune; then
   begin "sanity"
   command -v "$PY" >/dev/null 2>&1 || die "no interpreter '$PY' (set HARNESS_LOCAL_PYTHON)"
-  torch_info="$("$PY" -c "$SANITY_PY" 2>&1)"
+  torch_info="$("$PY" -m harness.gpu_check.sanity 2>&1)"
   status=$?
   if [[ $status -eq 3 ]]; then
     echo "${torch_info##*$'\n'}" >&2  # its last line says why

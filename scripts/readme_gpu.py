@@ -168,6 +168,10 @@ def section(data: dict) -> str:
         "`docs/report-gpu/report.md` (`python -m harness.report results/gpu-h100-80gb-hbm3 results/gpu-h200 "
         "results/reference -o docs/report-gpu`)."),
         "",
+        ("To measure more in one lent call of at most 9 minutes (the compiler-padding A/B, the fastest step): "
+         "`GPU_CHECK_STEPS=quick bash scripts/gpu_check.sh`, planned on any machine by `python -m harness.gpu_check "
+         "--dry-run` (docs/gpu-check.md)."),
+        "",
         ("**The seed ladder** (cumulative rungs; tokens/s from the median timed step, and NVML device-used memory; the "
         "user's memory is nvidia-smi's):"),
         "",

@@ -31,11 +31,14 @@ def harness_commands() -> list[tuple[str, list[str]]]:
     for line in text.splitlines():
         if line.lstrip().startswith("#"):
             continue
-        m = re.search(r"-m\s+(harness\.\w+)(.*)$", line)
+        m = re.search(r"-m\s+(harness(?:\.\w+)+)(.*)$", line)
         if not m:
             continue
+        rest = m.group(2)
+        if "$(" in line[:m.start()] or "=(" in line[:m.start()]:  # inside $(...) or an array (...): up to its ')'
+            rest = rest.split(")")[0]
         argv = []
-        for word in shlex.split(m.group(2)):
+        for word in shlex.split(rest):
             if word in SHELL_OPERATORS:
                 break
             argv.append("1" if "$" in word else word)
@@ -54,7 +57,8 @@ COMMANDS = harness_commands()
 def test_the_script_runs_every_step_it_documents():
     modules = [m for m, _ in COMMANDS]
     assert modules.count("harness.run") == 3  # explain, ladder, padding
-    assert {"harness.run", "harness.batch_search", "harness.compare", "harness.report"} <= set(modules)
+    assert {"harness.run", "harness.batch_search", "harness.compare", "harness.report", "harness.gpu_check",
+            "harness.gpu_check.sanity"} <= set(modules)
 
 
 @pytest.mark.parametrize("module_name, argv", COMMANDS, ids=[f"{m} {' '.join(a)}"[:80] for m, a in COMMANDS])
@@ -62,6 +66,9 @@ def test_every_option_is_accepted_by_the_modules_parser(module_name, argv):
     # the module `python -m NAME` runs: NAME.__main__ where NAME is a package
     is_package = importlib.util.find_spec(module_name).submodule_search_locations is not None
     module = importlib.import_module(module_name + ".__main__" if is_package else module_name)
+    if not hasattr(module, "make_parser") and not hasattr(module, "parser"):  # a program without options
+        assert argv == [], f"{module_name} takes no options"
+        return
     parser = parser_of(module)
     known = {s for action in parser._actions for s in action.option_strings}
     for word in argv:

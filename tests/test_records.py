@@ -164,6 +164,7 @@ def test_iter_records_warns_once_per_bad_file_and_keeps_the_rest(tmp_path):
     # harness.bisect's search state beside its records is not a record, and no warning
     (tmp_path / "bisect-tokens_per_s.json").write_text('{"mode": "bisect"}')
     (tmp_path / "landscape-peak_memory.json").write_text('{"mode": "landscape"}')
+    (tmp_path / "gpu-check.json").write_text('{"tool": "python -m harness.gpu_check"}')  # a gpu_check call's summary
     again = []
     assert sorted(r["run_id"] for _, r in iter_records([tmp_path], warn=again.append)) == ["r1", "r2"]
     assert len(again) == 2

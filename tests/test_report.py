@@ -91,6 +91,16 @@ def test_cpu_only_report_skips_empty_charts(tmp_path):
     assert "fp32 81,920 tokens/s -> bf16 136,533 tokens/s (1.67x (one run a side, noise unknown))" in md
 
 
+def test_report_with_every_run_contended(tmp_path):
+    """Every run left out as contended: no device has a fastest table, and the report still renders (it raised
+    KeyError 'fastest' on a CPU stand-in of harness.gpu_check)."""
+    rec = make_record(env="local", gpu=None, rung="fp32", ms=constant_ms(200.0), torch_version="2.5.1+cpu")
+    rec["contention"] = {"contended": True, "reason": "other processes kept 1.6 of the 2 usable CPU(s) busy"}
+    out = tmp_path / "out"
+    assert report.main([str(write(tmp_path / "r", [rec])), "-o", str(out)]) == 0
+    assert "## 5. Fastest found vs the user's best vs the peer" in (out / "report.md").read_text()
+
+
 def test_report_needs_an_output_dir(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         report.main([str(tmp_path)])

@@ -254,8 +254,9 @@ class BadFile(str):
 
 # JSON files a folder of records may hold beside them that are not records (skipped when a folder is read; a file
 # named on the command line is still read): harness.bisect's search state, OUT/bisect-<metric>.json and
-# OUT/landscape-<metric>.json next to OUT/records/ (run ids, hence record names, start with a timestamp).
-NOT_RECORDS = ("bisect-*.json", "landscape-*.json")
+# OUT/landscape-<metric>.json next to OUT/records/, and harness.gpu_check's summary of a call, gpu-check.json
+# (run ids, hence record names, start with a timestamp).
+NOT_RECORDS = ("bisect-*.json", "landscape-*.json", "gpu-check.json")
 
 
 def iter_records(paths, warn=print, read=read_record):

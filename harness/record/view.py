@@ -9,6 +9,7 @@ No torch import here.
 
 from __future__ import annotations
 
+from datetime import datetime
 from types import MappingProxyType
 
 from harness.record.model import ADDED_FIELD_DEFAULTS
@@ -245,6 +246,21 @@ class RecordView:
     def step_losses(self) -> list:
         """Every step's loss as recorded (None where a step had none); [] for a record with only a summary."""
         return list(_dict(self._r.get("steps")).get("loss") or [])
+
+    @property
+    def step_ms(self) -> list:
+        """Every step's time as recorded, step 0 (the compile) included; [] for a record with only a summary."""
+        return list(_dict(self._r.get("steps")).get("ms") or [])
+
+    @property
+    def worker_seconds(self) -> float | None:
+        """finished_at - started_at: the worker's own time (compile, steps, kernel capture, writing the record);
+        None where either is missing or unreadable."""
+        try:
+            start, end = (datetime.fromisoformat(self._r[k]) for k in ("started_at", "finished_at"))
+        except (KeyError, TypeError, ValueError):
+            return None
+        return (end - start).total_seconds()
 
     @property
     def timed_ms(self) -> list[float]:

@@ -55,7 +55,7 @@ def environment_table(cmp: Compare) -> Table:
 
 def tables_by_name(cmp: Compare) -> dict[str, list[Table]]:
     """Every table harness.compare makes (harness.analysis.tables.registry), by table name, in compare's order."""
-    out: dict[str, list[Table]] = {}
+    out: dict[str, list[Table]] = {name: [] for name in registry.TABLES}  # a builder may make none (fastest: no device)
     for t in registry.build(cmp):
         out.setdefault(t.name, []).append(t)
     return out

@@ -1,0 +1,417 @@
+"""harness.gpu_check without a GPU: the budget and ordering logic with a fake clock and fake runner, the estimates
+against the committed H100 records, the plan's harness.run commands, the dry run as a user reads it, packing and
+unpacking, the CLI's wiring with its GPU steps stood in, and scripts/gpu_check.sh's quick mode. Nothing here trains
+(the real workers on the tiny preset are in test_gpu_check_stand_in.py, marked slow)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import tarfile
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from records_factory import make_record, write
+
+from harness.gpu_check import __main__ as cli
+from harness.gpu_check import budget, estimate, pack, plan, runner, sanity
+from harness.gpu_check.budget import Result, SimulatedClock, spend
+from harness.gpu_check.plan import Run, Tier
+from harness.request import build_points
+
+ROOT = Path(__file__).resolve().parent.parent
+H100 = ROOT / "results" / "gpu-h100-80gb-hbm3"
+H100_NAME = "NVIDIA H100 80GB HBM3"
+
+
+# ---------------------------------------------------------------- a fake clock, a fake runner, fixed estimates
+
+class FixedEstimator(estimate.Estimator):
+    """Prior = a table by rung (seconds); the scaling by the call's runs is the real one."""
+
+    def __init__(self, seconds: dict[str, float]):
+        self.seconds, self.prior_sum, self.actual_sum = seconds, 0.0, 0.0
+
+    def prior(self, run: Run) -> estimate.Estimate:
+        return estimate.Estimate(self.seconds[run.rung], "table")
+
+
+class FakeRunner:
+    """Each run takes `took[rung]` on the fake clock (default its estimate) and ends with `status[rung]` (default ok)."""
+
+    def __init__(self, clock: SimulatedClock, took: dict[str, float], status: dict[str, str] | None = None):
+        self.clock, self.took, self.status, self.calls = clock, took, status or {}, []
+
+    def __call__(self, run: Run, timeout_s: float) -> Result:
+        self.calls.append((run.rung, round(timeout_s, 1)))
+        self.clock.advance(min(self.took[run.rung], timeout_s))
+        return Result(self.status.get(run.rung, "ok"), [f"id-{run.rung}"])
+
+
+def tier(name, *rungs, atomic=True, needs=()):
+    return Tier(name, f"answers {name}", tuple(Run(name, "padding", r, 16, False, "padding") for r in rungs), atomic, needs)
+
+
+def go(tiers, took, deadline, status=None, est=None):
+    clock = SimulatedClock()
+    est = est or FixedEstimator(dict(took))
+    fake = FakeRunner(clock, took, status)
+    seen = []
+    outcomes = spend(tiers, fake, clock, deadline, est, on_done=seen.append, say=lambda line: None)
+    assert seen == outcomes  # every decision reported as it is made, in order
+    return outcomes, fake, clock
+
+
+def test_runs_in_order_and_starts_none_that_would_not_finish():
+    tiers = [tier("t", "a", "b", "c", "d", atomic=False)]
+    outcomes, fake, clock = go(tiers, {"a": 40, "b": 50, "c": 30, "d": 10}, deadline=100)
+    # a (40) and b (50) fit; c (30) would end at 120 > 100: not started; d (10) still fits after it
+    assert [o.run.rung for o in outcomes] == ["a", "b", "c", "d"]
+    assert [o.started for o in outcomes] == [True, True, False, True]
+    assert outcomes[2].note == "needs ~30 s, 10 s left"
+    assert fake.calls == [("a", 100), ("b", 60), ("d", 10)]  # each run's timeout is the time left
+    assert clock.now == 100
+
+
+def test_a_cheaper_later_run_uses_what_a_skipped_one_leaves():
+    outcomes, fake, _ = go([tier("t", "big", "small", atomic=False)], {"big": 80, "small": 20}, deadline=50)
+    assert [o.started for o in outcomes] == [False, True]
+    assert fake.calls == [("small", 50)]
+
+
+def test_an_atomic_tier_starts_only_when_all_its_runs_fit():
+    tiers = [tier("pair", "a", "b"), tier("single", "c")]
+    outcomes, fake, _ = go(tiers, {"a": 30, "b": 30, "c": 20}, deadline=50)
+    assert [o.started for o in outcomes] == [False, False, True]
+    assert outcomes[0].note == "tier pair needs ~60 s, 50 s left"
+    assert fake.calls == [("c", 50)]
+
+
+def test_a_tier_that_needs_another_waits_for_it_to_complete():
+    tiers = [tier("base", "a", "b"), tier("knobs", "k", atomic=False, needs=("base",)), tier("free", "f")]
+    # base does not fit, so knobs (which need it) do not start although they would fit; free does
+    outcomes, _fake, _ = go(tiers, {"a": 60, "b": 60, "k": 10, "f": 10}, deadline=100)
+    assert [o.started for o in outcomes] == [False, False, False, True]
+    assert outcomes[2].note == "needs tier base complete in this call"
+    # a run of the needed tier that left no measurement (error) leaves it incomplete too
+    outcomes, _, _ = go(tiers, {"a": 10, "b": 10, "k": 10, "f": 10}, deadline=100, status={"b": "error"})
+    assert [o.status for o in outcomes] == ["ok", "error", "not started", "ok"]
+    # oom and unsupported are results: the tier is complete
+    outcomes, _, _ = go(tiers, {"a": 10, "b": 10, "k": 10, "f": 10}, deadline=100, status={"b": "oom"})
+    assert [o.status for o in outcomes] == ["ok", "oom", "ok", "ok"]
+
+
+def test_estimates_follow_the_runs_this_call_has_done():
+    # every run takes twice its estimate: after the first, the rest are estimated x2, and c no longer fits
+    tiers = [tier("t", "a", "b", "c", atomic=False)]
+    est = FixedEstimator({"a": 10, "b": 10, "c": 20})
+    outcomes, _, _ = go(tiers, {"a": 20, "b": 20, "c": 40}, deadline=70, est=est)
+    assert [o.started for o in outcomes] == [True, True, False]
+    assert est.scale == pytest.approx(2.0)
+    assert outcomes[1].estimate_s == pytest.approx(20) and outcomes[2].estimate_s == pytest.approx(40)
+    assert outcomes[2].note == "needs ~40 s, 30 s left"
+
+
+def test_failed_runs_do_not_move_the_estimates():
+    est = FixedEstimator({"a": 30, "b": 30})
+    go([tier("t", "a", "b", atomic=False)], {"a": 2, "b": 30}, deadline=100, status={"a": "unsupported"}, est=est)
+    assert est.scale == pytest.approx(1.0)  # the unsupported run's 2 s says nothing about training time
+
+
+def test_a_run_that_overruns_its_estimate_is_cut_at_the_deadline():
+    clock = SimulatedClock()
+    fake = FakeRunner(clock, {"a": 500})
+    spend([tier("t", "a")], fake, clock, 100, FixedEstimator({"a": 50}), say=lambda line: None)
+    assert fake.calls == [("a", 100)] and clock.now == 100  # its timeout kept the reserve
+
+
+# ---------------------------------------------------------------- estimates from the committed records
+
+def h100_records():
+    return estimate.load_gpu_records([H100])
+
+
+def test_prior_is_the_committed_run_less_the_steps_left_out():
+    est = estimate.Estimator(h100_records(), H100_NAME)
+    run = Run("x", "padding", "tf32-50257-no-pad", 16, True, "padding", 30, 5)
+    e = est.prior(run)
+    # the matching record: seed-ladder tf32 at B=16, read here independently of the estimator
+    (rec,) = [r for r in map(json.loads, map(Path.read_text, (H100 / "ladder").glob("*tf32*.json")))
+              if r["workload"]["batch_size"] == 16]
+    worker = (datetime.fromisoformat(rec["finished_at"]) - datetime.fromisoformat(rec["started_at"])).total_seconds()
+    want = estimate.LAUNCH_S + worker - 20 * rec["summary"]["step_ms_median"] / 1000
+    assert e.seconds == pytest.approx(want) and e.measured and e.basis == "tf32 B=16"
+
+
+def test_the_nearest_record_stands_in_and_says_what_differs():
+    est = estimate.Estimator(h100_records(), H100_NAME)
+    e = est.prior(Run("x", "beyond-ladder", "sdpa-cudnn", 64, True, "beyond"))
+    assert e.basis == "fused-adamw-clip B=64; other sdpa_backend" and e.measured
+    e = est.prior(Run("x", "beyond-ladder", "compile-max-autotune-no-cudagraphs", 64, False, "beyond"))
+    assert not e.measured and "+240 s assumed: no record has compile max-autotune-no-cudagraphs" in e.basis
+    # at the committed 50 steps nothing is taken off
+    e = est.prior(Run("x", "beyond-ladder", "best-of-ladder", 64, True, "beyond", 50, 10))
+    slowest = max(r.worker_seconds for r in h100_records()
+                  if r.rung == "fused-adamw-clip" and r.workload["batch_size"] == 64)
+    assert e.seconds == estimate.LAUNCH_S + slowest
+    e = est.prior(Run("x", "beyond-ladder", "best-of-ladder", 24, False, "beyond"))
+    slowest = max(estimate.LAUNCH_S + r.worker_seconds - max(len(r.step_ms) - 30, 0)
+                  * (r.summary.get("step_ms_median") or 0) / 1000 for r in h100_records())
+    assert e.seconds == pytest.approx(slowest) and not e.measured
+    assert e.basis == "no committed run at B=24: the slowest committed run"
+    e = estimate.Estimator([], H100_NAME).prior(Run("x", "beyond-ladder", "best-of-ladder", 24, False, "beyond"))
+    assert (e.seconds, e.basis) == (estimate.UNKNOWN_RUN_S, "no committed run at B=24: 120 s assumed")
+
+
+def test_another_gpu_falls_back_to_the_records_there_are_and_says_so():
+    est = estimate.Estimator(h100_records(), "NVIDIA A100-SXM4-80GB")
+    assert est.fallback
+    assert "no committed record of NVIDIA A100-SXM4-80GB" in est.prior(plan.TIERS[0].runs[0]).basis
+
+
+def test_launch_time_is_what_the_committed_logs_say():
+    """LAUNCH_S against the H100 logs: each progress line's '(N s)' less its record's finished_at - started_at."""
+    gaps = []
+    for log, folder, batch in (("ladder-b16.log", "ladder", 16), ("ladder-b64.log", "ladder", 64),
+                               ("batch64.log", "batch-search", None)):
+        lines = re.findall(r"^\[\d+/\d+\] (\S+).*\((\d+) s\)$", (H100 / "logs" / log).read_text(), re.MULTILINE)
+        recs = sorted((r for r in estimate.load_gpu_records([H100 / folder])
+                       if batch is None or r.workload["batch_size"] == batch), key=lambda r: r.run_id)
+        assert [rung for rung, _ in lines] == [r.rung for r in recs]
+        gaps += [int(n) - r.worker_seconds for (_, n), r in zip(lines, recs)]
+    assert len(gaps) == 17 and min(gaps) >= 5 and max(gaps) <= estimate.LAUNCH_S
+
+
+# ---------------------------------------------------------------- the plan
+
+def test_every_planned_run_is_a_valid_harness_run_command():
+    from harness.run import parse_request
+
+    keys = set()
+    for run in plan.runs_of(plan.select()):
+        request = parse_request([*run.argv(), "--out", "/tmp/x"])
+        _name, points = build_points(request)
+        assert len(points) == 1 and points[0].workload["batch_size"] == run.batch_size
+        w = points[0].workload
+        assert (w["steps"], w["warmup_steps"]) == ((30, 5) if run.plan == "padding" else (50, 10))
+        assert w["profile_steps"] == (3 if run.capture else 0)
+        assert run.key not in keys
+        keys.add(run.key)
+    assert len(keys) == 21
+
+
+def test_the_padding_tiers_come_first_and_pair_up():
+    names = plan.tier_names()
+    assert names[:3] == ["padding-tf32", "padding-vocab", "fastest"]
+    vocab = {r.rung for r in plan.select(["padding-vocab"])[0].runs}
+    assert vocab == {"bf16-50257", "bf16-50304", "bf16-50257-no-pad", "bf16-50304-no-pad"}
+    with pytest.raises(ValueError, match="unknown tier"):
+        plan.select(["padding-tf32", "nope"])
+    (fastest,) = plan.select(["fastest"], steps=(20, 4))
+    assert {(r.steps, r.warmup_steps) for r in fastest.runs} == {(20, 4)}
+
+
+def test_dry_run_for_an_h100_reads_at_120_columns(capsys):
+    assert cli.main(["--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert max(map(len, out.splitlines())) <= 120
+    assert out.startswith(f"gpu_check dry run for {H100_NAME}: budget 480 s")
+    rows = [line for line in out.splitlines() if re.match(r"\d+ +\S+ +\S+ +\d+ ", line)]
+    assert len(rows) == 21
+    # by the committed H100 times the two padding tiers fit in 480 s and the fastest pair does not
+    assert "padding-vocab (plan padding; 4 of 4 runs, complete)" in out
+    assert re.search(r"fastest \(plan beyond-ladder; 0 of 2 runs, not started: tier fastest needs ~\d+ s, \d+ s left\)", out)
+    # a larger budget reaches it
+    assert cli.main(["--dry-run", "--budget-s", "540"]) == 0
+    assert "fastest (plan beyond-ladder; 2 of 2 runs, complete)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--dry-run", "--tiers", "fastest,bogus"], "unknown tier(s) bogus"),
+    (["--dry-run", "--budget-s", "10", "--reserve-s", "20"], "--reserve-s from 0 to below it"),
+    (["--dry-run", "--steps", "5", "--warmup-steps", "5"], "--warmup-steps from 0 to below it"),
+    (["--dry-run", "--steps", "20"], "--steps and --warmup-steps go together"),
+    (["--dry-run", "--records", "/no/such/folder"], "no such folder /no/such/folder"),
+    (["--out", str(ROOT / "results" / "gpu-h200")], "is not empty: a call's folder holds that call alone"),
+    (["--out", "/tmp/gc-new", "--pack-to", "/tmp/gc-new/packed"], "--pack-to must be outside --out"),
+])
+def test_bad_options_are_one_line_and_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- packing and unpacking
+
+def summary_for(outcomes=(), **more):
+    s = {"tool": "python -m harness.gpu_check", "command": ["python", "-m", "harness.gpu_check"], "gpu": H100_NAME,
+         "started_at": "2026-11-26T10:15:00+00:00", "finished_at": "2026-11-26T10:23:00+00:00", "budget_s": 480.0,
+         "reserve_s": 20.0, "tiers": plan.tier_names(),
+         "source": {"source_sha256": "ab" * 32, "commit": None},
+         "sanity": {"gpu": H100_NAME, "torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": 91900, "driver": "580.159.04",
+                    "python": "3.12.3", "exit": 0, "seconds": 9.0},
+         "runs": [o.to_dict() for o in outcomes], "scale": 0.97,
+         "compare": {"exit": 0, "paths": ["/tmp/gpu-check", "/root/repo/results/gpu-h100-80gb-hbm3"]},
+         "report": {"exit": 0}, "used_s": 470.0}
+    s["archive_name"] = pack.archive_name(s)
+    return {**s, **more}
+
+
+def results_folder(tmp_path) -> Path:
+    out = tmp_path / "call"
+    write(out / "padding", [make_record(env="local", gpu="H100", rung="tf32", plan="padding")])
+    (out / "logs").mkdir()
+    (out / "logs" / "padding-tf32.log").write_text("=== padding/tf32-50257-no-pad@B16\n")
+    (out / "compare.txt").write_text("tables\n")
+    return out
+
+
+def test_pack_writes_three_files_and_unpack_makes_the_results_folder(tmp_path):
+    out = results_folder(tmp_path)
+    run = plan.TIERS[0].runs[0]
+    outcomes = [budget.Outcome(run, 57.0, "tf32 B=16", status="ok", seconds=55.2, records=["id1"], tokens_s=148592.4,
+                               memory="36,419"),
+                budget.Outcome(plan.TIERS[2].runs[0], 51.0, "fused-adamw-clip B=64", note="needs ~51 s, 20 s left")]
+    files = pack.pack(out, summary_for(outcomes), "the closing table\n", tmp_path / "OUT")
+    assert [f.name for f in files] == ["gpu-check-h100-80gb-hbm3-20261126T101500Z.tar.gz", "summary.json", "summary.txt"]
+    assert sorted(p.name for p in (tmp_path / "OUT").iterdir()) == sorted(f.name for f in files)  # <= 8 files back
+    outer = json.loads((tmp_path / "OUT" / "summary.json").read_text())
+    assert outer["archive"]["name"] == files[0].name and len(outer["archive"]["sha256"]) == 64
+
+    target = pack.unpack(files[0], tmp_path / "results")
+    assert target == tmp_path / "results" / "gpu-h100-80gb-hbm3-20261126"
+    assert sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file()) == sorted(
+        ["README.md", "compare.txt", "gpu-check.json", "logs/padding-tf32.log",
+         *(f"padding/{p.name}" for p in (out / "padding").iterdir())])
+    readme = (target / "README.md").read_text()
+    assert readme.startswith(f"# GPU records: {H100_NAME}, torch 2.11.0+cu130")
+    assert "| 1 | padding-tf32 | padding/tf32-50257-no-pad@B16 | 5+25 | yes | ok | 57 | 55 | 148,592 | 36,419 |  |" in readme
+    assert ("| 2 | fastest | beyond-ladder/best-of-ladder@B64 | 10+40 | yes | not started | 51 |  |  |  | needs ~51 s, 20 s "
+            "left |") in readme
+    assert "harness.compare and harness.report over this folder, `results/gpu-h100-80gb-hbm3` |" in readme
+    assert readme.endswith("- not started, tier fastest: best-of-ladder (needs ~51 s, 20 s left).\n")
+    with pytest.raises(pack.PackError, match="exists; records are never overwritten"):
+        pack.unpack(files[0], tmp_path / "results")
+
+
+def test_unpack_refuses_what_is_not_its_archive_and_keeps_members_inside(tmp_path):
+    bogus = tmp_path / "x.tar.gz"
+    bogus.write_bytes(b"not a tar")
+    with pytest.raises(pack.PackError, match="not a gpu_check archive"):
+        pack.unpack(bogus, tmp_path / "results")
+    evil = tmp_path / "evil.tar.gz"
+    payload = json.dumps(summary_for()).encode()
+    with tarfile.open(evil, "w:gz") as tar:
+        for name, data in ((f"{pack.TOP}/{pack.SUMMARY}", payload), (f"{pack.TOP}/../../escaped.txt", b"x"),
+                           ("other/file.txt", b"y")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, __import__("io").BytesIO(data))
+    with pytest.raises(tarfile.OutsideDestinationError):
+        pack.unpack(evil, tmp_path / "results")
+    assert not (tmp_path / "escaped.txt").exists() and not list(tmp_path.rglob("other"))
+
+
+def test_unpack_command_line(tmp_path, capsys):
+    files = pack.pack(results_folder(tmp_path), summary_for(), "t\n", tmp_path / "OUT")
+    assert cli.main(["unpack", str(files[0]), "--into", str(tmp_path / "here")]) == 0
+    assert (tmp_path / "here" / "README.md").is_file() and "unpacked into" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["unpack", str(files[0]), "--into", str(tmp_path / "here")])
+    assert exc.value.code == 2 and "never overwritten" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- the call, its GPU steps stood in
+
+def test_the_call_runs_the_budget_closes_and_packs(tmp_path, monkeypatch, capsys):
+    """main() end to end with the sanity check, the workers and the closing stood in; the clock is real but the
+    fake runs take no time, so every run fits."""
+    calls = []
+
+    class Workers:
+        def __init__(self, python, out):
+            self.out = out
+
+        def __call__(self, run, timeout_s):
+            calls.append(run.key)
+            write(self.out / run.folder, [make_record(env="local", gpu="H100", rung="tf32", plan=run.plan,
+                                                      run_id=f"r{len(calls)}")])
+            if run.rung == "lm-head-liger":
+                return Result("unsupported", [f"r{len(calls)}"], note="lm_head_loss=liger needs liger-kernel, which is "
+                              "not installed in this env (torch 2.11.0+cu130)")
+            return Result("ok", [f"r{len(calls)}"], tokens_s=463975.4, memory="48,571")
+
+    monkeypatch.setattr(runner, "run_sanity", lambda python, logs: (0, {"gpu": H100_NAME, "torch": "2.11.0+cu130"}))
+    monkeypatch.setattr(runner, "WorkerRunner", Workers)
+    monkeypatch.setattr(runner, "closing", lambda python, out, paths, deadline: {
+        "compare": {"exit": 0, "seconds": 1.0, "paths": [str(out), *map(str, paths)]}, "report": {"exit": 0, "seconds": 2.0}})
+    code = cli.main(["--out", str(tmp_path / "call"), "--pack-to", str(tmp_path / "OUT"), "--tiers", "fastest,knobs,long-tail"])
+    assert code == 0
+    assert calls[:2] == ["beyond-ladder/best-of-ladder@B64", "beyond-ladder/sdpa-cudnn@B64"] and len(calls) == 9
+    summary = json.loads((tmp_path / "OUT" / "summary.json").read_text())
+    assert [r["status"] for r in summary["runs"]].count("ok") == 8 and summary["gpu"] == H100_NAME
+    assert summary["compare"]["paths"][1:] == [str(H100), str(ROOT / "results" / "reference")]  # same GPU only
+    text = (tmp_path / "OUT" / "summary.txt").read_text()
+    assert max(map(len, text.splitlines())) <= 120 and "9 of 9 runs started" in text
+    assert re.search(r"^1 +fastest +best-of-ladder +64 +55 +0 +ok +463,975 +48,571", text, re.MULTILINE)
+    assert "lm_head_loss=liger" in text and "liger-kernel," in text
+    assert capsys.readouterr().out.endswith(text)
+
+
+def test_no_cuda_device_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(runner, "run_sanity", lambda python, logs: (3, None))
+    assert cli.main(["--out", str(tmp_path / "call")]) == 2
+    assert "found no CUDA device" in capsys.readouterr().err
+
+
+def test_sanity_line_round_trip():
+    found = {"gpu": H100_NAME, "torch": "2.11.0+cu130"}
+    assert sanity.parse(f"python 3.12\n{sanity.PREFIX}{json.dumps(found)}\n") == found
+    assert sanity.parse("gpu_check: no CUDA device\n") is None
+
+
+# ---------------------------------------------------------------- scripts/gpu_check.sh's quick mode
+
+def script(env: dict, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh"), *args], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "HARNESS_LOCAL_PYTHON": "echo", **env}, check=False)
+
+
+def test_quick_mode_hands_the_call_to_harness_gpu_check(tmp_path):
+    proc = script({"GPU_CHECK_STEPS": "quick", "GPU_CHECK_PACK_TO": str(tmp_path / "o"), "GPU_CHECK_TIERS": "fastest"},
+                  str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["-m", "harness.gpu_check", "--budget-s", "480", "--out", str(tmp_path / "r"),
+                                   "--pack-to", str(tmp_path / "o"), "--tiers", "fastest"]
+    proc = script({"GPU_CHECK_STEPS": "quick", "GPU_CHECK_BUDGET_S": "8 min"})
+    assert proc.returncode == 2 and "GPU_CHECK_BUDGET_S: '8 min' is not a positive whole number" in proc.stderr
+
+
+def test_the_steps_evidence_from_the_committed_records(capsys):
+    """scripts/gpu_steps_evidence.py, whose table docs/gpu-check.md quotes: the full runs agree with themselves, every
+    A/A pair stays within noise, and cuDNN attention's gain on the H200 is beyond noise at 10+40 but barely at 5+25."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_steps_evidence", ROOT / "scripts" / "gpu_steps_evidence.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("31 committed GPU runs of 50 steps (H100 80GB HBM3, H200)")
+    assert re.search(r"^ 10\+40\s+0\.00%\s+0\.00%.*8 of 8\s+0\.0\s+0\.0$", out, re.MULTILINE)
+    assert re.search(r"^  5\+25\s+.*8 of 8\s+0\.9\s+2\.8$", out, re.MULTILINE)
+    assert "10+40  H200 B=64 fused-adamw-clip -> sdpa-cudnn: +3.05% [+1.56%,+3.91%] beyond noise" in out
+    assert "5+25  H200 B=64 fused-adamw-clip -> sdpa-cudnn: +3.37% [+0.11%,+4.67%] beyond noise" in out
+
+
+def test_a_step_past_its_time_is_killed_and_its_output_kept(tmp_path, capsys):
+    import sys
+
+    log = tmp_path / "logs" / "x.log"
+    code, text = runner.tee([sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"], log,
+                            timeout_s=2, header="=== x")
+    assert code == 124 and text == "started\n"
+    assert log.read_text() == "=== x\nstarted\ngpu_check: killed after 2 s\n"
+    assert capsys.readouterr().out == "started\n"

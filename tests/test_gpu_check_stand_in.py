@@ -1,0 +1,65 @@
+"""harness.gpu_check's real steps on this CPU, a stand-in for the GPU: real `python -m harness.run` workers (the tiny
+preset, not compiled, a few steps), the real budget loop and clock, the real compare and report, packing after every
+run and unpacking. Only the workload is shrunk (the stand-in) and the sanity check left out (it needs CUDA)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.gpu_check import estimate, pack, plan, runner
+from harness.gpu_check.budget import spend
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class StandIn(runner.WorkerRunner):
+    """The plan's harness.run command with the GPU workload swapped for the tiny preset on the CPU."""
+
+    def argv(self, run, timeout_s):
+        argv = super().argv(run, timeout_s)
+        swap = {"gpt2-124m": "tiny", "cuda": "cpu", str(run.batch_size): "2"}
+        return [swap.get(a, a) if i and argv[i - 1] in ("--preset", "--device", "--batch-size") else a
+                for i, a in enumerate(argv)] + ["--set", "compile=off", "--threads", "1"]
+
+
+def test_a_budgeted_call_on_the_cpu_stand_in(tmp_path):
+    out, packed = tmp_path / "call", tmp_path / "OUT"
+    tiers = plan.select(["padding-tf32", "fastest"], steps=(4, 1))
+    est = estimate.Estimator([], "stand-in")
+    # 1 s a run, the cuDNN one 200 s: the fastest tier (a pair, all or nothing) cannot fit the 300 s
+    est.prior = lambda run: estimate.Estimate(200.0 if run.rung == "sdpa-cudnn" else 1.0, "stand-in")
+    workers = StandIn(sys.executable, out)
+    t0 = time.monotonic()
+    summary = {"gpu": "stand-in", "started_at": "2026-11-25T19:00:00+00:00", "budget_s": 600.0, "runs": [], "sanity": {}}
+
+    def packed_after(outcome):
+        summary["runs"].append(outcome.to_dict())
+        pack.pack(out, summary, "t\n", packed)
+
+    outcomes = spend(tiers, workers, time.monotonic, t0 + 300, est, on_done=packed_after)
+    assert [(o.run.rung, o.status) for o in outcomes] == [
+        ("tf32-50257-no-pad", "ok"), ("fp32-50257-no-pad", "ok"), ("best-of-ladder", "not started"),
+        ("sdpa-cudnn", "not started")]
+    assert outcomes[2].note.startswith("tier fastest needs ~")
+    assert est.scale > 1  # the tiny runs took longer than the 1 s they were given: the estimates grew
+    records = [json.loads(p.read_text()) for p in sorted((out / "padding").glob("*.json"))]
+    assert [r["rung"] for r in records] == ["tf32-50257-no-pad", "fp32-50257-no-pad"]
+    assert records[0]["workload"]["profile_steps"] == 3 and records[1]["workload"]["profile_steps"] == 0
+    assert records[0]["flags"]["requested"]["inductor_shape_padding"] == "off"
+    assert "=== padding/tf32-50257-no-pad@B16" in (out / "logs" / "padding-tf32.log").read_text()
+
+    summary.update(runner.closing(sys.executable, out, [ROOT / "results" / "reference"]))
+    assert summary["compare"]["exit"] == 0 and summary["report"]["exit"] == 0
+    assert "tf32-50257-no-pad" in (out / "compare.txt").read_text() and (out / "report" / "report.html").is_file()
+    files = pack.pack(out, summary, "t\n", packed)
+    assert len(list(packed.iterdir())) == 3 == len(files)
+    target = pack.unpack(files[0], tmp_path / "results")
+    assert target.name == "gpu-stand-in-20261125"
+    assert {p.name for p in (target / "padding").glob("*.json")} == {f"{r['run_id']}.json" for r in records}
+    assert (target / "report" / "report.html").is_file() and (target / "README.md").is_file()
