@@ -3,9 +3,11 @@
   python scripts/gpu_steps_evidence.py [FOLDER ...]      # default: results/gpu-*/
 
 Every committed run has 50 steps (10 warm-up, 40 timed). A shorter run is read off each record as its first
-steps: warm-up W, then N timed. For each (W, N) it prints, with the noise rule of harness.analysis.stats:
+steps: warm-up W, then N timed. For each (W, N) it prints, with the noise rule of harness.analysis.stats (the run is
+the unit of noise: each GPU's run-to-run spread pooled over its configurations with repeats, at those steps):
   - shift: how far the tokens/s of those steps lies from the full run's (steps 10-49), median and largest;
-  - interval: the half-width of the 95% bootstrap interval of one run's tokens/s, median and largest;
+  - spread: the run-to-run sd of tokens/s at those steps, the larger of the two GPUs';
+  - interval: the half-width of one run's 99% interval (that spread, borrowed by a one-run cell), median and largest;
   - A/A: every pair of repeats of one configuration on one GPU (separate processes), the largest |delta| and how
     many pairs stay within noise (they should: nothing differs);
   - known effects: pairs of rungs one knob apart on one GPU and B, the delta and its verdict (they should stay
@@ -44,9 +46,18 @@ def ok_records(paths) -> list[RecordView]:
     return out
 
 
-def tokens(r: RecordView, warmup: int, timed: int) -> stats.Estimate:
+def tokens(r: RecordView, warmup: int, timed: int, device: stats.Noise | None = None) -> stats.Estimate:
     ms = r.step_ms[warmup:warmup + timed]
-    return stats.throughput([ms], r.summary["tokens_per_step"], key=f"{r.run_id}/{warmup}/{timed}")
+    return stats.throughput([ms], r.summary["tokens_per_step"], key=f"{r.run_id}/{warmup}/{timed}", device=device)
+
+
+def spreads(groups: dict, warmup: int, timed: int) -> dict[str, stats.Noise | None]:
+    """Each GPU's run-to-run spread of tokens/s at these steps, pooled over its configurations with repeats."""
+    cells: dict[str, list] = defaultdict(list)
+    for (dev, _w, _f), runs in groups.items():
+        cells[dev].append([stats.run_throughput(r.step_ms[warmup:warmup + timed], r.summary["tokens_per_step"])
+                           for r in runs])
+    return {dev: stats.pooled_noise(cs) for dev, cs in cells.items()}
 
 
 def gpu(r: RecordView) -> str:
@@ -62,20 +73,22 @@ def rows(records: list[RecordView]) -> list[dict]:
     b64 = np.median([r.summary["step_ms_median"] for r in records if r.workload["batch_size"] == 64])
     out = []
     for w, n in CHOICES:
+        noise = spreads(groups, w, n)
         shifts, halves = [], []
         for r in records:
-            full, e = tokens(r, 10, 40), tokens(r, w, n)
+            full, e = tokens(r, 10, 40), tokens(r, w, n, noise[gpu(r)])
             shifts.append(abs(e.point / full.point - 1))
-            low, high = np.percentile(e.boot, [2.5, 97.5])
-            halves.append((high - low) / 2 / e.point)
-        aa = [stats.ratio(tokens(a, w, n), tokens(b, w, n))[0] for g in groups.values() for a, b in combinations(g, 2)]
+            halves.append(e.half_width())
+        aa = [stats.ratio(tokens(a, w, n, noise[dev]), tokens(b, w, n, noise[dev]))[0]
+              for (dev, _w, _f), g in groups.items() for a, b in combinations(g, 2)]
         known = []
         for (dev, batch, rung), r in sorted(by_rung.items()):
             for a_name, b_name in KNOWN:
                 if rung == a_name and (dev, batch, b_name) in by_rung:
-                    d = stats.ratio(tokens(r, w, n), tokens(by_rung[(dev, batch, b_name)], w, n))[0]
+                    d = stats.ratio(tokens(r, w, n, noise[dev]), tokens(by_rung[(dev, batch, b_name)], w, n, noise[dev]))[0]
                     known.append((f"{dev} B={batch} {a_name} -> {b_name}", d))
         out.append({"warmup": w, "timed": n, "shift_median": float(np.median(shifts)), "shift_max": max(shifts),
+                    "spread": max(x.sd for x in noise.values() if x is not None),
                     "half_median": float(np.median(halves)), "half_max": max(halves),
                     "aa_max": max(abs(d.value) for d in aa), "aa_within": sum(not d.beyond for d in aa), "aa_pairs": len(aa),
                     "known": known, "saved_b16": (50 - w - n) * b16 / 1000, "saved_b64": (50 - w - n) * b64 / 1000})
@@ -87,14 +100,14 @@ def main(argv=None) -> int:
     records = ok_records(paths)
     print(f"{len(records)} committed GPU runs of 50 steps ({', '.join(sorted({gpu(r) for r in records}))}); "
           "a shorter run = the first W warm-up + N timed steps of each")
-    print(f"{'W+N':>6}  {'shift med/max':>14}  {'interval med/max':>17}  {'A/A max |d|':>11}  {'A/A within':>10}  "
-          f"{'saved s B=16/B=64':>17}")
+    print(f"{'W+N':>6}  {'shift med/max':>14}  {'spread':>7}  {'interval med/max':>17}  {'A/A max |d|':>11}  "
+          f"{'A/A within':>10}  {'saved s B=16/B=64':>17}")
     table = rows(records)
     for t in table:
-        print(f"{t['warmup']:>3}+{t['timed']:<2}  {t['shift_median']:6.2%} {t['shift_max']:6.2%}  "
+        print(f"{t['warmup']:>3}+{t['timed']:<2}  {t['shift_median']:6.2%} {t['shift_max']:6.2%}  {t['spread']:7.2%}  "
               f"{t['half_median']:7.2%} {t['half_max']:8.2%}  {t['aa_max']:11.2%}  "
               f"{t['aa_within']:>4} of {t['aa_pairs']:<2}  {t['saved_b16']:8.1f} {t['saved_b64']:8.1f}")
-    print("known effects (delta [95% interval] verdict):")
+    print(f"known effects (delta [{stats.interval_name()}] verdict; one run a side, the GPU's spread borrowed):")
     for t in table:
         if (t["warmup"], t["timed"]) in ((10, 40), (5, 25)):
             for name, d in t["known"]:

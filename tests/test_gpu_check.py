@@ -391,7 +391,7 @@ def test_quick_mode_hands_the_call_to_harness_gpu_check(tmp_path):
 
 def test_the_steps_evidence_from_the_committed_records(capsys):
     """scripts/gpu_steps_evidence.py, whose table docs/gpu-check.md quotes: the full runs agree with themselves, every
-    A/A pair stays within noise, and cuDNN attention's gain on the H200 is beyond noise at 10+40 but barely at 5+25."""
+    A/A pair stays within noise, the H100's vocab step is beyond noise at 5+25, cuDNN's +3% on the H200 is undecided."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("gpu_steps_evidence", ROOT / "scripts" / "gpu_steps_evidence.py")
@@ -402,8 +402,10 @@ def test_the_steps_evidence_from_the_committed_records(capsys):
     assert out.startswith("31 committed GPU runs of 50 steps (H100 80GB HBM3, H200)")
     assert re.search(r"^ 10\+40\s+0\.00%\s+0\.00%.*8 of 8\s+0\.0\s+0\.0$", out, re.MULTILINE)
     assert re.search(r"^  5\+25\s+.*8 of 8\s+0\.9\s+2\.8$", out, re.MULTILINE)
-    assert "10+40  H200 B=64 fused-adamw-clip -> sdpa-cudnn: +3.05% [+1.56%,+3.91%] beyond noise" in out
-    assert "5+25  H200 B=64 fused-adamw-clip -> sdpa-cudnn: +3.37% [+0.11%,+4.67%] beyond noise" in out
+    # one run a side borrows the GPU's spread: the H200's rests on one configuration's three runs (2 degrees of
+    # freedom), so cuDNN's +3% is not decided even from full runs; the H100's vocab step is at any length here
+    assert "10+40  H200 B=64 fused-adamw-clip -> sdpa-cudnn: +3.05% [-2.20%,+9.02%] within noise" in out
+    assert "5+25  H100 80GB HBM3 B=16 sdpa-flash -> vocab-50304: +7.61% [+6.58%,+8.67%] beyond noise" in out
 
 
 def test_a_step_past_its_time_is_killed_and_its_output_kept(tmp_path, capsys):
