@@ -77,6 +77,6 @@ def test_the_gpu_records_answer_with_their_numbers():
     assert by_key["vocab"].command.startswith("nox -s bench-torch212 bench-nightly")
     assert by_key["versions"].command.startswith("python -m harness.bisect")
     assert by_key["batch"].command is None and "the fastest B is 104" in by_key["batch"].sentences[0]
-    assert [r["MFU, datasheet peak"] for r in by_key["mfu"].table] == ["40.9%", "46.1%"]
+    assert [r["MFU, datasheet"] for r in by_key["mfu"].table] == ["40.9%", "46.1%"]
     keys = answers.key_findings(cmp)
     assert 1 <= len(keys) <= answers.MAX_KEY_FINDINGS and keys == sorted(keys, key=lambda k: -k.size)

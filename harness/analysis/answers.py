@@ -193,9 +193,9 @@ def versions(cmp: Compare) -> Answer:
                          f"{ra.memory_bytes / GIB:,.1f} -> {rb.memory_bytes / GIB:,.1f} GiB, {said(mem)}, and tokens/s "
                          f"{said(speed)}{first}.")
         records += run_ids(ra, rb)
-        for g, name in ((ra, f"user, torch {ta}"), (rb, f"user, torch {tb}")):
-            bars_tok.append(Bar(name, Point(estimate(g).point / 1000), True, "single sample"))
-            bars_mem.append(Bar(name, Point(g.memory_bytes / GIB), True, "single sample"))
+        for g, name in ((ra, f"user's log, torch {ta}"), (rb, f"user's log, torch {tb}")):
+            bars_tok.append(Bar(name, Point(estimate(g).point / 1000), True))
+            bars_mem.append(Bar(name, Point(g.memory_bytes / GIB), True))
         head = KeyFinding(f"The user's log: torch {ta} -> {tb} at B={b}: {ra.memory[0]} {said(mem)}, tokens/s "
                           f"{said(speed)}; which release changed it is not in these records.",
                           abs(mem.value or 0.0), tuple(run_ids(ra, rb)))
@@ -210,10 +210,10 @@ def versions(cmp: Compare) -> Answer:
             for g in beside:
                 used = g.summary_median("device_used_bytes")
                 tok = throughput_point(g.throughput)
-                label = f"{cmp.name(g.gpu)}, torch {g.torch_version}"
+                label = f"{cmp.name(g.gpu)}, torch {str(g.torch_version).split('+')[0]}"
                 bars_tok.append(Bar(label, Point(tok.value / 1000, *(None if x is None else x / 1000 for x in (tok.low, tok.high)))))
                 if used is not None:
-                    bars_mem.append(Bar(label, Point(used / GIB), note=f"{len(g.records)} run(s)"))
+                    bars_mem.append(Bar(label, Point(used / GIB)))
                 records += run_ids(g)
         break
     env_pairs = [p for p in verdict(cmp).pairs if p.across == "env" and p.rows]
@@ -231,13 +231,14 @@ def versions(cmp: Compare) -> Answer:
     chart = None
     if bars_tok:
         user = [b for b in bars_mem if b.hatched]
-        title = (f"The user's {user[1].label.split(', ')[1]} used {user[0].value.value - user[1].value.value:,.0f} GiB "
-                 f"less than {user[0].label.split(', ')[1]}" if len(user) == 2 else "Torch builds")
+        saved = user[0].value.value - user[1].value.value if len(user) == 2 else None
+        title = (f"The user's {user[1].label.split(', ')[1]} used {abs(saved):,.0f} GiB {'less' if saved > 0 else 'more'} "
+                 f"than {user[0].label.split(', ')[1]}" if saved is not None else "Torch builds")
         ours = [b for b in bars_mem if not b.hatched]
         if ours:
             title += f"; ours: {min(b.value.value for b in ours):,.0f}-{max(b.value.value for b in ours):,.0f} GiB"
         chart = Chart("bars", title, {"tokens/s": bars_tok, "memory": bars_mem},
-                      {"tokens/s": "thousands of tokens/s", "memory": "GiB (device used; the user's: nvidia-smi)"})
+                      {"tokens/s": "thousands of tokens/s (hatched: single samples)", "memory": "GiB (device used; the user's: nvidia-smi)"})
     return Answer("versions", q, sentences, tuple(records), BISECT, chart, headline=head)
 
 

@@ -87,7 +87,7 @@ def mfu(cmp: Compare) -> Answer:
         if sheet is None and measured is None:
             continue
         rows.append({"device": cmp.name(ov.gpu), "run": f"{g.label} ({g.batch})", "tokens/s": f"{g.throughput.point:,.0f}",
-                     "MFU, datasheet peak": _share(sheet), "MFU, measured GEMM peak": _share(measured)})
+                     "MFU, datasheet": _share(sheet), "MFU, GEMM peak": _share(measured)})
         sheet_text = f"{_share(sheet)} of the datasheet peak" if sheet is not None else "no datasheet peak (none for this device)"
         sentences.append(f"The fastest run on {cmp.name(ov.gpu)} ({g.label}, {g.batch}) reaches {sheet_text} and "
                          f"{_share(measured)} of the GEMM peak measured on the same device (explain.mfu).")

@@ -47,41 +47,71 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-THOUSANDS = matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v / 1000:,.0f}k")
+THOUSANDS = matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v / 1000:,.0f}")  # the axis says "thousands of tokens/s"
+WIDE, NARROW = 8.0, 4.2  # inches: a page's column, and a phone's (the HTML shows the narrow one below 600 px)
+PHONE_FONTS = {"font.size": 12, "axes.titlesize": 12, "legend.fontsize": 11, "xtick.labelsize": 11, "ytick.labelsize": 11}
+
+
+def fonts(width: float):
+    """Larger type for a narrow chart: a phone shows it at about 90% of its drawn size."""
+    return plt.rc_context(PHONE_FONTS if width < WIDE else {})
 plt.rcParams.update({"font.size": 11, "axes.titlesize": 12, "legend.fontsize": 10, "xtick.labelsize": 10,
                      "ytick.labelsize": 10})  # drawn about 8 inches wide: still legible when a phone shrinks it
 
 
 def ladder_charts(cmp: Compare) -> list[Chart]:
     """One grouped bar chart per plan (harness.analysis.series.ladder_charts): tokens/s per rung, one bar per
-    (device, env, B, T), the user's logged numbers hatched beside; a rung that did not run says so where its bar is."""
+    (device, env, B, T), the user's logged numbers hatched beside; a rung that did not run says so where its bar is.
+    Each comes with a narrow version (horizontal bars, rungs down the page) for a phone."""
     charts, names = [], set()
     for lc in series.ladder_charts(cmp):
-        n = len(lc.series)
-        width = 0.8 / n
-        fig, ax = plt.subplots(figsize=(8.0, 5.2))
-        x = np.arange(len(lc.rungs))
-        for i, s in enumerate(lc.series):
-            points = [s.points.get(r) for r in lc.rungs]
-            xs = x - 0.4 + width * (i + 0.5)
-            errors = np.array([p.errors if p is not None else (0.0, 0.0) for p in points]).T
-            ax.bar(xs, [p.value if p is not None else np.nan for p in points], width, label=s.label,
-                   hatch="//" if s.reference else None, yerr=None if s.reference else errors, capsize=2,
-                   edgecolor="black" if s.reference else None, linewidth=0.5, alpha=0.6 if s.reference else 1.0)
-            for xi, r in zip(xs, lc.rungs, strict=True):
-                if r in s.failed and r not in s.points:  # a rung that did not run is said, not left blank
+        charts.append((_file_name(f"ladder-{file_part(lc.plan)}", names), _ladder(lc, WIDE), (
+            f"Tokens/s per rung of plan {lc.plan}, one bar per device / env and B (whiskers: 95% bootstrap interval, "
+            "absent where too few samples give none; hatched: the user's logged single samples)."), _ladder(lc, NARROW)))
+    return charts
+
+
+def _ladder(lc, width: float) -> bytes:
+    with fonts(width):
+        return _ladder_figure(lc, width)
+
+
+def _ladder_figure(lc, width: float) -> bytes:
+    n, narrow = len(lc.series), width < WIDE
+    size = 0.8 / n
+    fig, ax = plt.subplots(figsize=(width, 0.16 * n * len(lc.rungs) + 3.0) if narrow else (width, 5.2))
+    x = np.arange(len(lc.rungs))
+    bar = ax.barh if narrow else ax.bar
+    for i, s in enumerate(lc.series):
+        points = [s.points.get(r) for r in lc.rungs]
+        xs = x - 0.4 + size * (i + 0.5)
+        errors = np.array([p.errors if p is not None else (0.0, 0.0) for p in points]).T
+        values = [p.value if p is not None else np.nan for p in points]
+        bar(xs, values, size, label=s.label, hatch="//" if s.reference else None, capsize=2,
+            edgecolor="black" if s.reference else None, linewidth=0.5, alpha=0.6 if s.reference else 1.0,
+            **({} if s.reference or not errors.any() else {"xerr" if narrow else "yerr": errors}))
+        for xi, r in zip(xs, lc.rungs, strict=True):
+            if r in s.failed and r not in s.points:  # a rung that did not run is said, not left blank
+                if narrow:
+                    ax.text(0, xi, f" {s.failed[r]}", ha="left", va="center", fontsize=8, color="dimgray")
+                else:
                     ax.text(xi, 0, f" {s.failed[r]}", rotation=90, ha="center", va="bottom", fontsize=9, color="dimgray")
+    value_axis = ax.xaxis if narrow else ax.yaxis
+    value_axis.set_major_formatter(THOUSANDS)
+    if narrow:
+        ax.set_yticks(x, lc.rungs)
+        ax.set_ylim(len(lc.rungs) - 0.5, -0.5)  # the first rung on top
+        ax.set_xlabel("thousands of tokens/s")
+        ax.grid(axis="x", alpha=0.3)
+    else:
         ax.set_xticks(x, lc.rungs, rotation=30, ha="right")
         ax.set_xlim(-0.5, len(lc.rungs) - 0.5)  # every rung's slot, also where only a status text stands
         ax.set_ylabel("thousands of tokens/s")
-        ax.set_title(textwrap.fill(lc.title, 60))
-        ax.yaxis.set_major_formatter(THOUSANDS)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=2, frameon=False)  # below: never over a bar
         ax.grid(axis="y", alpha=0.3)
-        charts.append((_file_name(f"ladder-{file_part(lc.plan)}", names), _png(fig), (
-            f"Tokens/s per rung of plan {lc.plan}, one bar per device / env and B (whiskers: 95% bootstrap interval, "
-            "absent where too few samples give none; hatched: the user's logged single samples).")))
-    return charts
+    ax.set_title(textwrap.fill(lc.title, int(7.5 * width)))
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 if narrow else -0.28), ncol=1 if narrow else 2,
+              frameon=False)  # below the axes: never over a bar
+    return _png(fig)
 
 
 def _file_name(stem: str, taken: set[str]) -> str:
@@ -273,10 +303,17 @@ def kernel_mix_chart(cmp: Compare) -> Chart | None:
     return ("kernel-mix.png", _png(fig), caption)
 
 
-def sweep_chart(lines: list, fieldname: str, title: str) -> bytes:
+def sweep_chart(lines: list, fieldname: str, title: str, width: float = 9.0) -> bytes:
     """tokens/s (thousands) and memory (GiB) against the swept value, a line per curve (harness.analysis.series
-    SweepLine, or an answer's BatchCurve): the knee starred, values that did not run crossed, the user's dashed."""
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.0, 4.6))
+    SweepLine, or an answer's BatchCurve): the knee starred, values that did not run crossed, the user's dashed.
+    Narrower than WIDE: the two panels one above the other."""
+    with fonts(width):
+        return _sweep_figure(lines, fieldname, title, width)
+
+
+def _sweep_figure(lines: list, fieldname: str, title: str, width: float) -> bytes:
+    narrow = width < WIDE
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(width, 8.0)) if narrow else plt.subplots(1, 2, figsize=(width, 4.6))
     for line in sorted(lines, key=lambda x: x.label):
         style = "--" if line.reference else "-"
         tps = [(v, t) for v, t, _m in line.points if t is not None]
@@ -300,8 +337,9 @@ def sweep_chart(lines: list, fieldname: str, title: str) -> bytes:
     a1.yaxis.set_major_formatter(THOUSANDS)
     handles, labels = a1.get_legend_handles_labels()
     if handles:
-        fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, -0.08), ncol=2, frameon=False)
-    fig.suptitle(textwrap.fill(title, 70))
+        fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, -0.08 if not narrow else -0.06),
+                   ncol=1 if narrow else 2, frameon=False)
+    fig.suptitle(textwrap.fill(title, int(7.5 * width)))
     fig.tight_layout()
     return _png(fig)
 

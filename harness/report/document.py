@@ -61,9 +61,11 @@ class Doc:
         """The verdict: (head, details) items as a nested list."""
         self.blocks.append(("answer", blocks))
 
-    def img(self, name: str, png: bytes, caption: str):
+    def img(self, name: str, png: bytes, caption: str, narrow: bytes | None = None):
+        """A chart; `narrow`, a version drawn for a phone's width, is what the HTML shows below 600 px (report.md,
+        read on a wide screen, links the PNG)."""
         self.images[name] = png
-        self.blocks.append(("img", name, caption))
+        self.blocks.append(("img", name, caption, narrow))
 
     @property
     def title(self) -> str:
@@ -130,7 +132,7 @@ img{max-width:100%;border:1px solid #ddd}.caption{font-weight:600;margin-top:1em
 li>.cite{display:inline}
 .appendix{margin:2em 0}.appendix>summary{font-size:1.3em;font-weight:600;border-bottom:1px solid #bbb;padding:.3em 0}
 @media (max-width:600px){body{margin:1em auto;padding:0 .6em;font-size:15px}h1{font-size:1.4em}h2{font-size:1.15em}
-figure{overflow-x:auto;margin:1em 0}figure img{max-width:none;width:560px}table{font-size:.75em}}"""
+figure.wide{overflow-x:auto;margin:1em 0}figure.wide img{max-width:none;width:560px}table{font-size:.75em}}"""
 
 
 CODE_SPAN = re.compile(r"`([^`<>]+)`")  # Markdown's `code`, as the report's own sentences write it
@@ -186,7 +188,11 @@ def to_html(doc: Doc) -> str:
             out += [f"<p class='note'>{_inline(n)}</p>" for n in t.notes]
         elif b[0] == "img":
             data = base64.b64encode(doc.images[b[1]]).decode()
-            out.append(f"<figure><img alt='{_text(b[2])}' src='data:image/png;base64,{data}'>"
+            img = f"<img alt='{_text(b[2])}' src='data:image/png;base64,{data}'>"
+            if b[3] is not None:  # a phone gets the chart drawn for its width; without one, the wide chart scrolls
+                small = base64.b64encode(b[3]).decode()
+                img = f"<picture><source media='(max-width:600px)' srcset='data:image/png;base64,{small}'>{img}</picture>"
+            out.append(f"<figure class='{'fits' if b[3] is not None else 'wide'}'>{img}"
                        f"<figcaption>{_text(b[2])}</figcaption></figure>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"

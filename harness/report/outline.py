@@ -105,7 +105,7 @@ def build(cmp: Compare, paths, command: str) -> Doc:
             doc.p(f"What would answer it: `{a.command}`")
         png = answer_charts.draw(a.chart)
         if png is not None:
-            doc.img(f"answer-{a.key}.png", png, a.chart.title + ".")
+            doc.img(f"answer-{a.key}.png", png, a.chart.title + ".", answer_charts.draw(a.chart, answer_charts.NARROW))
         if a.table:
             t = Table(f"answer-{a.key}", "", [(k, k) for k in a.table[0]])
             t.rows = a.table
