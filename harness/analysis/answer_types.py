@@ -9,7 +9,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from harness.analysis import stats
-from harness.analysis.cells import Cell
 from harness.analysis.series import Point
 
 GIB = 2**30
@@ -98,8 +97,10 @@ def span(deltas: list[stats.Delta]) -> str:
 
 
 def delta_bar(label: str, d: stats.Delta, reference: bool = False) -> Bar:
+    """A delta in % as a bar: hatched unless beyond noise; a measured one not beyond noise says its verdict (the
+    user's logged single samples are hatched grey, which the chart's axis says)."""
     return Bar(label, Point(d.value * 100, None if d.low is None else d.low * 100, None if d.high is None else d.high * 100),
-               hatched=reference or not d.beyond, note=Cell(d).brief())
+               hatched=reference or not d.beyond, note="" if d.beyond or reference else d.verdict)
 
 
 def verb_title(what: str, verb: str, metric: str, size: str) -> str:

@@ -56,7 +56,7 @@ def tf32_memory(cmp: Compare) -> Answer:
     default = [p for p in pairs if findings.padding_setting(p[1]) == "default"]
     deltas = [cmp.mem_delta(a, b) for _c, a, b in default]
     metric = default[0][1].memory[0] if default else "memory"
-    where = ", ".join(dict.fromkeys(f"{cmp.name(gpu)} B={a.workload.get('batch_size')}" for (gpu, _e), a, _b in default))
+    where = ", ".join(dict.fromkeys(cell_label(cmp, gpu, env, a) for (gpu, env), a, _b in default))
     rose = sum(d.value > 0 for d in deltas if d.value is not None)
     sentences = []
     if default:
@@ -79,10 +79,10 @@ def tf32_memory(cmp: Compare) -> Answer:
         command = PADDING_AB
         sentences.append("Whether Inductor's own padding causes it, these records cannot say (no padding A/B).")
     chart = Chart("stack", "", units={"": "GiB at the peak"})
-    for (gpu, _env), a, b in default:
+    for (gpu, env), a, b in default:
         for g, name in ((a, "fp32"), (b, "tf32")):
             split = g.memory_split
-            label = f"{cmp.name(gpu)} B={g.workload.get('batch_size')} {name}"
+            label = f"{cell_label(cmp, gpu, env, g)} {name}"
             if split.get("available"):
                 chart.panels.setdefault("", []).append((label, [((split.get(k) or 0) / GIB, part) for k, part in MEMORY_PARTS]))
             elif g.memory_bytes is not None:
@@ -104,6 +104,12 @@ def tf32_memory(cmp: Compare) -> Answer:
                           tuple(i for a, b in refs for i in run_ids(a, b)))
     return Answer("tf32", q, sentences, tuple(i for _c, a, b in pairs for i in run_ids(a, b))
                   + tuple(i for a, b in refs for i in run_ids(a, b)), command, chart if chart.panels else None, headline=head)
+
+
+def cell_label(cmp: Compare, gpu: str, env: str, g: Group) -> str:
+    """'h100-80g B=16', with the env where the records hold several ('epyc / latest B=4')."""
+    several = len(cmp.env_rank) > 1
+    return f"{cmp.name(gpu)}" + (f" / {env}" if several else "") + f" B={g.workload.get('batch_size')}"
 
 
 def _split_change(pairs) -> list[tuple[str, float, float]]:
@@ -150,7 +156,7 @@ def vocab(cmp: Compare) -> Answer:
         command = f"{TWO_BUILDS}   # on each of two {cmp.word}s, then: python -m harness.compare results/ --table factors"
     chart = None
     if pairs or refs:
-        bars = [delta_bar(f"{cmp.name(g)} B={a.workload.get('batch_size')}", d) for ((g, _e), a, _b), d in zip(pairs, deltas)]
+        bars = [delta_bar(cell_label(cmp, g, e, a), d) for ((g, e), a, _b), d in zip(pairs, deltas)]
         bars += [delta_bar(f"user's log B={a.workload.get('batch_size')}", d, True) for (a, _b), d in zip(refs, ref_deltas)]
         values = [d.value for d in deltas if d.value is not None]
         verb = moves(deltas, "speeds up", "slows down")
@@ -158,7 +164,7 @@ def vocab(cmp: Compare) -> Answer:
                  else verb_title("Vocab 50304", verb, "tokens/s", title_range(values)) + " here" if values else "Vocab 50304")
         if ref_deltas:
             title += f"; the user logged {title_range([d.value for d in ref_deltas])}"
-        chart = Chart("delta", title, {"": bars}, {"": "change in tokens/s (%)"})
+        chart = Chart("delta", title, {"": bars}, {"": "change in tokens/s (%); grey: the user's single samples"})
     head = None
     if pairs:
         head = KeyFinding(f"Vocab 50257 -> 50304 changes tokens/s by {span(deltas)} on our {cmp.word}s"
@@ -219,12 +225,12 @@ def versions(cmp: Compare) -> Answer:
     env_pairs = [p for p in verdict(cmp).pairs if p.across == "env" and p.rows]
     for p in env_pairs:
         sentences.append(f"Measured here, {p.other} against {p.base} on {cmp.name(p.same)}: tokens/s {said(p.speed, 'ratio')} "
-                         f"over {len(p.rows)} rungs" + (f", {p.memory_metric} {said(p.memory)}" if p.memory else "") + ".")
+                         f"over {len(p.rows)} rungs" + (f", {p.memory_metric} {said(p.memory)}; {p.memory_changed} of {p.memory_judged} rungs beyond noise" if p.memory else "") + ".")
         records += [i for r in p.rows for i in r.run_ids]
         size = abs(p.speed.value or 0.0)
         if head is None or size > head.size:
             head = KeyFinding(f"{p.other} against {p.base} on {cmp.name(p.same)}: tokens/s {said(p.speed, 'ratio')} over "
-                              f"{len(p.rows)} rungs" + (f", {p.memory_metric} {said(p.memory)}" if p.memory else "") + ".",
+                              f"{len(p.rows)} rungs" + (f", {p.memory_metric} {said(p.memory)}; {p.memory_changed} of {p.memory_judged} rungs beyond noise" if p.memory else "") + ".",
                               size, tuple(i for r in p.rows for i in r.run_ids))
     sentences.append("Which release changed it, these records cannot say: a bisect over the releases between two "
                      "builds on one GPU finds it (docs/bisect.md).")
@@ -257,7 +263,7 @@ def ladder_headlines(cmp: Compare) -> list[KeyFinding]:
     ranked = sorted(best.values(), key=lambda lo: -lo[1][-1].vs_first.value)
     lad, ok = ranked[0]
     text = (f"From {ok[0].rung} to {ok[-1].rung} (plan {lad.plan}) tokens/s grow " + "; ".join(
-        f"{said(o[-1].vs_first, 'ratio')} on {cmp.name(la.gpu)} at B={la.batch_size}" for la, o in ranked))
+        f"{said(o[-1].vs_first, 'ratio')} on {cmp.name(la.gpu)} / {la.env} at B={la.batch_size}" for la, o in ranked))
     steps = [s for s in ok if s.vs_previous is not None and s.vs_previous.value is not None]
     big = max(steps, key=lambda s: abs(s.vs_previous.value), default=None)
     if big is not None:

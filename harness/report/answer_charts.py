@@ -42,12 +42,12 @@ def _hbars(ax, bars, unit: str, signed: bool) -> None:
                     fmt="none", ecolor="black", capsize=3, lw=1)
     top = max(abs(v) for v in values) or 1.0
     for yi, b in zip(y, bars):
-        end = b.value.high if b.value.high is not None and b.value.value >= 0 else b.value.value
-        text = (f"{b.value.value:+.1f}%" if signed else f"{b.value.value:,.1f}") + (f" ({b.note})" if b.note and "beyond" not in b.note and b.note[0] not in "+-" else "")
+        end = max(b.value.value, 0.0, b.value.high if b.value.high is not None else 0.0)  # right of bar and whisker
+        text = (f"{b.value.value:+.1f}%" if signed else f"{b.value.value:,.1f}") + (f" ({b.note})" if b.note else "")
         ax.text(end + 0.02 * top, yi, text, va="center", ha="left")
     ax.set_yticks(y, [b.label for b in bars])
     ax.invert_yaxis()
-    noted = any(b.note and "beyond" not in b.note and b.note[0] not in "+-" for b in bars)
+    noted = any(b.note for b in bars)
     ax.set_xlim(min(0.0, *values) * 1.1, top * (1.75 if noted else 1.3))  # room for the value texts
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_xlabel(unit)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from harness.analysis import answers, findings, stats
+from harness.analysis import answers, findings, series, stats
 from harness.analysis.cells import Table
 from harness.analysis.context import COMPARABLE_RULE, Compare
 from harness.analysis.tables import cross, knobs, registry
@@ -95,7 +95,9 @@ def build(cmp: Compare, paths, command: str) -> Doc:
 
     ladder = charts.ladder_charts(cmp)
     seed = [c for c in ladder if c[0].startswith("ladder-seed-ladder")]
-    doc.h(2, "The seed ladder: the user's numbers beside ours")
+    users = any(s.reference for lc in series.ladder_charts(cmp) if lc.plan == "seed-ladder" for s in lc.series)
+    doc.h(2, "The seed ladder: the user's numbers beside ours" if users else
+          "The seed ladder (the user's log has no run at these B and T to put beside it)")
     _charts(doc, seed, "No seed-ladder chart: no measured run of plan seed-ladder.")
 
     for a in answers.compute(cmp):
