@@ -1,11 +1,12 @@
-"""The README's GPU section, generated from the committed GPU records (never typed in).
+"""The README's GPU section and docs/gpu.md's details, generated from the committed GPU records (never typed in).
 
-    python scripts/readme_gpu.py            # print the section
-    python scripts/readme_gpu.py --write    # replace it in README.md (between the gpu-section markers)
-    python scripts/readme_gpu.py --check    # exit 1 when README.md's section differs from the records
+    python scripts/readme_gpu.py            # print both sections
+    python scripts/readme_gpu.py --write    # replace them in README.md and docs/gpu.md (between their markers)
+    python scripts/readme_gpu.py --check    # exit 1 when either differs from the records
 
-tests/test_readme_gpu.py runs --check, so a number in the README that disagrees with the records fails the
-tests. Sources: results/gpu-h100-80gb-hbm3/ and results/gpu-h200/ (records, the peer's records transcribed from its
+The README keeps the headline (the seed ladder beside the user's numbers); docs/gpu.md the batch search, the SDPA
+backend, the overhead check and the peer. tests/test_readme_gpu.py runs --check, so a number in either that
+disagrees with the records fails the tests. Sources: results/gpu-h100-80gb-hbm3/ and results/gpu-h200/ (records, the peer's records transcribed from its
 JSON lines, overhead YAML and logs) and results/reference/ (the user's logged numbers). No torch import.
 """
 
@@ -28,7 +29,9 @@ from harness.record.io import iter_records
 from harness.record.view import RecordView
 
 README = ROOT / "README.md"
+GPU_DOC = ROOT / "docs" / "gpu.md"
 START, END = "<!-- gpu-section:start (python scripts/readme_gpu.py --write) -->", "<!-- gpu-section:end -->"
+DOC_START, DOC_END = "<!-- gpu-details:start (python scripts/readme_gpu.py --write) -->", "<!-- gpu-details:end -->"
 GPUS = (("H100", ROOT / "results/gpu-h100-80gb-hbm3"), ("H200", ROOT / "results/gpu-h200"))
 REFERENCE = ROOT / "results/reference"
 LADDER = ("fp32", "tf32", "bf16", "sdpa-flash", "vocab-50304", "fused-adamw-clip")
@@ -151,22 +154,23 @@ def sdpa_lines(data: dict) -> list[str]:
             f"flash forced (the seed ladder's rung): {tok(flash)}.")]
 
 
+def provenance(data: dict) -> str:
+    versions = first(data["H100"], folder="ladder").versions
+    return (f"Measured with this project's code on 2026-11-23 on lent machines: an NVIDIA H100 80GB HBM3 and an NVIDIA "
+            f"H200, driver {versions['driver']}, torch {versions['torch']}, Python {versions['python']} (env `local`). "
+            "gpt2-124m, T=1024, synthetic data, `torch.compile` default, 50 steps of which 10 warm-up, one worker process "
+            "and one run per rung. Records, logs and how they were made: `results/gpu-h100-80gb-hbm3/` and "
+            "`results/gpu-h200/` (their READMEs). The user's numbers are their own log (`results/reference/`, H100/H800 "
+            "class, single samples).")
+
+
 def section(data: dict) -> str:
-    h100 = first(data["H100"], folder="ladder")
-    versions = h100.versions
+    """The README's part: the seed ladder, ours beside the user's."""
     parts = [
         START,
         "## GPU numbers (H100 and H200, torch 2.11)",
         "",
-        (f"Measured with this project's code on 2026-11-23 on lent machines: an NVIDIA H100 80GB HBM3 and an NVIDIA H200, "
-        f"driver {versions['driver']}, torch {versions['torch']}, Python {versions['python']} "
-        "(env `local`). gpt2-124m, T=1024, synthetic data, `torch.compile` default, 50 steps of which 10 warm-up, one "
-        "worker process and one run per rung. Records, logs and how they were made: `results/gpu-h100-80gb-hbm3/` and "
-        "`results/gpu-h200/` (their READMEs). The user's numbers are their own log (`results/reference/`, H100/H800 "
-        "class, single samples). This section is generated from those files by `python scripts/readme_gpu.py --write`; "
-        "`tests/test_readme_gpu.py` fails when a number here disagrees with them. The rendered report: "
-        "`docs/report-gpu/report.md` (`python -m harness.report results/gpu-h100-80gb-hbm3 results/gpu-h200 "
-        "results/reference -o docs/report-gpu`)."),
+        provenance(data),
         "",
         ("To measure more in one lent call of at most 9 minutes (the compiler-padding A/B, the fastest step): "
          "`GPU_CHECK_STEPS=quick bash scripts/gpu_check.sh`, planned on any machine by `python -m harness.gpu_check "
@@ -176,6 +180,24 @@ def section(data: dict) -> str:
         "user's memory is nvidia-smi's):"),
         "",
         *ladder_table(data),
+        "",
+        ("Generated from those records by `python scripts/readme_gpu.py --write` (`tests/test_readme_gpu.py` fails when "
+         "a number here disagrees). The batch search, the SDPA backend, the overhead check and a peer: docs/gpu.md; the "
+         "report: docs/report-gpu/report.html."),
+        END,
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def details(data: dict) -> str:
+    """docs/gpu.md's part: the batch search, the SDPA backend, the overhead check and the peer."""
+    parts = [
+        DOC_START,
+        provenance(data),
+        "",
+        ("This part is generated from those files by `python scripts/readme_gpu.py --write`; `tests/test_readme_gpu.py` "
+         "fails when a number here disagrees with them. The rendered report: `docs/report-gpu/report.html` "
+         "(`python -m harness.report results/gpu-h100-80gb-hbm3 results/gpu-h200 results/reference -o docs/report-gpu`)."),
         "",
         ("**Batch search** on the H100 (`python -m harness.batch_search ... --rung fused-adamw-clip --start 64`; "
         f"headroom {fit.GPU_HEADROOM_GIB:.0f} GiB), beside the user's own B sweep:"),
@@ -195,40 +217,44 @@ def section(data: dict) -> str:
         "vocab 50304, bf16 autocast, fused AdamW, compiled; its own timing, median of steps 10-49):"),
         "",
         *peer_lines(data),
-        END,
+        DOC_END,
     ]
     return "\n".join(parts) + "\n"
 
 
-def current(text: str) -> str | None:
-    if START not in text or END not in text:
+def current(text: str, start: str = START, end: str = END) -> str | None:
+    if start not in text or end not in text:
         return None
-    return text[text.index(START): text.index(END) + len(END)] + "\n"
+    return text[text.index(start): text.index(end) + len(end)] + "\n"
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python scripts/readme_gpu.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--write", action="store_true", help="replace the section in README.md")
-    p.add_argument("--check", action="store_true", help="exit 1 when README.md's section differs from the records")
+    p.add_argument("--write", action="store_true", help="replace the sections in README.md and docs/gpu.md")
+    p.add_argument("--check", action="store_true", help="exit 1 when either section differs from the records")
     p.add_argument("--readme", type=Path, default=README, help="the README to check or write (default: the repository's)")
+    p.add_argument("--gpu-doc", type=Path, default=GPU_DOC, help="docs/gpu.md to check or write (default: the repository's)")
     args = p.parse_args(argv)
-    text = section(load())
-    readme = args.readme.read_text(encoding="utf-8")
+    data = load()
+    files = [(args.readme, section(data), START, END), (args.gpu_doc, details(data), DOC_START, DOC_END)]
     if args.check:
-        if current(readme) != text:
-            print("README.md's GPU section differs from the records: run python scripts/readme_gpu.py --write", file=sys.stderr)
+        wrong = [path.name for path, text, start, end in files if current(path.read_text(encoding="utf-8"), start, end) != text]
+        if wrong:
+            print(f"{' and '.join(wrong)}: the GPU section differs from the records: run python scripts/readme_gpu.py --write",
+                  file=sys.stderr)
             return 1
-        print("README.md's GPU section matches the records")
+        print("README.md's GPU section and docs/gpu.md's details match the records")
         return 0
     if args.write:
-        old = current(readme)
-        if old is None:
-            print(f"README.md has no {START} ... {END} markers", file=sys.stderr)
-            return 2
-        args.readme.write_text(readme.replace(old, text), encoding="utf-8")
-        print("README.md: GPU section written")
+        for path, text, start, end in files:
+            old = current(path.read_text(encoding="utf-8"), start, end)
+            if old is None:
+                print(f"{path} has no {start} ... {end} markers", file=sys.stderr)
+                return 2
+            path.write_text(path.read_text(encoding="utf-8").replace(old, text), encoding="utf-8")
+            print(f"{path.name}: GPU section written")
         return 0
-    sys.stdout.write(text)
+    sys.stdout.write("".join(text for _p, text, _s, _e in files))
     return 0
 
 

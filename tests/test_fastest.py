@@ -122,7 +122,7 @@ def test_report_section_and_finding_per_gpu(tmp_path):
     paths = [ROOT / "results" / d for d in ("gpu-h100-80gb-hbm3", "gpu-h200", "reference")]
     assert report.main([*map(str, paths), "-o", str(tmp_path)]) == 0
     md = (tmp_path / "report.md").read_text()
-    section = md.split("## 5. Fastest found vs the user's best vs the peer")[1].split("## 6.")[0]
+    section = md.split("## A4. Fastest found vs the user's best vs the peer")[1].split("## A5.")[0]
     for gpu in ("h100-80g", "h200"):
         assert f"**{fastest_tables.OVERVIEW_TITLE}{gpu}**" in section
     assert "none: no `python -m harness.tune` run (plan fastest) on this GPU in these records" in section

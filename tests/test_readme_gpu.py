@@ -28,3 +28,13 @@ def test_a_changed_number_is_caught(tmp_path):
     assert proc.returncode == 1 and "differs from the records" in proc.stderr
     assert run("--write", "--readme", str(wrong)).returncode == 0
     assert run("--check", "--readme", str(wrong)).returncode == 0
+
+
+def test_a_changed_number_in_the_gpu_page_is_caught(tmp_path):
+    """docs/gpu.md holds the rest of the GPU numbers (batch search, SDPA, overhead, peer): checked the same way."""
+    page = (ROOT / "docs" / "gpu.md").read_text()
+    assert "| 96 | 471,396 (71,819 MiB) |" in page  # H100 batch search B=96, from its record
+    wrong = tmp_path / "gpu.md"
+    wrong.write_text(page.replace("| 96 | 471,396 (71,819 MiB) |", "| 96 | 471,397 (71,819 MiB) |", 1))
+    proc = run("--check", "--gpu-doc", str(wrong))
+    assert proc.returncode == 1 and "gpu.md" in proc.stderr and "differs from the records" in proc.stderr

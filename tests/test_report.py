@@ -13,8 +13,11 @@ from records_factory import constant_ms, make_record, rich_dataset, write
 from harness.report import __main__ as report
 
 ROOT = Path(__file__).resolve().parent.parent
-CHARTS = ("ladder-seed-ladder.png", "cross-version.png", "cross-gpu.png", "factors.png", "memory-split.png", "kernel-mix.png",
-          "sweep-0.png", "sweep-1.png")
+CHARTS = ("ladder-seed-ladder.png", "answer-vocab.png", "answer-versions.png", "answer-batch.png", "cross-version.png",
+          "cross-gpu.png", "factors.png", "memory-split.png", "kernel-mix.png", "sweep-0.png", "sweep-1.png")
+QUESTIONS = ("Does TF32 change memory, and why?", "Why did padding the vocabulary 50257 -> 50304 give 30-40% on an H100",
+             "Why did torch nightly use 30 GB less and run faster than 2.1.2", "Should B go past 64",
+             "How close to the hardware is this")
 
 
 @pytest.fixture(scope="module")
@@ -53,14 +56,45 @@ def test_html_is_self_contained(rich):
     assert "<table>" in text and "http" not in text.replace("http-equiv", "")
 
 
+def test_the_answers_come_first_and_the_appendix_is_folded(rich):
+    """Key findings (at most 8, numbered), the seed ladder's chart, one section per user question (headed by the
+    question, ending in '?'), the appendix folded, environments and method last."""
+    md = (rich / "report.md").read_text()
+    heads = [line[3:] for line in md.splitlines() if line.startswith("## ")]
+    assert heads[:2] == ["Key findings", "The seed ladder: the user's numbers beside ours"]
+    for head, question in zip(heads[2:7], QUESTIONS, strict=True):
+        assert head.startswith(question) and head.endswith("?"), head
+    assert heads[-2:] == ["Environments", "Method"]
+    assert md.index("ladder-seed-ladder.png") < md.index("## Does TF32")
+    keys = md.split("## Key findings")[1].split("## ")[0]
+    numbered = [line for line in keys.splitlines() if re.match(r"\d+\. ", line)]
+    assert 1 <= len(numbered) <= 8
+    appendix = md.split("<details><summary>Appendix")[1].split("## Environments")[0]
+    assert appendix.rstrip().endswith("</details>") and "## A2. Findings" in appendix
+    html = (rich / "report.html").read_text()
+    assert "<meta name='viewport' content='width=device-width, initial-scale=1'>" in html
+    assert "<details class='appendix'><summary>Appendix" in html
+
+
+def test_a_question_the_records_cannot_answer_gives_the_command(rich):
+    """rich has no padding A/B: the TF32 section says so and gives the command; the 2x2 exists, so the vocab section
+    answers GPU-or-version with it."""
+    md = (rich / "report.md").read_text()
+    tf32 = md.split("## Does TF32 change memory, and why?")[1].split("\n## ")[0]
+    assert "What would answer it: `python -m harness.run --plan padding --preset gpt2-124m`" in tf32
+    vocab = md.split("## Why did padding the vocabulary")[1].split("\n## ")[0]
+    assert "Split over 2 GPUs x 2 torch builds: " in vocab and "What would answer it" not in vocab
+    assert "single sample, no noise estimate)" in vocab  # the user's log: never a bare win
+
+
 def test_markdown_sections_and_computed_findings(rich):
     md = (rich / "report.md").read_text()
-    for section in ("Findings", "Environments", "Method", "The ladder", "Torch versions and GPUs", "Knob effects",
+    for section in ("Findings", "The ladder", "Torch versions and GPUs", "Knob effects",
                     "Memory", "What changed underneath", "Sweeps", "Loss parity", "The user's own numbers", "Left out"):
         assert f". {section}" in md, section
     for chart in CHARTS:
         assert f"]({chart})" in md
-    findings = md.split("## 1. Findings")[1].split("## 2.")[0]
+    findings = _findings(md)
     # the knob effects and the 2x2 split are stated with numbers computed from the records
     assert re.search(r"Knob vocab_size 50257 -> 50304 .*: tokens/s \+\d+\.\d% on a100-80g/torch212", findings)
     assert re.search(r"GPU factor [+-]\d+\.\d pp, version factor [+-]\d+\.\d pp", findings)
@@ -81,7 +115,7 @@ def test_cpu_only_report_skips_empty_charts(tmp_path):
             (("fp32", {}, 200.0), ("tf32", {"precision": "tf32"}, 190.0), ("bf16", {"precision": "bf16"}, 120.0))]
     out = tmp_path / "out"
     assert report.main([str(write(tmp_path / "r", recs)), "-o", str(out)]) == 0
-    assert sorted(p.name for p in out.glob("*.png")) == ["ladder-seed-ladder.png"]
+    assert sorted(p.name for p in out.glob("*.png")) == ["answer-tf32.png", "ladder-seed-ladder.png"]
     md = (out / "report.md").read_text()
     for sentence in ("No cross-version heatmap", "No cross-CPU chart", "No 2x2 chart", "No memory-split chart",
                      "No kernel-mix chart", "No sweep chart"):
@@ -108,7 +142,7 @@ def test_report_needs_an_output_dir(tmp_path, capsys):
 
 
 def _findings(md: str) -> str:
-    return md.split("## 1. Findings")[1].split("## 2.")[0]
+    return md.split("## A2. Findings")[1].split("## A3.")[0]
 
 
 def test_2x2_finding_says_when_the_interaction_is_larger_than_both_factors(rich):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from harness.analysis import stats
+from harness.analysis import series, stats
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
 from harness.analysis.tables import registry
@@ -138,5 +138,5 @@ def landscape_chart(result: Result, out: Path, rung: str) -> Path | None:
              f"{len(groups)} torch builds")
     name = f"landscape-{rung}.png" if result.mode == "landscape" else f"bisect-{rung}-{result.metric.name}.png"
     path = out / name
-    path.write_bytes(versions_chart.draw(groups, title, boundary=result.boundary))
+    path.write_bytes(versions_chart.draw(series.version_points(groups), title, boundary=result.boundary))
     return path

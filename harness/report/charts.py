@@ -17,21 +17,15 @@ import matplotlib.text
 import matplotlib.ticker
 import numpy as np
 
-from harness import sweep as sweepmod
-from harness.analysis import stats
+from harness.analysis import series, stats
 from harness.analysis.cells import Cell
 from harness.analysis.context import Compare
-from harness.analysis.dataset import outcome
-from harness.analysis.group import Group, estimate
+from harness.analysis.series import KNEE_TOLERANCE, MEMORY_DEFINITION
 from harness.analysis.tables.cross import Cross
 from harness.analysis.tables.knobs import Splits
-from harness.analysis.tables.sweeps import sweep_records
-from harness.evidence.kernels import CATEGORIES
 from harness.textsafe import chart_text, file_part
 
 DPI = 110
-MEMORY_PARTS = (("tensors_bytes", "tensors"), ("allocator_cache_bytes", "allocator cache"),
-                ("outside_allocator_bytes", "outside the allocator"))
 Chart = tuple[str, bytes, str]  # file name, PNG, caption
 
 
@@ -53,75 +47,71 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def _ci(g: Group) -> tuple[float, float]:
-    est = g.throughput
-    if est.boot is None:
-        return 0.0, 0.0
-    low, high = np.percentile(est.boot, [2.5, 97.5])
-    return max(0.0, est.point - low), max(0.0, high - est.point)
+THOUSANDS = matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v / 1000:,.0f}")  # the axis says "thousands of tokens/s"
+WIDE, NARROW = 8.0, 4.2  # inches: a page's column, and a phone's (the HTML shows the narrow one below 600 px)
+PHONE_FONTS = {"font.size": 12, "axes.titlesize": 12, "legend.fontsize": 11, "xtick.labelsize": 11, "ytick.labelsize": 11}
+
+
+def fonts(width: float):
+    """Larger type for a narrow chart: a phone shows it at about 90% of its drawn size."""
+    return plt.rc_context(PHONE_FONTS if width < WIDE else {})
+plt.rcParams.update({"font.size": 11, "axes.titlesize": 12, "legend.fontsize": 10, "xtick.labelsize": 10,
+                     "ytick.labelsize": 10})  # drawn about 8 inches wide: still legible when a phone shrinks it
 
 
 def ladder_charts(cmp: Compare) -> list[Chart]:
-    """One grouped bar chart per plan: tokens/s per rung, one bar per (GPU, env, B, T); the user's log hatched."""
-    charts = []
-    names: set[str] = set()
-    ladders = cmp.ladders()
-    for plan in sorted({k[0] for k, _rows in ladders}, key=str):
-        series = []  # (label, {rung: (value, err_low, err_high)}, hatch)
-        rung_index: dict[str, int] = {}
-        shapes = set()
-        for (p, gpu, env, b, t), rows in ladders:
-            if p != plan:
-                continue
-            values, failed = {}, {}  # failed: rung -> status, written where its bar would be
-            for idx, rung, g in rows:
-                rung_index.setdefault(rung, idx if idx is not None else 99)
-                if isinstance(g, Group) and rung not in values:
-                    values[rung] = (g.throughput.point, *_ci(g))
-                elif not isinstance(g, Group):
-                    failed.setdefault(rung, outcome(g))
-            if values or failed:
-                shapes.add((b, t))
-                series.append((f"{cmp.ds.name(gpu)} / {env} (B={b}, T={t})", values, None, failed))
-        if not series:
-            continue
-        refs: dict[tuple, dict] = {}
-        for ref in cmp.ds.references:
-            w = ref.workload
-            if ref.first.plan == plan and ref.first.ok and (w.get("batch_size"), w.get("seq_len")) in shapes \
-                    and w.get("compile") != "off" and not ref.sweep:
-                key = (w.get("batch_size"), w.get("seq_len"))
-                refs.setdefault(key, {}).setdefault(ref.first.rung, (estimate(ref).point, 0.0, 0.0))
-                idx = ref.first.rung_index
-                rung_index.setdefault(ref.first.rung, 99 if idx is None else idx)
-        for (b, t), values in sorted(refs.items()):
-            series.append((f"user's log, {cmp.ds.references[0].gpu} (B={b}, T={t})", values, "//", {}))
-        rungs = sorted(rung_index, key=lambda r: (rung_index[r], r))
-        n = len(series)
-        width = 0.8 / n
-        fig, ax = plt.subplots(figsize=(min(13.0, max(7.0, 1.3 * len(rungs) + 0.25 * n * len(rungs))), 4.8))
-        x = np.arange(len(rungs))
-        for i, (label, values, hatch, failed) in enumerate(series):
-            ys = [values.get(r, (np.nan, 0, 0)) for r in rungs]
-            xs = x - 0.4 + width * (i + 0.5)
-            ax.bar(xs, [y[0] for y in ys], width, label=label, hatch=hatch,
-                   yerr=np.array([[y[1] for y in ys], [y[2] for y in ys]]) if not hatch else None, capsize=2,
-                   edgecolor="black" if hatch else None, linewidth=0.5, alpha=0.6 if hatch else 1.0)
-            for xi, r in zip(xs, rungs, strict=True):
-                if r in failed and r not in values:  # a rung that did not run is said, not left blank
-                    ax.text(xi, 0, f" {failed[r]}", rotation=90, ha="center", va="bottom", fontsize=8, color="dimgray")
-        ax.set_xticks(x, rungs, rotation=20, ha="right")
-        ax.set_xlim(-0.5, len(rungs) - 0.5)  # every rung's slot, also where only a status text stands
-        ax.set_ylabel("tokens/s (median step; bars: 95% interval)")
-        ax.set_title(f"Ladder: plan {plan}")
-        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:,.0f}"))
-        # below the axes, so it never covers a bar
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(3, n), frameon=False)
-        ax.grid(axis="y", alpha=0.3)
-        charts.append((_file_name(f"ladder-{file_part(plan)}", names), _png(fig), (f"Throughput per rung of plan {plan}, one bar per GPU / env "
-                       f"(error bars: 95% bootstrap interval, absent where too few samples give none; hatched: the user's logged "
-                       "single samples).")))
+    """One grouped bar chart per plan (harness.analysis.series.ladder_charts): tokens/s per rung, one bar per
+    (device, env, B, T), the user's logged numbers hatched beside; a rung that did not run says so where its bar is.
+    Each comes with a narrow version (horizontal bars, rungs down the page) for a phone."""
+    charts, names = [], set()
+    for lc in series.ladder_charts(cmp):
+        charts.append((_file_name(f"ladder-{file_part(lc.plan)}", names), _ladder(lc, WIDE), (
+            f"Tokens/s per rung of plan {lc.plan}, one bar per device / env and B (whiskers: 95% bootstrap interval, "
+            "absent where too few samples give none; hatched: the user's logged single samples)."), _ladder(lc, NARROW)))
     return charts
+
+
+def _ladder(lc, width: float) -> bytes:
+    with fonts(width):
+        return _ladder_figure(lc, width)
+
+
+def _ladder_figure(lc, width: float) -> bytes:
+    n, narrow = len(lc.series), width < WIDE
+    size = 0.8 / n
+    fig, ax = plt.subplots(figsize=(width, 0.16 * n * len(lc.rungs) + 3.0) if narrow else (width, 5.2))
+    x = np.arange(len(lc.rungs))
+    bar = ax.barh if narrow else ax.bar
+    for i, s in enumerate(lc.series):
+        points = [s.points.get(r) for r in lc.rungs]
+        xs = x - 0.4 + size * (i + 0.5)
+        errors = np.array([p.errors if p is not None else (0.0, 0.0) for p in points]).T
+        values = [p.value if p is not None else np.nan for p in points]
+        bar(xs, values, size, label=s.label, hatch="//" if s.reference else None, capsize=2,
+            edgecolor="black" if s.reference else None, linewidth=0.5, alpha=0.6 if s.reference else 1.0,
+            **({} if s.reference or not errors.any() else {"xerr" if narrow else "yerr": errors}))
+        for xi, r in zip(xs, lc.rungs, strict=True):
+            if r in s.failed and r not in s.points:  # a rung that did not run is said, not left blank
+                if narrow:
+                    ax.text(0, xi, f" {s.failed[r]}", ha="left", va="center", fontsize=8, color="dimgray")
+                else:
+                    ax.text(xi, 0, f" {s.failed[r]}", rotation=90, ha="center", va="bottom", fontsize=9, color="dimgray")
+    value_axis = ax.xaxis if narrow else ax.yaxis
+    value_axis.set_major_formatter(THOUSANDS)
+    if narrow:
+        ax.set_yticks(x, lc.rungs)
+        ax.set_ylim(len(lc.rungs) - 0.5, -0.5)  # the first rung on top
+        ax.set_xlabel("thousands of tokens/s")
+        ax.grid(axis="x", alpha=0.3)
+    else:
+        ax.set_xticks(x, lc.rungs, rotation=30, ha="right")
+        ax.set_xlim(-0.5, len(lc.rungs) - 0.5)  # every rung's slot, also where only a status text stands
+        ax.set_ylabel("thousands of tokens/s")
+        ax.grid(axis="y", alpha=0.3)
+    ax.set_title(textwrap.fill(lc.title, int(7.5 * width)))
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 if narrow else -0.28), ncol=1 if narrow else 2,
+              frameon=False)  # below the axes: never over a bar
+    return _png(fig)
 
 
 def _file_name(stem: str, taken: set[str]) -> str:
@@ -267,122 +257,100 @@ def factors_chart(result: Splits, name=str) -> Chart | None:
     return ("factors.png", _png(fig), caption)
 
 
-def _rung_order(g: Group) -> tuple:
-    """Plan, rung order, then B and T: how the charts list a cell's groups."""
-    plan, _rung, index = g.rungs[0]
-    return (str(plan), index if index is not None else 99, g.label, g.workload.get("batch_size") or 0, g.workload.get("seq_len") or 0)
-
-
 def memory_chart(cmp: Compare) -> Chart | None:
-    bars = []
-    for g in sorted(cmp.ds.groups, key=lambda g: (cmp.gpu_rank[g.gpu], cmp.env_rank[g.env], *_rung_order(g))):
-        split = g.memory_split
-        if split.get("available") and any(split.get(k) is not None for k, _l in MEMORY_PARTS):
-            bars.append((f"{cmp.ds.name(g.gpu)} / {g.env} / {g.label} ({g.batch})", [(split.get(k) or 0) / 2**30 for k, _l in MEMORY_PARTS]))
+    bars = series.memory_bars(cmp)
     if not bars:
         return None
-    fig, ax = plt.subplots(figsize=(9, max(2.5, 0.4 * len(bars) + 1.5)))
+    fig, ax = plt.subplots(figsize=(8.0, max(2.5, 0.42 * len(bars) + 1.8)))
     left = np.zeros(len(bars))
-    for i, (_k, label) in enumerate(MEMORY_PARTS):
+    for i, (_k, label) in enumerate(series.MEMORY_PARTS):
         values = np.array([b[1][i] for b in bars])
         ax.barh(range(len(bars)), values, left=left, label=label)
         left += values
-    ax.set_yticks(range(len(bars)), [b[0] for b in bars], fontsize=8)
+    ax.set_yticks(range(len(bars)), [b[0] for b in bars], fontsize=9)
     ax.invert_yaxis()
-    ax.set_xlabel("GiB at peak")
-    ax.set_title("Memory split: live tensors, allocator cache, memory outside the allocator")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # outside: never over a bar
+    ax.set_xlabel("GiB at the peak")
+    ax.set_title("Where device memory goes at the peak")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, frameon=False)  # below: never over a bar
     ax.grid(axis="x", alpha=0.3)
-    return ("memory-split.png", _png(fig), "Where device memory goes at the peak (explain.memory_split).")
+    return ("memory-split.png", _png(fig), ("Device memory at the peak: live tensors, allocator cache, memory outside "
+                                            "the allocator (explain.memory_split), in GiB."))
 
 
 def kernel_mix_chart(cmp: Compare) -> Chart | None:
-    cells = {}
-    for g in cmp.ds.groups:
-        cats = g.kernel_categories
-        if cats:
-            cells.setdefault((g.gpu, g.env), []).append((g, {c: v.get("share") or 0 for c, v in cats.items()}))
-    if not cells:
+    mix = series.kernel_mix(cmp)
+    if mix is None:
         return None
-    categories = sorted({c for items in cells.values() for _g, shares in items for c in shares})
-    keys = sorted(cells, key=lambda k: (cmp.gpu_rank[k[0]], cmp.env_rank[k[1]]))[:6]
-    most = max(len(cells[k]) for k in keys)  # wide enough that each bar's label has its own room
-    fig, axes = plt.subplots(1, len(keys), figsize=(max(6.0, max(4.2, 0.4 * most) * len(keys)), 5.2), squeeze=False, sharey=True)
-    # one colour per category in every report (harness.evidence.kernels.CATEGORIES order), unknown ones after
-    order = list(CATEGORIES) + [c for c in categories if c not in CATEGORIES]
-    palette = plt.get_cmap("tab20")(np.linspace(0, 1, max(2, len(order))))
-    colors = [palette[order.index(c)] for c in categories]
-    for ax, key in zip(axes[0], keys):
-        items = sorted(cells[key], key=lambda it: _rung_order(it[0]))
-        several_b = len({g.workload.get("batch_size") for g, _s in items}) > 1
-        bottom = np.zeros(len(items))
-        for ci, cat in enumerate(categories):
-            values = np.array([shares.get(cat, 0) * 100 for _g, shares in items])
-            ax.bar(range(len(items)), values, bottom=bottom, color=colors[ci], label=cat)
+    most = max(len(bars) for _t, bars in mix.cells)  # wide enough that each bar's label has its own room
+    fig, axes = plt.subplots(1, len(mix.cells), figsize=(max(6.0, max(4.2, 0.4 * most) * len(mix.cells)), 5.4),
+                             squeeze=False, sharey=True)
+    palette = plt.get_cmap("tab20")(np.linspace(0, 1, max(2, len(mix.order))))
+    for ax, (title, bars) in zip(axes[0], mix.cells):
+        bottom = np.zeros(len(bars))
+        for cat in mix.categories:
+            values = np.array([shares.get(cat, 0) for _l, shares in bars])
+            ax.bar(range(len(bars)), values, bottom=bottom, color=palette[mix.order.index(cat)], label=cat)
             bottom += values
-        ax.set_xticks(range(len(items)), [g.label + (f" B={g.workload.get('batch_size')}" if several_b else "") for g, _s in items],
-                      rotation=45, ha="right", fontsize=8)
-        ax.set_title(f"{cmp.ds.name(key[0])} / {key[1]}", fontsize=9)
+        ax.set_xticks(range(len(bars)), [label for label, _s in bars], rotation=45, ha="right", fontsize=9)
+        ax.set_title(title, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
-    kinds = {"CPU op" if g.startswith("cpu: ") else "GPU kernel" for g, _e in keys}
-    axes[0][0].set_ylabel(f"share of profiled {' / '.join(sorted(kinds))} time (%)")
-    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    axes[0][0].set_ylabel(f"share of profiled {' / '.join(mix.kinds)} time (%)")
+    axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.suptitle("Kernel-time mix per rung")
     caption = "Kernel time by category per rung (explain.kernels.by_category)."
-    if len(cells) > len(keys):
-        caption += f" First {len(keys)} of {len(cells)} (GPU, env) cells shown."
+    if mix.total_cells > len(mix.cells):
+        caption += f" First {len(mix.cells)} of {mix.total_cells} (device, env) cells shown."
     return ("kernel-mix.png", _png(fig), caption)
 
 
+def sweep_chart(lines: list, fieldname: str, title: str, width: float = 9.0) -> bytes:
+    """tokens/s (thousands) and memory (GiB) against the swept value, a line per curve (harness.analysis.series
+    SweepLine, or an answer's BatchCurve): the knee starred, values that did not run crossed, the user's dashed.
+    Narrower than WIDE: the two panels one above the other."""
+    with fonts(width):
+        return _sweep_figure(lines, fieldname, title, width)
+
+
+def _sweep_figure(lines: list, fieldname: str, title: str, width: float) -> bytes:
+    narrow = width < WIDE
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(width, 8.0)) if narrow else plt.subplots(1, 2, figsize=(width, 4.6))
+    for line in sorted(lines, key=lambda x: x.label):
+        style = "--" if line.reference else "-"
+        tps = [(v, t) for v, t, _m in line.points if t is not None]
+        color = None
+        if tps:
+            drawn, = a1.plot([v for v, _ in tps], [t for _, t in tps], style, marker="o", label=line.label)
+            color = drawn.get_color()
+            if line.knee is not None:
+                a1.plot([line.knee], [t for v, t in tps if v == line.knee], "*", markersize=14, color=color)
+        for v, status in line.failed:  # x at the bottom of the axes, with the status
+            a1.plot([v], [0.04], "x", color=color or "gray", markersize=9, transform=a1.get_xaxis_transform())
+            a1.text(v, 0.08, status, rotation=90, ha="center", va="bottom", fontsize=9, color=color or "gray",
+                    transform=a1.get_xaxis_transform())
+        mem = [(v, m) for v, _t, m in line.points if m is not None]
+        if mem:
+            a2.plot([v for v, _ in mem], [m for _, m in mem], style, marker="o", label=line.label)
+    for ax, ylabel in ((a1, "thousands of tokens/s"), (a2, "peak memory (GiB)")):
+        ax.set_xlabel(fieldname)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+    a1.yaxis.set_major_formatter(THOUSANDS)
+    handles, labels = a1.get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, -0.08 if not narrow else -0.06),
+                   ncol=1 if narrow else 2, frameon=False)
+    fig.suptitle(textwrap.fill(title, int(7.5 * width)))
+    fig.tight_layout()
+    return _png(fig)
+
+
 def sweep_charts(cmp: Compare) -> list[Chart]:
-    """One chart per sweep (name, field): a line per curve of harness.sweep (one rung in one env on one
-    device; the knee starred), and the user's logged points of the same sweep dashed."""
-    charts_by_sweep: dict[tuple, list] = {}
-    for c in sweepmod.sweep_curves(sweep_records(cmp)):
-        pts = [(v, t, m) for v, t, m in zip(c["values"], c["tokens_per_s"], c["peak_memory_bytes"], strict=True)
-               if isinstance(v, (int, float))]
-        failed = [(v, st) for v, t, st in zip(c["values"], c["tokens_per_s"], c["statuses"], strict=True)
-                  if t is None and isinstance(v, (int, float))]  # shown where they are, not left out
-        label = f"{c['rung']}, {cmp.ds.name(c['device'])} / {c['env']}"
-        charts_by_sweep.setdefault((c["sweep"], c["field"]), []).append((label, pts, c["knee"], "-", failed))
-    refs: dict[tuple, dict] = {}
-    for g in (r for r in cmp.ds.references if r.first.ok and r.sweep):
-        key = (str(g.sweep.get("name")), str(g.sweep.get("field")))
-        label = f"{cmp.ds.name(g.gpu)} / {g.env} (user's log)"
-        refs.setdefault(key, {}).setdefault(label, []).append((g.sweep.get("value"), estimate(g).point, g.memory_bytes))
-    for key, lines in refs.items():
-        for label, pts in lines.items():
-            charts_by_sweep.setdefault(key, []).append((label, [p for p in pts if isinstance(p[0], (int, float))], None, "--", []))
+    """One chart per sweep (name, field) of harness.analysis.series.sweep_lines."""
     charts = []
-    for i, ((name, fieldname), lines) in enumerate(sorted(charts_by_sweep.items())):
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
-        for label, pts, knee, style, failed in sorted(lines, key=lambda x: x[0]):
-            pts = sorted(pts, key=lambda p: p[0])
-            tps = [(v, t) for v, t, _m in pts if t is not None]
-            color = None
-            if tps:
-                line, = a1.plot([v for v, _ in tps], [t for _, t in tps], style, marker="o", label=label)
-                color = line.get_color()
-                if knee is not None:
-                    a1.plot([knee], [t for v, t in tps if v == knee], "*", markersize=14, color=color)
-            for v, status in failed:  # x at the bottom of the axes, with the status
-                a1.plot([v], [0.04], "x", color=color or "gray", markersize=9, transform=a1.get_xaxis_transform())
-                a1.text(v, 0.08, status, rotation=90, ha="center", va="bottom", fontsize=8, color=color or "gray",
-                        transform=a1.get_xaxis_transform())
-            mem = [(v, m / 2**30) for v, _t, m in pts if m is not None]
-            if mem:
-                a2.plot([v for v, _ in mem], [m for _, m in mem], style, marker="o", label=label)
-        for ax, ylabel in ((a1, "tokens/s"), (a2, "peak memory (GiB)")):
-            ax.set_xlabel(fieldname)
-            ax.set_ylabel(ylabel)
-            ax.grid(alpha=0.3)
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(fontsize=7)
-        a1.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:,.0f}"))
-        fig.suptitle(f"Sweep: {name}")
-        charts.append((f"sweep-{i}.png", _png(fig), (f"Sweep {name}: tokens/s and peak memory against {fieldname}, "
-                       f"one line per rung, GPU and env; star = the knee (smallest value within "
-                       f"{sweepmod.KNEE_TOLERANCE:.0%} of the line's best tokens/s); x = a value that did not run (its "
-                       f"status beside it); dashed = the user's logged numbers. "
-                       f"{sweepmod.MEMORY_DEFINITION.capitalize()}.")))
+    for i, ((name, fieldname), lines) in enumerate(series.sweep_lines(cmp)):
+        charts.append((f"sweep-{i}.png", sweep_chart(lines, fieldname, f"Sweep {name}: tokens/s and memory against {fieldname}"),
+                       (f"Sweep {name}: tokens/s and peak memory against {fieldname}, one line per rung, device and env; "
+                        f"star = the knee (smallest value within {KNEE_TOLERANCE:.0%} of the line's best tokens/s); x = a "
+                        f"value that did not run (its status beside it); dashed = the user's logged numbers. "
+                        f"{MEMORY_DEFINITION.capitalize()}.")))
     return charts

@@ -36,9 +36,22 @@ class Doc:
         if items:
             self.blocks.append(("ul", list(items)))
 
-    def findings(self, items: list[Finding]):
+    def findings(self, items: list[Finding], numbered: bool = False):
         if items:
-            self.blocks.append(("findings", list(items)))
+            self.blocks.append(("findings", list(items), numbered))
+
+    def cite(self, records):
+        """The run ids a section rests on, folded."""
+        ids = list(dict.fromkeys(records))
+        if ids:
+            self.blocks.append(("cite", ids))
+
+    def fold(self, summary: str):
+        """What follows, until unfold(), is folded behind `summary` (<details>, in both renderings)."""
+        self.blocks.append(("fold", summary))
+
+    def unfold(self):
+        self.blocks.append(("unfold",))
 
     def table(self, t: Table, folded: bool | None = None):
         """A table; folded (None: when it has more than FOLD_ROWS rows) behind a one-line summary."""
@@ -48,9 +61,11 @@ class Doc:
         """The verdict: (head, details) items as a nested list."""
         self.blocks.append(("answer", blocks))
 
-    def img(self, name: str, png: bytes, caption: str):
+    def img(self, name: str, png: bytes, caption: str, narrow: bytes | None = None):
+        """A chart; `narrow`, a version drawn for a phone's width, is what the HTML shows below 600 px (report.md,
+        read on a wide screen, links the PNG)."""
         self.images[name] = png
-        self.blocks.append(("img", name, caption))
+        self.blocks.append(("img", name, caption, narrow))
 
     @property
     def title(self) -> str:
@@ -75,14 +90,21 @@ def to_markdown(doc: Doc) -> str:
         elif b[0] == "ul":
             out.append("\n".join(f"- {markdown(i)}" for i in b[1]))
         elif b[0] == "findings":
-            out.append("\n".join(f"- {markdown(f.text)}" + (f" <sub>{markdown(f.cited())}</sub>" if f.records else "")
-                                 for f in b[1]))
+            out.append("\n".join(f"{f'{i}.' if b[2] else '-'} {markdown(f.text)}"
+                                 + (f" <sub>{markdown(f.cited())}</sub>" if f.records else "") for i, f in enumerate(b[1], 1)))
+        elif b[0] == "cite":
+            out.append(f"<details><summary>The {len(b[1])} records it rests on</summary>\n\n"
+                       + markdown(", ".join(b[1])) + "\n\n</details>")
+        elif b[0] == "fold":
+            out.append(f"<details><summary>{markdown(b[1])}</summary>")
+        elif b[0] == "unfold":
+            out.append("</details>")
         elif b[0] == "answer":
             out.append("\n".join(f"- {markdown(head)}" + "".join(f"\n  - {markdown(d)}" for d in details)
                                  for head, details in b[1]))
         elif b[0] == "table":
             t, folded = b[1], b[2]
-            text = f"**{markdown(t.title)}**\n\n"
+            text = f"**{markdown(t.title)}**\n\n" if t.title else ""
             if t.rows:
                 rows = [[markdown_cell(c) for c in r] for r in display_rows(t)]
                 body = tabulate(rows, headers=[markdown_cell(h) for h in _headers(t)], tablefmt="github",
@@ -106,7 +128,11 @@ details>summary{cursor:pointer;color:#333}.answer li{margin:.25em 0}.answer>li{f
 th,td{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}th{background:#f0f0f0}
 tr:nth-child(even) td{background:#fafafa}figure{margin:1em 0}figcaption,.note{color:#555;font-size:.9em}
 img{max-width:100%;border:1px solid #ddd}.caption{font-weight:600;margin-top:1em}
-.cite{color:#777;font-size:.8em;word-break:break-all;display:inline}.cite>summary{display:inline}"""
+.cite{color:#777;font-size:.8em;word-break:break-all}.cite>summary{display:inline;white-space:nowrap}
+li>.cite{display:inline}
+.appendix{margin:2em 0}.appendix>summary{font-size:1.3em;font-weight:600;border-bottom:1px solid #bbb;padding:.3em 0}
+@media (max-width:600px){body{margin:1em auto;padding:0 .6em;font-size:15px}h1{font-size:1.4em}h2{font-size:1.15em}
+figure.wide{overflow-x:auto;margin:1em 0}figure.wide img{max-width:none;width:560px}table{font-size:.75em}}"""
 
 
 CODE_SPAN = re.compile(r"`([^`<>]+)`")  # Markdown's `code`, as the report's own sentences write it
@@ -123,7 +149,10 @@ def _inline(text: str) -> str:
 
 
 def to_html(doc: Doc) -> str:
-    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_text(doc.title)}</title><style>{CSS}</style></head><body>"]
+    head = (f"<!DOCTYPE html><html><head><meta charset='utf-8'>"
+            f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>{_text(doc.title)}</title>"
+            f"<style>{CSS}</style></head><body>")
+    out = [head]
     for b in doc.blocks:
         if b[0] == "h":
             out.append(f"<h{b[1]}>{_text(b[2])}</h{b[1]}>")
@@ -136,12 +165,21 @@ def to_html(doc: Doc) -> str:
                 f"<li>{_inline(head)}" + ("<ul>" + "".join(f"<li>{_inline(d)}</li>" for d in details) + "</ul>"
                                           if details else "") + "</li>" for head, details in b[1]) + "</ul>")
         elif b[0] == "findings":
-            out.append("<ul>" + "".join(f"<li>{_inline(f.text)}" + (
+            tag = "ol" if b[2] else "ul"
+            out.append(f"<{tag}>" + "".join(f"<li>{_inline(f.text)}" + (
                 f" <details class='cite'><summary>records</summary>{_text(f.cited())}</details>" if f.records else "")
-                + "</li>" for f in b[1]) + "</ul>")
+                + "</li>" for f in b[1]) + f"</{tag}>")
+        elif b[0] == "cite":
+            out.append(f"<details class='cite'><summary>The {len(b[1])} records it rests on</summary>"
+                       f"{_text(', '.join(b[1]))}</details>")
+        elif b[0] == "fold":
+            out.append(f"<details class='appendix'><summary>{_text(b[1])}</summary>")
+        elif b[0] == "unfold":
+            out.append("</details>")
         elif b[0] == "table":
             t, folded = b[1], b[2]
-            out.append(f"<div class='caption'>{_text(t.title)}</div>")
+            if t.title:
+                out.append(f"<div class='caption'>{_text(t.title)}</div>")
             if t.rows:
                 rows = [[terminal(c) if isinstance(c, str) else c for c in r] for r in display_rows(t)]
                 cells = tabulate(rows, headers=_headers(t), tablefmt="html", disable_numparse=True)
@@ -150,7 +188,11 @@ def to_html(doc: Doc) -> str:
             out += [f"<p class='note'>{_inline(n)}</p>" for n in t.notes]
         elif b[0] == "img":
             data = base64.b64encode(doc.images[b[1]]).decode()
-            out.append(f"<figure><img alt='{_text(b[2])}' src='data:image/png;base64,{data}'>"
+            img = f"<img alt='{_text(b[2])}' src='data:image/png;base64,{data}'>"
+            if b[3] is not None:  # a phone gets the chart drawn for its width; without one, the wide chart scrolls
+                small = base64.b64encode(b[3]).decode()
+                img = f"<picture><source media='(max-width:600px)' srcset='data:image/png;base64,{small}'>{img}</picture>"
+            out.append(f"<figure class='{'fits' if b[3] is not None else 'wide'}'>{img}"
                        f"<figcaption>{_text(b[2])}</figcaption></figure>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"

@@ -1,20 +1,21 @@
-"""What the report says, in which order: its sections, the findings per topic, which of harness.compare's tables
-and which charts each section shows, and what it says where a chart has nothing to draw."""
+"""What the report says, in which order: the key findings, the seed ladder beside the user's numbers, one section per
+user question (harness.analysis.answers), then an appendix (folded) with every finding, table and chart
+harness.compare has, and the environments and the method last; and what it says where a chart has nothing to draw."""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from harness.analysis import findings, stats
+from harness.analysis import answers, findings, series, stats
 from harness.analysis.cells import Table
 from harness.analysis.context import COMPARABLE_RULE, Compare
 from harness.analysis.tables import cross, knobs, registry
 from harness.analysis.verdict import verdict
 from harness.render import VERDICT_HOW, VERDICT_TITLE, verdict_blocks
-from harness.report import charts, versions_chart
+from harness.report import answer_charts, charts, versions_chart
 from harness.report.document import Doc
 
-TITLE = "GPT-2 training performance: optimisation ladder, torch versions and {word}s"
+TITLE = "GPT-2 training on {word}s: the users' questions, answered from the records"
 FINDING_TOPICS = (  # harness.analysis.findings topics, in the order the report shows them
     ("ladder", "Ladders"), ("tf32-memory", "Memory with TF32 on against IEEE fp32"),
     ("vocab", "Vocab padding 50257 -> 50304"), ("padding-ab", "The compiler's own padding (A/B)"),
@@ -75,6 +76,8 @@ def _tables(doc: Doc, tables: list[Table]) -> None:
 
 
 def build(cmp: Compare, paths, command: str) -> Doc:
+    """The answers first: key findings, the seed ladder beside the user's numbers, one section per user question;
+    then every other finding and table folded in an appendix; environments and method last."""
     doc = Doc()
     ds = cmp.ds
     tables = tables_by_name(cmp)
@@ -82,29 +85,44 @@ def build(cmp: Compare, paths, command: str) -> Doc:
     doc.p(f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `{command}` from {', '.join(map(str, paths))}: "
           f"{ds.valid_records} valid records, {sum(len(g.records) for g in ds.groups)} ok measured runs in {len(ds.groups)} "
           f"comparable groups, {len(ds.references)} reference records (the user's log), {len(ds.failed)} runs not ok. "
-          f"Every number and finding below is computed from those records.")
+          f"Every number below is computed from those records.")
 
-    doc.h(2, "The answer")
-    title = VERDICT_TITLE.format(word=cmp.word).removeprefix("Verdict: ")
-    doc.p(f"{title[0].upper()}{title[1:]} ({VERDICT_HOW}).")
-    doc.answer(verdict_blocks(verdict(cmp), cmp.name, cmp.word, ds.env_versions))
-
-    doc.h(2, "1. Findings")
-    doc.p("Computed from the records above, each with the run ids it rests on (file names are <run id>.json).")
-    found = findings.compute(cmp)
-    for topic, title in FINDING_TOPICS:
-        items = [f for f in found if f.topic == topic]
-        if items:
-            doc.h(3, title)
-            doc.findings(items)
-    if not found:
+    doc.h(2, "Key findings")
+    keys = answers.key_findings(cmp)
+    doc.findings([findings.Finding("key", k.text, k.records) for k in keys], numbered=True)
+    if not keys:
         doc.p("No measured runs yet: nothing to find.")
 
-    doc.h(2, "2. Environments")
+    ladder = charts.ladder_charts(cmp)
+    seed = [c for c in ladder if c[0].startswith("ladder-seed-ladder")]
+    users = any(s.reference for lc in series.ladder_charts(cmp) if lc.plan == "seed-ladder" for s in lc.series)
+    doc.h(2, "The seed ladder: the user's numbers beside ours" if users else
+          "The seed ladder (the user's log has no run at these B and T to put beside it)")
+    _charts(doc, seed, "No seed-ladder chart: no measured run of plan seed-ladder.")
+
+    for a in answers.compute(cmp):
+        doc.h(2, a.question)
+        doc.p(" ".join(a.sentences))
+        if a.command:
+            doc.p(f"What would answer it: `{a.command}`")
+        png = answer_charts.draw(a.chart)
+        if png is not None:
+            doc.img(f"answer-{a.key}.png", png, a.chart.title + ".", answer_charts.draw(a.chart, answer_charts.NARROW))
+        if a.table:
+            t = Table(f"answer-{a.key}", "", [(k, k) for k in a.table[0]])
+            t.rows = a.table
+            doc.table(t, folded=False)
+        doc.cite(a.records)
+
+    doc.fold("Appendix: every other finding, chart and table")
+    _appendix(doc, cmp, tables, [c for c in ladder if c not in seed])
+    doc.unfold()
+
+    doc.h(2, "Environments")
     doc.table(environment_table(cmp))
     _tables(doc, tables["libraries"])
 
-    doc.h(2, "3. Method")
+    doc.h(2, "Method")
     doc.ul([
         *METHOD,
         stats.rule_text(cmp.floor),
@@ -115,16 +133,35 @@ def build(cmp: Compare, paths, command: str) -> Doc:
         ("Reference records (results/reference/) are the user's logged numbers, one 'Step 49' line each: single samples "
          "without a noise estimate, never merged with measured runs."),
     ])
+    doc.ul(cmp.footer()[1:])
+    return doc
 
-    doc.h(2, "4. The ladder")
-    _charts(doc, charts.ladder_charts(cmp), "No ladder chart: no measured ladder run.")
+
+def _appendix(doc: Doc, cmp: Compare, tables: dict, ladder: list) -> None:
+    ds = cmp.ds
+    doc.h(2, "A1. The verdict per pair")
+    title = VERDICT_TITLE.format(word=cmp.word).removeprefix("Verdict: ")
+    doc.p(f"{title[0].upper()}{title[1:]} ({VERDICT_HOW}).")
+    doc.answer(verdict_blocks(verdict(cmp), cmp.name, cmp.word, ds.env_versions))
+
+    doc.h(2, "A2. Findings")
+    doc.p("Computed from the records above, each with the run ids it rests on (file names are <run id>.json).")
+    found = findings.compute(cmp)
+    for topic, title in FINDING_TOPICS:
+        items = [f for f in found if f.topic == topic]
+        if items:
+            doc.h(3, title)
+            doc.findings(items)
+
+    doc.h(2, "A3. The ladder")
+    _charts(doc, ladder, "No other ladder chart.")
     _tables(doc, tables["ladder"])
 
-    doc.h(2, "5. Fastest found vs the user's best vs the peer")
+    doc.h(2, "A4. Fastest found vs the user's best vs the peer")
     doc.p(FASTEST_INTRO)
     _tables(doc, tables["fastest"])
 
-    doc.h(2, f"6. Torch versions and {cmp.word}s")
+    doc.h(2, f"A5. Torch versions and {cmp.word}s")
     versions, gpus = tables["versions"][0], tables["gpus"][0]
     _charts(doc, _some(charts.heatmap_chart(cross.cross(cmp, "env"), cmp.ds.name)), "No cross-version heatmap: no rung ran under two envs on the same GPU.")
     doc.table(versions)
@@ -133,33 +170,31 @@ def build(cmp: Compare, paths, command: str) -> Doc:
     _charts(doc, _some(charts.cross_gpu_chart(cross.cross(cmp, "gpu"), cmp.ds.name)), f"No cross-{cmp.word} chart: no rung ran on two {cmp.word}s under the same env.")
     doc.table(gpus)
 
-    doc.h(2, "7. Knob effects: the GPU or the torch version?")
+    doc.h(2, "A6. Knob effects: the GPU or the torch version?")
     _tables(doc, tables["knobs"])
     factors = tables["factors"][0]
     _charts(doc, _some(charts.factors_chart(knobs.splits(cmp), cmp.ds.name)), "No 2x2 chart: no knob was measured with comparable runs on 2 GPUs x 2 envs.")
     doc.table(factors)
 
-    doc.h(2, "8. Memory")
+    doc.h(2, "A7. Memory")
     _charts(doc, _some(charts.memory_chart(cmp)), "No memory-split chart: no record has explain.memory_split (it needs a CUDA run).")
 
-    doc.h(2, "9. What changed underneath")
+    doc.h(2, "A8. What changed underneath")
     _charts(doc, _some(charts.kernel_mix_chart(cmp)), "No kernel-mix chart: no record has a kernel profile (explain.kernels).")
     _tables(doc, tables["underneath"])
 
-    doc.h(2, "10. Sweeps")
+    doc.h(2, "A9. Sweeps")
     _charts(doc, charts.sweep_charts(cmp), "No sweep chart: no record has a sweep field.")
     _tables(doc, tables["sweeps"])
 
-    doc.h(2, "11. Loss parity")
+    doc.h(2, "A10. Loss parity")
     _tables(doc, tables["loss"])
 
-    doc.h(2, "12. The user's own numbers (reference)")
+    doc.h(2, "A11. The user's own numbers (reference)")
     _tables(doc, tables["reference"])  # not a record: the tables by name
 
-    doc.h(2, "13. Left out")
+    doc.h(2, "A12. Left out")
     _tables(doc, tables["left-out"])
-    doc.ul(cmp.footer())
-    return doc
 
 
 def _some(chart: charts.Chart | None) -> list[charts.Chart]:

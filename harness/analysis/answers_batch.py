@@ -1,0 +1,109 @@
+"""Two of the users' questions (harness.analysis.answers): how far B should grow, from the batch searches and the
+user's B sweep; and how close to the hardware the fastest run is, from explain.mfu. No torch import.
+"""
+
+from __future__ import annotations
+
+from harness import sweep as sweepmod
+from harness.analysis import stats
+from harness.analysis.answer_types import (
+    GIB,
+    Answer,
+    BatchCurve,
+    Chart,
+    KeyFinding,
+    said,
+    title_range,
+)
+from harness.analysis.context import Compare
+from harness.analysis.fastest import overviews
+from harness.analysis.group import Group, estimate, run_ids
+from harness.analysis.knob_pairs import ok_references
+from harness.analysis.tables.sweeps import sweep_records
+
+BATCH_SEARCH = "python -m harness.batch_search --preset gpt2-124m --rung fused-adamw-clip"
+
+def batch(cmp: Compare) -> Answer:
+    q = "Should B go past 64, to a size that is not a power of two, and how far?"
+    sentences, records, curves, head, title = [], [], [], None, None
+    recs = sweep_records(cmp)
+    for c in sweepmod.sweep_curves(recs):
+        if c["field"] != "batch_size":
+            continue
+        ran = [(v, t, m) for v, t, m in zip(c["values"], c["tokens_per_s"], c["peak_memory_bytes"]) if t is not None]
+        failed = [(v, s) for v, t, s in zip(c["values"], c["tokens_per_s"], c["statuses"]) if t is None]
+        if not ran:
+            continue
+        groups = {g.sweep.get("value"): g for g in cmp.ds.groups if g.sweep and g.sweep.get("field") == "batch_size"
+                  and g.gpu == c["device"] and g.env == c["env"] and str(g.sweep.get("name")) == str(c["sweep"])}
+        low, best = min(ran, key=lambda p: p[0]), max(ran, key=lambda p: p[1])
+        d = cmp.delta(groups[low[0]], groups[best[0]]) if low[0] in groups and best[0] in groups else stats.Delta(None)
+        text = (f"On {cmp.name(c['device'])} ({c['rung']}, torch {cmp.ds.env_versions.get(c['env']) or c['env']}) the "
+                f"fastest B is {best[0]}, {best[1]:,.0f} tokens/s, {said(d)} against B={low[0]}")
+        text += (f"; {', '.join(f'B={v}' for v, _s in failed)} did not run ({', '.join(sorted({s for _v, s in failed}))})"
+                 if failed else "")
+        sentences.append(text + f"; the knee (the smallest B within {sweepmod.KNEE_TOLERANCE:.0%} of the best) is B={c['knee']}.")
+        records += [r.run_id for r in recs if sweepmod.curve_key(r) == tuple(c[k] for k in ("sweep", "field", "plan", "rung", "env", "device"))]
+        curves.append(BatchCurve(f"{c['rung']}, {cmp.name(c['device'])} / {c['env']}", False,
+                                 [(v, t, None if m is None else m / GIB) for v, t, m in ran], failed, c["knee"]))
+        if head is None:
+            title = (f"B past {low[0]}: at most {title_range([d.value]).lstrip('+')} more tokens/s (B={best[0]}) on {cmp.name(c['device'])}"
+                     + (f"; B={failed[0][0]} {failed[0][1]}" if failed else "") if d.value is not None else None)
+            head = KeyFinding(f"Batch size past {low[0]} on {cmp.name(c['device'])}: the best, B={best[0]}, gives {said(d)} "
+                              f"tokens/s" + (f"; B={failed[0][0]} is {failed[0][1]}" if failed else "")
+                              + f"; the knee (within {sweepmod.KNEE_TOLERANCE:.0%} of the best) is B={c['knee']}.",
+                              abs(d.value or 0.0), tuple(records))
+    refs: dict[tuple, list[Group]] = {}
+    for r in ok_references(cmp):
+        if r.sweep and r.sweep.get("field") == "batch_size":
+            refs.setdefault((r.first.rung, r.gpu), []).append(r)
+    for (rung, gpu), gs in refs.items():
+        gs.sort(key=lambda g: g.sweep.get("value") or 0)
+        sentences.append(f"The user's log ({gpu}, {rung}, single samples): " + ", ".join(
+            f"B={g.sweep.get('value')} {estimate(g).point:,.0f}" for g in gs) + " tokens/s.")
+        records += run_ids(*gs)
+        curves.append(BatchCurve(f"user's log, {gpu}", True, [(g.sweep.get("value"), estimate(g).point,
+                                 None if g.memory_bytes is None else g.memory_bytes / GIB) for g in gs], []))
+    command = None
+    if not any(not c.reference for c in curves):
+        sentences.insert(0, "No batch search ran in these records.")
+        command = BATCH_SEARCH
+    chart = None
+    if curves:
+        title = title or "Tokens/s and memory against B"
+        chart = Chart("sweep", title, {"": curves}, {"tokens/s": "thousands of tokens/s", "memory": "GiB at the peak"})
+    return Answer("batch", q, sentences, tuple(records), command, chart, headline=head)
+
+
+def mfu(cmp: Compare) -> Answer:
+    q = "How close to the hardware is this (MFU against the datasheet and a measured GEMM peak)?"
+    rows, sentences, records, head = [], [], [], None
+    for ov in overviews(cmp):
+        found = [g for g in (ov.seed, *(c.group for c in (ov.beyond, ov.tuned) if c is not None)) if g is not None]
+        if not found:
+            continue
+        g = max(found, key=lambda x: x.throughput.point or 0)
+        sheet, measured = g.mfu("mfu_datasheet"), g.mfu("mfu_measured")
+        if sheet is None and measured is None:
+            continue
+        rows.append({"device": cmp.name(ov.gpu), "run": f"{g.label} ({g.batch})", "tokens/s": f"{g.throughput.point:,.0f}",
+                     "MFU, datasheet": _share(sheet), "MFU, GEMM peak": _share(measured)})
+        sheet_text = f"{_share(sheet)} of the datasheet peak" if sheet is not None else "no datasheet peak (none for this device)"
+        sentences.append(f"The fastest run on {cmp.name(ov.gpu)} ({g.label}, {g.batch}) reaches {sheet_text} and "
+                         f"{_share(measured)} of the GEMM peak measured on the same device (explain.mfu).")
+        records += run_ids(g)
+        if head is None:
+            head = KeyFinding(f"Closest to the hardware: {sheet_text}, {_share(measured)} of a "
+                              f"measured GEMM peak, on {cmp.name(ov.gpu)}, {g.label} ({g.batch}).", 0.0, tuple(run_ids(g)))
+    command = None
+    if not rows:
+        sentences = ["These records carry no MFU (explain.mfu)."]
+        command = "bash scripts/gpu_check.sh   # on a GPU: the ladder with its MFU against the datasheet and a GEMM peak"
+    elif len(sentences) > 3:
+        sentences = sentences[:2] + [f"The table lists all {len(rows)} devices."]
+    return Answer("mfu", q, sentences, tuple(records), command, table=rows or None, headline=head)
+
+
+def _share(x: float | None) -> str:
+    return "n/a" if x is None else f"{x * 100:.1f}%"
+

@@ -1,0 +1,98 @@
+"""The charts of the users' questions: each draws one harness.analysis.answers.Chart as it is (the title, which
+states the answer, the bars and their units come from the analysis; nothing is computed here). PNG bytes, or None.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from harness.analysis.answers import Chart
+from harness.report.charts import NARROW, WIDE, _png, fonts, sweep_chart  # noqa: F401 (NARROW: the outline's)
+
+OURS, USERS = "tab:blue", "tab:gray"
+
+
+def draw(chart: Chart | None, width: float = WIDE) -> bytes | None:
+    if chart is None or not any(chart.panels.values()):
+        return None
+    with fonts(width):
+        return {"delta": _delta, "stack": _stack, "bars": _bars, "sweep": _sweep}[chart.kind](chart, width)
+
+
+def _wrap(title: str, width: float) -> str:
+    return textwrap.fill(title, int(7.5 * width))
+
+
+def _hbars(ax, bars, unit: str, signed: bool) -> None:
+    """Horizontal bars, one per row (top to bottom), the value and its verdict written at the bar's end."""
+    y = np.arange(len(bars))
+    values = [b.value.value for b in bars]
+    drawn = ax.barh(y, values, 0.7, color=[USERS if b.hatched and "user" in b.label else OURS for b in bars],
+                    edgecolor="black", linewidth=0.4)
+    for patch, b in zip(drawn, bars):
+        if b.hatched:
+            patch.set_hatch("//")
+            patch.set_alpha(0.55)
+    whiskers = [(yi, b.value) for yi, b in zip(y, bars) if b.value.low is not None]  # only where there is an interval
+    if whiskers:
+        ax.errorbar([p.value for _y, p in whiskers], [yi for yi, _p in whiskers], xerr=np.array([p.errors for _y, p in whiskers]).T,
+                    fmt="none", ecolor="black", capsize=3, lw=1)
+    top = max(abs(v) for v in values) or 1.0
+    for yi, b in zip(y, bars):
+        end = max(b.value.value, 0.0, b.value.high if b.value.high is not None else 0.0)  # right of bar and whisker
+        text = (f"{b.value.value:+.1f}%" if signed else f"{b.value.value:,.1f}") + (f" ({b.note})" if b.note else "")
+        ax.text(end + 0.02 * top, yi, text, va="center", ha="left")
+    ax.set_yticks(y, [b.label for b in bars])
+    ax.invert_yaxis()
+    noted = any(b.note for b in bars)
+    ax.set_xlim(min(0.0, *values) * 1.1, top * (1.75 if noted else 1.3))  # room for the value texts
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_xlabel(unit)
+    ax.grid(axis="x", alpha=0.3)
+
+
+def _delta(chart: Chart, width: float) -> bytes:
+    bars = chart.panels[""]
+    fig, ax = plt.subplots(figsize=(width, 0.5 * len(bars) + 2.0))
+    _hbars(ax, bars, chart.units[""], signed=True)
+    ax.set_title(_wrap(chart.title, width))
+    return _png(fig)
+
+
+def _bars(chart: Chart, width: float) -> bytes:
+    panels = [(name, bars) for name, bars in chart.panels.items() if bars]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(width, sum(0.5 * len(b) + 1.4 for _n, b in panels) + 1.0), squeeze=False)
+    for ax, (name, bars) in zip(axes[:, 0], panels):
+        _hbars(ax, bars, chart.units[name], signed=False)
+    fig.suptitle(_wrap(chart.title, width))
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _stack(chart: Chart, width: float) -> bytes:
+    rows = chart.panels[""]
+    parts = list(dict.fromkeys(part for _label, stack in rows for _v, part in stack))
+    fig, ax = plt.subplots(figsize=(width, 0.45 * len(rows) + 2.4))
+    left = np.zeros(len(rows))
+    for part in parts:
+        values = np.array([next((v for v, p in stack if p == part), 0.0) for _l, stack in rows])
+        ax.barh(range(len(rows)), values, left=left, label=part)
+        left += values
+    for yi, total in enumerate(left):
+        ax.text(total, yi, f" {total:,.1f}", va="center", fontsize=10)
+    ax.set_yticks(range(len(rows)), [label for label, _s in rows])
+    ax.invert_yaxis()
+    ax.set_xlim(0, left.max() * 1.15)
+    ax.set_xlabel(chart.units[""])
+    ax.set_title(_wrap(chart.title, width))
+    if len(parts) > 1:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=3 if width >= WIDE else 1, frameon=False)
+    ax.grid(axis="x", alpha=0.3)
+    return _png(fig)
+
+
+def _sweep(chart: Chart, width: float) -> bytes:
+    return sweep_chart(chart.panels[""], "B (batch size)", chart.title, width)
