@@ -1,13 +1,11 @@
 """What the report's charts draw, computed here so that harness.report only renders: the ladder's bars per plan with
 the user's logged numbers that match them, the landscape over torch versions, and each point's interval (always
-stats.interval over the bootstrap replicates: one rule for every chart). No torch import, no matplotlib.
+stats.interval over the estimates' replicates: one rule for every chart). No torch import, no matplotlib.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from harness.analysis import stats
 from harness.analysis.context import Compare
@@ -20,7 +18,7 @@ MIN_VERSIONS = 3  # fewer torch builds on one device: the versions table says it
 
 @dataclass(frozen=True)
 class Point:
-    """One value with its 95% interval (absolute ends; None where there is no noise estimate)."""
+    """One value with its interval (absolute ends; None where there is no noise estimate)."""
 
     value: float
     low: float | None = None
@@ -35,7 +33,7 @@ class Point:
 
 
 def throughput_point(est: stats.Estimate) -> Point | None:
-    """tokens/s with its 95% interval (stats.interval over the estimate's bootstrap replicates)."""
+    """tokens/s with its interval (stats.interval over the estimate's replicates: the run-to-run spread's)."""
     if est.point is None:
         return None
     if est.boot is None:
@@ -144,10 +142,14 @@ def torch_release(g: Group) -> str:
 def version_points(groups: list[Group]) -> list[VersionPoint]:
     out = []
     for g in groups:
-        metric, values = g.memory
-        mib = [v / 2**20 for v in values]
+        metric = g.memory[0]
+        est = g.memory_estimate  # the median peak with its interval, by the rule of tokens/s
+        memory = None
+        if est.point is not None:
+            low, high = stats.percentile_bounds(est.boot) if est.boot is not None else (est.point, est.point)
+            memory = (est.point / 2**20, low / 2**20, high / 2**20)
         out.append(VersionPoint(torch_release(g), g.env, throughput_point(g.throughput), bool(g.contended), metric,
-                                (float(np.median(mib)), min(mib), max(mib)) if mib else None))
+                                memory))
     return out
 
 

@@ -66,7 +66,7 @@ def ladder_charts(cmp: Compare) -> list[Chart]:
     charts, names = [], set()
     for lc in series.ladder_charts(cmp):
         charts.append((_file_name(f"ladder-{file_part(lc.plan)}", names), _ladder(lc, WIDE), (
-            f"Tokens/s per rung of plan {lc.plan}, one bar per device / env and B (whiskers: 95% bootstrap interval, "
+            f"Tokens/s per rung of plan {lc.plan}, one bar per device / env and B (whiskers: {stats.interval_name()}, "
             "absent where too few samples give none; hatched: the user's logged single samples)."), _ladder(lc, NARROW)))
     return charts
 
@@ -158,7 +158,7 @@ def heatmap_chart(result: Cross, name=str) -> Chart | None:
 
 
 def _delta_errors(deltas: list) -> np.ndarray | None:
-    """Asymmetric error bars (percent) from the deltas' 95% intervals; zero where a delta has none."""
+    """Asymmetric error bars (percent) from the deltas' intervals; zero where a delta has none."""
     if not any(d.low is not None for d in deltas):
         return None
     return np.array([[max(0.0, (d.value - d.low) * 100) if d.low is not None else 0.0 for d in deltas],
@@ -166,7 +166,7 @@ def _delta_errors(deltas: list) -> np.ndarray | None:
 
 
 def cross_gpu_chart(result: Cross, name=str) -> Chart | None:
-    """Cross-GPU delta in tokens/s with its 95% interval, one bar per rung and B (the table's order), one colour
+    """Cross-GPU delta in tokens/s with its interval, one bar per rung and B (the table's order), one colour
     per GPU pair; a rung whose baseline run failed is written where its bar would be, not left out."""
     items = []  # (row label, series, Delta)
     envs = {r.env for r in result.rows}
@@ -202,7 +202,7 @@ def cross_gpu_chart(result: Cross, name=str) -> Chart | None:
     ax.set_xlim(lo - (0.3 if lo < 0 else 0.1) * top, hi + (0.3 if hi > 0 else 0.1) * top)  # room for the value texts
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("delta tokens/s against the baseline GPU (%); whiskers: 95% interval")
+    ax.set_xlabel(f"delta tokens/s against the baseline GPU (%); whiskers: {stats.interval_name()}")
     ax.grid(axis="x", alpha=0.3)
     handles = [matplotlib.patches.Patch(color=colors[i], label=name) for i, name in enumerate(series)]
     handles.append(matplotlib.patches.Patch(facecolor="white", edgecolor="black", hatch="//", label="within noise / no estimate"))
@@ -251,7 +251,7 @@ def factors_chart(result: Splits, name=str) -> Chart | None:
     fig.tight_layout()
     caption = ("Left: the knob's effect on tokens/s in each (GPU, env) cell (colour: GPU, hatched: the second env; outlined "
                "where the interaction is larger than both factors: the cell the effect comes from). Right: GPU factor, version factor and their interaction in percentage points (faded: within noise "
-               "or no estimate); whiskers: 95% intervals.")
+               "or no estimate); whiskers: " + stats.interval_name() + "s.")
     if len(rows) > len(shown):
         caption += f" First {len(shown)} of {len(rows)} splits shown (all in the table)."
     return ("factors.png", _png(fig), caption)

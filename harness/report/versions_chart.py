@@ -12,13 +12,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from harness.analysis import series
+from harness.analysis import series, stats
 from harness.analysis.context import Compare
 from harness.analysis.series import VersionPoint
 
 
 def draw(points: list[VersionPoint], title: str, boundary: tuple[str, str] | None = None, png: bool = True):
-    """Two panels over the versions: tokens/s (thousands) with its 95% bootstrap interval, and peak memory (GiB)
+    """Two panels over the versions: tokens/s (thousands) with its interval from the run-to-run spread, and peak memory (GiB)
     with its range over repeats (median marked); contended points hollow. `boundary`: two versions to mark (a
     bisect's answer)."""
     versions = [p.version for p in points]
@@ -29,7 +29,7 @@ def draw(points: list[VersionPoint], title: str, boundary: tuple[str, str] | Non
     err = np.array([[e / 1000 for e in p.tokens.errors] if p.tokens else (0.0, 0.0) for p in points]).T
     busy = np.array([p.contended for p in points])
     top.errorbar(x, tps, yerr=err, fmt="-", color="tab:blue", capsize=3, lw=1)
-    top.scatter(x[~busy], tps[~busy], color="tab:blue", zorder=3, label="tokens/s (95% interval)")
+    top.scatter(x[~busy], tps[~busy], color="tab:blue", zorder=3, label=f"tokens/s ({stats.interval_name()})")
     if busy.any():
         top.scatter(x[busy], tps[busy], facecolors="white", edgecolors="tab:blue", zorder=3, label="contended run(s)")
     top.set_ylabel("thousands of tokens/s")
@@ -68,7 +68,7 @@ def versions_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
         first, last = series.torch_release(groups[0]), series.torch_release(groups[-1])
         title = f"{g.label} ({g.batch}) on {key[-1]}: {len(groups)} torch builds, {first} to {last}"
         caption = (f"{g.label} ({g.batch}, preset {g.workload.get('preset')}) on {key[-1]} across torch {first}..{last}: "
-                   "tokens/s (95% bootstrap interval) and peak memory (range over repeats); hollow points were measured "
+                   f"tokens/s and peak memory ({stats.interval_name()}s from the run-to-run spread); hollow points were measured "
                    "under contention.")
         charts.append((f"versions-{n}.png", draw(series.version_points(groups), title), caption))
     return charts
