@@ -1,7 +1,8 @@
 """Sweep analysis: records grouped by the sweep they belong to, tokens/s and peak memory against the value.
 
-A curve is one sweep (record["sweep"]: name, field) of one rung of one plan, in one env on one device;
-its points are the swept values, repeats of a value merged (median tokens/s, largest peak memory).
+A curve is one sweep (record["sweep"]: name, field) of one rung of one plan, in one env on one device, of one
+measurement but for the swept field (harness.record.model's one rule: the workload hash less that field, and the
+flags hash); its points are the swept values, repeats of a value merged (median tokens/s, largest peak memory).
 
 The knee of a curve: the smallest value whose tokens/s is within `tolerance` (default 2%) of the best
 tokens/s of the curve's ok points; past it, a larger value buys less than `tolerance` more throughput.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import json
 import statistics
 
+from harness.record.model import workload_hash
 from harness.record.view import RecordView
 
 KNEE_TOLERANCE = 0.02
@@ -66,9 +68,16 @@ def knee_definition(tolerance: float = KNEE_TOLERANCE, what: str = "value", amon
 
 # ---------------------------------------------------------------- grouping
 
+CURVE_FIELDS = ("sweep", "field", "plan", "rung", "env", "device", "measurement")
+
+
 def curve_key(record: RecordView | dict) -> tuple:
+    """The curve a sweep record belongs to (CURVE_FIELDS): runs of one measurement but for the swept field, so two
+    sweeps of one name made with other flags or another workload are two curves, never pooled as repeats."""
     r = RecordView.of(record)
-    return (str(r.sweep.get("name")), str(r.sweep.get("field")), str(r.plan), str(r.rung), str(r.env), r.device_label)
+    field = str(r.sweep.get("field"))
+    measurement = f"{workload_hash(r.workload, without=(field,))[:12]}/{(r.flags_hash or '')[:12]}"
+    return (str(r.sweep.get("name")), field, str(r.plan), str(r.rung), str(r.env), r.device_label, measurement)
 
 
 def _merge(records: list[RecordView]) -> dict:
@@ -99,7 +108,7 @@ def _merge(records: list[RecordView]) -> dict:
 def sweep_rows(records, tolerance: float = KNEE_TOLERANCE) -> list[dict]:
     """One row per (curve, swept value), curves in name/field/plan/rung/env/device order, values ascending.
 
-    Keys: sweep, field, plan, rung, env, device, value, status, runs, tokens_per_s, step_ms, vs_best
+    Keys: CURVE_FIELDS (measurement: the curve's workload-less-the-swept-field and flags hashes, short), value, status, runs, tokens_per_s, step_ms, vs_best
     (tokens/s / the curve's best), peak_memory_bytes, memory_source, usable_memory_bytes, lm_head_kernel
     ('-' where no kernel capture), kernel_changed (lm_head kernel differs from the previous value's),
     is_best, is_knee, mark (text of the last three), reason, run_ids. Records without a sweep are ignored."""
@@ -111,11 +120,10 @@ def sweep_rows(records, tolerance: float = KNEE_TOLERANCE) -> list[dict]:
         by_value.setdefault(json.dumps(r.sweep.get("value"), sort_keys=True), []).append(r)
     rows = []
     for key in sorted(curves):
-        name, field, plan, rung, env, device = key
         points = []
         for group in curves[key].values():
-            points.append({"sweep": name, "field": field, "plan": plan, "rung": rung, "env": env, "device": device,
-                           "value": group[0].sweep.get("value"), **_merge(group)})
+            points.append({**dict(zip(CURVE_FIELDS, key, strict=True)), "value": group[0].sweep.get("value"),
+                           **_merge(group)})
         points.sort(key=lambda p: value_key(p["value"]))
         best = max((p["tokens_per_s"] for p in points if p["tokens_per_s"] is not None), default=None)
         the_knee = knee([(p["value"], p["tokens_per_s"]) for p in points], tolerance)
@@ -135,14 +143,14 @@ def sweep_rows(records, tolerance: float = KNEE_TOLERANCE) -> list[dict]:
 
 
 def sweep_curves(records, tolerance: float = KNEE_TOLERANCE) -> list[dict]:
-    """One dict per curve, for plots: label, sweep, field, plan, rung, env, device, values, tokens_per_s,
+    """One dict per curve, for plots: label, CURVE_FIELDS, values, tokens_per_s,
     peak_memory_bytes, statuses, lm_head_kernels (lists aligned with values; None where unknown), knee."""
     out: list[dict] = []
     for row in sweep_rows(records, tolerance):
-        key = tuple(row[k] for k in ("sweep", "field", "plan", "rung", "env", "device"))
+        key = tuple(row[k] for k in CURVE_FIELDS)
         if not out or out[-1]["_key"] != key:
             out.append({"_key": key, "label": f"{row['sweep']} ({row['field']}): {row['rung']}, {row['env']}, {row['device']}",
-                        **{k: row[k] for k in ("sweep", "field", "plan", "rung", "env", "device")},
+                        **{k: row[k] for k in CURVE_FIELDS},
                         "values": [], "tokens_per_s": [], "peak_memory_bytes": [], "statuses": [], "lm_head_kernels": [],
                         "knee": None})
         c = out[-1]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from dataclasses import MISSING, asdict, dataclass, fields
 
-from harness.flags import flags_hash
 from harness.record.model import new_record
 
 
@@ -58,8 +57,8 @@ class WorkerSpec:
 
     def new_record(self, **fields_) -> dict:
         """The record this measurement starts as (harness.record.model.new_record, with this spec's identity,
-        workload, requested flags and their hash, and the rerun command); `fields_`: the rest (started_at, reason,
+        workload and requested flags (their hashes made there), and the rerun command); `fields_`: the rest (started_at, reason,
         environment, ...)."""
         return new_record(run_id=self.run_id, env=self.env, plan=self.plan, rung=self.rung, rung_index=self.rung_index,
                           repeat=self.repeat, sweep=self.sweep, workload=self.workload, flags_requested=self.flags,
-                          flags_hash=flags_hash(self.flags), rerun_command=self.rerun, **fields_)
+                          rerun_command=self.rerun, **fields_)

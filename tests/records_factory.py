@@ -71,7 +71,8 @@ def make_record(*, env="torch212", gpu="H100", rung="fp32", rung_index=None, pla
     record = new_record(
         run_id=run_id or f"t{_counter[0]:05d}-{env}-{gpu}-{rung}-{repeat}", kind=kind, status=status, reason=reason,
         env=env, plan=plan, rung=rung, rung_index=RUNGS.index(rung) if rung_index is None and rung in RUNGS else rung_index,
-        repeat=repeat, sweep=sweep, workload=w, flags_requested=flags, flags_hash=canonical_hash(flags),
+        repeat=repeat, sweep=sweep, workload=w, flags_requested=flags,
+        flags_hash=None if kind == "measured" else canonical_hash(flags),
         environment=environment, steps={"ms": ms, "loss": loss, "grad_norm": []}, summary=summary, reference=reference,
     )
     record["flags"].update(applied=flags, after=flags)

@@ -13,7 +13,7 @@ import pytest
 
 from harness.record import migrate
 from harness.record.io import read_record, validate, write_record
-from harness.record.model import SCHEMA_VERSION, RecordError, canonical_hash, new_record, workload_hash
+from harness.record.model import SCHEMA_VERSION, RecordError, canonical_hash, flags_hash, new_record, workload_hash
 from harness.record.view import RecordView
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,9 +36,9 @@ def sha(path: Path) -> str:
 def test_every_writer_gets_one_shape_with_the_version_and_hash_made_by_the_constructor(tmp_path):
     workload = {"batch_size": 4, "seq_len": 64, "device": "cpu", "steps": 3, "lm_head_loss": "plain"}
     measured = new_record(run_id="m", env="local", plan="p", rung="fp32", workload=workload, flags_requested={},
-                          flags_hash="h", started_at="now", rerun_command="python -m harness.run")
+                          started_at="now", rerun_command="python -m harness.run")
     failed = new_record(run_id="f", env="local", plan="p", rung="fp32", workload=workload, flags_requested={},
-                        flags_hash="h", reason="worker exited with code -9", environment={"env_name": "local"})
+                        reason="worker exited with code -9", environment={"env_name": "local"})
     ref = new_record(run_id="r", kind="reference", status="oom", env="reference", plan="p", rung="fp32",
                      workload=workload, flags_requested={}, flags_hash="h", reference={"line": 5})
     peer = new_record(run_id="q", kind="peer", status="ok", env="peer", plan="p", rung="x", workload=workload,
@@ -48,13 +48,16 @@ def test_every_writer_gets_one_shape_with_the_version_and_hash_made_by_the_const
     for r in (measured, failed, ref, peer):
         assert r["schema_version"] == SCHEMA_VERSION and validate(r) is r
         assert r["workload_hash"] == workload_hash({"batch_size": 4, "seq_len": 64})  # device, steps, plain: left out
-        assert r["flags"] == {"requested": {}, "applied": None, "after": None, "hash": "h"}
+        hashed = flags_hash({}) if r["kind"] == "measured" else "h"  # a measured run's by the one rule
+        assert r["flags"] == {"requested": {}, "applied": None, "after": None, "hash": hashed}
     assert measured["rerun"] == {"command": "python -m harness.run"} and failed["rerun"] is None
     assert read_record(write_record(failed, tmp_path)) == failed
     with pytest.raises(ValueError, match="status 'fine'"):
         new_record(run_id="x", env="e", plan="p", rung="r", workload={}, flags_requested={}, flags_hash="h", status="fine")
+    with pytest.raises(ValueError, match="flags hash is harness.record.model.flags_hash"):
+        new_record(run_id="x", env="e", plan="p", rung="r", workload={}, flags_requested={}, flags_hash="h")
     with pytest.raises(TypeError, match="unexpected fields"):
-        new_record(run_id="x", env="e", plan="p", rung="r", workload={}, flags_requested={}, flags_hash="h", summry={})
+        new_record(run_id="x", env="e", plan="p", rung="r", workload={}, flags_requested={}, summry={})
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda p: p.parent.name + "/" + p.name[:24])
@@ -94,6 +97,26 @@ def test_a_hand_made_older_failure_record_is_read_with_the_hashes_the_runner_wri
     assert view.intended_device is None and view.device_label == "unknown device"  # it never said where it ran
     assert view.timed_ms == [] and view.peak_memory() == (None, "peak RSS") and view.tokens_per_step == 16 * 1024
     assert json.loads(path.read_text()) == old_failure_record()  # the file itself is untouched
+
+
+def test_a_migrated_failure_record_hashes_its_flags_as_its_ok_twins_do(tmp_path):
+    """One flags-hash rule: a dead worker's old record, its hash computed on read, gets the hash the worker writes for
+    the same requested flags, Inductor options at "default" included (the old migration hashed them, and split such a
+    failure from its ok twins)."""
+    from harness.flags import FrozenFlags, flags_for
+    from harness.worker_spec import WorkerSpec
+
+    requested = flags_for({"precision": "bf16"}).to_dict()
+    assert requested["inductor_shape_padding"] == "default" and requested != FrozenFlags().to_dict()
+    old = old_failure_record()
+    old["flags"]["requested"] = requested
+    (tmp_path / "old-fail.json").write_text(json.dumps(old))
+    spec = WorkerSpec(run_id="twin", env="torch212", plan="seed-ladder", rung="bf16", workload=old["workload"],
+                      flags=requested)
+    twin = spec.new_record()
+    failed = RecordView(read_record(tmp_path / "old-fail.json"))
+    assert failed.set_key == RecordView(twin).set_key == (workload_hash(old["workload"]), flags_for({"precision": "bf16"}).hash)
+    assert failed.flags_hash != canonical_hash(requested)  # what the second rule made
 
 
 def test_a_newer_version_is_refused_with_what_this_code_reads(tmp_path):

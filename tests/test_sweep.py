@@ -17,6 +17,7 @@ from records_factory import make_record, write
 from harness import request
 from harness import run as runmod
 from harness import sweep as sweepmod
+from harness.record.model import flags_hash
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
 from harness.analysis.tables import registry
@@ -266,6 +267,19 @@ def test_sweep_rows_show_the_lm_head_kernel_and_when_it_changed(tmp_path, capsys
     text = compare_sweeps(capsys, tmp_path, records)
     assert text.count("kernel changed") == 3  # two rows and the footnote
     assert gemm_b[:57] in text and "alignment-vocab" in text  # the table shortens a kernel name to 60 characters
+
+
+def test_runs_of_one_sweep_name_made_with_other_flags_are_another_curve_not_repeats():
+    """The one 'same measurement' rule (harness.record.model): a repeat of a sweep value with other requested flags
+    (here TF32 on) is not pooled into the value's median; it is a curve of its own."""
+    plain = [point(32, 60.0), point(64, 100.0)]
+    tf32 = point(32, 30.0, repeat=1)
+    tf32["flags"]["requested"] = {"matmul_precision": "high"}
+    tf32["flags"]["hash"] = flags_hash(tf32["flags"]["requested"])
+    rows = sweepmod.sweep_rows([*plain, tf32])
+    assert sorted((r["value"], r["runs"]) for r in rows) == [(32, 1), (32, 1), (64, 1)]
+    assert len({r["measurement"] for r in rows}) == 2 and len(sweepmod.sweep_curves([*plain, tf32])) == 2
+    assert all(r["runs"] == 1 for r in rows)  # the old key merged the two B=32 runs as repeats (runs == 2)
 
 
 def test_sweep_curves_for_plots():

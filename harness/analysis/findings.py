@@ -207,8 +207,8 @@ def batch(cmp: Compare) -> list[Finding]:
                 + (f"; did not run: {', '.join(failed)}" if failed else "")
                 + f"; largest that ran: B={largest[0]} ({mib(largest[2])} MiB {sweepmod.MEMORY_NAME});"
                 f" knee B={curve['knee']} ({sweepmod.KNEE_TOLERANCE:.0%} of the best).")
-        ids = [r.run_id for r in records if sweepmod.curve_key(r) == (curve["sweep"], curve["field"], curve["plan"],
-                                                                        curve["rung"], curve["env"], curve["device"])]
+        key = tuple(curve[k] for k in sweepmod.CURVE_FIELDS)
+        ids = [r.run_id for r in records if sweepmod.curve_key(r) == key]
         out.append(Finding("batch", text, tuple(ids)))
     refs: dict[tuple, list[Group]] = {}
     for r in ok_references(cmp):

@@ -6,7 +6,7 @@ Versions. Every record written so far carries "schema_version": 1, which is also
 Within version 1 fields were added, all optional in the schema (so an older record is still valid), and
 the runner's first failure records (before the runner recorded hashes: a worker that died) have empty
 workload and flags hashes and an environment with env_name only. upgrade_within_v1 computes those
-hashes, as the runner computes them today, so every reader compares such a record by the one rule.
+hashes by the one rule of harness.record.model (workload_hash, flags_hash), as the runner computes them today, so every reader compares such a record by the one rule.
 Fields added within version 1 are left absent, as measured: a reader asks harness.record.view
 (RecordView.workload_value reads an added workload field at the value every earlier record ran with).
 A later version N+1 adds UPGRADES[N], a function taking a version-N record to version N+1; migrate chains them.
@@ -14,7 +14,7 @@ A later version N+1 adds UPGRADES[N], a function taking a version-N record to ve
 
 from __future__ import annotations
 
-from harness.record.model import SCHEMA_VERSION, RecordError, canonical_hash, workload_hash
+from harness.record.model import SCHEMA_VERSION, RecordError, flags_hash, workload_hash
 
 
 def upgrade_within_v1(record: dict) -> dict:
@@ -24,7 +24,7 @@ def upgrade_within_v1(record: dict) -> dict:
         record["workload_hash"] = workload_hash(workload)
     flags = record.get("flags")
     if isinstance(flags, dict) and flags.get("hash") == "" and isinstance(flags.get("requested"), dict):
-        record["flags"] = {**flags, "hash": canonical_hash(flags["requested"])}
+        record["flags"] = {**flags, "hash": flags_hash(flags["requested"])}
     return record
 
 
