@@ -120,7 +120,29 @@ class Group:
         text = f"{len(counts)}x{counts[0]}" if len(set(counts)) == 1 else "+".join(str(c) for c in counts)
         busy = len(self.contended)
         mark = "" if not busy else " contended" if busy == len(self.records) else f" ({busy} contended)"
-        return text + (" pooled" if self.pooled else "") + mark
+        return text + (" pooled" if self.pooled else "") + (" mixed" if self.mixed_code else "") + mark
+
+    @property
+    def workload_codes(self) -> dict[str, list[str]]:
+        """The workload code identity (record.workload_code, harness.workload_code) -> the run ids made by it."""
+        out: dict[str, list[str]] = {}
+        for r in self.records:
+            out.setdefault(r.workload_code, []).append(r.run_id)
+        return out
+
+    @property
+    def mixed_code(self) -> bool:
+        """Its runs were made by different workload code (or some by code not known): they are pooled as repeats of
+        one measurement all the same, and marked (n_text, code_note), as asv marks a benchmark whose code changed."""
+        return len(self.workload_codes) > 1
+
+    @property
+    def code_note(self) -> str | None:
+        if not self.mixed_code:
+            return None
+        return (f"mixed: {self.label} ({self.batch}) / {self.env}: runs made by {len(self.workload_codes)} versions of "
+                "the workload code pooled (harness.workload_code; 'unknown': not known): "
+                + "; ".join(f"{code}: {len(ids)} run(s)" for code, ids in self.workload_codes.items()))
 
     @property
     def contended(self) -> list[RecordView]:

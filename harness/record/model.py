@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import lru_cache
+from pathlib import Path
 
-SCHEMA_VERSION = 1  # the version new records are written with (harness.record.migrate reads the older ones)
+SCHEMA_VERSION = 2  # the version new records are written with (harness.record.migrate reads the older ones)
+NOT_RECORDED = "not recorded"  # a field the harness that made a record did not record yet (null: not measured)
+UNKNOWN_CODE = "unknown"  # workload_code of a record whose measuring code is not known (a transcription, history)
 KINDS = ("measured", "reference", "peer")
 STATUSES = ("ok", "invalid", "oom", "unsupported", "error")
 # Workload fields that do not change what is measured, only how long or where it ran (or what it is called).
@@ -67,6 +71,23 @@ def measurement_key(workload: dict, flags_requested: dict) -> tuple[str, str]:
 _flags_hash = flags_hash  # new_record's parameter of that name shadows the function
 
 
+HISTORY_PATH = Path(__file__).with_name("workload_code_history.json")
+
+
+@lru_cache(maxsize=1)
+def _history() -> dict:
+    try:
+        return json.loads(HISTORY_PATH.read_text())["records"]
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+def historic_workload_code(run_id) -> str:
+    """The workload code identity of a record made before records carried one: from git history
+    (workload_code_history.json, made by scripts/workload_code_history.py), else UNKNOWN_CODE."""
+    return _history().get(run_id, UNKNOWN_CODE) if isinstance(run_id, str) else UNKNOWN_CODE
+
+
 def record_filename(record: dict) -> str:
     return f"{record['run_id']}.json"
 
@@ -80,13 +101,15 @@ def new_record(*, run_id: str, env: str, plan: str, rung: str, workload: dict, f
                kind: str = "measured", status: str = "error", reason: str | None = None, notes: list | None = None,
                started_at: str | None = None, rung_index: int | None = None, repeat: int | None = None,
                sweep: dict | None = None, environment: dict | None = None, steps: dict | None = None,
-               summary: dict | None = None, rerun_command: str | None = None, **blocks) -> dict:
+               summary: dict | None = None, rerun_command: str | None = None, workload_code: str = UNKNOWN_CODE,
+               **blocks) -> dict:
     """A record in the one shape (keys in the order they are written). Derived here: schema_version and
     workload_hash, and a measured run's flags hash (flags_hash(flags_requested); a transcription passes its own,
     made never to equal a measured run's). A measured run starts as status
     "error" with empty steps and summary, and the worker fills them in as it goes; the flags read back
-    (applied, after) and explain stay null until measured. blocks: the kind's own object, `reference`
-    and/or `peer` (transcriptions), written last."""
+    (applied, after, changes), explain and contention stay null until measured. workload_code: the identity of the
+    code that defines the measurement (harness.workload_code: a measured run's; UNKNOWN_CODE for a transcription).
+    blocks: the kind's own object, `reference` and/or `peer` (transcriptions), written last."""
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r}: one of {', '.join(KINDS)}")
     if status not in STATUSES:
@@ -98,6 +121,10 @@ def new_record(*, run_id: str, env: str, plan: str, rung: str, workload: dict, f
     unknown = set(blocks) - set(KIND_BLOCKS)
     if unknown:
         raise TypeError(f"new_record: unexpected fields {sorted(unknown)}")
+    unmeasured = None if kind == "measured" else NOT_RECORDED  # a transcription never records contention or changes
+    environment = {} if environment is None else environment
+    if kind != "measured":
+        environment = {"threads": NOT_RECORDED, "machine": NOT_RECORDED, **environment}
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
@@ -115,11 +142,14 @@ def new_record(*, run_id: str, env: str, plan: str, rung: str, workload: dict, f
         "sweep": sweep,
         "workload": workload,
         "workload_hash": workload_hash(workload),
-        "flags": {"requested": flags_requested, "applied": None, "after": None, "hash": flags_hash or _flags_hash(flags_requested)},
-        "environment": {} if environment is None else environment,
+        "workload_code": workload_code,
+        "flags": {"requested": flags_requested, "applied": None, "after": None, "changes": unmeasured,
+                  "hash": flags_hash or _flags_hash(flags_requested)},
+        "environment": environment,
         "steps": empty_steps() if steps is None else steps,
         "summary": {} if summary is None else summary,
         "explain": None,
+        "contention": unmeasured,
         "rerun": None if rerun_command is None else {"command": rerun_command},
         **{k: blocks[k] for k in KIND_BLOCKS if k in blocks},
     }

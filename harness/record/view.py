@@ -156,6 +156,17 @@ class RecordView:
         return _dict(self._r.get("rerun")).get("command")
 
     @property
+    def made_by(self) -> dict:
+        """environment.harness: the harness code that made the record (source_sha256 over gpt/ and harness/, the git
+        commit and whether its checkout was dirty); {} where not recorded."""
+        return _dict(self.environment.get("harness"))
+
+    @property
+    def workload_code(self) -> str:
+        """The identity of the code that defined the measurement (harness.workload_code), or "unknown"."""
+        return self._r.get("workload_code") or "unknown"
+
+    @property
     def torch_threads(self) -> int | None:
         """The torch thread count the worker set (environment.threads.torch)."""
         return _dict(self.environment.get("threads")).get("torch")
