@@ -18,20 +18,18 @@ from typing import NamedTuple
 from harness.analysis import stats
 from harness.analysis.devices import aliases, device_alias
 from harness.analysis.group import Group
+from harness.envs.spec import parse_version
 from harness.record.io import BadFile, iter_records
 from harness.record.view import RecordView
 
 
 def torch_version_key(version: str | None) -> tuple:
-    """Order torch versions: 2.1.2 < 2.3.0 < 2.6.0.dev20241203 < 2.6.0; unknown last."""
-    if not version:
-        return (1, ())
-    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?(?:\.?(dev|a|b|rc)(\d+))?", str(version))
-    if not m:
-        return (1, (str(version),))
-    major, minor, patch, pre, pre_n = m.groups()
-    rank = {"dev": 0, "a": 1, "b": 2, "rc": 3}.get(pre, 4)
-    return (0, (int(major), int(minor), int(patch or 0), rank, int(pre_n or 0)))
+    """Order torch versions (packaging.version, PEP 440; the local label such as +cu121 left out): 2.1.2 < 2.3.0 <
+    2.6.0.dev20241203 < 2.6.0; unknown or not a version last."""
+    parsed = parse_version(version) if version else None
+    if parsed is None:
+        return (1, (str(version),) if version else ())
+    return (0, parse_version(parsed.public))
 
 
 def short_gpu(label: str) -> str:
