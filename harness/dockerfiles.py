@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.envs.spec import ROOT, EnvSpec, SpecError, envs_dir, load_all
+from harness.record.files import write_atomic
 from harness.textsafe import ScriptValueError, script_value
 
 RESULTS_IN_IMAGE = "/results"
@@ -133,11 +134,11 @@ def render(names: list[str] | None = None) -> list[Path]:
         if names and name not in names or not spec.base_image:
             continue
         path = dockerfile_path(name)
-        path.write_text(render_dockerfile(spec))
-        path.with_name("Dockerfile.dockerignore").write_text(DOCKERIGNORE)
+        write_atomic(path, render_dockerfile(spec))
+        write_atomic(path.with_name("Dockerfile.dockerignore"), DOCKERIGNORE)
         written.append(path)
     if written:
-        root_dockerignore().write_text(DOCKERIGNORE)
+        write_atomic(root_dockerignore(), DOCKERIGNORE)
         written.append(root_dockerignore())
     return written
 

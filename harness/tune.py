@@ -27,9 +27,7 @@ No torch import here: every measurement is a worker process.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -44,6 +42,7 @@ from harness.analysis.dataset import load
 from harness.analysis.tables import fastest as fastest_tables
 from harness.flags import parse_assignments as parse_flag_assignments
 from harness.plan import PlanError, builtin_plans, load_plan
+from harness.record.files import write_atomic
 from harness.record.io import check_writable
 from harness.record.view import RecordView
 from harness.render import render_text
@@ -127,11 +126,8 @@ class Session:
             "cumulative": False, "defaults": self.defaults, "rungs": self.rungs,
         }
         self.plan_path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".yaml", dir=self.plan_path.parent)
-        with os.fdopen(fd, "w") as f:
-            f.write(f"# {data['description']}; rerun a record with its rerun.command\n")
-            yaml.safe_dump(data, f, sort_keys=False)
-        os.replace(tmp, self.plan_path)
+        write_atomic(self.plan_path, f"# {data['description']}; rerun a record with its rerun.command\n"
+                     + yaml.safe_dump(data, sort_keys=False))
 
     def request_for(self, rungs: list[str], sweep: str | None = None) -> RunRequest:
         """These rungs of the plan file (and a batch-size sweep point, if any)."""

@@ -173,3 +173,26 @@ def test_iter_records_warns_once_per_bad_file_and_keeps_the_rest(tmp_path):
 def test_reading_records_does_not_import_torch():
     code = "import sys, harness.record, harness.plan, harness.run; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_one_whole_file_writer_leaves_the_file_whole_or_not_at_all(tmp_path, monkeypatch):
+    """harness.record.files: every whole-file write (records, output files, manifests, plans, search states, specs,
+    scripts) is fsynced before it is renamed into place; a failure leaves the old file and no temp file."""
+    import os
+
+    from harness.record import files
+
+    target = tmp_path / "state.json"
+    files.write_atomic(target, "old")
+    assert target.read_text() == "old"
+    with pytest.raises(FileExistsError):
+        files.write_new(target, "new")
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    files.write_atomic(target, b"new")
+    assert target.read_text() == "new" and synced
+    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    with pytest.raises(OSError, match="No space"):
+        files.write_atomic(target, "lost")
+    assert target.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]

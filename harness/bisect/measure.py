@@ -29,6 +29,7 @@ from harness.bisect.search import CandidateFailed
 from harness.envs.install import find_uv, install
 from harness.envs.spec import ENVS_DIR_VAR, ROOT, EnvSpec
 from harness.launcher import failure_record, new_run_id, run_points
+from harness.record.files import write_atomic
 from harness.record.io import iter_records, write_record
 from harness.record.model import measurement_key
 from harness.record.view import RecordView
@@ -125,7 +126,7 @@ class Measurer:
         path = self.spec_dir() / spec.name / "env.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         note = f"Wheels from --find-links {self.find_links}." if self.find_links else ""
-        path.write_text(spec_yaml(dataclasses.replace(spec, cuda=cuda, path=None), note))
+        write_atomic(path, spec_yaml(dataclasses.replace(spec, cuda=cuda, path=None), note))
         return path
 
     def ensure_env(self, c: Candidate, spec: EnvSpec, venv: Path) -> Path:

@@ -19,7 +19,6 @@ import json
 import os
 import shlex
 import sys
-import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from harness.envs.spec import spec_names
+from harness.record.files import write_atomic
 from harness.record.io import iter_records
 from harness.record.model import canonical_hash, measurement_key
 from harness.record.view import RecordView
@@ -251,10 +251,7 @@ class Matrix:
     def save(self) -> None:
         """Atomically (a crash never leaves half a manifest)."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-", suffix=".yaml")
-        with os.fdopen(fd, "w") as f:
-            yaml.safe_dump(self.to_dict(), f, sort_keys=False, width=200)
-        os.replace(tmp, self.path)
+        write_atomic(self.path, yaml.safe_dump(self.to_dict(), sort_keys=False, width=200))
 
     @classmethod
     def load(cls, path: Path) -> Matrix:
