@@ -17,7 +17,7 @@ The rule itself is harness.analysis.fit's (harness.tune and the fastest-found ta
 
 Each try is one record, tagged sweep = {name: batch-search, field: batch_size, value: B}. At the end:
 a table of every try (B, status, tokens/s, peak memory, fits), the largest B that fits, and the knee
-(harness.sweep.knee over the B's that fit: the smallest B whose tokens/s is within --knee-tolerance of
+(harness.analysis.sweep.knee over the B's that fit: the smallest B whose tokens/s is within --knee-tolerance of
 the best). Exit 0 when some B fits, 1 when none does (or the search stopped on a non-memory failure).
 
 Each try is a harness.request.RunRequest (the search's own, with this B as a sweep point) run by
@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from tabulate import tabulate
 
 from harness import launcher
-from harness import sweep as sweepmod
+from harness.analysis import sweep as sweepmod
 from harness.analysis import fit
 from harness.analysis.fit import CPU_HEADROOM_GIB, GPU_HEADROOM_GIB
 from harness.plan import load_plan

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # every module of the layers that run where only results are (record, analysis, report, envs, cluster), the CLIs
 # around them, and the runner side that never imports torch itself (one worker process per measurement does)
 TORCH_FREE_PACKAGES = ("record", "analysis", "report", "envs", "cluster", "bisect")
-TORCH_FREE = ("harness.compare", "harness.render", "harness.sweep", "harness.batch_search", "harness.tune",
+TORCH_FREE = ("harness.compare", "harness.render", "harness.analysis.sweep", "harness.batch_search", "harness.tune",
               "harness.run", "harness.request", "harness.launcher", "harness.progress", "harness.lifeline",
               "harness.dockerfiles", "harness.docker", "harness.image_entry") + tuple(
     ".".join(p.relative_to(ROOT).with_suffix("").parts)

@@ -1,5 +1,5 @@
 """Sweeps: --sweep parsing and errors, plan sweeps, the alignment plan's arithmetic, the sweep analysis
-(harness.sweep: rows, knee; harness.compare's sweeps table) on hand-built records, and a real CPU sweep (one process and one
+(harness.analysis.sweep: rows, knee; harness.compare's sweeps table) on hand-built records, and a real CPU sweep (one process and one
 record per point, each tagged with its sweep)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from records_factory import make_record, write
 
 from harness import request
 from harness import run as runmod
-from harness import sweep as sweepmod
+from harness.analysis import sweep as sweepmod
 from harness.record.model import flags_hash
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
@@ -238,7 +238,7 @@ def test_sweep_rows_group_merge_order_and_mark():
     assert [(r["env"], r["value"]) for r in rows] == [("nightly", 32), ("nightly", 64), ("nightly", 96), ("nightly", 128), ("torch212", 32)]
     r32, r64, r96, r128, other = rows
     assert r96["runs"] == 2 and r96["peak_memory_bytes"] == 59 * GIB and r96["memory_source"] == "device used"
-    r96_tps = (96 * tokens / 0.146 + 96 * tokens / 0.148) / 2  # median of the two repeats
+    r96_tps = 96 * tokens / 0.147  # stats' one rule: the median of both repeats' timed steps pooled (146 and 148 ms)
     assert r96["tokens_per_s"] == pytest.approx(r96_tps)
     assert r96["is_best"] and r96["is_knee"] and "knee" in r96["mark"] and "best" in r96["mark"]
     assert r64["vs_best"] == pytest.approx((64 * tokens / 0.105) / r96_tps) and not r64["is_knee"]  # 93% of the best

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness import sweep as sweepmod
+from harness.analysis import sweep as sweepmod
 from harness.analysis import stats
 from harness.analysis.cells import Cell, fmt_signed_pct
 from harness.analysis.context import Compare

@@ -57,8 +57,8 @@ class Metric:
                 return None, None, None
             if est.boot is None:
                 return est.point, None, None
-            low, high = np.percentile(est.boot, [2.5, 97.5])
-            return est.point, float(low), float(high)
+            bounds = stats.interval(est.point, est.boot)  # the one interval rule (its confidence, its percentiles)
+            return est.point, bounds.low, bounds.high
         values = self.values(g)
         if not values:
             return None, None, None
