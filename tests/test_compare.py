@@ -537,5 +537,6 @@ def test_real_gpu_records_read_as_a_person_would():
     per_pair: dict = {}
     for r in under.rows:
         per_pair.setdefault(r["rung"], []).append(r)
+    assert per_pair, "no underneath rows: the two all() below would pass on nothing"
     assert all(len(rows) <= 2 + compare.TOP_UNDERNEATH for rows in per_pair.values())
     assert all(rows[0]["what"].startswith("lm_head GEMM") and rows[1]["what"].startswith("attention") for rows in per_pair.values())
