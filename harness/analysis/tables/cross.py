@@ -165,6 +165,14 @@ def _cross_result(cx: Compare, across: str) -> Cross:
                 rows.append((key, row))
     rows.sort(key=lambda kr: kr[0])
     result.rows = [r for _k, r in rows]
+    _add_notes(cx, result, failed_base, isa_notes, code_notes, contended)
+    return result
+
+
+def _add_notes(cx: Compare, result: Cross, failed_base: int, isa_notes: dict, code_notes: dict, contended: list) -> None:
+    """A cross table's notes: failed baselines, ISA differences, pairs of different workload code, contended runs,
+    the pairs the comparability rule kept apart, and why there is no row at all."""
+    what = "env" if result.across == "env" else "GPU"
     if failed_base:
         result.notes.append(f"{failed_base} baseline cell(s) did not run ok (their status is under 'runs'): the other "
                             f"{what}'s runs of that rung and B are shown without a delta")
@@ -173,11 +181,10 @@ def _cross_result(cx: Compare, across: str) -> Cross:
                                             if len(code_notes) > 5 else [])
     if contended:
         result.notes += contended + [CONTENDED_NOTE]
-    refused = refused_pairs(cx, across)
+    refused = refused_pairs(cx, result.across)
     result.notes += refused[:5] + ([f"... and {len(refused) - 5} more such pairs"] if len(refused) > 5 else [])
     if not result.rows:
-        result.notes.append(_why_no_rows(cx, across, bool(refused)))
-    return result
+        result.notes.append(_why_no_rows(cx, result.across, bool(refused)))
 
 
 def _code_note(cx: Compare, across: str, o: str, g0: Group, base: tuple, cell: tuple) -> str | None:
