@@ -268,7 +268,7 @@ def _note_variants(ds: Dataset) -> None:
     variants: dict[tuple, dict] = {}
     for g in ds.groups:
         for plan, rung, _i in g.rungs:
-            k = (plan, rung, g.workload.get("batch_size"), g.workload.get("seq_len"), json.dumps(g.sweep, sort_keys=True))
+            k = (plan, rung, g.workload.get("batch_size"), g.workload.get("seq_len"), json.dumps(g.sweep and g.sweep.to_dict(), sort_keys=True))
             variants.setdefault(k, {}).setdefault(g.set_key, []).append(f"{g.gpu}/{g.env}")
     for (plan, rung, b, t, _s), sets in sorted(variants.items(), key=lambda kv: str(kv[0])):
         if len(sets) > 1:

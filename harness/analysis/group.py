@@ -152,14 +152,14 @@ class Group:
     @property
     def contended_notes(self) -> list[str]:
         return [f"contended: {self.label} ({self.batch}) / {self.env}, {r.run_id}: "
-                f"{contention.describe(r.contention)}" for r in self.contended]
+                f"{contention.describe(r.contention.to_dict())}" for r in self.contended]
 
     @property
     def pooled(self) -> bool:
         """Its runs are not the repeats of one invocation: repeat numbers recur, or plans or sweeps differ.
         They are still merged (same workload and flags); the tables say so and pooled_note lists them."""
         repeats = [r.repeat for r in self.records]
-        origins = {(r.plan, json.dumps(r.sweep, sort_keys=True)) for r in self.records}
+        origins = {(r.plan, json.dumps(r.sweep and r.sweep.to_dict(), sort_keys=True)) for r in self.records}
         return len(self.records) > 1 and (len(set(repeats)) < len(repeats) or len(origins) > 1)
 
     @property

@@ -230,7 +230,8 @@ class Matrix:
             r = RecordView(raw)
             if r.env != cell.env or r.plan != self.plan:
                 continue
-            key = _point_key(r.rung, r.repeat, r.sweep, *r.set_key, run_length(r.workload))
+            sweep = r.sweep.to_dict() if r.sweep else None
+            key = _point_key(r.rung, r.repeat, sweep, *r.set_key, run_length(r.workload))
             if key not in wanted:
                 continue
             if r.status == "error":

@@ -81,7 +81,7 @@ CUDA_FACTS = ("torch.cuda", "torch.cudnn", "torch.nccl", "driver.", "gpu.", "tri
 
 def _env_facts(g: Group, across: str) -> dict:
     keys = ENV_KEYS if across == "env" else GPU_KEYS
-    facts = {k: v for k, v in _flatten(g.environment).items() if k.startswith(keys) and v is not None}
+    facts = {k: v for k, v in _flatten(g.environment.to_dict()).items() if k.startswith(keys) and v is not None}
     # the libraries the worker process mapped (explain.libraries.mapped, harness/evidence/libraries.py)
     facts.update({f"library {lib}": version for lib, version in g.mapped_libraries.items()})
     if not g.first.is_cuda:  # a CPU run's CUDA library versions say nothing about its speed
