@@ -140,8 +140,9 @@ class Group:
     def code_note(self) -> str | None:
         if not self.mixed_code:
             return None
-        return (f"mixed: {self.label} ({self.batch}) / {self.env}: runs made by {len(self.workload_codes)} versions of "
-                "the workload code pooled (harness.workload_code; 'unknown': not known): "
+        return (f"mixed: {self.label} ({self.batch}) / {self.env}: its {len(self.records)} runs were made by "
+                f"{len(self.workload_codes)} versions of the workload code (gpt/ and the timed loop, harness.workload_code; "
+                "unknown: neither recorded nor in git history), pooled all the same: "
                 + "; ".join(f"{code}: {len(ids)} run(s)" for code, ids in self.workload_codes.items()))
 
     @property
