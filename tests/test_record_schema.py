@@ -57,3 +57,19 @@ def test_the_view_hands_out_typed_sections():
     assert isinstance(r.contention, Contention) and r.contention.recorded and r.contended == bool(r.contention.contended)
     old = Contention.of("not recorded")
     assert not old.recorded and not old and old.get("contended") is None
+
+
+def test_the_workload_type_names_the_workloads_fields():
+    """RecordView.workload is typed by gpt.config.WorkloadConfig's fields (gpt/config.py imports no torch) and reads
+    as the dict the record holds."""
+    from dataclasses import fields as dataclass_fields
+
+    from gpt.config import WorkloadConfig
+    from harness.record.sections import Workload
+
+    assert Workload.FIELDS == tuple(f.name for f in dataclass_fields(WorkloadConfig))
+    r = next(RecordView(rec) for _p, rec in iter_records([ROOT / "results" / "gpu-h200" / "ladder"], warn=print))
+    assert isinstance(r.workload, Workload) and r.workload.batch_size == r.workload["batch_size"] == r.workload.get("batch_size")
+    assert dict(r.workload) == r.raw["workload"] and r.workload.tokens_per_step == r.tokens_per_step
+    with pytest.raises(AttributeError):
+        r.workload.batch_size = 1  # read-only

@@ -13,6 +13,7 @@ No torch import.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -152,6 +153,47 @@ class Explain(Section):
 @dataclass(frozen=True)
 class Rerun(Section):
     command: str | None = None
+
+
+class Workload(Mapping):
+    """record.workload, read-only: gpt.config.WorkloadConfig's fields as attributes (None where the record lacks one,
+    tests/test_record_schema.py holds FIELDS equal to WorkloadConfig's), and a Mapping of what the record holds, so
+    readers that take it as a dict (workload_hash, knob comparisons, `.get`) read it unchanged."""
+
+    FIELDS = ("preset", "n_layer", "n_head", "n_embd", "vocab_size", "seq_len", "batch_size", "grad_accum", "precision",
+              "attention", "sdpa_backend", "lm_head_loss", "compile", "optimizer", "grad_clip", "lr", "weight_decay",
+              "steps", "warmup_steps", "seed", "data", "device", "memory_budget_gib", "profile_steps")
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Any):
+        object.__setattr__(self, "_values", values if isinstance(values, dict) else {})
+
+    def __getattr__(self, name: str):
+        if name in Workload.FIELDS:
+            return self._values.get(name)
+        raise AttributeError(name)
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError("a record's workload is read-only")
+
+    def __getitem__(self, key: str):
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Workload({self._values!r})"
+
+    @property
+    def tokens_per_step(self) -> int | None:
+        """B x T x grad_accum, where the record has B and T."""
+        if self.batch_size and self.seq_len:
+            return self.batch_size * self.seq_len * (self.grad_accum or 1)
+        return None
 
 
 # The record's sections that are objects, by their key: what the schema's properties are checked against.

@@ -12,7 +12,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from harness.record.model import ADDED_FIELD_DEFAULTS
-from harness.record.sections import Contention, Environment, Explain, Flags, Steps, Summary, Sweep
+from harness.record.sections import Contention, Environment, Explain, Flags, Steps, Summary, Sweep, Workload
 
 # What decides CPU speed per precision, in a device label: the widest vector ISA, and whether bf16/fp16 have
 # native instructions (bf16 on a CPU without them is converted in software: tens of times slower).
@@ -114,7 +114,7 @@ class RecordView:
         return f"{s.field}={s.value}" if s else ""
 
     # What was measured
-    workload = property(lambda self: _dict(self._r.get("workload")))
+    workload = property(lambda self: Workload(self._r.get("workload")))  # typed, read-only; a Mapping of the record's
     workload_hash = property(lambda self: self._r.get("workload_hash"))
 
     def workload_value(self, key: str):
@@ -256,7 +256,7 @@ class RecordView:
 
     @property
     def warmup_steps(self) -> int:
-        warmup = self.workload.get("warmup_steps")
+        warmup = self.workload.warmup_steps
         return warmup if isinstance(warmup, int) else 0
 
     @property
@@ -281,13 +281,7 @@ class RecordView:
     @property
     def tokens_per_step(self) -> int | None:
         """summary.tokens_per_step, else batch_size x seq_len x grad_accum from the workload."""
-        tps = self.summary.get("tokens_per_step")
-        if tps:
-            return tps
-        w = self.workload
-        if w.get("batch_size") and w.get("seq_len"):
-            return w["batch_size"] * w["seq_len"] * (w.get("grad_accum") or 1)
-        return None
+        return self.summary.tokens_per_step or self.workload.tokens_per_step
 
     def memory(self, metric: str) -> int | None:
         """The bytes of one named metric of MEMORY_METRICS, None where the record has none."""
@@ -298,7 +292,7 @@ class RecordView:
     def usable_memory_bytes(self) -> int | None:
         """The memory a run may use: its workload's memory budget if set, else the device's total memory
         (CUDA: environment.gpu.memory_bytes; CPU: environment.host_ram_bytes)."""
-        budget = self.workload.get("memory_budget_gib")
+        budget = self.workload.memory_budget_gib
         if budget:
             return int(budget * 2**30)
         if self.is_cuda:
