@@ -126,7 +126,7 @@ def report(options: SearchOptions, result: dict) -> str:
     headers = ["B", "status", "tokens/s", "vs best fit", "peak MiB", "usable MiB", "headroom MiB", "fits", "note"]
     lines = [tabulate(rows, headers=headers, disable_numparse=True), ""]
     source = next((t.memory_source for t in tries if t.memory_source != "-"), "-")
-    budget = any(t.record.workload.get("memory_budget_gib") for t in tries)
+    budget = any(t.record.workload.memory_budget_gib for t in tries)
     lines.append(f"fits = status ok and peak memory ({source}) + headroom <= usable memory "
                  f"({'the memory budget' if budget else 'the device total'})")
     lines.append(sweepmod.knee_definition(options.knee_tolerance, what="B", among="fitting B's"))

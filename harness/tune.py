@@ -202,7 +202,7 @@ def answer(cmp: Compare, s: fastest.Search) -> tuple[list, list[str]]:
     gain = stats.ratio(start.throughput, g.throughput, cmp.floor)[0]
     lines.append(f"best: {g.label} at {g.batch}: {fmt_int(g.throughput.point)} tokens/s; the start ({start.label} at "
                  f"{start.batch}) {fmt_int(start.throughput.point)} tokens/s: {Cell(gain).text()}")
-    b0, b = start.workload.get("batch_size"), g.workload.get("batch_size")
+    b0, b = start.workload.batch_size, g.workload.batch_size
     lines.append(f"  changes: {fastest.changes(start, g)}" + (f"; B {b0} -> {b}" if b != b0 else ""))
     ds, measured = fastest_tables.mfu(g, "mfu_datasheet"), fastest_tables.mfu(g, "mfu_measured")
     lines.append(f"  MFU: {ds.text() if ds else 'n/a'} of the datasheet peak, "

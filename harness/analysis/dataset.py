@@ -238,7 +238,7 @@ class _Sorting:
         return Dataset(
             groups=sorted(self.groups.values(),
                           key=lambda g: (g.gpu, g.env, g.rungs[0][0] or "", g.rungs[0][2] or 0, g.label)),
-            references=sorted(self.references, key=lambda g: (g.first.rung_index or 0, g.workload.get("batch_size") or 0,
+            references=sorted(self.references, key=lambda g: (g.first.rung_index or 0, g.workload.batch_size or 0,
                                                               g.first.run_id)),
             failed=self.failed, left_out=self.left_out, notes=[], valid_records=reading.valid,
             filtered=reading.filtered, env_order={e: i for i, e in enumerate(env_rank)},
@@ -268,7 +268,7 @@ def _note_variants(ds: Dataset) -> None:
     variants: dict[tuple, dict] = {}
     for g in ds.groups:
         for plan, rung, _i in g.rungs:
-            k = (plan, rung, g.workload.get("batch_size"), g.workload.get("seq_len"), json.dumps(g.sweep and g.sweep.to_dict(), sort_keys=True))
+            k = (plan, rung, g.workload.batch_size, g.workload.seq_len, json.dumps(g.sweep and g.sweep.to_dict(), sort_keys=True))
             variants.setdefault(k, {}).setdefault(g.set_key, []).append(f"{g.gpu}/{g.env}")
     for (plan, rung, b, t, _s), sets in sorted(variants.items(), key=lambda kv: str(kv[0])):
         if len(sets) > 1:

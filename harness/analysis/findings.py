@@ -137,18 +137,18 @@ def padding_ab(cmp: Compare, pairs, what: str, measure, unit: str) -> list[Findi
 
 
 def vocab(cmp: Compare) -> list[Finding]:
-    pairs = [p for p in measured_pairs(cmp, "vocab_size") if p[1].workload.get("vocab_size") == 50257]
-    refs = [p for p in reference_pairs(cmp, "vocab_size") if p[0].workload.get("vocab_size") == 50257]
+    pairs = [p for p in measured_pairs(cmp, "vocab_size") if p[1].workload.vocab_size == 50257]
+    refs = [p for p in reference_pairs(cmp, "vocab_size") if p[0].workload.vocab_size == 50257]
     out = []
     for (gpu, env), a, b in pairs:
-        text = (f"Vocab {a.workload['vocab_size']} -> {b.workload['vocab_size']} at {a.label} on {where(cmp, gpu, env, a)}, "
+        text = (f"Vocab {a.workload.vocab_size} -> {b.workload.vocab_size} at {a.label} on {where(cmp, gpu, env, a)}, "
                 f"compiler padding {padding_setting(a)}: {speed_text(cmp, a, b)}; {memory_text(a, b)}.")
-        seen = lm_head_text(a, f"kernel capture at {a.workload['vocab_size']}")
+        seen = lm_head_text(a, f"kernel capture at {a.workload.vocab_size}")
         if seen:
             text += f" {seen}."
         out.append(Finding("vocab", text, tuple(run_ids(a, b))))
     for a, b in refs:
-        out.append(Finding("vocab", (f"Vocab {a.workload['vocab_size']} -> {b.workload['vocab_size']} at {a.label} in "
+        out.append(Finding("vocab", (f"Vocab {a.workload.vocab_size} -> {b.workload.vocab_size} at {a.label} in "
                                      f"{ref_where(a)}: {speed_text(cmp, a, b)}; {memory_text(a, b)}."), tuple(run_ids(a, b))))
     out += padding_ab(cmp, pairs, "the vocab-padding speed-up", _delta_speed(cmp), "% tokens/s") if pairs else []
     return out
@@ -160,7 +160,7 @@ def versions(cmp: Compare) -> list[Finding]:
     out = []
     logged: dict[tuple, dict[str, Group]] = {}
     for r in sorted(ok_references(cmp), key=lambda g: g.first.reference.get("line") or 0):
-        key = (r.gpu, r.first.rung, r.workload.get("batch_size"), r.workload.get("seq_len"), r.workload.get("compile"))
+        key = (r.gpu, r.first.rung, r.workload.batch_size, r.workload.seq_len, r.workload.compile)
         logged.setdefault(key, {}).setdefault(ref_torch(r), r)
     for (gpu, rung, b, t, _c), builds in logged.items():
         stated = {k: v for k, v in builds.items() if k != "torch not stated"}
@@ -186,7 +186,7 @@ def versions(cmp: Compare) -> list[Finding]:
 
 def _matching_groups(cmp: Compare, rung, b, t) -> list[Group]:
     return [g for g in cmp.ds.groups if g.in_ladder and rung in {r for _p, r, _i in g.rungs}
-            and g.workload.get("batch_size") == b and g.workload.get("seq_len") == t]
+            and g.workload.batch_size == b and g.workload.seq_len == t]
 
 
 def batch(cmp: Compare) -> list[Finding]:
@@ -227,7 +227,7 @@ def batch(cmp: Compare) -> list[Finding]:
 def sdpa(cmp: Compare) -> list[Finding]:
     out = []
     for (gpu, env), a, b in measured_pairs(cmp, "sdpa_backend"):
-        auto, forced = (a, b) if a.workload.get("sdpa_backend") == "auto" else (b, a) if b.workload.get("sdpa_backend") == "auto" else (None, None)
+        auto, forced = (a, b) if a.workload.sdpa_backend == "auto" else (b, a) if b.workload.sdpa_backend == "auto" else (None, None)
         if auto is None:
             continue
         kernels = auto.kernels
@@ -237,7 +237,7 @@ def sdpa(cmp: Compare) -> list[Finding]:
             "auto's backend is unknown (no kernel capture)"
         out.append(Finding("sdpa", (
             f"SDPA at {auto.label} on {where(cmp, gpu, env, auto)}: {chose_text}, {auto.throughput.point:,.0f} tokens/s; "
-            f"forcing {forced.workload.get('sdpa_backend')}: {forced.throughput.point:,.0f} tokens/s "
+            f"forcing {forced.workload.sdpa_backend}: {forced.throughput.point:,.0f} tokens/s "
             f"({Cell(cmp.delta(auto, forced)).brief()} against auto)."), tuple(run_ids(auto, forced))))
     return out
 

@@ -126,7 +126,7 @@ def landscape_chart(result: Result, out: Path, rung: str) -> Path | None:
     if len(groups) < 2:
         return None
     g = groups[0]
-    title = (f"{rung} ({g.batch}, preset {g.workload.get('preset')}) on {g.gpu}: "
+    title = (f"{rung} ({g.batch}, preset {g.workload.preset}) on {g.gpu}: "
              f"{len(groups)} torch builds")
     name = f"landscape-{rung}.png" if result.mode == "landscape" else f"bisect-{rung}-{result.metric.name}.png"
     path = out / name

@@ -146,7 +146,7 @@ def _cross_result(cx: Compare, across: str) -> Cross:
                 group = c if isinstance(c, Group) else None
                 row = CrossRow(across, o, v, group, None if group else c[0], base if isinstance(base, Group) else None,
                                base_gpu, base_env, "ok" if isinstance(base, Group) else outcome(base[0]), g0.label,
-                               g0.batch, g0.workload.get("batch_size"))
+                               g0.batch, g0.workload.batch_size)
                 if group is not None:
                     contended += [n for n in group.contended_notes if n not in contended]
                 if across == "gpu" and v != order[0]:
@@ -161,7 +161,7 @@ def _cross_result(cx: Compare, across: str) -> Cross:
                     if note:
                         code_notes.setdefault(note, None)
                 key = (other_rank.get(o, len(other_rank)), g0.rungs[0][2] if g0.rungs[0][2] is not None else 1 << 30,
-                       g0.label, g0.workload.get("batch_size") or 0, g0.workload.get("seq_len") or 0, rank.get(v, len(rank)), v)
+                       g0.label, g0.workload.batch_size or 0, g0.workload.seq_len or 0, rank.get(v, len(rank)), v)
                 rows.append((key, row))
     rows.sort(key=lambda kr: kr[0])
     result.rows = [r for _k, r in rows]
@@ -219,7 +219,7 @@ def refused_pairs(cx: Compare, across: str) -> list[str]:
     slots: dict[tuple, list[Group]] = {}
     for g in sorted(cx.ds.groups, key=lambda g: rank[getattr(g, across)]):
         for plan, rung, _i in g.rungs:
-            slots.setdefault((getattr(g, other), plan, rung, g.workload.get("batch_size"), g.workload.get("seq_len")), []).append(g)
+            slots.setdefault((getattr(g, other), plan, rung, g.workload.batch_size, g.workload.seq_len), []).append(g)
     out = []
     for (o, plan, rung, b, t), gs in slots.items():
         for a, c in combinations(gs, 2):
