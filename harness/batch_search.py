@@ -17,7 +17,7 @@ The rule itself is harness.analysis.fit's (harness.tune and the fastest-found ta
 
 Each try is one record, tagged sweep = {name: batch-search, field: batch_size, value: B}. At the end:
 a table of every try (B, status, tokens/s, peak memory, fits), the largest B that fits, and the knee
-(harness.sweep.knee over the B's that fit: the smallest B whose tokens/s is within --knee-tolerance of
+(harness.analysis.sweep.knee over the B's that fit: the smallest B whose tokens/s is within --knee-tolerance of
 the best). Exit 0 when some B fits, 1 when none does (or the search stopped on a non-memory failure).
 
 Each try is a harness.request.RunRequest (the search's own, with this B as a sweep point) run by
@@ -33,8 +33,8 @@ from dataclasses import dataclass, replace
 from tabulate import tabulate
 
 from harness import launcher
-from harness import sweep as sweepmod
 from harness.analysis import fit
+from harness.analysis import sweep as sweepmod
 from harness.analysis.fit import CPU_HEADROOM_GIB, GPU_HEADROOM_GIB
 from harness.plan import load_plan
 from harness.progress import fmt
@@ -126,7 +126,7 @@ def report(options: SearchOptions, result: dict) -> str:
     headers = ["B", "status", "tokens/s", "vs best fit", "peak MiB", "usable MiB", "headroom MiB", "fits", "note"]
     lines = [tabulate(rows, headers=headers, disable_numparse=True), ""]
     source = next((t.memory_source for t in tries if t.memory_source != "-"), "-")
-    budget = any(t.record.workload.get("memory_budget_gib") for t in tries)
+    budget = any(t.record.workload.memory_budget_gib for t in tries)
     lines.append(f"fits = status ok and peak memory ({source}) + headroom <= usable memory "
                  f"({'the memory budget' if budget else 'the device total'})")
     lines.append(sweepmod.knee_definition(options.knee_tolerance, what="B", among="fitting B's"))

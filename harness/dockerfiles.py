@@ -1,15 +1,13 @@
-"""The per-env Dockerfiles (envs/<name>/Dockerfile and its .dockerignore): rendered from the spec, parsed, and
-checked statically. Needs neither a Docker engine nor the docker SDK; harness.docker builds and runs them.
+"""The per-env Dockerfiles (envs/<name>/Dockerfile and its .dockerignore): rendered from the spec, and checked:
+byte for byte against their rendering, and the images they pull pinned. Needs neither a Docker engine nor the docker SDK; harness.docker builds and runs them.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from harness.envs.spec import ROOT, EnvSpec, SpecError, envs_dir, load_all
+from harness.record.files import write_atomic
 from harness.textsafe import ScriptValueError, script_value
 
 RESULTS_IN_IMAGE = "/results"
@@ -133,82 +131,21 @@ def render(names: list[str] | None = None) -> list[Path]:
         if names and name not in names or not spec.base_image:
             continue
         path = dockerfile_path(name)
-        path.write_text(render_dockerfile(spec))
-        path.with_name("Dockerfile.dockerignore").write_text(DOCKERIGNORE)
+        write_atomic(path, render_dockerfile(spec))
+        write_atomic(path.with_name("Dockerfile.dockerignore"), DOCKERIGNORE)
         written.append(path)
     if written:
-        root_dockerignore().write_text(DOCKERIGNORE)
+        write_atomic(root_dockerignore(), DOCKERIGNORE)
         written.append(root_dockerignore())
     return written
 
 
-# --------------------------------------------------------------------------- parsing
+# --------------------------------------------------------------------------- checking
+# The file must be exactly its rendering (check_all), so what the template says (FROM ${BASE_IMAGE}, the install
+# through harness.envs, the ENTRYPOINT, no VOLUME, ...) is proved once, by tests/test_dockerfiles.py on the
+# rendering; what a spec brings in is checked here: the images a build pulls are pinned, not floating.
 
-
-@dataclass(frozen=True)
-class Instruction:
-    keyword: str  # upper case: FROM, RUN, ...
-    flags: dict  # --from=..., --platform=...
-    value: str  # the rest, continuation lines joined
-    line: int  # 1-based line the instruction starts on
-
-    def exec_form(self) -> list[str] | None:
-        """The JSON array of an exec-form ENTRYPOINT/CMD/RUN/VOLUME, or None for shell form."""
-        text = self.value.strip()
-        if not text.startswith("["):
-            return None
-        try:
-            value = json.loads(text)
-        except ValueError:
-            return None
-        return value if isinstance(value, list) and all(isinstance(v, str) for v in value) else None
-
-
-KEYWORDS = {"FROM", "RUN", "CMD", "LABEL", "MAINTAINER", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT", "VOLUME",
-            "USER", "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL"}
-
-
-def parse_dockerfile(text: str) -> list[Instruction]:
-    """Instructions of a Dockerfile (backslash continuations, comments, parser directives).
-
-    Raises ValueError on an unknown instruction, a dangling continuation or a file without FROM.
-    Heredocs are not supported (none of ours uses them)."""
-    out: list[Instruction] = []
-    buf, start = "", 0
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        stripped = raw.strip()
-        if stripped.startswith("#") or (not stripped and buf):
-            continue  # comments (and directives) may sit between continuation lines
-        if not stripped:
-            continue
-        if not buf:
-            start = lineno
-        if stripped.endswith("\\"):
-            buf += stripped[:-1].rstrip() + " "
-            continue
-        buf += stripped
-        keyword, _, rest = buf.partition(" ")
-        keyword = keyword.upper()
-        if keyword not in KEYWORDS:
-            raise ValueError(f"line {start}: unknown instruction {keyword!r}")
-        flags = {}
-        rest = rest.strip()
-        while rest.startswith("--"):
-            token, _, rest = rest.partition(" ")
-            key, _, val = token[2:].partition("=")
-            flags[key] = val
-            rest = rest.strip()
-        if "<<" in rest and keyword in ("RUN", "COPY", "ADD") and re.search(r"<<-?\s*['\"]?[A-Z]+", rest):
-            raise ValueError(f"line {start}: heredocs are not supported by this parser")
-        out.append(Instruction(keyword, flags, rest, start))
-        buf = ""
-    if buf:
-        raise ValueError("the file ends inside a continued line")
-    if not out or out[0].keyword not in ("FROM", "ARG"):
-        raise ValueError("a Dockerfile must start with FROM (or ARG before FROM)")
-    if not any(i.keyword == "FROM" for i in out):
-        raise ValueError("no FROM instruction")
-    return out
+FLOATING_TAGS = ("latest", "nightly", "main", "master", "edge")
 
 
 def split_image_ref(ref: str) -> tuple[str, str | None, str | None]:
@@ -224,129 +161,14 @@ def split_image_ref(ref: str) -> tuple[str, str | None, str | None]:
     return repo, tag, digest
 
 
-def global_args(instructions: list[Instruction]) -> dict[str, str | None]:
-    """{name: default} of the ARGs before the first FROM: the only variables a FROM line can use."""
-    out = {}
-    for ins in instructions:
-        if ins.keyword == "FROM":
-            break
-        if ins.keyword == "ARG":
-            name, sep, default = ins.value.partition("=")
-            out[name.strip()] = default.strip().strip('"') if sep else None
-    return out
-
-
-def resolve_image(ref: str, args: dict[str, str | None]) -> str:
-    """An image reference with ${VAR} / $VAR replaced by the ARG defaults; ValueError names a variable
-    that has no default (the build would need --build-arg to mean anything)."""
-    def value(match: re.Match) -> str:
-        name = match.group(1) or match.group(2)
-        if args.get(name) is None:
-            raise ValueError(f"${name} has no ARG default before the first FROM")
-        return args[name]
-
-    return re.sub(r"\$\{(\w+)\}|\$(\w+)", value, ref)
-
-
-def image_references(instructions: list[Instruction], resolve: bool = True) -> list[tuple[int, str]]:
-    """(line, image) for every image a build pulls: FROM images and COPY --from=<image>, not stage names.
-    With resolve (default), ${ARG}s take their defaults: the images a plain `docker build` pulls."""
-    stages, refs = set(), []
-    args = global_args(instructions)
-    for ins in instructions:
-        if ins.keyword == "FROM":
-            parts = ins.value.split()
-            refs.append((ins.line, parts[0]))
-            if len(parts) >= 3 and parts[1].lower() == "as":
-                stages.add(parts[2])
-        elif ins.keyword in ("COPY", "ADD") and "from" in ins.flags:
-            source = ins.flags["from"]
-            if source not in stages and not source.isdigit():
-                refs.append((ins.line, source))
-    if resolve:
-        refs = [(line, resolve_image(ref, args)) for line, ref in refs]
-    return refs
-
-
-def check_dockerfile(text: str, spec: EnvSpec) -> list[str]:
-    """Problems with an env's Dockerfile, checked statically (empty list = fine)."""
-    try:
-        instructions = parse_dockerfile(text)
-    except ValueError as exc:
-        return [f"does not parse: {exc}"]
-    problems = []
-    args = global_args(instructions)
-    base = [i for i in instructions if i.keyword == "FROM"][-1].value.split()[0]  # the final stage's
-    if base != "${BASE_IMAGE}":
-        problems.append(f"the final FROM is {base}, not ${{BASE_IMAGE}}: a local base would need a retag")
-    for name in IMAGE_ARGS:
-        if name not in args:
-            problems.append(f"no ARG {name} before the first FROM (build arguments choose the images)")
-    try:
-        base = resolve_image(base, args)
-        refs = image_references(instructions)
-    except ValueError as exc:
-        return problems + [f"an image is computed from a variable: {exc}; give the ARG the pinned image as default"]
-    if base != spec.image_ref:
-        problems.append(f"FROM {base} differs from the spec's base image {spec.image_ref}")
-    for line, ref in refs:
-        _, tag, digest = split_image_ref(ref)
-        if tag is None and digest is None:
-            problems.append(f"line {line}: image {ref} has no tag (floats to :latest)")
-        elif tag is not None and tag.startswith(("latest", "nightly", "main", "master", "edge")) and digest is None:
-            problems.append(f"line {line}: image {ref} uses the floating tag :{tag}")
-    # Nothing the spec pins may be written here: the install comes from the spec.
-    pinned = [spec.torch, *spec.extra_pins, spec.index_url] if spec.installs else []
-    body = "\n".join(i.value for i in instructions if i.keyword != "FROM")
-    for value in filter(None, pinned):
-        if value in text.replace(spec.image_ref or "\0", ""):
-            problems.append(f"the spec's pin {value!r} is written in the Dockerfile; install from the spec instead")
-    if re.search(r"\btorch\s*(==|>=|<=|~=|<|>|!=)", body) or re.search(r"\btorch-\d", body):
-        problems.append("a torch version is written in the Dockerfile; install it through harness.envs")
-    if "download.pytorch.org" in body:
-        problems.append("an index URL is written in the Dockerfile; it belongs in the spec")
-    installs = [i for i in instructions if i.keyword == "RUN" and re.search(r"-m harness\.envs install\b", i.value)]
-    if not installs:
-        problems.append("no RUN ... -m harness.envs install: the torch install must come from the spec")
-    elif not any(re.search(r"-m harness\.envs check\b", i.value) for i in instructions if i.keyword == "RUN"):
-        problems.append("no RUN ... -m harness.envs check after the install")
-    else:  # harness.envs reads the spec with PyYAML, which a base image's python3 lacks
-        yaml_first = [i for i in instructions if i.keyword == "RUN" and i.line < installs[0].line
-                      and re.search(r"\bpython3-yaml\b|\bpyyaml\b", i.value, re.IGNORECASE)]
-        if not yaml_first:
-            problems.append("nothing installs PyYAML (python3-yaml) before RUN ... -m harness.envs install")
-    args = {i.value.split("=", 1)[0]: i.value.split("=", 1)[1] if "=" in i.value else None
-            for i in instructions if i.keyword == "ARG" and i.value.startswith("HARNESS_")}
-    if args.get("HARNESS_ENV") != spec.name:
-        problems.append(f"ARG HARNESS_ENV default is {args.get('HARNESS_ENV')!r}, expected {spec.name!r}")
-    env_text = " ".join(i.value for i in instructions if i.keyword == "ENV")
-    for var in ("HARNESS_ENV", "HARNESS_IMAGE"):
-        if not re.search(rf"(^|\s){var}=\S", env_text):
-            problems.append(f"ENV {var} is not set (the records' env / image identity)")
-    entrypoints = [i for i in instructions if i.keyword == "ENTRYPOINT"]
-    if not entrypoints:
-        problems.append("no ENTRYPOINT")
-    else:
-        argv = entrypoints[-1].exec_form()
-        if argv is None:
-            problems.append("ENTRYPOINT is not in exec form (signals and extra arguments would be lost)")
-        else:
-            joined = " ".join(argv)
-            if not re.match(r"^(\S*/)?python3? -m harness\.image_entry\b", joined):
-                problems.append(f"ENTRYPOINT {argv} does not run python -m harness.image_entry (harness.run behind "
-                                f"the check that the records land in a mounted folder)")
-            if f"--out {RESULTS_IN_IMAGE}" not in joined:
-                problems.append(f"ENTRYPOINT {argv} does not write to --out {RESULTS_IN_IMAGE}")
-            if "--plan" not in argv:
-                problems.append(f"ENTRYPOINT {argv} names no --plan (the default plan)")
-    volumes = []
-    for ins in instructions:
-        if ins.keyword == "VOLUME":
-            volumes += ins.exec_form() or ins.value.split()
-    if RESULTS_IN_IMAGE in volumes:
-        problems.append(f"VOLUME {RESULTS_IN_IMAGE}: a run without -v would write its records into an anonymous "
-                        f"volume nobody finds; leave it out (harness.image_entry asks for the mount)")
-    return problems
+def floating(ref: str) -> str | None:
+    """Why an image reference floats (no tag: :latest; a moving tag without a digest), None when it is pinned."""
+    _, tag, digest = split_image_ref(ref)
+    if tag is None and digest is None:
+        return f"image {ref} has no tag (floats to :latest)"
+    if tag is not None and tag.startswith(FLOATING_TAGS) and digest is None:
+        return f"image {ref} uses the floating tag :{tag}"
+    return None
 
 
 def check_all(names: list[str] | None = None) -> dict[str, list[str]]:
@@ -364,7 +186,7 @@ def check_all(names: list[str] | None = None) -> dict[str, list[str]]:
         if not path.is_file():
             out[name] = [f"{path} is missing"]
             continue
-        problems = check_dockerfile(path.read_text(), spec)
+        problems = [why for why in map(floating, (spec.image_ref, UV_IMAGE)) if why]
         if path.read_text() != render_dockerfile(spec):
             problems.append(f"{path} differs from its rendering; run python -m harness.docker render {name}")
         for ignore in (path.with_name("Dockerfile.dockerignore"), root_dockerignore()):

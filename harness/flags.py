@@ -16,11 +16,11 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, fields
 
-from harness.record.model import canonical_hash
+from harness.record.model import FLAG_LEFT_AT_DEFAULT, flags_hash
 
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 SDPA_CHOICES = ("auto", "flash", "efficient", "cudnn", "math")
-INDUCTOR_CHOICES = ("default", "on", "off")
+INDUCTOR_CHOICES = (FLAG_LEFT_AT_DEFAULT, "on", "off")
 # FrozenFlags field -> torch._inductor.config attribute (gpt/torch_compat.py sets and reads them)
 INDUCTOR_OPTIONS = {
     "inductor_shape_padding": "shape_padding",  # pad_mm: pads GEMM shapes (vocab 50257 -> 50264 in bf16)
@@ -76,13 +76,7 @@ class FrozenFlags:
 
     @property
     def hash(self) -> str:
-        return flags_hash(self.to_dict())
-
-
-def flags_hash(requested: dict) -> str:
-    """The flags hash of a requested-flags dict (the one rule for every record): Inductor options left at
-    "default" are not part of it."""
-    return canonical_hash({k: v for k, v in requested.items() if not (k in INDUCTOR_OPTIONS and v == "default")})
+        return flags_hash(self.to_dict())  # harness.record.model's one rule: Inductor options at "default" left out
 
 
 def parse_assignments(items: list[str] | None) -> dict:

@@ -30,6 +30,7 @@ from pathlib import Path
 from harness import envinfo, nvml
 from harness.lifeline import RUNNER_PID_VAR
 from harness.progress import Progress, finished_lines, point_label, progress_line
+from harness.record.files import write_atomic
 from harness.record.io import read_record, write_record
 from harness.record.model import RecordError
 from harness.request import Point, RunRequest, rerun_command
@@ -222,7 +223,7 @@ def run_point(spec: WorkerSpec, timeout_s: float, progress: Progress | None = No
     thread): the worker's parent-death signal fires when the thread that started it ends."""
     with tempfile.TemporaryDirectory(prefix="harness-worker-", ignore_cleanup_errors=True) as tmp:
         spec_path = Path(tmp) / "spec.json"
-        spec_path.write_text(spec.to_json())
+        write_atomic(spec_path, spec.to_json())
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         # Cold, private compile caches: a rung never reuses another's compiled graphs or kernels.
         env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(tmp) / "inductor")

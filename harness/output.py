@@ -1,7 +1,7 @@
 """Writing what a command outputs where the disk or the stream may refuse it: stdout that is /dev/full, closed or a
 closed pipe, and an output folder that is read-only, a file, or fills up. Each is one line on stderr and a
 non-zero exit (OutputError, exit 1), and no partial or temp file is left behind. (Records have their own writer,
-harness.record.io, which never replaces a file.) No imports beyond the standard library.
+harness.record.io, which never replaces a file; both write through harness.record.files.)
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import sys
 from pathlib import Path
 
+from harness.record.files import stage
 from harness.textsafe import is_file_part, terminal
 
 
@@ -72,13 +72,7 @@ def write_files(out_dir: str | os.PathLike, files: dict[str, bytes]) -> list[Pat
     temps: dict[str, Path] = {}
     try:
         for name, data in files.items():
-            tmp = out / f".tmp-{secrets.token_hex(8)}-{name}"
-            temps[name] = tmp
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+            temps[name] = stage(out / name, data)  # harness.record.files: fsynced, removed again on a failure
         for name, tmp in temps.items():
             os.replace(tmp, out / name)
     except OSError as exc:

@@ -96,7 +96,7 @@ def _label(r: RecordView) -> str:
 
 def contention_warning(records: list[dict]) -> str | None:
     """One line for the end of a run when any of its runs was measured on a busy machine, with the numbers."""
-    busy = [(r, contention.describe(r.contention)) for r in map(RecordView, records)]
+    busy = [(r, contention.describe(r.contention.to_dict())) for r in map(RecordView, records)]
     busy = [(r, line) for r, line in busy if line]
     if not busy:
         return None

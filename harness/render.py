@@ -293,26 +293,7 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
         nothing = (f"Nothing compared: no rung ran ok under two envs on one {word} or on two {word}s under one env "
                    "(--table ladder shows what ran).")
         blocks.append((nothing, []))
-    for p in shown:
-        if p.across == "env":
-            head = f"{name(p.same)}: {env_text(p.other)} vs {env_text(p.base)}"
-        else:
-            head = f"{env_text(p.same)}: {name(p.other)} vs {name(p.base)}"
-        details = []
-        detail = f"tokens/s beyond noise in {p.changed} of {len(p.rows)}"
-        if p.most is not None and p.most.d_tokens.value is not None:
-            detail += f"; most: {p.most.label} ({p.most.batch}) {_times(p.most.d_tokens)}"
-        if p.memory is not None and p.memory.value is not None:
-            judged = (f"{p.memory_changed} of {p.memory_judged} beyond noise" if p.memory_judged else
-                      "one run a side: noise unknown")
-            detail += f"; {p.memory_metric} {p.memory.value * 100:+.1f}% ({judged})"
-        if p.missing:
-            detail += f"; {p.missing} rung(s) not ok on one side"
-        details.append(detail)
-        if p.most is not None:
-            details.append(f"underneath {p.most.label}: "
-                           + (p.underneath or "no kernel profile or memory split on both sides"))
-        blocks.append((f"{head}: {_times(p.speed)} over {len(p.rows)} rung{'s' if len(p.rows) > 1 else ''}", details))
+    blocks += [_pair_block(p, name, env_text) for p in shown]
     if len(compared) > len(shown):
         blocks.append((f"... and {len(compared) - len(shown)} more pair(s): --table versions, --table gpus", []))
     blocks += series_blocks
@@ -321,15 +302,50 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
         text = (f"Not compared: {len(empty)} more pair(s) whose rungs ran ok on one side only (failed or contended on "
                 "the other): --table versions, --table gpus")
         blocks.append((text, []))
+    blocks += _parity_blocks(v, name) + _left_out_blocks(v, name)
+    noise = noise_line(v.noise, name)
+    if noise:
+        blocks.append(noise)
+    blocks.append(("Devices: " + "; ".join(f"{alias} = {label}" for alias, label in v.devices), []))
+    return blocks
+
+
+def _pair_block(p, name, env_text) -> tuple[str, list[str]]:
+    """One compared pair: its speed over the rungs both ran, what moved most, memory, and what is underneath."""
+    if p.across == "env":
+        head = f"{name(p.same)}: {env_text(p.other)} vs {env_text(p.base)}"
+    else:
+        head = f"{env_text(p.same)}: {name(p.other)} vs {name(p.base)}"
+    detail = f"tokens/s beyond noise in {p.changed} of {len(p.rows)}"
+    if p.most is not None and p.most.d_tokens.value is not None:
+        detail += f"; most: {p.most.label} ({p.most.batch}) {_times(p.most.d_tokens)}"
+    if p.memory is not None and p.memory.value is not None:
+        judged = (f"{p.memory_changed} of {p.memory_judged} beyond noise" if p.memory_judged else
+                  "one run a side: noise unknown")
+        detail += f"; {p.memory_metric} {p.memory.value * 100:+.1f}% ({judged})"
+    if p.missing:
+        detail += f"; {p.missing} rung(s) not ok on one side"
+    details = [detail]
+    if p.most is not None:
+        details.append(f"underneath {p.most.label}: " + (p.underneath or "no kernel profile or memory split on both sides"))
+    return f"{head}: {_times(p.speed)} over {len(p.rows)} rung{'s' if len(p.rows) > 1 else ''}", details
+
+
+def _parity_blocks(v, name) -> list[tuple[str, list[str]]]:
+    """Loss parity: the cells that drift beyond the tolerance, or that all agree."""
     cells = v.parity_ok + len(v.parity_drift)
     if v.parity_drift:
         worst = v.parity_drift[0]
-        drift = (f"Loss parity: {len(v.parity_drift)} of {cells} comparable cells drift beyond the tolerance "
-                 f"(first: {worst.group.label} on {name(worst.group.gpu)} / {worst.group.env}); --table loss")
-        blocks.append((drift, []))
-    elif cells:
-        blocks.append((f"Loss parity: all {cells} comparable cells agree with their baseline cell (--table loss).", []))
-    left = []
+        return [((f"Loss parity: {len(v.parity_drift)} of {cells} comparable cells drift beyond the tolerance "
+                  f"(first: {worst.group.label} on {name(worst.group.gpu)} / {worst.group.env}); --table loss"), [])]
+    if cells:
+        return [(f"Loss parity: all {cells} comparable cells agree with their baseline cell (--table loss).", [])]
+    return []
+
+
+def _left_out_blocks(v, name) -> list[tuple[str, list[str]]]:
+    """What was left out: runs not ok and other files, then the contended runs with their rerun commands."""
+    blocks, left = [], []
     if v.not_ok:
         left.append(f"{sum(v.not_ok.values())} run(s) not ok (" + ", ".join(f"{n} {s}" for s, n in v.not_ok.most_common())
                     + ")")
@@ -346,10 +362,6 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
         head = (f"Left out as contended (timed while other work kept the CPUs busy; in no delta unless "
                 f"--include-contended): {len(v.contended)} run(s); rerun:")
         blocks.append((head, reruns))
-    noise = noise_line(v.noise, name)
-    if noise:
-        blocks.append(noise)
-    blocks.append(("Devices: " + "; ".join(f"{alias} = {label}" for alias, label in v.devices), []))
     return blocks
 
 

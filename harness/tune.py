@@ -28,9 +28,7 @@ No torch import here: every measurement is a worker process.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,6 +43,7 @@ from harness.analysis.dataset import load
 from harness.analysis.tables import fastest as fastest_tables
 from harness.flags import parse_assignments as parse_flag_assignments
 from harness.plan import PlanError, builtin_plans, load_plan
+from harness.record.files import write_atomic
 from harness.record.io import check_writable
 from harness.record.view import RecordView
 from harness.render import render_text
@@ -131,11 +130,8 @@ class Session:
             "cumulative": False, "defaults": self.defaults, "rungs": self.rungs,
         }
         self.plan_path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".yaml", dir=self.plan_path.parent)
-        with os.fdopen(fd, "w") as f:
-            f.write(f"# {data['description']}; rerun a record with its rerun.command\n")
-            yaml.safe_dump(data, f, sort_keys=False)
-        os.replace(tmp, self.plan_path)
+        write_atomic(self.plan_path, f"# {data['description']}; rerun a record with its rerun.command\n"
+                     + yaml.safe_dump(data, sort_keys=False))
 
     def request_for(self, rungs: list[str], sweep: str | None = None) -> RunRequest:
         """These rungs of the plan file (and a batch-size sweep point, if any)."""
@@ -212,7 +208,7 @@ def answer(cmp: Compare, s: fastest.Search) -> tuple[list, list[str]]:
     gain = stats.ratio(start.throughput, g.throughput, cmp.floor)[0]
     lines.append(f"best: {g.label} at {g.batch}: {fmt_int(g.throughput.point)} tokens/s; the start ({start.label} at "
                  f"{start.batch}) {fmt_int(start.throughput.point)} tokens/s: {Cell(gain).text()}")
-    b0, b = start.workload.get("batch_size"), g.workload.get("batch_size")
+    b0, b = start.workload.batch_size, g.workload.batch_size
     lines.append(f"  changes: {fastest.changes(start, g)}" + (f"; B {b0} -> {b}" if b != b0 else ""))
     ds, measured = fastest_tables.mfu(g, "mfu_datasheet"), fastest_tables.mfu(g, "mfu_measured")
     lines.append(f"  MFU: {ds.text() if ds else 'n/a'} of the datasheet peak, "

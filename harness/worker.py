@@ -15,6 +15,7 @@ import statistics
 import sys
 import time
 import traceback
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import torch
@@ -105,8 +106,143 @@ def set_threads(requested: int | None) -> dict:
             "chosen": f"--threads {requested}" if requested else f"default: the usable CPUs ({usable})"}
 
 
+def _prepare(spec: WorkerSpec, record: dict, progress) -> tuple[WorkloadConfig, torch.device]:
+    """The environment and flags sections, before anything is built: the workload checked, torch's threads set,
+    the environment captured, the flags applied and read back (so compile sees them), the notes they call for."""
+    config = WorkloadConfig(**spec.workload).validate()
+    flags = flagmod.FrozenFlags.from_dict(spec.flags)
+    device = resolve_device(config.device)
+    threads = set_threads(spec.threads)
+    record["environment"] = {**envinfo.capture(spec.env, device), "threads": threads}
+    progress("started", torch=torch.__version__, device=device.type, threads=threads["torch"])
+    record["flags"]["applied"] = flagmod.apply(flags)  # before the model exists, so compile sees them
+    overrides = record["flags"]["applied"].get("tf32_env_overrides")
+    if overrides:
+        record["notes"].append(f"{', '.join(f'{k}={v}' for k, v in overrides.items())} set: CUDA math libraries "
+                               "decide TF32 from it, whatever matmul_precision says")
+    if device.type == "cpu" and config.precision == "tf32":
+        record["notes"].append("tf32 changes GPU matmuls only; on cpu this rung computes in fp32")
+    if config.memory_budget_gib and device.type == "cuda":
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, config.memory_budget_gib * 2**30 / total), device)
+    return config, device
+
+
+@dataclass
+class Loop:
+    """What the timed loop leaves: per-step losses and grad norms, every flag change it saw, the flags read back
+    after the last step, and the machine's load sampled when the timed steps began."""
+
+    losses: list = field(default_factory=list)
+    norms: list = field(default_factory=list)
+    flag_changes: list = field(default_factory=list)
+    flags_now: dict = field(default_factory=dict)
+    busy_before: dict | None = None
+
+
+def timed_steps(trainer, config: WorkloadConfig, timer: StepTimer, gpu_index, flags_now: dict, progress,
+                step_hook=None) -> Loop:
+    """The timed loop: one trainer step between the timer's marks, nothing else inside them. Outside them, after
+    each step: progress, the test hook, and every flag read back (attribute reads, tens of microseconds, no sync),
+    so a flag flipped and restored mid-run is caught, not just the end state."""
+    loop = Loop(flags_now=flags_now)
+    first_started = time.perf_counter()
+    for i in range(config.steps):
+        if i == config.warmup_steps:  # how busy the machine is, over the timed steps only
+            loop.busy_before = contention.sample(gpu_index)
+        timer.start(i)
+        loss, norm = trainer.step()
+        timer.stop(i)
+        loop.losses.append(loss)
+        loop.norms.append(norm)
+        # CPU steps are timed already (host clock); a CUDA step's time is known only after the final sync, so only
+        # its count is told (the first step's host time: the compile).
+        progress("step", step=i + 1, steps=config.steps,
+                 ms=(timer.wall[i][1] - timer.wall[i][0]) * 1000 if not timer.cuda else None,
+                 first_step_s=time.perf_counter() - first_started if i == 0 else None)
+        if step_hook:
+            step_hook(i)
+        read = flagmod.read_back()
+        if read != loop.flags_now:
+            loop.flag_changes.append(f"after step {i}: {flagmod.changed(loop.flags_now, read)}")
+            loop.flags_now = read
+    return loop
+
+
+def _fill_contention(record: dict, loop: Loop, busy_after: dict) -> None:
+    """The contention section: how busy the machine was over the timed steps (null: never sampled)."""
+    if loop.busy_before is None:
+        return
+    threads = record["environment"]["threads"]["torch"]
+    record["contention"] = contention.window(loop.busy_before, busy_after, threads, envinfo.usable_cpus())
+    line = contention.describe(record["contention"])
+    if line:
+        record["notes"].append(f"measured under contention: {line}")
+
+
+def _fill_steps_and_summary(record: dict, config: WorkloadConfig, device: torch.device, ms: list, loop: Loop) -> None:
+    """The steps and summary sections: every step's time, loss and grad norm; the summary and the peak memory."""
+    record["steps"] = {"ms": ms, "loss": [float(x) for x in loop.losses],
+                       "grad_norm": [float(n) if n is not None else None for n in loop.norms]}
+    record["summary"] = {**summarize(config, ms, record["steps"]["loss"]), "peak_rss_bytes": peak_rss_bytes()}
+    if device.type == "cuda":
+        record["summary"].update(peak_allocated_bytes=torch.cuda.max_memory_allocated(device),
+                                 peak_reserved_bytes=torch.cuda.max_memory_reserved(device),
+                                 device_used_bytes=envinfo.device_used_bytes(device))
+
+
+def _judge(record: dict, config: WorkloadConfig, device: torch.device, loop: Loop) -> None:
+    """The flags read back after the run, and the status: invalid if a flag changed at any step, oom if a CPU run
+    went past its memory budget, else ok."""
+    record["flags"]["after"], record["flags"]["changes"] = loop.flags_now, loop.flag_changes
+    record["status"], record["reason"] = "ok", None
+    if loop.flag_changes:
+        more = f" (and {len(loop.flag_changes) - 2} more changes)" if len(loop.flag_changes) > 2 else ""
+        record["status"] = "invalid"
+        record["reason"] = f"flags changed during the run: {'; '.join(loop.flag_changes[:2])}{more}"
+    elif config.memory_budget_gib and device.type == "cpu":
+        peak = record["summary"]["peak_rss_bytes"]
+        if peak > config.memory_budget_gib * 2**30:
+            record["status"] = "oom"
+            record["reason"] = (f"peak RSS {peak / 2**30:.2f} GiB exceeded the memory budget "
+                                f"{config.memory_budget_gib} GiB")
+
+
+def _fill_explain(record: dict, trainer, config: WorkloadConfig, ms: list, sampler, calibration, run_dtype) -> None:
+    """The explain section (harness/evidence/), after the timed steps: each part fails on its own, never the run."""
+    record["explain"] = capture(trainer, config, record["summary"], ms[config.warmup_steps:], sampler, calibration,
+                                run_dtype)
+    record["summary"]["mfu"] = summary_mfu(record["explain"]["mfu"])
+    power = record["explain"]["power"]
+    if power.get("throttled"):
+        throttles = [r for r in power["throttle_reasons"] if r in THROTTLING]
+        deficit = power.get("clock_deficit")
+        record["notes"].append(f"GPU clocks were throttled during the timed steps: {', '.join(throttles)} "
+                               f"(SM clock mean {power.get('sm_clock_mhz_mean') or 0:.0f}, min "
+                               f"{power.get('sm_clock_mhz_min')} of max {power.get('sm_clock_mhz_max')} MHz"
+                               + (f", {deficit:.1%} below it)" if deficit is not None else ")"))
+
+
+def _fill_failure(record: dict, exc: Exception) -> None:
+    """A failed run is a result too: its status and one-line reason (a traceback's tail for an unexpected error)."""
+    if isinstance(exc, torch_compat.Unsupported):
+        record["status"], record["reason"] = "unsupported", str(exc)
+    elif isinstance(exc, (torch_compat.OutOfMemoryError, MemoryError)):
+        record["status"], record["reason"] = "oom", str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    elif isinstance(exc, (ConfigError, DataError, flagmod.FlagError, torch_compat.ToolMissing)):
+        record["status"], record["reason"] = "error", str(exc)
+    elif "out of memory" in str(exc).lower():
+        record["status"], record["reason"] = "oom", str(exc).splitlines()[0]
+    else:
+        tb = traceback.format_exception(exc)
+        lines = "".join(tb).strip().splitlines()
+        record["status"], record["reason"] = "error", f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+        record["notes"].append("traceback tail: " + " | ".join(lines[-6:]))
+
+
 def measure(spec: WorkerSpec, step_hook=None, progress=None) -> dict:
-    """Run one measurement and return its record (never raises for a failed run: the status says it).
+    """Run one measurement and return its record (never raises for a failed run: the status says it), filled
+    section by section: environment and flags, the timed steps, contention, steps and summary, status, explain.
 
     step_hook(i) is called after step i, outside the timed region (tests use it to tamper with flags).
     progress(event, **fields), if given, hears what is happening as it happens (main() prints it for the
@@ -114,120 +250,33 @@ def measure(spec: WorkerSpec, step_hook=None, progress=None) -> dict:
     Called outside the timed region."""
     progress = progress or (lambda event, **fields: None)
     record = spec.new_record(started_at=now())
-    device = None
     sampler = None
     try:
-        config = WorkloadConfig(**spec.workload).validate()
-        flags = flagmod.FrozenFlags.from_dict(spec.flags)
-        device = resolve_device(config.device)
-        threads = set_threads(spec.threads)
-        record["environment"] = envinfo.capture(spec.env, device)
-        record["environment"]["threads"] = threads
-        progress("started", torch=torch.__version__, device=device.type, threads=threads["torch"])
-        record["flags"]["applied"] = flagmod.apply(flags)  # before the model exists, so compile sees them
-        overrides = record["flags"]["applied"].get("tf32_env_overrides")
-        if overrides:
-            record["notes"].append(f"{', '.join(f'{k}={v}' for k, v in overrides.items())} set: CUDA math libraries "
-                                   "decide TF32 from it, whatever matmul_precision says")
-        if device.type == "cpu" and config.precision == "tf32":
-            record["notes"].append("tf32 changes GPU matmuls only; on cpu this rung computes in fp32")
-        if config.memory_budget_gib and device.type == "cuda":
-            total = torch.cuda.get_device_properties(device).total_memory
-            torch.cuda.set_per_process_memory_fraction(min(1.0, config.memory_budget_gib * 2**30 / total), device)
+        config, device = _prepare(spec, record, progress)
         # Measured GEMM peak for MFU: short, before the model exists, with the run's flags already applied.
-        run_dtype = gemm_calibration.gemm_dtype(config.precision, record["flags"]["applied"].get("matmul_precision"), device.type)
+        run_dtype = gemm_calibration.gemm_dtype(config.precision, record["flags"]["applied"].get("matmul_precision"),
+                                                device.type)
         progress("calibrating")
         calibration = guarded(gemm_calibration.calibrate_gemm_peak, device, run_dtype)
         progress("building")
         trainer = build(config)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-
         timer = StepTimer(device, config.steps)
         sampler = PowerSampler(device).start()  # NVML in its own thread; nothing is added to the loop
         gpu_index = nvml.torch_device_index(device) if device.type == "cuda" else None
-        losses, norms = [], []
-        flags_now, flag_changes = record["flags"]["applied"], []
-        busy_before = None
         progress("compiling" if config.compile != "off" else "first step", steps=config.steps)
-        first_started = time.perf_counter()
-        for i in range(config.steps):
-            if i == config.warmup_steps:  # how busy the machine is, over the timed steps only
-                busy_before = contention.sample(gpu_index)
-            timer.start(i)
-            loss, norm = trainer.step()
-            timer.stop(i)
-            losses.append(loss)
-            norms.append(norm)
-            # Progress, outside the timed region: CPU steps are timed already (host clock); a CUDA step's time is
-            # known only after the final sync, so only its count is told (the first step's host time: the compile).
-            progress("step", step=i + 1, steps=config.steps,
-                     ms=(timer.wall[i][1] - timer.wall[i][0]) * 1000 if not timer.cuda else None,
-                     first_step_s=time.perf_counter() - first_started if i == 0 else None)
-            if step_hook:
-                step_hook(i)
-            # Every flag read back after every step, on the host outside the timed region (attribute reads,
-            # tens of microseconds, no sync): a flag flipped and restored mid-run is caught, not just the end state.
-            read = flagmod.read_back()
-            if read != flags_now:
-                flag_changes.append(f"after step {i}: {flagmod.changed(flags_now, read)}")
-                flags_now = read
+        loop = timed_steps(trainer, config, timer, gpu_index, record["flags"]["applied"], progress, step_hook)
         ms = timer.elapsed_ms()  # syncs once
         busy_after = contention.sample(gpu_index)
         sampler.stop()
-        if busy_before is not None:
-            record["contention"] = contention.window(busy_before, busy_after, threads["torch"], envinfo.usable_cpus())
-            line = contention.describe(record["contention"])
-            if line:
-                record["notes"].append(f"measured under contention: {line}")
-        record["steps"] = {
-            "ms": ms,
-            "loss": [float(x) for x in losses],
-            "grad_norm": [float(n) if n is not None else None for n in norms],
-        }
-        record["summary"] = summarize(config, ms, record["steps"]["loss"])
-        record["summary"]["peak_rss_bytes"] = peak_rss_bytes()
-        if device.type == "cuda":
-            record["summary"]["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
-            record["summary"]["peak_reserved_bytes"] = torch.cuda.max_memory_reserved(device)
-            record["summary"]["device_used_bytes"] = envinfo.device_used_bytes(device)
-        record["flags"]["after"] = flags_now
-        record["flags"]["changes"] = flag_changes
-        if flag_changes:
-            more = f" (and {len(flag_changes) - 2} more changes)" if len(flag_changes) > 2 else ""
-            record["status"], record["reason"] = "invalid", f"flags changed during the run: {'; '.join(flag_changes[:2])}{more}"
-        else:
-            record["status"], record["reason"] = "ok", None
-        if record["status"] == "ok" and config.memory_budget_gib and device.type == "cpu":
-            budget = config.memory_budget_gib * 2**30
-            if record["summary"]["peak_rss_bytes"] > budget:
-                record["status"] = "oom"
-                record["reason"] = f"peak RSS {record['summary']['peak_rss_bytes'] / 2**30:.2f} GiB exceeded the memory budget {config.memory_budget_gib} GiB"
-        # Evidence, after the timed steps and their readout: each part fails on its own, never the measurement.
+        _fill_contention(record, loop, busy_after)
+        _fill_steps_and_summary(record, config, device, ms, loop)
+        _judge(record, config, device, loop)
         progress("profiling", steps=config.profile_steps)
-        record["explain"] = capture(trainer, config, record["summary"], ms[config.warmup_steps:], sampler, calibration, run_dtype)
-        record["summary"]["mfu"] = summary_mfu(record["explain"]["mfu"])
-        power = record["explain"]["power"]
-        if power.get("throttled"):
-            throttles = [r for r in power["throttle_reasons"] if r in THROTTLING]
-            deficit = power.get("clock_deficit")
-            record["notes"].append(f"GPU clocks were throttled during the timed steps: {', '.join(throttles)} "
-                                   f"(SM clock mean {power.get('sm_clock_mhz_mean') or 0:.0f}, min {power.get('sm_clock_mhz_min')} "
-                                   f"of max {power.get('sm_clock_mhz_max')} MHz"
-                                   + (f", {deficit:.1%} below it)" if deficit is not None else ")"))
-    except torch_compat.Unsupported as exc:
-        record["status"], record["reason"] = "unsupported", str(exc)
-    except (torch_compat.OutOfMemoryError, MemoryError) as exc:
-        record["status"], record["reason"] = "oom", str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    except (ConfigError, DataError, flagmod.FlagError, torch_compat.ToolMissing) as exc:
-        record["status"], record["reason"] = "error", str(exc)
-    except Exception as exc:  # noqa: BLE001 -- any other failure is a result too; the plan goes on
-        if "out of memory" in str(exc).lower():
-            record["status"], record["reason"] = "oom", str(exc).splitlines()[0]
-        else:
-            tb = traceback.format_exc().strip().splitlines()
-            record["status"], record["reason"] = "error", f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
-            record["notes"].append("traceback tail: " + " | ".join(tb[-6:]))
+        _fill_explain(record, trainer, config, ms, sampler, calibration, run_dtype)
+    except Exception as exc:  # noqa: BLE001 -- any failure is a result too; the plan goes on
+        _fill_failure(record, exc)
     if sampler is not None:
         sampler.stop()  # a failed loop must not leave the sampling thread running
     if record["summary"] == {}:

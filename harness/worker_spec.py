@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import MISSING, asdict, dataclass, fields
 
-from harness.flags import flags_hash
 from harness.record.model import new_record
+from harness.workload_code import identity as workload_code
 
 
 class WorkerSpecError(ValueError):
@@ -58,8 +58,9 @@ class WorkerSpec:
 
     def new_record(self, **fields_) -> dict:
         """The record this measurement starts as (harness.record.model.new_record, with this spec's identity,
-        workload, requested flags and their hash, and the rerun command); `fields_`: the rest (started_at, reason,
-        environment, ...)."""
+        workload and requested flags (their hashes made there), the identity of the code that measures it
+        (harness.workload_code: the worker and the launcher run the same checkout), and the rerun command);
+        `fields_`: the rest (started_at, reason, environment, ...)."""
         return new_record(run_id=self.run_id, env=self.env, plan=self.plan, rung=self.rung, rung_index=self.rung_index,
                           repeat=self.repeat, sweep=self.sweep, workload=self.workload, flags_requested=self.flags,
-                          flags_hash=flags_hash(self.flags), rerun_command=self.rerun, **fields_)
+                          workload_code=workload_code(), rerun_command=self.rerun, **fields_)

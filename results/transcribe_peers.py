@@ -21,7 +21,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.record.io import validate
+from harness.record.io import read_record, validate
 from harness.record.model import canonical_hash, new_record
 
 STEPS, FIRST_TIMED = 50, 10  # the README: 50 steps, median of steps 10-49
@@ -101,8 +101,10 @@ def render(record: dict) -> str:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     check = "--check" in argv
-    wanted = {folder / f"{r['run_id']}.json": render(r) for folder, r in records()}
-    stale = [p for p, text in wanted.items() if not p.is_file() or p.read_text(encoding="utf-8") != text]
+    made = {folder / f"{r['run_id']}.json": r for folder, r in records()}
+    wanted = {path: render(r) for path, r in made.items()}
+    # current: the file reads as the transcription (a version-1 file, upgraded on read, is not rewritten for that)
+    stale = [p for p, r in made.items() if not p.is_file() or read_record(p) != r]
     extra = sorted(p for p in HERE.glob("gpu-*/peer/*.json") if p not in wanted)
     if check:
         for path in stale + extra:

@@ -23,8 +23,7 @@ if str(ROOT) not in sys.path:
 
 import yaml
 
-from harness import sweep
-from harness.analysis import fit
+from harness.analysis import fit, sweep
 from harness.record.io import iter_records
 from harness.record.view import RecordView
 

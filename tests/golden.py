@@ -53,13 +53,44 @@ HELP = ["harness.run", "harness.batch_search", "harness.tune", "harness.compare"
 COMMANDS.update({f"help-{m}": ["-m", m, "--help"] for m in HELP})
 
 
+INVOCATION = re.compile(r"^(-\w) (.+?), (--\S+) \2$")  # Python < 3.13: "-s KEY=VALUE, --set KEY=VALUE"
+
+
+def argparse_neutral(text: str) -> str:
+    """A --help text in a form Python's argparse version does not change: the usage block (whose wrapping changes
+    between versions) left out; each argument one line, "invocation :: help" with the help's words joined (its column
+    and wrapping depend on the longest invocation), the invocation as Python 3.13 writes it ("-s, --set KEY=VALUE").
+    The description, the section titles and what each argument says are compared word for word."""
+    out, in_usage, entry = [], False, False
+    for line in text.split("\n"):
+        if line.startswith("usage:"):
+            in_usage = True
+            out.append("usage: (argparse's own layout: not compared)")
+            continue
+        if in_usage and line.strip():
+            continue
+        in_usage = False
+        if entry and line.startswith("   ") and line.strip():
+            out[-1] = f"{out[-1]} {' '.join(line.split())}".replace(":: :: ", ":: ")
+            continue
+        entry = line.startswith("  ") and not line.startswith("   ")
+        if entry:
+            invocation, _, help_text = line.strip().partition("  ")
+            invocation = INVOCATION.sub(r"\1, \3 \2", invocation)
+            out.append(f"  {invocation} :: {' '.join(help_text.split())}".rstrip())
+        else:
+            out.append("options:" if line == "optional arguments:" else line)
+    return "\n".join(out)
+
+
 def run(name: str) -> str:
     """The command's exit code, stdout and stderr (and the report's markdown), as one text."""
     with tempfile.TemporaryDirectory() as tmp:
         argv = [a.replace("{tmp}", tmp) for a in COMMANDS[name]]
-        env = {**os.environ, "COLUMNS": "120", "PYTHONHASHSEED": "0"}
+        env = {**os.environ, "COLUMNS": "120", "PYTHONHASHSEED": "0", "PYTHON_COLORS": "0", "NO_COLOR": "1"}
         p = subprocess.run([sys.executable, *argv], check=False, cwd=ROOT, capture_output=True, text=True, env=env, timeout=900)
-        out = f"exit {p.returncode}\n--- stdout\n{p.stdout}--- stderr\n{p.stderr}"
+        stdout = argparse_neutral(p.stdout) if name.startswith("help-") else p.stdout
+        out = f"exit {p.returncode}\n--- stdout\n{stdout}--- stderr\n{p.stderr}"
         report = Path(tmp) / "report"
         if report.is_dir():
             out += "--- files\n" + "".join(f"{f.name}\n" for f in sorted(report.iterdir()))

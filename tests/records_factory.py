@@ -19,7 +19,7 @@ BASE_WORKLOAD = {
     "preset": "gpt2-124m", "n_layer": 12, "n_head": 12, "n_embd": 768, "vocab_size": 50257, "seq_len": 1024, "batch_size": 16,
     "grad_accum": 1, "precision": "fp32", "attention": "naive", "sdpa_backend": "auto", "compile": "default", "optimizer": "foreach",
     "grad_clip": 0.0, "lr": 6e-4, "weight_decay": 0.1, "steps": 12, "warmup_steps": 2, "seed": 1337, "data": "synthetic", "device": "auto",
-    "memory_budget_gib": None, "profile_steps": 0,
+    "memory_budget_gib": None, "profile_steps": 0, "lm_head_loss": "plain",
 }
 
 _counter = [0]
@@ -71,7 +71,8 @@ def make_record(*, env="torch212", gpu="H100", rung="fp32", rung_index=None, pla
     record = new_record(
         run_id=run_id or f"t{_counter[0]:05d}-{env}-{gpu}-{rung}-{repeat}", kind=kind, status=status, reason=reason,
         env=env, plan=plan, rung=rung, rung_index=RUNGS.index(rung) if rung_index is None and rung in RUNGS else rung_index,
-        repeat=repeat, sweep=sweep, workload=w, flags_requested=flags, flags_hash=canonical_hash(flags),
+        repeat=repeat, sweep=sweep, workload=w, flags_requested=flags,
+        flags_hash=None if kind == "measured" else canonical_hash(flags),
         environment=environment, steps={"ms": ms, "loss": loss, "grad_norm": []}, summary=summary, reference=reference,
     )
     record["flags"].update(applied=flags, after=flags)
@@ -80,11 +81,12 @@ def make_record(*, env="torch212", gpu="H100", rung="fp32", rung_index=None, pla
 
 
 def failure_record(*, env="torch212", rung="fp32", workload=None, gpu: str | None = None, reason="worker exited with code -9") -> dict:
-    """What harness.run writes for a worker that died before writing its record: empty hashes and, from the
-    old runner, an environment with env_name only; gpu="H100" gives the newer shape that names the intended
+    """What harness.run wrote (schema version 1) for a worker that died before writing its record: empty hashes and,
+    from the old runner, an environment with env_name only; gpu="H100" gives the newer shape that names the intended
     device (environment.device and environment.gpu from NVML)."""
     r = make_record(env=env, rung=rung, workload=workload, status="error", reason=reason)
-    r.update(workload_hash="", flags={"requested": r["flags"]["requested"], "hash": ""}, summary={})
+    r.update(schema_version=1, workload_hash="", flags={"requested": r["flags"]["requested"], "hash": ""}, summary={})
+    del r["contention"], r["workload_code"]  # version 2's
     r["environment"] = {"env_name": env}
     if gpu is not None:
         r["environment"].update(device="cuda", gpu={"name": GPUS[gpu][0], "capability": GPUS[gpu][1]})

@@ -436,10 +436,20 @@ def test_real_slurm_runs_a_cell_and_collects_it(tmp_path, capsys, monkeypatch):
     assert "harness.cluster: matrix" in log and "[1/1] fp32" in log
 
 
-def test_submitting_never_imports_torch(tmp_path):
-    """A login node may have no torch: building the matrix (plan, points, hashes) and the scripts must not need it."""
-    code = ("import sys; from harness.cluster.__main__ import main; "
-            f"main(['slurm', 'submit', '--envs', 'torch212,latest', '--gpus', 'a100', '--results', {str(tmp_path)!r}, '--dry-run']); "
-            "print('torch loaded' if 'torch' in sys.modules else 'no torch')")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120)
-    assert proc.stdout.strip().splitlines()[-1] == "no torch" and "#SBATCH --array=0,1" in proc.stdout
+def test_a_point_is_done_by_the_one_measurement_rule_and_older_manifests_are_read_by_it(tmp_path, fake_slurm):
+    """The manifest's points carry harness.record.model.measurement_key (the hashes every table compares by) and the
+    run length; a manifest written with the old whole-workload hashes gets its points made again from its run_args."""
+    from harness.record.model import measurement_key
+
+    results = tmp_path / "r"
+    assert submit(results) == 0
+    matrix = find_matrix(results)
+    expected = [measurement_key(p.workload, p.flags) for p in points_for(RUN_ARGS)]
+    assert [(p["workload_hash"], p["flags_hash"]) for p in matrix.points] == expected
+    assert all(set(p["run_length"]) == {"steps", "warmup_steps", "profile_steps"} for p in matrix.points)
+    data = yaml.safe_load(matrix.path.read_text())
+    for p in data["points"]:
+        del p["run_length"]
+        p["workload_hash"] = "whole-workload hash of the old rule"
+    matrix.path.write_text(yaml.safe_dump(data))
+    assert find_matrix(results).points == matrix.points

@@ -541,3 +541,21 @@ def test_verify_matrix_container_wants_the_image_and_its_digest(tmp_path):
     (tmp_path / "b.json").write_text(json.dumps(outside))
     problems, _ = verify_matrix(tmp_path, ["latest"], container=True)
     assert problems == ["latest: b.json: environment.container.digest is None, not the image's sha256:... id"]
+
+
+def test_every_version_string_is_read_by_packaging():
+    """One parser (packaging.version, PEP 440) for the torch order, the env names of the bisect and the pins."""
+    from harness.analysis.dataset import torch_version_key
+    from harness.bisect.candidates import Candidate, env_name_for
+    from harness.envs.pins import pin_satisfied
+    from harness.envs.spec import exact_version
+
+    order = ["2.1.2", "2.6.0.dev20241203", "2.6.0rc1", "2.6.0", "2.10.0", None, "garbage"]
+    assert sorted(reversed(order), key=torch_version_key) == order  # noqa: C414 (the key orders, not the input)
+    assert torch_version_key("2.1.2+cu121") == torch_version_key("2.1.2")
+    assert env_name_for("2.16.0.dev20261120") == "torch21600dev20261120" and env_name_for("2.6.0rc1") == "torch20600rc1"
+    assert Candidate("2.6.0rc1").pre and Candidate("2.6.0.dev20241203").pre and not Candidate("2.6.0").pre
+    assert exact_version("2.1.2+cu121") and not exact_version("2.1") and not exact_version("v2.1.2")
+    assert pin_satisfied("torch==2.1.2", "2.1.2+cu121") and pin_satisfied("numpy<2", "1.26.4")
+    assert pin_satisfied("setuptools~=69.1", "69.5.1") and not pin_satisfied("setuptools<70", "70.0.0")
+    assert pin_satisfied("numpy==1.26.*", "1.26.4") and not pin_satisfied("numpy!=1.26.*", "1.26.4")

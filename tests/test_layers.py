@@ -143,3 +143,42 @@ def test_analysis_imports_no_command_line_module():
     bad = [f"{m} imports {t}" for m, targets in graph.items() if m.startswith("harness.analysis")
            for t in targets if t.startswith(COMMAND_LINES)]
     assert bad == []
+
+
+# ---------------------------------------------------------------- the layers of docs/architecture.md, both ways
+
+# The command lines: parse arguments and call the layers below (harness.cluster's and harness.envs' packages hold
+# library modules too: only their __main__ and CLI modules are command lines).
+CLI = ("harness.run", "harness.batch_search", "harness.tune", "harness.compare", "harness.report.__main__",
+       "harness.docker", "harness.cluster.__main__", "harness.envs.__main__", "harness.bisect.__main__")
+# The runner side: what measures (the request, the launcher and its worker, what a worker captures).
+RUNNER = ("harness.request", "harness.launcher", "harness.lifeline", "harness.worker", "harness.worker_spec",
+          "harness.progress", "harness.plan", "harness.flags", "harness.envinfo", "harness.contention", "harness.nvml",
+          "harness.evidence", "harness.workload_code")
+RENDERING = ("harness.render", "harness.report.document", "harness.report.outline", "harness.report.charts",
+             "harness.report.versions_chart")
+# Known crossings, each with the issue that removes it; the test fails when one is gone, so the list only shrinks.
+KNOWN = {("harness.report.charts", "harness.evidence.kernels"): "issue 29: the charts read typed results"}
+
+
+def _within(module: str, layer: tuple) -> bool:
+    return any(module == name or module.startswith(name + ".") for name in layer)
+
+
+def crossings(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """(module, imported) pairs that break the layering: rendering importing the runner side, the runner side
+    importing a command line."""
+    return {(m, t) for m, targets in graph.items() for t in targets
+            if (_within(m, RENDERING) and _within(t, RUNNER)) or (_within(m, RUNNER) and _within(t, CLI))}
+
+
+def test_rendering_imports_no_runner_module_and_the_runner_side_no_command_line():
+    found = crossings(harness_graph())
+    assert found - set(KNOWN) == set(), "layering broken (docs/architecture.md)"
+    assert set(KNOWN) - found == set(), "a known crossing is gone: remove it from KNOWN"
+
+
+def test_the_layer_check_finds_a_crossing():
+    graph = {"harness.render": {"harness.worker"}, "harness.launcher": {"harness.run"},
+             "harness.report.outline": {"harness.analysis.stats"}, "harness.worker": {"harness.flags"}}
+    assert crossings(graph) == {("harness.render", "harness.worker"), ("harness.launcher", "harness.run")}

@@ -16,7 +16,7 @@ from gpt.config import ConfigError, make_config
 from harness import flags as flagmod
 from harness.analysis.context import DEFAULT_LOSS_TOL
 from harness.plan import load_plan
-from harness.record.io import iter_records
+from harness.record.io import iter_records, read_json
 from harness.record.model import workload_hash
 from harness.request import RunRequest, build_points
 from harness.worker import measure
@@ -64,8 +64,11 @@ def test_lm_head_loss_is_a_checked_workload_field():
 def test_plain_keeps_every_earlier_record_comparable():
     """lm_head_loss=plain is left out of the workload hash: records written before the field existed (the GPU records)
     hash the same as new runs that leave it alone, and a fused loss hashes differently."""
-    records = [r for _p, r in iter_records([ROOT / "results" / "gpu-h200" / "ladder"]) if r["status"] == "ok"]
-    assert records and all("lm_head_loss" not in r["workload"] for r in records)
+    folder = ROOT / "results" / "gpu-h200" / "ladder"
+    on_disk = [r for _p, r in iter_records([folder], read=read_json) if r["status"] == "ok"]
+    assert on_disk and all("lm_head_loss" not in r["workload"] for r in on_disk)  # version 1: before the field
+    records = [r for _p, r in iter_records([folder]) if r["status"] == "ok"]
+    assert all(r["workload"]["lm_head_loss"] == "plain" for r in records)  # read as version 2: what they ran with
     for r in records:
         assert workload_hash(dict(r["workload"], lm_head_loss="plain")) == r["workload_hash"]
         assert workload_hash(dict(r["workload"], lm_head_loss="liger")) != r["workload_hash"]

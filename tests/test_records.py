@@ -5,8 +5,6 @@ import json
 import os
 import re
 import stat
-import subprocess
-import sys
 import threading
 
 import pytest
@@ -21,9 +19,10 @@ from harness.record.model import RecordError
 
 def minimal_record(**changes):
     record = {
-        "schema_version": 1, "run_id": "r1", "kind": "measured", "status": "ok", "env": "local", "plan": "p",
-        "rung": "fp32", "workload": {"batch_size": 4}, "workload_hash": "w", "flags": {"requested": {}, "hash": "h"},
-        "environment": {}, "steps": {"ms": [1.0], "loss": [2.0], "grad_norm": [None]}, "summary": {"final_loss": 2.0},
+        "schema_version": 2, "run_id": "r1", "kind": "measured", "status": "ok", "env": "local", "plan": "p",
+        "rung": "fp32", "workload": {"batch_size": 4, "lm_head_loss": "plain"}, "workload_hash": "w",
+        "workload_code": "unknown", "flags": {"requested": {}, "hash": "h", "changes": []}, "environment": {},
+        "steps": {"ms": [1.0], "loss": [2.0], "grad_norm": [None]}, "summary": {"final_loss": 2.0}, "contention": None,
     }
     record.update(changes)
     return record
@@ -142,7 +141,7 @@ def test_nan_is_stored_as_null(tmp_path):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"schema_version": 2}, "schema_version 2; this harness reads version 1"),
+    ({"schema_version": 3}, "schema_version 3; this harness reads version 2"),
     ({"status": "great"}, "status"),
     ({"steps": {"ms": ["fast"]}}, "steps/ms/0"),
 ])
@@ -170,6 +169,24 @@ def test_iter_records_warns_once_per_bad_file_and_keeps_the_rest(tmp_path):
     assert len(again) == 2
 
 
-def test_reading_records_does_not_import_torch():
-    code = "import sys, harness.record, harness.plan, harness.run; assert 'torch' not in sys.modules, 'torch imported'"
-    subprocess.run([sys.executable, "-c", code], check=True)
+def test_the_one_whole_file_writer_leaves_the_file_whole_or_not_at_all(tmp_path, monkeypatch):
+    """harness.record.files: every whole-file write (records, output files, manifests, plans, search states, specs,
+    scripts) is fsynced before it is renamed into place; a failure leaves the old file and no temp file."""
+    import os
+
+    from harness.record import files
+
+    target = tmp_path / "state.json"
+    files.write_atomic(target, "old")
+    assert target.read_text() == "old"
+    with pytest.raises(FileExistsError):
+        files.write_new(target, "new")
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    files.write_atomic(target, b"new")
+    assert target.read_text() == "new" and synced
+    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    with pytest.raises(OSError, match="No space"):
+        files.write_atomic(target, "lost")
+    assert target.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]

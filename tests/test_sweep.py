@@ -1,5 +1,5 @@
 """Sweeps: --sweep parsing and errors, plan sweeps, the alignment plan's arithmetic, the sweep analysis
-(harness.sweep: rows, knee; harness.compare's sweeps table) on hand-built records, and a real CPU sweep (one process and one
+(harness.analysis.sweep: rows, knee; harness.compare's sweeps table) on hand-built records, and a real CPU sweep (one process and one
 record per point, each tagged with its sweep)."""
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ from records_factory import make_record, write
 
 from harness import request
 from harness import run as runmod
-from harness import sweep as sweepmod
+from harness.analysis import sweep as sweepmod
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
 from harness.analysis.tables import registry
 from harness.plan import PlanError, load_plan
 from harness.record.io import iter_records, validate
+from harness.record.model import flags_hash
 from harness.record.view import RecordView
 
 GIB = 2**30
@@ -237,7 +238,7 @@ def test_sweep_rows_group_merge_order_and_mark():
     assert [(r["env"], r["value"]) for r in rows] == [("nightly", 32), ("nightly", 64), ("nightly", 96), ("nightly", 128), ("torch212", 32)]
     r32, r64, r96, r128, other = rows
     assert r96["runs"] == 2 and r96["peak_memory_bytes"] == 59 * GIB and r96["memory_source"] == "device used"
-    r96_tps = (96 * tokens / 0.146 + 96 * tokens / 0.148) / 2  # median of the two repeats
+    r96_tps = 96 * tokens / 0.147  # stats' one rule: the median of both repeats' timed steps pooled (146 and 148 ms)
     assert r96["tokens_per_s"] == pytest.approx(r96_tps)
     assert r96["is_best"] and r96["is_knee"] and "knee" in r96["mark"] and "best" in r96["mark"]
     assert r64["vs_best"] == pytest.approx((64 * tokens / 0.105) / r96_tps) and not r64["is_knee"]  # 93% of the best
@@ -266,6 +267,19 @@ def test_sweep_rows_show_the_lm_head_kernel_and_when_it_changed(tmp_path, capsys
     text = compare_sweeps(capsys, tmp_path, records)
     assert text.count("kernel changed") == 3  # two rows and the footnote
     assert gemm_b[:57] in text and "alignment-vocab" in text  # the table shortens a kernel name to 60 characters
+
+
+def test_runs_of_one_sweep_name_made_with_other_flags_are_another_curve_not_repeats():
+    """The one 'same measurement' rule (harness.record.model): a repeat of a sweep value with other requested flags
+    (here TF32 on) is not pooled into the value's median; it is a curve of its own."""
+    plain = [point(32, 60.0), point(64, 100.0)]
+    tf32 = point(32, 30.0, repeat=1)
+    tf32["flags"]["requested"] = {"matmul_precision": "high"}
+    tf32["flags"]["hash"] = flags_hash(tf32["flags"]["requested"])
+    rows = sweepmod.sweep_rows([*plain, tf32])
+    assert sorted((r["value"], r["runs"]) for r in rows) == [(32, 1), (32, 1), (64, 1)]
+    assert len({r["measurement"] for r in rows}) == 2 and len(sweepmod.sweep_curves([*plain, tf32])) == 2
+    assert all(r["runs"] == 1 for r in rows)  # the old key merged the two B=32 runs as repeats (runs == 2)
 
 
 def test_sweep_curves_for_plots():

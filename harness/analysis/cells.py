@@ -103,7 +103,7 @@ class Change:
 
 @dataclass(frozen=True)
 class Memory:
-    """Bytes and which memory they are (harness.sweep.peak_memory's names: 'device used', 'reserved', 'peak RSS');
+    """Bytes and which memory they are (RecordView.peak_memory's names: 'device used', 'reserved', 'peak RSS');
     written as e.g. '48,716 device used' (MiB) only where it is shown."""
 
     bytes: float

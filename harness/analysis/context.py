@@ -98,12 +98,12 @@ class Compare:
             if not g.in_ladder:
                 continue
             for plan, rung, idx in g.rungs:
-                k = (plan, g.gpu, g.env, g.workload.get("batch_size"), g.workload.get("seq_len"))
+                k = (plan, g.gpu, g.env, g.workload.batch_size, g.workload.seq_len)
                 out.setdefault(k, []).append((idx, rung, g))
         for r, gpu, env in self.failed_runs():
             if r.sweep:
                 continue
-            k = (r.plan, gpu, env, r.workload.get("batch_size"), r.workload.get("seq_len"))
+            k = (r.plan, gpu, env, r.workload.batch_size, r.workload.seq_len)
             out.setdefault(k, []).append((r.rung_index, r.rung, r))
         result = []
         for k, rows in out.items():
@@ -127,7 +127,7 @@ class Compare:
                     out += [(across, gs[0], g) for g in gs[1:]]
         return sorted(out, key=lambda t: (t[0], self.gpu_rank[t[1].gpu], self.env_rank[t[1].env],
                                           t[1].rungs[0][2] if t[1].rungs[0][2] is not None else 1 << 30, t[1].label,
-                                          t[1].workload.get("batch_size") or 0, t[1].workload.get("seq_len") or 0,
+                                          t[1].workload.batch_size or 0, t[1].workload.seq_len or 0,
                                           self.gpu_rank[t[2].gpu], self.env_rank[t[2].env]))
 
     def footer(self) -> list[str]:

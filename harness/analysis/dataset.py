@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -18,20 +19,18 @@ from typing import NamedTuple
 from harness.analysis import noise, stats
 from harness.analysis.devices import aliases, device_alias
 from harness.analysis.group import Group
+from harness.envs.spec import parse_version
 from harness.record.io import BadFile, iter_records
 from harness.record.view import RecordView
 
 
 def torch_version_key(version: str | None) -> tuple:
-    """Order torch versions: 2.1.2 < 2.3.0 < 2.6.0.dev20241203 < 2.6.0; unknown last."""
-    if not version:
-        return (1, ())
-    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?(?:\.?(dev|a|b|rc)(\d+))?", str(version))
-    if not m:
-        return (1, (str(version),))
-    major, minor, patch, pre, pre_n = m.groups()
-    rank = {"dev": 0, "a": 1, "b": 2, "rc": 3}.get(pre, 4)
-    return (0, (int(major), int(minor), int(patch or 0), rank, int(pre_n or 0)))
+    """Order torch versions (packaging.version, PEP 440; the local label such as +cu121 left out): 2.1.2 < 2.3.0 <
+    2.6.0.dev20241203 < 2.6.0; unknown or not a version last."""
+    parsed = parse_version(version) if version else None
+    if parsed is None:
+        return (1, (str(version),) if version else ())
+    return (0, parse_version(parsed.public))
 
 
 def short_gpu(label: str) -> str:
@@ -126,44 +125,49 @@ class Dataset:
         return sorted(self.gpu_order, key=self.gpu_order.get)
 
 
-def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.N_BOOT,
-         include_contended: bool = False) -> Dataset:
-    """Read every record under the paths; one warning per bad file; group what is comparable. A run measured under
-    contention is left out of every group (listed with its reason and rerun command) unless include_contended."""
-    filters = filters or Filters()
-    left_out, seen, kept = [], {}, []
+class _Reading:
+    """load's first half: every record under the paths read once, what was left out and why (one warning line and
+    one LeftOut each), and the records the filters keep."""
 
-    def leave_out(what, why: str, kind: str, skipped: bool = True) -> None:
-        """One warning line and one "left out" entry, both from (what, why)."""
-        warn(f"warning: {what}: {'skipped: ' if skipped else ''}{why}")
-        left_out.append(LeftOut(str(what), why, kind))
+    def __init__(self, warn):
+        self.warn, self.left_out, self.seen, self.kept = warn, [], {}, []
+        self.valid = self.filtered = 0
 
-    def unreadable(bad: BadFile) -> None:
+    def leave_out(self, what, why: str, kind: str, skipped: bool = True) -> None:
+        self.warn(f"warning: {what}: {'skipped: ' if skipped else ''}{why}")
+        self.left_out.append(LeftOut(str(what), why, kind))
+
+    def unreadable(self, bad: BadFile) -> None:
         if bad.path is None:  # the one line for the bad files past those iter_records names
-            warn(bad)
-            left_out.append(LeftOut(bad.what, bad.why, "unreadable", bad.count))
+            self.warn(bad)
+            self.left_out.append(LeftOut(bad.what, bad.why, "unreadable", bad.count))
         else:
-            leave_out(bad.path, bad.why, "unreadable", bad.skipped)
+            self.leave_out(bad.path, bad.why, "unreadable", bad.skipped)
 
-    for root in map(Path, paths):
-        if root.is_dir() and not any(p for p in root.rglob("*.json") if not p.name.startswith(".tmp-")):
-            leave_out(root, "no *.json records in this directory", "empty", skipped=False)
-    valid = filtered = 0
-    for path, raw in iter_records(paths, unreadable):
-        if _has_nonfinite(raw):
-            leave_out(path, "contains NaN or infinity (the harness writes null for those)", "unreadable")
-            continue
-        valid += 1
-        r = RecordView(raw)
-        if r.run_id in seen:
-            leave_out(path, f"run_id {r.run_id} already read from {seen[r.run_id]}", "duplicate")
-            continue
-        seen[r.run_id] = path
-        if not filters.keep(r):
-            filtered += 1
-            continue
-        kept.append((path, r))
+    def read(self, paths, filters: Filters) -> _Reading:
+        for root in map(Path, paths):
+            if root.is_dir() and not any(p for p in root.rglob("*.json") if not p.name.startswith(".tmp-")):
+                self.leave_out(root, "no *.json records in this directory", "empty", skipped=False)
+        for path, raw in iter_records(paths, self.unreadable):
+            if _has_nonfinite(raw):
+                self.leave_out(path, "contains NaN or infinity (the harness writes null for those)", "unreadable")
+                continue
+            self.valid += 1
+            r = RecordView(raw)
+            if r.run_id in self.seen:
+                self.leave_out(path, f"run_id {r.run_id} already read from {self.seen[r.run_id]}", "duplicate")
+                continue
+            self.seen[r.run_id] = path
+            if filters.keep(r):
+                self.kept.append((path, r))
+            else:
+                self.filtered += 1
+        return self
 
+
+def _env_labels(kept) -> Callable[[RecordView], str]:
+    """The env label of a measured run: the env, with its torch version where the env ran several, and the image
+    where it ran in one (a run inside envs/latest is a cell beside the same env's nox runs, never pooled)."""
     versions: dict[str, set] = {}
     for _path, r in kept:
         if r.kind == "measured":
@@ -172,65 +176,96 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
                 versions[r.env].add(r.torch_version)
 
     def env_label(r: RecordView) -> str:
-        """The env, with its torch version where the env ran several, and the image where it ran in one: a run
-        inside envs/latest is a cell beside the same env's nox runs (another Python, base libraries), never pooled."""
         label = r.env if len(versions.get(r.env, ())) <= 1 else f"{r.env}@{r.torch_version or '?'}"
         return f"{label} in {r.container_image}" if r.container_image else label
+    return env_label
 
-    names = aliases(r.device_label for _path, r in kept)
-    groups: dict[tuple, Group] = {}
-    references, peers, failed, contended, env_versions, gpu_keys, env_of = [], [], [], [], {}, {}, {}
-    calibration = []
-    for path, r in kept:
+
+@dataclass
+class _Sorting:
+    """load's second half: each kept record into its place: a transcription beside the measurements, a failed or
+    contended run left out (listed), an ok run into its comparable group (the one rule: RecordView.set_key)."""
+
+    names: dict
+    left_out: list
+    n_boot: int
+    include_contended: bool
+    groups: dict = field(default_factory=dict)
+    references: list = field(default_factory=list)
+    peers: list = field(default_factory=list)
+    failed: list = field(default_factory=list)
+    contended: list = field(default_factory=list)
+    env_versions: dict = field(default_factory=dict)
+    gpu_keys: dict = field(default_factory=dict)
+    env_of: dict = field(default_factory=dict)
+    calibration: list = field(default_factory=list)
+
+    def add(self, path: Path, r: RecordView, env_label: Callable[[RecordView], str]) -> None:
         gpu = r.device_label
-        where = f"{path.name} ({r.plan}/{r.rung}, {r.env}, {names[gpu]})"
+        where = f"{path.name} ({r.plan}/{r.rung}, {r.env}, {self.names[gpu]})"
         if r.kind in ("reference", "peer"):  # beside the measurements, never one of them
-            g = Group(r.kind, *r.set_key, r.env, gpu, [r], [path], n_boot)
-            (references if r.kind == "reference" else peers).append(g)
-            continue
-        label = env_of[r.run_id] = env_label(r)
-        if env_versions.get(label) is None:  # a failed run may not know its torch version; an ok run of the env does
-            env_versions[label] = r.torch_version
+            g = Group(r.kind, *r.set_key, r.env, gpu, [r], [path], self.n_boot)
+            (self.references if r.kind == "reference" else self.peers).append(g)
+            return
+        label = self.env_of[r.run_id] = env_label(r)
+        if self.env_versions.get(label) is None:  # a failed run may not know its torch version; an ok run does
+            self.env_versions[label] = r.torch_version
         if not r.ok:
-            failed.append((path, r))
-            why = f"status {r.status}: {r.reason or 'no reason given'}"
-            if r.intended_device is None:  # an early death: its environment was never captured
-                where = f"{path.name} ({r.plan}/{r.rung}, {r.env}, device not recorded)"
-                why += "; listed here only: the record does not say which device it was meant for"
-            left_out.append(LeftOut(where, why, "not ok"))
-            continue
-        if not r.timed_ms:
-            left_out.append(LeftOut(where, "no timed step times", "no steps"))
-            continue
-        if r.contended and not include_contended:
-            contended.append((path, r))
-            left_out.append(LeftOut(where, f"contended ({r.contention_reason}): left out of every delta; rerun: "
-                                           f"{r.rerun_command or 'not recorded'}", "contended"))
-            continue
-        if r.plan == noise.CALIBRATION_PLAN:  # an A/A measurement of the machine: its spread, never a cell
-            calibration.append(r)
-            continue
-        gpu_keys.setdefault(gpu, _gpu_sort_key(r, gpu))
-        key = (*r.set_key, label, gpu)
-        if key not in groups:
-            groups[key] = Group("measured", *key, n_boot=n_boot)
-        groups[key].records.append(r)
-        groups[key].paths.append(path)
+            self._failed(path, r)
+        elif not r.timed_ms:
+            self.left_out.append(LeftOut(where, "no timed step times", "no steps"))
+        elif r.contended and not self.include_contended:
+            self.contended.append((path, r))
+            self.left_out.append(LeftOut(where, f"contended ({r.contention_reason}): left out of every delta; rerun: "
+                                                f"{r.rerun_command or 'not recorded'}", "contended"))
+        elif r.plan == noise.CALIBRATION_PLAN:  # an A/A measurement of the machine: its spread, never a cell
+            self.calibration.append(r)
+        else:
+            self.gpu_keys.setdefault(gpu, _gpu_sort_key(r, gpu))
+            key = (*r.set_key, label, gpu)
+            group = self.groups.setdefault(key, Group("measured", *key, n_boot=self.n_boot))
+            group.records.append(r)
+            group.paths.append(path)
 
-    for g in groups.values():
-        g.records.sort(key=lambda r: (r.repeat is None, r.repeat or 0, r.run_id))
-    env_rank = sorted(env_versions, key=lambda e: (torch_version_key(env_versions[e]), e))
-    ds = Dataset(
-        groups=sorted(groups.values(), key=lambda g: (g.gpu, g.env, g.rungs[0][0] or "", g.rungs[0][2] or 0, g.label)),
-        references=sorted(references, key=lambda g: (g.first.rung_index or 0, g.workload.get("batch_size") or 0, g.first.run_id)),
-        failed=failed, left_out=left_out, notes=[], valid_records=valid, filtered=filtered,
-        env_order={e: i for i, e in enumerate(env_rank)},
-        gpu_order={gname: i for i, gname in enumerate(sorted(gpu_keys, key=gpu_keys.get))},
-        env_versions=env_versions, kept_envs={r.env for _path, r in kept}, env_of=env_of,
-        peers=sorted(peers, key=lambda g: (g.gpu, g.first.run_id)),
-        contended=contended, include_contended=include_contended, names=names, calibration=calibration,
-    )
-    ds.noise = noise.by_device(ds.groups, calibration)
+    def _failed(self, path: Path, r: RecordView) -> None:
+        self.failed.append((path, r))
+        where = f"{path.name} ({r.plan}/{r.rung}, {r.env}, {self.names[r.device_label]})"
+        why = f"status {r.status}: {r.reason or 'no reason given'}"
+        if r.intended_device is None:  # an early death: its environment was never captured
+            where = f"{path.name} ({r.plan}/{r.rung}, {r.env}, device not recorded)"
+            why += "; listed here only: the record does not say which device it was meant for"
+        self.left_out.append(LeftOut(where, why, "not ok"))
+
+    def dataset(self, reading: _Reading) -> Dataset:
+        for g in self.groups.values():
+            g.records.sort(key=lambda r: (r.repeat is None, r.repeat or 0, r.run_id))
+        env_rank = sorted(self.env_versions, key=lambda e: (torch_version_key(self.env_versions[e]), e))
+        return Dataset(
+            groups=sorted(self.groups.values(),
+                          key=lambda g: (g.gpu, g.env, g.rungs[0][0] or "", g.rungs[0][2] or 0, g.label)),
+            references=sorted(self.references, key=lambda g: (g.first.rung_index or 0, g.workload.batch_size or 0,
+                                                              g.first.run_id)),
+            failed=self.failed, left_out=self.left_out, notes=[], valid_records=reading.valid,
+            filtered=reading.filtered, env_order={e: i for i, e in enumerate(env_rank)},
+            gpu_order={gname: i for i, gname in enumerate(sorted(self.gpu_keys, key=self.gpu_keys.get))},
+            env_versions=self.env_versions, kept_envs={r.env for _path, r in reading.kept}, env_of=self.env_of,
+            peers=sorted(self.peers, key=lambda g: (g.gpu, g.first.run_id)),
+            contended=self.contended, include_contended=self.include_contended, names=self.names,
+            calibration=self.calibration,
+        )
+
+
+def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.N_BOOT,
+         include_contended: bool = False) -> Dataset:
+    """Read every record under the paths; one warning per bad file; group what is comparable. A run measured under
+    contention is left out of every group (listed with its reason and rerun command) unless include_contended."""
+    reading = _Reading(warn).read(paths, filters or Filters())
+    env_label = _env_labels(reading.kept)
+    sorting = _Sorting(aliases(r.device_label for _path, r in reading.kept), reading.left_out, n_boot, include_contended)
+    for path, r in reading.kept:
+        sorting.add(path, r, env_label)
+    ds = sorting.dataset(reading)
+    ds.noise = noise.by_device(ds.groups, ds.calibration)
     _note_variants(ds)
     return ds
 
@@ -240,7 +275,7 @@ def _note_variants(ds: Dataset) -> None:
     variants: dict[tuple, dict] = {}
     for g in ds.groups:
         for plan, rung, _i in g.rungs:
-            k = (plan, rung, g.workload.get("batch_size"), g.workload.get("seq_len"), json.dumps(g.sweep, sort_keys=True))
+            k = (plan, rung, g.workload.batch_size, g.workload.seq_len, json.dumps(g.sweep and g.sweep.to_dict(), sort_keys=True))
             variants.setdefault(k, {}).setdefault(g.set_key, []).append(f"{g.gpu}/{g.env}")
     for (plan, rung, b, t, _s), sets in sorted(variants.items(), key=lambda kv: str(kv[0])):
         if len(sets) > 1:

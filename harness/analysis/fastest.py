@@ -77,7 +77,7 @@ class Candidate:
 
     @property
     def shape(self) -> tuple:
-        return self.group.workload.get("batch_size"), self.group.workload.get("seq_len")
+        return self.group.workload.batch_size, self.group.workload.seq_len
 
     def parity_text(self, tol: float) -> str:
         if self.is_start:
@@ -108,7 +108,7 @@ def candidate(cmp: Compare, g: Group, plan: str) -> Candidate:
         partner = g
     else:
         same = [s for s in cmp.ds.groups if (s.gpu, s.env) == (g.gpu, g.env) and is_start(s, plan)
-                and (s.workload.get("batch_size"), s.workload.get("seq_len")) == (g.workload.get("batch_size"), g.workload.get("seq_len"))]
+                and (s.workload.batch_size, s.workload.seq_len) == (g.workload.batch_size, g.workload.seq_len)]
         partner = max(same, key=lambda s: len(s.records)) if same else None
     ok, why = fits(g)
     parity = pair_parity(cmp, partner, g) if partner is not None and partner is not g else None
@@ -156,13 +156,13 @@ def searches(cmp: Compare, plan: str = FASTEST_PLAN) -> list[Search]:
         starts = [g for g in mine if is_start(g, plan) and g.in_ladder]
         if not starts:
             continue
-        start = min(starts, key=lambda g: (g.workload.get("batch_size") or 0, g.workload.get("seq_len") or 0))
+        start = min(starts, key=lambda g: (g.workload.batch_size or 0, g.workload.seq_len or 0))
         s = Search(gpu, env, start)
         if len(starts) > 1:
-            s.notes.append(f"{len(starts)} start runs at different B or T in this cell: the search is read from B={start.workload.get('batch_size')}")
+            s.notes.append(f"{len(starts)} start runs at different B or T in this cell: the search is read from B={start.workload.batch_size}")
         s.candidates = [candidate(cmp, g, plan) for g in mine]
         s.failed = [r for r, rg, re_ in cmp.failed_runs() if (rg, re_) == (gpu, env) and r.plan == plan]
-        at_start = [c for c in s.candidates if c.shape == (start.workload.get("batch_size"), start.workload.get("seq_len"))
+        at_start = [c for c in s.candidates if c.shape == (start.workload.batch_size, start.workload.seq_len)
                     and c.group.in_ladder and not c.is_start]
         s.helped = sorted((c for c in at_start if c.equivalent and c.faster and COMBINED_RUNG not in c.rung),
                           key=lambda c: -c.tokens_per_s)

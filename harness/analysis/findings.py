@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness import sweep as sweepmod
 from harness.analysis import stats
+from harness.analysis import sweep as sweepmod
 from harness.analysis.cells import Cell, fmt_signed_pct
 from harness.analysis.context import Compare
 from harness.analysis.fastest import overviews
@@ -137,18 +137,18 @@ def padding_ab(cmp: Compare, pairs, what: str, measure, unit: str) -> list[Findi
 
 
 def vocab(cmp: Compare) -> list[Finding]:
-    pairs = [p for p in measured_pairs(cmp, "vocab_size") if p[1].workload.get("vocab_size") == 50257]
-    refs = [p for p in reference_pairs(cmp, "vocab_size") if p[0].workload.get("vocab_size") == 50257]
+    pairs = [p for p in measured_pairs(cmp, "vocab_size") if p[1].workload.vocab_size == 50257]
+    refs = [p for p in reference_pairs(cmp, "vocab_size") if p[0].workload.vocab_size == 50257]
     out = []
     for (gpu, env), a, b in pairs:
-        text = (f"Vocab {a.workload['vocab_size']} -> {b.workload['vocab_size']} at {a.label} on {where(cmp, gpu, env, a)}, "
+        text = (f"Vocab {a.workload.vocab_size} -> {b.workload.vocab_size} at {a.label} on {where(cmp, gpu, env, a)}, "
                 f"compiler padding {padding_setting(a)}: {speed_text(cmp, a, b)}; {memory_text(a, b)}.")
-        seen = lm_head_text(a, f"kernel capture at {a.workload['vocab_size']}")
+        seen = lm_head_text(a, f"kernel capture at {a.workload.vocab_size}")
         if seen:
             text += f" {seen}."
         out.append(Finding("vocab", text, tuple(run_ids(a, b))))
     for a, b in refs:
-        out.append(Finding("vocab", (f"Vocab {a.workload['vocab_size']} -> {b.workload['vocab_size']} at {a.label} in "
+        out.append(Finding("vocab", (f"Vocab {a.workload.vocab_size} -> {b.workload.vocab_size} at {a.label} in "
                                      f"{ref_where(a)}: {speed_text(cmp, a, b)}; {memory_text(a, b)}."), tuple(run_ids(a, b))))
     out += padding_ab(cmp, pairs, "the vocab-padding speed-up", _delta_speed(cmp), "% tokens/s") if pairs else []
     return out
@@ -160,7 +160,7 @@ def versions(cmp: Compare) -> list[Finding]:
     out = []
     logged: dict[tuple, dict[str, Group]] = {}
     for r in sorted(ok_references(cmp), key=lambda g: g.first.reference.get("line") or 0):
-        key = (r.gpu, r.first.rung, r.workload.get("batch_size"), r.workload.get("seq_len"), r.workload.get("compile"))
+        key = (r.gpu, r.first.rung, r.workload.batch_size, r.workload.seq_len, r.workload.compile)
         logged.setdefault(key, {}).setdefault(ref_torch(r), r)
     for (gpu, rung, b, t, _c), builds in logged.items():
         stated = {k: v for k, v in builds.items() if k != "torch not stated"}
@@ -186,7 +186,7 @@ def versions(cmp: Compare) -> list[Finding]:
 
 def _matching_groups(cmp: Compare, rung, b, t) -> list[Group]:
     return [g for g in cmp.ds.groups if g.in_ladder and rung in {r for _p, r, _i in g.rungs}
-            and g.workload.get("batch_size") == b and g.workload.get("seq_len") == t]
+            and g.workload.batch_size == b and g.workload.seq_len == t]
 
 
 def batch(cmp: Compare) -> list[Finding]:
@@ -207,8 +207,8 @@ def batch(cmp: Compare) -> list[Finding]:
                 + (f"; did not run: {', '.join(failed)}" if failed else "")
                 + f"; largest that ran: B={largest[0]} ({mib(largest[2])} MiB {sweepmod.MEMORY_NAME});"
                 f" knee B={curve['knee']} ({sweepmod.KNEE_TOLERANCE:.0%} of the best).")
-        ids = [r.run_id for r in records if sweepmod.curve_key(r) == (curve["sweep"], curve["field"], curve["plan"],
-                                                                        curve["rung"], curve["env"], curve["device"])]
+        key = tuple(curve[k] for k in sweepmod.CURVE_FIELDS)
+        ids = [r.run_id for r in records if sweepmod.curve_key(r) == key]
         out.append(Finding("batch", text, tuple(ids)))
     refs: dict[tuple, list[Group]] = {}
     for r in ok_references(cmp):
@@ -227,7 +227,7 @@ def batch(cmp: Compare) -> list[Finding]:
 def sdpa(cmp: Compare) -> list[Finding]:
     out = []
     for (gpu, env), a, b in measured_pairs(cmp, "sdpa_backend"):
-        auto, forced = (a, b) if a.workload.get("sdpa_backend") == "auto" else (b, a) if b.workload.get("sdpa_backend") == "auto" else (None, None)
+        auto, forced = (a, b) if a.workload.sdpa_backend == "auto" else (b, a) if b.workload.sdpa_backend == "auto" else (None, None)
         if auto is None:
             continue
         kernels = auto.kernels
@@ -237,7 +237,7 @@ def sdpa(cmp: Compare) -> list[Finding]:
             "auto's backend is unknown (no kernel capture)"
         out.append(Finding("sdpa", (
             f"SDPA at {auto.label} on {where(cmp, gpu, env, auto)}: {chose_text}, {auto.throughput.point:,.0f} tokens/s; "
-            f"forcing {forced.workload.get('sdpa_backend')}: {forced.throughput.point:,.0f} tokens/s "
+            f"forcing {forced.workload.sdpa_backend}: {forced.throughput.point:,.0f} tokens/s "
             f"({Cell(cmp.delta(auto, forced)).brief()} against auto)."), tuple(run_ids(auto, forced))))
     return out
 

@@ -58,5 +58,5 @@ def judge(record: RecordView | dict, headroom_gib: float | None = None) -> Fit:
         why = "peak or usable memory unknown"
     elif peak + headroom > usable:
         why = f"peak {peak / GIB:.2f} GiB + headroom {headroom / GIB:.2f} GiB > usable {usable / GIB:.2f} GiB"
-    return Fit(view.workload.get("batch_size"), view.status, view.tokens_per_s, peak,
+    return Fit(view.workload.batch_size, view.status, view.tokens_per_s, peak,
                metric if peak is not None else "-", usable, headroom, why, view)

@@ -121,7 +121,30 @@ class Group:
         text = f"{len(counts)}x{counts[0]}" if len(set(counts)) == 1 else "+".join(str(c) for c in counts)
         busy = len(self.contended)
         mark = "" if not busy else " contended" if busy == len(self.records) else f" ({busy} contended)"
-        return text + (" pooled" if self.pooled else "") + mark
+        return text + (" pooled" if self.pooled else "") + (" mixed" if self.mixed_code else "") + mark
+
+    @property
+    def workload_codes(self) -> dict[str, list[str]]:
+        """The workload code identity (record.workload_code, harness.workload_code) -> the run ids made by it."""
+        out: dict[str, list[str]] = {}
+        for r in self.records:
+            out.setdefault(r.workload_code, []).append(r.run_id)
+        return out
+
+    @property
+    def mixed_code(self) -> bool:
+        """Its runs were made by different workload code (or some by code not known): they are pooled as repeats of
+        one measurement all the same, and marked (n_text, code_note), as asv marks a benchmark whose code changed."""
+        return len(self.workload_codes) > 1
+
+    @property
+    def code_note(self) -> str | None:
+        if not self.mixed_code:
+            return None
+        return (f"mixed: {self.label} ({self.batch}) / {self.env}: its {len(self.records)} runs were made by "
+                f"{len(self.workload_codes)} versions of the workload code (gpt/ and the timed loop, harness.workload_code; "
+                "unknown: neither recorded nor in git history), pooled all the same: "
+                + "; ".join(f"{code}: {len(ids)} run(s)" for code, ids in self.workload_codes.items()))
 
     @property
     def contended(self) -> list[RecordView]:
@@ -131,14 +154,14 @@ class Group:
     @property
     def contended_notes(self) -> list[str]:
         return [f"contended: {self.label} ({self.batch}) / {self.env}, {r.run_id}: "
-                f"{contention.describe(r.contention)}" for r in self.contended]
+                f"{contention.describe(r.contention.to_dict())}" for r in self.contended]
 
     @property
     def pooled(self) -> bool:
         """Its runs are not the repeats of one invocation: repeat numbers recur, or plans or sweeps differ.
         They are still merged (same workload and flags); the tables say so and pooled_note lists them."""
         repeats = [r.repeat for r in self.records]
-        origins = {(r.plan, json.dumps(r.sweep, sort_keys=True)) for r in self.records}
+        origins = {(r.plan, json.dumps(r.sweep and r.sweep.to_dict(), sort_keys=True)) for r in self.records}
         return len(self.records) > 1 and (len(set(repeats)) < len(repeats) or len(origins) > 1)
 
     @property

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from pathlib import Path
 
 from harness.analysis.dataset import torch_version_key
 from harness.envs.install import INDEX_VAR, probe_url
-from harness.envs.spec import ENV_NAME, VERSION, EnvSpec, SpecError, load_spec, spec_names
+from harness.envs.spec import ENV_NAME, EnvSpec, SpecError, exact_version, load_spec, parse_version, spec_names
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 LIST_TIMEOUT_S = 120
@@ -37,7 +36,8 @@ class Candidate:
 
     @property
     def pre(self) -> bool:
-        return ".dev" in self.version or bool(re.search(r"\d(a|b|rc)\d", self.version))
+        version = parse_version(self.version)
+        return bool(version and version.is_prerelease)  # a, b, rc or dev
 
     @property
     def env_name(self) -> str:
@@ -51,11 +51,12 @@ class Candidate:
 def env_name_for(version: str) -> str:
     """An env name for a torch version (lowercase letters and digits, sortable, unambiguous): 2.1.2 -> torch20102,
     2.10.0 -> torch21000, 2.16.0.dev20261120 -> torch21600dev20261120."""
-    m = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)(?:\.?(dev|a|b|rc)(\d+))?", public(version))
-    if not m:
+    v = parse_version(public(version)) if exact_version(public(version)) else None
+    if v is None or v.post is not None or (v.pre and v.dev is not None):
         raise CandidateError(f"torch {version!r}: not a MAJOR.MINOR.PATCH version")
-    major, minor, patch, pre, n = m.groups()
-    name = f"torch{int(major)}{int(minor):02d}{int(patch):02d}" + (f"{pre}{n}" if pre else "")
+    major, minor, patch = v.release
+    pre = f"dev{v.dev}" if v.dev is not None else "".join(map(str, v.pre or ()))
+    name = f"torch{major}{minor:02d}{patch:02d}{pre}"
     assert ENV_NAME.fullmatch(name)
     return name
 
@@ -106,7 +107,7 @@ def parse_versions(output: str) -> list[str]:
     for line in output.splitlines():
         if line.strip().startswith("Available versions:"):
             found = {v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()}
-            return sorted({v for v in found if "+" not in v and VERSION.match(v)}, key=torch_version_key)
+            return sorted({v for v in found if "+" not in v and exact_version(v)}, key=torch_version_key)
     return []
 
 
@@ -169,7 +170,7 @@ def resolve_end(text: str, what: str) -> tuple[str, EnvSpec | None]:
             raise CandidateError(f"--{what} {text}: the env installs no torch of its own (the interpreter's); "
                                  "name an env with a torch pin, or a torch version")
         return public(spec.torch), spec
-    if not VERSION.match(text):
+    if not exact_version(text):
         raise CandidateError(f"--{what} {text!r}: neither an env name ({', '.join(spec_names())}) nor a torch "
                              "version like 2.5.1")
     return public(text), None
@@ -230,7 +231,8 @@ def newest_patches(cands: list[Candidate]) -> list[Candidate]:
     """The newest patch of every minor release (every nightly stays), and both ends, in the given order."""
     newest: dict[tuple, Candidate] = {}
     for c in cands:
-        k = c.key[1][:2] if ".dev" not in c.version else (c.version,)
+        version = parse_version(c.version)
+        k = version.release[:2] if version and version.dev is None else (c.version,)  # MAJOR.MINOR; a nightly its own
         if k not in newest or c.key > newest[k].key:
             newest[k] = c
     chosen = {*newest.values(), cands[0], cands[-1]}

@@ -7,7 +7,6 @@ chart (harness.report.versions_chart). No torch import.
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from harness.analysis.dataset import load
 from harness.analysis.tables import registry
 from harness.analysis.tables.fastest import split_table
 from harness.bisect.search import Point, Result, delta_text
+from harness.record.files import write_atomic
 from harness.render import render_text
 from harness.report import versions_chart
 
@@ -122,10 +122,7 @@ def write_state(result: Result, out: Path, command: str) -> Path:
         "share": result.share, "spread": result.spread, "undecided": result.undecided, "lines": result.lines,
     }
     path = out / f"{result.mode}-{result.metric.name}.json"
-    tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}")
-    tmp.write_text(json.dumps(state, indent=1) + "\n")
-    tmp.replace(path)
-    return path
+    return write_atomic(path, json.dumps(state, indent=1) + "\n")
 
 
 def landscape_chart(result: Result, out: Path, rung: str) -> Path | None:
@@ -134,9 +131,9 @@ def landscape_chart(result: Result, out: Path, rung: str) -> Path | None:
     if len(groups) < 2:
         return None
     g = groups[0]
-    title = (f"{rung} ({g.batch}, preset {g.workload.get('preset')}) on {g.gpu}: "
+    title = (f"{rung} ({g.batch}, preset {g.workload.preset}) on {g.gpu}: "
              f"{len(groups)} torch builds")
     name = f"landscape-{rung}.png" if result.mode == "landscape" else f"bisect-{rung}-{result.metric.name}.png"
     path = out / name
-    path.write_bytes(versions_chart.draw(series.version_points(groups), title, boundary=result.boundary))
+    write_atomic(path, versions_chart.draw(series.version_points(groups), title, boundary=result.boundary))
     return path

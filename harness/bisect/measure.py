@@ -28,10 +28,10 @@ from harness.bisect.candidates import Candidate, candidate_spec, public, spec_ya
 from harness.bisect.search import CandidateFailed
 from harness.envs.install import find_uv, install
 from harness.envs.spec import ENVS_DIR_VAR, ROOT, EnvSpec
-from harness.flags import flags_hash
 from harness.launcher import failure_record, new_run_id, run_points
+from harness.record.files import write_atomic
 from harness.record.io import iter_records, write_record
-from harness.record.model import workload_hash
+from harness.record.model import measurement_key
 from harness.record.view import RecordView
 from harness.request import RunRequest, check_request, override_args
 from harness.worker_spec import WorkerSpec
@@ -54,7 +54,7 @@ class Measurer:
         if len(points) != 1:
             raise ValueError(f"a bisect measures one rung; the request makes {len(points)} points")
         self.point = points[0]
-        self.key = (workload_hash(self.point.workload), flags_hash(self.point.flags))
+        self.key = measurement_key(self.point.workload, self.point.flags)
         self.machine = envinfo.machine_id()
         self.threads = request.threads or envinfo.usable_cpus()  # part of where it ran (the device label), not the workload
         self.new_runs = 0
@@ -128,7 +128,7 @@ class Measurer:
         path = self.spec_dir() / spec.name / "env.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         note = f"Wheels from --find-links {self.find_links}." if self.find_links else ""
-        path.write_text(spec_yaml(dataclasses.replace(spec, cuda=cuda, path=None), note))
+        write_atomic(path, spec_yaml(dataclasses.replace(spec, cuda=cuda, path=None), note))
         return path
 
     def ensure_env(self, c: Candidate, spec: EnvSpec, venv: Path) -> Path:

@@ -228,21 +228,8 @@ class Search:
     # ------------------------------------------------------------------ bisect
     def bisect(self) -> Result:
         r, cands = self.result, self.result.candidates
-        a, b = self._measure(cands[0]), self._measure(cands[-1])
-        a.verdict, b.verdict = "end A", "end B"
-        for end, name in ((a, "A"), (b, "B")):
-            self._say(self.point_line(end))
-            if end.failed:
-                r.outcome = "blocked"
-                self._say(f"end {name} (torch {end.version}) could not be measured: {end.failed}; nothing to bisect")
-                return r
-        r.total_delta = self._vs(b, a, self.floor)
-        if not r.total_delta.beyond:
-            r.outcome = "no difference"
-            self._say(f"torch {a.version} and {b.version} do not differ beyond noise in {self.metric.label}: "
-                      f"{delta_text(r.total_delta)}; nothing else installed")
+        if not self._ends_differ():
             return r
-        self._say(f"A -> B: {delta_text(r.total_delta)}; {len(cands) - 2} candidate(s) between")
         lo, hi = 0, len(cands) - 1
         while True:
             inside = [i for i in range(lo + 1, hi) if not r.points[cands[i].version].failed]
@@ -254,33 +241,65 @@ class Search:
             if m.failed:
                 self._say(self.point_line(m))
                 continue
-            low_end, high_end = r.points[cands[lo].version], r.points[cands[hi].version]
-            half = abs(math.expm1(_log_ratio(self.metric, low_end.group, high_end.group) / 2))  # the change to tell apart
-            d_lo, d_hi = self._vs(m, low_end, half), self._vs(m, high_end, half)
-            like_lo, like_hi = not d_lo.beyond, not d_hi.beyond
-            if like_lo and not like_hi:
-                m.verdict, lo = "like A", i
-            elif like_hi and not like_lo:
-                m.verdict, hi = "like B", i
+            lo, hi = self._judge_middle(m, i, lo, hi)
+        self._conclude(lo, hi)
+        return r
+
+    def _ends_differ(self) -> bool:
+        """Measure both ends; False (the outcome said) when one cannot be measured or they do not differ."""
+        r, cands = self.result, self.result.candidates
+        a, b = self._measure(cands[0]), self._measure(cands[-1])
+        a.verdict, b.verdict = "end A", "end B"
+        for end, name in ((a, "A"), (b, "B")):
+            self._say(self.point_line(end))
+            if end.failed:
+                r.outcome = "blocked"
+                self._say(f"end {name} (torch {end.version}) could not be measured: {end.failed}; nothing to bisect")
+                return False
+        r.total_delta = self._vs(b, a, self.floor)
+        if not r.total_delta.beyond:
+            r.outcome = "no difference"
+            self._say(f"torch {a.version} and {b.version} do not differ beyond noise in {self.metric.label}: "
+                      f"{delta_text(r.total_delta)}; nothing else installed")
+            return False
+        self._say(f"A -> B: {delta_text(r.total_delta)}; {len(cands) - 2} candidate(s) between")
+        return True
+
+    def _judge_middle(self, m: Point, i: int, lo: int, hi: int) -> tuple[int, int]:
+        """The measured point between lo and hi against both: like A, like B, or like neither (the change is spread,
+        or not monotone: go on where the ends differ more). Its verdict is written once; the new (lo, hi)."""
+        r, cands = self.result, self.result.candidates
+        low_end, high_end = r.points[cands[lo].version], r.points[cands[hi].version]
+        half = abs(math.expm1(_log_ratio(self.metric, low_end.group, high_end.group) / 2))  # the change to tell apart
+        d_lo, d_hi = self._vs(m, low_end, half), self._vs(m, high_end, half)
+        like_lo, like_hi = not d_lo.beyond, not d_hi.beyond
+        if like_lo != like_hi:
+            m.verdict = "like A" if like_lo else "like B"
+            lo, hi = (i, hi) if like_lo else (lo, i)
+        else:
+            r.spread = True
+            if like_lo:
+                why = "within noise of both ends (noise, or a step too small to see here)"
+            elif (d_lo.value or 0) * (d_hi.value or 0) < 0:
+                why = "between the ends, beyond noise from both: the change is spread over releases"
             else:
-                r.spread = True
-                if like_lo and like_hi:
-                    why = "within noise of both ends (noise, or a step too small to see here)"
-                elif (d_lo.value or 0) * (d_hi.value or 0) < 0:
-                    why = "between the ends, beyond noise from both: the change is spread over releases"
-                else:
-                    why = "beyond noise from both ends on the same side: not monotone"
-                left, right = _log_ratio(self.metric, low_end.group, m.group), _log_ratio(self.metric, m.group, high_end.group)
-                m.verdict = f"like neither: {why}"
-                if left >= right:
-                    hi = i
-                    why += f"; going on in {low_end.version}..{m.version}, where the ends differ more"
-                else:
-                    lo = i
-                    why += f"; going on in {m.version}..{high_end.version}, where the ends differ more"
-                m.verdict = f"like neither: {why}"
-            self._say(f"{self.point_line(m)}: {m.verdict} (vs {low_end.version}: {delta_text(d_lo)}; "
-                      f"vs {high_end.version}: {delta_text(d_hi)})")
+                why = "beyond noise from both ends on the same side: not monotone"
+            left = _log_ratio(self.metric, low_end.group, m.group)
+            right = _log_ratio(self.metric, m.group, high_end.group)
+            if left >= right:
+                hi = i
+                why += f"; going on in {low_end.version}..{m.version}, where the ends differ more"
+            else:
+                lo = i
+                why += f"; going on in {m.version}..{high_end.version}, where the ends differ more"
+            m.verdict = f"like neither: {why}"
+        self._say(f"{self.point_line(m)}: {m.verdict} (vs {low_end.version}: {delta_text(d_lo)}; "
+                  f"vs {high_end.version}: {delta_text(d_hi)})")
+        return lo, hi
+
+    def _conclude(self, lo: int, hi: int) -> None:
+        """The boundary (lo, hi), its delta and its share of the whole change; blocked where candidates are left."""
+        r, cands = self.result, self.result.candidates
         lo_p, hi_p = r.points[cands[lo].version], r.points[cands[hi].version]
         r.boundary = (lo_p.version, hi_p.version)
         r.boundary_delta = self.metric.delta(lo_p.group, hi_p.group, self.floor)
@@ -289,7 +308,6 @@ class Search:
         skipped = [cands[i].version for i in range(lo + 1, hi)]
         r.outcome = "blocked" if skipped else "boundary"
         self.on_point(r)
-        return r
 
     # ------------------------------------------------------------------ landscape
     def landscape(self) -> Result:

@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from harness.cluster.matrix import Cell, Matrix
+from harness.record.files import write_atomic
 
 GPU_LABEL = "nvidia.com/gpu.product"
 RESULTS_MOUNT = "/results"
@@ -71,6 +72,6 @@ def render(matrix: Matrix, out_dir: Path) -> list[Path]:
     for cell in matrix.cells:
         manifest = job(matrix, cell)
         path = out_dir / f"{manifest['metadata']['name']}.yaml"
-        path.write_text(f"# gpt-harness matrix {matrix.id}: {cell.name}\n" + yaml.safe_dump(manifest, sort_keys=False))
+        write_atomic(path, f"# gpt-harness matrix {matrix.id}: {cell.name}\n" + yaml.safe_dump(manifest, sort_keys=False))
         paths.append(path)
     return paths

@@ -6,9 +6,10 @@ point, with the hashes of their workload and flags) and every submission (job id
 script). status, collect and resubmit read it and guess nothing. It is YAML, not JSON, so that
 `harness.compare RESULTS/` never mistakes it for a record.
 
-A cell's point is done when a record in the cell's folder has the same env, plan, rung, repeat, sweep
-point, workload (all of it, steps included) and requested flags, and a status other than `error`
-(`unsupported` and `oom` are results; `error` is a worker that died, so the point is run again).
+A cell's point is done when a record in the cell's folder has the same env, plan, rung, repeat and sweep point,
+is the same measurement (harness.record.model.measurement_key: the workload and flags hashes every table compares
+by) and ran as long (steps, warm-up and profiled steps, which the hashes leave out), and a status other than
+`error` (`unsupported` and `oom` are results; `error` is a worker that died, so the point is run again).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import json
 import os
 import shlex
 import sys
-import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,8 +26,9 @@ from pathlib import Path
 import yaml
 
 from harness.envs.spec import spec_names
+from harness.record.files import write_atomic
 from harness.record.io import iter_records
-from harness.record.model import canonical_hash
+from harness.record.model import canonical_hash, measurement_key
 from harness.record.view import RecordView
 from harness.request import USAGE_ERRORS, OptionError, build_points, check_values
 from harness.run import parse_request
@@ -109,8 +110,22 @@ class Cell:
         return f"{self.env}/{self.gpu}"
 
 
-def _point_key(rung, repeat, sweep, workload_hash: str, flags_hash: str) -> str:
-    return json.dumps([rung, repeat, sweep, workload_hash, flags_hash], sort_keys=True)
+RUN_LENGTH = ("steps", "warmup_steps", "profile_steps")  # how long a point runs: not in the hashes, asked all the same
+
+
+def run_length(workload: dict) -> dict:
+    return {k: workload.get(k) for k in RUN_LENGTH}
+
+
+def _point_key(rung, repeat, sweep, workload_hash: str, flags_hash: str, length: dict) -> str:
+    return json.dumps([rung, repeat, sweep, workload_hash, flags_hash, length], sort_keys=True)
+
+
+def _manifest_point(p) -> dict:
+    """One expected point as the manifest keeps it: its identity, the one measurement key and its run length."""
+    workload_hash, flags_hash = measurement_key(p.workload, p.flags)
+    return {"rung": p.rung, "repeat": p.repeat, "sweep": p.sweep, "workload_hash": workload_hash,
+            "flags_hash": flags_hash, "run_length": run_length(p.workload)}
 
 
 def expected_points(run_args: list[str]) -> tuple[str, list[dict]]:
@@ -127,11 +142,7 @@ def expected_points(run_args: list[str]) -> tuple[str, list[dict]]:
         raise ClusterError(str(exc)) from None
     if not points:
         raise ClusterError(f"plan {plan_name}: no points to run")
-    return plan_name, [
-        {"rung": p.rung, "repeat": p.repeat, "sweep": p.sweep,
-         "workload_hash": canonical_hash(p.workload), "flags_hash": canonical_hash(p.flags)}
-        for p in points
-    ]
+    return plan_name, [_manifest_point(p) for p in points]
 
 
 def absolute_run_args(run_args: list[str]) -> list[str]:
@@ -211,14 +222,16 @@ class Matrix:
         raise ClusterError(f"--cells: no cell {name} in matrix {self.id}; it has {', '.join(c.name for c in self.cells)}")
 
     def progress(self, cell: Cell) -> CellProgress:
-        wanted = {_point_key(p["rung"], p["repeat"], p["sweep"], p["workload_hash"], p["flags_hash"]): p for p in self.points}
+        wanted = {_point_key(p["rung"], p["repeat"], p["sweep"], p["workload_hash"], p["flags_hash"], p["run_length"]): p
+                  for p in self.points}
         done, errors, devices = set(), 0, []
         folder = self.cell_dir(cell)
         for _path, raw in iter_records([folder], warn=lambda line: None) if folder.is_dir() else ():
             r = RecordView(raw)
             if r.env != cell.env or r.plan != self.plan:
                 continue
-            key = _point_key(r.rung, r.repeat, r.sweep, canonical_hash(r.workload), canonical_hash(r.flags))
+            sweep = r.sweep.to_dict() if r.sweep else None
+            key = _point_key(r.rung, r.repeat, sweep, *r.set_key, run_length(r.workload))
             if key not in wanted:
                 continue
             if r.status == "error":
@@ -239,19 +252,21 @@ class Matrix:
     def save(self) -> None:
         """Atomically (a crash never leaves half a manifest)."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-", suffix=".yaml")
-        with os.fdopen(fd, "w") as f:
-            yaml.safe_dump(self.to_dict(), f, sort_keys=False, width=200)
-        os.replace(tmp, self.path)
+        write_atomic(self.path, yaml.safe_dump(self.to_dict(), sort_keys=False, width=200))
 
     @classmethod
     def load(cls, path: Path) -> Matrix:
         try:
             data = yaml.safe_load(Path(path).read_text())
             data["cells"] = [Cell(**c) for c in data["cells"]]
-            return cls(**data)
+            matrix = cls(**data)
         except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
             raise ClusterError(f"{path}: not a harness.cluster manifest ({exc})") from None
+        if any(not isinstance(p, dict) or "run_length" not in p for p in matrix.points):
+            # Written before the one measurement key (its hashes were of the whole workload and flags): the points
+            # are made again from the harness.run arguments it kept, as new_matrix made them.
+            matrix.points = expected_points(matrix.run_args)[1]
+        return matrix
 
 
 def new_matrix(envs_text: str, gpus_text: str, gpu_table: dict, config_name: str, run_args: list[str],

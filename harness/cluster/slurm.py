@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from harness.cluster.matrix import Cell, Matrix, with_rungs
+from harness.record.files import write_atomic
 from harness.textsafe import script_line, script_value
 
 PENDING = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
@@ -154,7 +155,7 @@ def submit(matrix: Matrix, work: list[tuple[Cell, list[str]]], partition: str | 
     paths = {}
     for gpu, text in scripts.items():
         paths[gpu] = matrix.dir / f"round{round_no}-{gpu}.sbatch"
-        paths[gpu].write_text(text)
+        write_atomic(paths[gpu], text)
     for gpu, path in paths.items():
         _run(["sbatch", "--test-only", str(path)])
     submitted = []

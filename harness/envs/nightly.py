@@ -10,6 +10,7 @@ from pathlib import Path
 
 from harness.envs.install import describe_error, effective_index, probe_index
 from harness.envs.spec import NIGHTLY, SpecError, load_spec, parse_spec, validate_spec
+from harness.record.files import write_atomic
 
 
 def nightly_builds(html: str, cuda: str | None, python: str) -> dict[str, str]:
@@ -73,5 +74,5 @@ def bump_nightly(date: str | None = None, timeout: float = 30.0) -> tuple[str, s
     text = spec.path.read_text()
     new_text = rewrite_torch_line(text, chosen)
     validate_spec(parse_spec(new_text, str(spec.path)), NIGHTLY, str(spec.path))
-    spec.path.write_text(new_text)
+    write_atomic(spec.path, new_text)
     return spec.torch, chosen

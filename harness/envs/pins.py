@@ -17,39 +17,18 @@ def _public(version: str) -> str:
     return version.split("+", 1)[0]
 
 
-def _release(version: str) -> tuple:
-    parts = []
-    for piece in _public(version).split("."):
-        m = re.match(r"\d+", piece)
-        if not m:
-            break
-        parts.append(int(m.group()))
-        if m.group() != piece:
-            break
-    return tuple(parts)
-
-
 def pin_satisfied(pin: str, installed: str) -> bool:
-    """Does `installed` satisfy `pin` (NAME<op>VERSION)? Release numbers only, which is what pins here use."""
+    """Does `installed` satisfy `pin` (NAME<op>VERSION)? packaging's PEP 440 specifier (a build's local label,
+    +cu121, is ignored, as pip does; pre-releases count)."""
+    from packaging.specifiers import InvalidSpecifier, Specifier
+
     m = PIN.match(pin)
     if not m:
         raise SpecError(f"extra pin {pin!r}: expected NAME<op>VERSION")
-    op, want = m.group(3), m.group(4)
-    if op in ("==", "===", "!=") and want.endswith(".*"):
-        prefix = _release(want[:-2])
-        equal = _release(installed)[: len(prefix)] == prefix
-        return equal if op != "!=" else not equal
-    if op in ("==", "===", "!="):
-        have, need = _release(installed), _release(want)
-        width = max(len(have), len(need))
-        equal = have + (0,) * (width - len(have)) == need + (0,) * (width - len(need))
-        return equal if op != "!=" else not equal
-    have, need = _release(installed), _release(want)
-    width = max(len(have), len(need))
-    have, need = have + (0,) * (width - len(have)), need + (0,) * (width - len(need))
-    if op == "~=":
-        return have >= need and have[: len(_release(want)) - 1] == _release(want)[:-1]
-    return {"<": have < need, "<=": have <= need, ">": have > need, ">=": have >= need}[op]
+    try:
+        return Specifier(f"{m.group(3)}{m.group(4)}").contains(installed, prereleases=True)
+    except InvalidSpecifier:
+        raise SpecError(f"extra pin {pin!r}: {m.group(3)}{m.group(4)} is not a PEP 440 version specifier") from None
 
 
 def normalize(name: str) -> str:

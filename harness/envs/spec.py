@@ -20,13 +20,30 @@ NIGHTLY = "nightly"
 
 FIELDS = ("name", "description", "torch", "cuda", "index_url", "pre", "python", "extra_pins", "base_image",
           "base_image_digest")
-VERSION = re.compile(r"^\d+\.\d+\.\d+((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?(\+[A-Za-z0-9.]+)?$")
 CUDA = re.compile(r"^\d+\.\d+$")
 PYTHON = re.compile(r"^3\.\d+$")
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]+\])?\s*(===|==|!=|~=|<=|>=|<|>)\s*([A-Za-z0-9.*+!_-]+)$")
 IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/-]*(:\d+)?[a-z0-9._/-]*:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 ENV_NAME = re.compile(r"[a-z][a-z0-9]*")  # it becomes bench-<name>, envs/<name> and part of record file names
+
+
+def parse_version(text):
+    """`text` as a packaging.version.Version (PEP 440, the one parser of every version string here), None where it
+    is not one. packaging is imported here, not at module load: `missing-deps` runs in an interpreter that may
+    lack it."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(str(text))
+    except InvalidVersion:
+        return None
+
+
+def exact_version(text) -> bool:
+    """An exact version a spec or an index names: MAJOR.MINOR.PATCH, with a pre-, post-, dev- or local part."""
+    version = parse_version(text)
+    return version is not None and len(version.release) == 3 and not version.epoch and str(text)[:1].isdigit()
 
 
 class SpecError(ValueError):
@@ -189,7 +206,7 @@ def validate_spec(data: dict, dirname: str | None = None, source: str = "<spec>"
     if torch is None and (pinned or pins or data["pre"]):  # local: nothing to install, nothing pinned
         fail(f"torch is null (the interpreter's own), so {', '.join(pinned) or 'extra_pins/pre'} cannot be set")
     if torch is not None:
-        if not VERSION.match(torch):
+        if not exact_version(torch):
             fail(f"torch={torch!r} is not an exact version (MAJOR.MINOR.PATCH, or MAJOR.MINOR.PATCH.devYYYYMMDD)")
         if ".dev" in torch and not data["pre"]:
             fail(f"torch={torch} is a dev build: set pre: true")

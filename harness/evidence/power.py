@@ -112,6 +112,26 @@ class PowerSampler:
         return summarize_power(self.samples, self.interval_s, window_s, tokens, self.max_sm_clock_mhz)
 
 
+def _energy(chosen: list[dict], powers: list, duration_s: float) -> tuple[float | None, str | None]:
+    """(joules over the window, how): NVML's energy counter where both ends have it, else mean power x time."""
+    first, last = chosen[0], chosen[-1]
+    if first["energy_mj"] is not None and last["energy_mj"] is not None and last["t"] > first["t"]:
+        rate_w = (last["energy_mj"] - first["energy_mj"]) / 1000.0 / (last["t"] - first["t"])
+        return rate_w * duration_s, "nvml-energy-counter"
+    if powers:
+        return statistics.fmean(powers) * duration_s, "mean-power-x-time"
+    return None, None
+
+
+def _reason_share(masks: list) -> dict:
+    """Throttle reason -> the fraction of the samples that had it."""
+    counts: dict = {}
+    for mask in masks:
+        for name in throttle_reason_names(mask):
+            counts[name] = counts.get(name, 0) + 1
+    return {k: v / len(masks) for k, v in counts.items()}
+
+
 def summarize_power(samples: list[dict], interval_s: float, window_s: float | None, tokens: int | None,
                     max_sm_clock_mhz: int | None = None) -> dict:
     """Power/clock summary of the samples in the last window_s seconds (all samples when window_s is None).
@@ -131,18 +151,8 @@ def summarize_power(samples: list[dict], interval_s: float, window_s: float | No
     clocks = [s["sm_clock_mhz"] for s in chosen if s["sm_clock_mhz"] is not None]
     masks = [s["reasons"] for s in chosen if s["reasons"] is not None]
     duration_s = window_s if window_s is not None else chosen[-1]["t"] - chosen[0]["t"]
-    joules, method = None, None
-    first, last = chosen[0], chosen[-1]
-    if first["energy_mj"] is not None and last["energy_mj"] is not None and last["t"] > first["t"]:
-        rate_w = (last["energy_mj"] - first["energy_mj"]) / 1000.0 / (last["t"] - first["t"])
-        joules, method = rate_w * duration_s, "nvml-energy-counter"
-    elif powers:
-        joules, method = statistics.fmean(powers) * duration_s, "mean-power-x-time"
-    reason_share = {}
-    for mask in masks:
-        for name in throttle_reason_names(mask):
-            reason_share[name] = reason_share.get(name, 0) + 1
-    reason_share = {k: v / len(masks) for k, v in reason_share.items()}
+    joules, method = _energy(chosen, powers, duration_s)
+    reason_share = _reason_share(masks)
     mean_clock = statistics.fmean(clocks) if clocks else None
     deficit = 1 - mean_clock / max_sm_clock_mhz if (mean_clock is not None and max_sm_clock_mhz) else None
     clocks_fell = deficit is not None and deficit >= CLOCK_DEFICIT

@@ -1,9 +1,14 @@
 """Run records: one JSON file per measurement (schema: harness/record.schema.json).
 
-    model.py    the record's shape and its one constructor (new_record), the schema version, the hashes
-    io.py       the one writer (atomic, never overwrites) and the one reader (defensive, migrated, validated)
-    migrate.py  older records read as the current schema version
-    view.py     RecordView: read-only accessors for the tables (timed steps, tokens, device, peak memory...)
+    model.py     the record's shape and its one constructor (new_record), the schema version, and the one rule for
+                 each hash: workload_hash, flags_hash, measurement_key ("the same measurement")
+    sections.py  each section as a type (Summary, Contention, Environment, Explain, Workload, ...), what RecordView
+                 hands out; tests/test_record_schema.py holds the schema equal to them
+    io.py        the one writer (atomic, never overwrites) and the one reader (defensive, migrated, validated)
+    files.py     whole-file writes (fsynced, whole or not at all), for every writer of the harness
+    migrate.py   older records read as the current schema version (1 -> 2: what v1 left to absence, said)
+    view.py      RecordView: read-only accessors for the tables (timed steps, tokens, device, peak memory...)
+    workload_code_history.json  the workload-code identity of records made before records carried one
 
 No torch import anywhere in this package.
 """

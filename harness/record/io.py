@@ -9,7 +9,6 @@ No torch import here, and jsonschema only when validating: harness.envs reads re
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import math
@@ -19,6 +18,7 @@ import stat
 from functools import lru_cache
 from pathlib import Path
 
+from harness.record.files import TEMP_PREFIX, write_new
 from harness.record.migrate import migrate
 from harness.record.model import SCHEMA_VERSION, RecordError, record_filename
 
@@ -73,27 +73,6 @@ def validate(record: dict) -> dict:
     return record
 
 
-def _create(path: Path) -> int:
-    """Open a new file for writing; fails if it exists. Mode 0666 less the umask (what any other tool would
-    create), so a results volume written as root in a container stays readable by the host user."""
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-
-
-def _write_new(path: Path, text: str) -> None:
-    """Create `path` and write `text` into it, or, if that fails half-way (a disk that fills up), remove it again:
-    never a partial or empty file left behind."""
-    fd = _create(path)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:
-        with contextlib.suppress(OSError):
-            path.unlink()
-        raise
-
-
 def write_record(record: dict, out_dir: str | os.PathLike) -> Path:
     """Validate `record` and write it into out_dir as <run_id>.json; return the path. Never replaces a file:
     if that run_id is taken, the record gets a fresh one (<run_id>-<6 hex>), so the new measurement is kept
@@ -117,8 +96,8 @@ def _write_once(record: dict, out: Path, final: Path) -> bool:
     atomic; where the filesystem has no hard links, an exclusive create of the final name, written then
     fsynced, still never replaces anything."""
     text = json.dumps(record, indent=1, sort_keys=False, allow_nan=False)
-    tmp = out / f".tmp-{secrets.token_hex(8)}.json"
-    _write_new(tmp, text)
+    tmp = out / f"{TEMP_PREFIX}{secrets.token_hex(8)}.json"
+    write_new(tmp, text)
     try:
         os.link(tmp, final)
         return True
@@ -130,7 +109,7 @@ def _write_once(record: dict, out: Path, final: Path) -> bool:
     finally:
         os.unlink(tmp)
     try:
-        _write_new(final, text)
+        write_new(final, text)
     except FileExistsError:
         return False
     return True
@@ -144,8 +123,8 @@ def check_writable(out_dir: str | os.PathLike) -> None:
         if out.exists() and not out.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "it is a file, not a directory")
         out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".tmp-{secrets.token_hex(8)}.json"
-        _write_new(probe, "{}")
+        probe = out / f"{TEMP_PREFIX}{secrets.token_hex(8)}.json"
+        write_new(probe, "{}")
         probe.unlink()
     except OSError as exc:
         raise RecordError(f"{out}: cannot write records there: {exc.strerror or exc}") from None
@@ -269,7 +248,7 @@ def iter_records(paths, warn=print, read=read_record):
         if not root.exists():
             warn(BadFile(root, "no such file or directory", skipped=False))
             continue
-        files = [root] if root.is_file() else sorted(p for p in root.rglob("*.json") if not p.name.startswith(".tmp-")
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*.json") if not p.name.startswith(TEMP_PREFIX)
                                                      and not any(p.match(pattern) for pattern in NOT_RECORDS))
         for path in files:
             try:

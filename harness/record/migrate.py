@@ -1,34 +1,68 @@
 """Schema versions: an older record is read as the current version (migrate, applied by harness.record.io on read).
 
-Records on disk are evidence and are never rewritten; the upgrade happens on every read, in memory.
+Records on disk are evidence and are never rewritten; the upgrade happens on every read, in memory. (Rewriting the
+committed records as version 2 would change 168 files that others read and cite by content, for nothing the
+upgrade on read does not give: it is deterministic, tested on every committed record, and loses no value.)
 
-Versions. Every record written so far carries "schema_version": 1, which is also the current version.
-Within version 1 fields were added, all optional in the schema (so an older record is still valid), and
-the runner's first failure records (before the runner recorded hashes: a worker that died) have empty
-workload and flags hashes and an environment with env_name only. upgrade_within_v1 computes those
-hashes, as the runner computes them today, so every reader compares such a record by the one rule.
-Fields added within version 1 are left absent, as measured: a reader asks harness.record.view
-(RecordView.workload_value reads an added workload field at the value every earlier record ran with).
+Version 1 (2026-11-22 .. 11-25): fields were added within it, all optional, so a reader guessed by absence. Within
+it, the runner's first failure records (a worker that died, before the runner recorded hashes) have empty workload
+and flags hashes: upgrade_within_v1 computes them by the one rule of harness.record.model (workload_hash,
+flags_hash), as the runner computes them today, so every reader compares such a record by that rule.
+
+Version 2: every field version 1 added on the way is there, and says when it was not recorded (NOT_RECORDED: the
+harness that made the record did not record it yet); null keeps its meaning of "not measured" (the run ended before
+it). v1_to_v2 fills them: contention, flags.changes, environment.threads and .machine, environment.cpu.isa and
+.torch_capability (where the record names its CPU), workload.lm_head_loss (model.ADDED_FIELD_DEFAULTS: the value
+every earlier run ran with) and workload_code (the identity of the code that measured, model.workload_code_of: from
+git history where it gives one, else "unknown").
 A later version N+1 adds UPGRADES[N], a function taking a version-N record to version N+1; migrate chains them.
 """
 
 from __future__ import annotations
 
-from harness.record.model import SCHEMA_VERSION, RecordError, canonical_hash, workload_hash
+from harness.record.model import (
+    ADDED_FIELD_DEFAULTS,
+    NOT_RECORDED,
+    SCHEMA_VERSION,
+    RecordError,
+    flags_hash,
+    historic_workload_code,
+    workload_hash,
+)
 
 
 def upgrade_within_v1(record: dict) -> dict:
-    """A version-1 record as written at any time since version 1, with the hashes every reader compares by."""
+    """A version-1 record as written at any time within version 1, with the hashes every reader compares by."""
     workload = record.get("workload")
     if isinstance(workload, dict) and record.get("workload_hash") == "":
         record["workload_hash"] = workload_hash(workload)
     flags = record.get("flags")
     if isinstance(flags, dict) and flags.get("hash") == "" and isinstance(flags.get("requested"), dict):
-        record["flags"] = {**flags, "hash": canonical_hash(flags["requested"])}
+        record["flags"] = {**flags, "hash": flags_hash(flags["requested"])}
     return record
 
 
-UPGRADES: dict = {}  # version N -> function(record of version N) -> record of version N+1; none yet
+def v1_to_v2(record: dict) -> dict:
+    """Version 1 -> 2: what version 1 left to absence made explicit (module docstring). Every value the record has is
+    kept where it is; only absent fields are added."""
+    record.setdefault("contention", NOT_RECORDED)
+    record.setdefault("workload_code", historic_workload_code(record.get("run_id")))
+    if isinstance(record.get("flags"), dict):
+        record["flags"].setdefault("changes", NOT_RECORDED)
+    if isinstance(record.get("workload"), dict):
+        for key, value in ADDED_FIELD_DEFAULTS.items():
+            record["workload"].setdefault(key, value)
+    environment = record.get("environment")
+    if isinstance(environment, dict):
+        for key in ("threads", "machine"):
+            environment.setdefault(key, NOT_RECORDED)
+        if isinstance(environment.get("cpu"), dict):
+            for key in ("isa", "torch_capability"):
+                environment["cpu"].setdefault(key, NOT_RECORDED)
+    return record
+
+
+UPGRADES: dict = {1: v1_to_v2}  # version N -> function(record of version N) -> record of version N+1
 
 
 def migrate(raw):

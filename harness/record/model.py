@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import lru_cache
+from pathlib import Path
 
-SCHEMA_VERSION = 1  # the version new records are written with (harness.record.migrate reads the older ones)
+SCHEMA_VERSION = 2  # the version new records are written with (harness.record.migrate reads the older ones)
+NOT_RECORDED = "not recorded"  # a field the harness that made a record did not record yet (null: not measured)
+UNKNOWN_CODE = "unknown"  # workload_code of a record whose measuring code is not known (a transcription, history)
 KINDS = ("measured", "reference", "peer")
 STATUSES = ("ok", "invalid", "oom", "unsupported", "error")
 # Workload fields that do not change what is measured, only how long or where it ran (or what it is called).
@@ -40,9 +44,48 @@ def measured_workload(workload: dict) -> dict:
             if k not in NOT_IN_WORKLOAD_HASH and not (k in ADDED_FIELD_DEFAULTS and v == ADDED_FIELD_DEFAULTS[k])}
 
 
-def workload_hash(workload: dict) -> str:
-    """What a run measures (measured_workload). Runs with equal hashes are comparable."""
-    return canonical_hash(measured_workload(workload))
+def workload_hash(workload: dict, without: tuple = ()) -> str:
+    """What a run measures (measured_workload), the one workload-hash rule. `without`: fields left out as well (a
+    sweep's curve: every point's workload but the swept field)."""
+    return canonical_hash({k: v for k, v in measured_workload(workload).items() if k not in without})
+
+
+# A requested flag at this value leaves torch's own default in place (the Inductor options, harness.flags): it is not
+# part of the flags hash, so a record made before such an option existed hashes as one that leaves it alone.
+FLAG_LEFT_AT_DEFAULT = "default"
+
+
+def flags_hash(requested: dict) -> str:
+    """The flags hash of a measured run's requested flags, the one rule (harness.flags, the migration, the cluster's
+    manifest and the bisect all call this): flags at FLAG_LEFT_AT_DEFAULT are not part of it."""
+    return canonical_hash({k: v for k, v in (requested or {}).items() if v != FLAG_LEFT_AT_DEFAULT})
+
+
+def measurement_key(workload: dict, flags_requested: dict) -> tuple[str, str]:
+    """What must be equal for two runs to be the same measurement (comparable, pooled as repeats): (workload hash,
+    flags hash). The one rule: new_record stores both, RecordView.set_key reads them back, and whoever must know
+    beforehand which records a request will make (the bisect's reuse, the cluster's manifest) calls this."""
+    return workload_hash(workload), flags_hash(flags_requested)
+
+
+_flags_hash = flags_hash  # new_record's parameter of that name shadows the function
+
+
+HISTORY_PATH = Path(__file__).with_name("workload_code_history.json")
+
+
+@lru_cache(maxsize=1)
+def _history() -> dict:
+    try:
+        return json.loads(HISTORY_PATH.read_text())["records"]
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+def historic_workload_code(run_id) -> str:
+    """The workload code identity of a record made before records carried one: from git history
+    (workload_code_history.json, made by scripts/workload_code_history.py), else UNKNOWN_CODE."""
+    return _history().get(run_id, UNKNOWN_CODE) if isinstance(run_id, str) else UNKNOWN_CODE
 
 
 def record_filename(record: dict) -> str:
@@ -53,24 +96,35 @@ def empty_steps() -> dict:
     return {"ms": [], "loss": [], "grad_norm": []}
 
 
-def new_record(*, run_id: str, env: str, plan: str, rung: str, workload: dict, flags_requested: dict, flags_hash: str,
+def new_record(*, run_id: str, env: str, plan: str, rung: str, workload: dict, flags_requested: dict,
+               flags_hash: str | None = None,
                kind: str = "measured", status: str = "error", reason: str | None = None, notes: list | None = None,
                started_at: str | None = None, rung_index: int | None = None, repeat: int | None = None,
                sweep: dict | None = None, environment: dict | None = None, steps: dict | None = None,
-               summary: dict | None = None, rerun_command: str | None = None, **blocks) -> dict:
+               summary: dict | None = None, rerun_command: str | None = None, workload_code: str = UNKNOWN_CODE,
+               **blocks) -> dict:
     """A record in the one shape (keys in the order they are written). Derived here: schema_version and
-    workload_hash. flags_hash is the caller's (a measured run's is harness.flags.flags_hash of the requested
-    flags; a transcription's is made never to equal a measured run's). A measured run starts as status
+    workload_hash, and a measured run's flags hash (flags_hash(flags_requested); a transcription passes its own,
+    made never to equal a measured run's). A measured run starts as status
     "error" with empty steps and summary, and the worker fills them in as it goes; the flags read back
-    (applied, after) and explain stay null until measured. blocks: the kind's own object, `reference`
-    and/or `peer` (transcriptions), written last."""
+    (applied, after, changes), explain and contention stay null until measured. workload_code: the identity of the
+    code that defines the measurement (harness.workload_code: a measured run's; UNKNOWN_CODE for a transcription).
+    blocks: the kind's own object, `reference` and/or `peer` (transcriptions), written last."""
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r}: one of {', '.join(KINDS)}")
     if status not in STATUSES:
         raise ValueError(f"status {status!r}: one of {', '.join(STATUSES)}")
+    if kind == "measured" and flags_hash not in (None, _flags_hash(flags_requested)):
+        raise ValueError("new_record: a measured run's flags hash is harness.record.model.flags_hash of its flags")
+    if kind != "measured" and not flags_hash:
+        raise ValueError(f"new_record: a {kind} record's flags hash is its own (never a measured run's): pass it")
     unknown = set(blocks) - set(KIND_BLOCKS)
     if unknown:
         raise TypeError(f"new_record: unexpected fields {sorted(unknown)}")
+    unmeasured = None if kind == "measured" else NOT_RECORDED  # a transcription never records contention or changes
+    environment = {} if environment is None else environment
+    if kind != "measured":
+        environment = {"threads": NOT_RECORDED, "machine": NOT_RECORDED, **environment}
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
@@ -88,11 +142,14 @@ def new_record(*, run_id: str, env: str, plan: str, rung: str, workload: dict, f
         "sweep": sweep,
         "workload": workload,
         "workload_hash": workload_hash(workload),
-        "flags": {"requested": flags_requested, "applied": None, "after": None, "hash": flags_hash},
-        "environment": {} if environment is None else environment,
+        "workload_code": workload_code,
+        "flags": {"requested": flags_requested, "applied": None, "after": None, "changes": unmeasured,
+                  "hash": flags_hash or _flags_hash(flags_requested)},
+        "environment": environment,
         "steps": empty_steps() if steps is None else steps,
         "summary": {} if summary is None else summary,
         "explain": None,
+        "contention": unmeasured,
         "rerun": None if rerun_command is None else {"command": rerun_command},
         **{k: blocks[k] for k in KIND_BLOCKS if k in blocks},
     }

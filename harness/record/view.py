@@ -13,6 +13,7 @@ from datetime import datetime
 from types import MappingProxyType
 
 from harness.record.model import ADDED_FIELD_DEFAULTS
+from harness.record.sections import Contention, Environment, Explain, Flags, Steps, Summary, Sweep, Workload
 
 # What decides CPU speed per precision, in a device label: the widest vector ISA, and whether bf16/fp16 have
 # native instructions (bf16 on a CPU without them is converted in software: tens of times slower).
@@ -98,7 +99,11 @@ class RecordView:
     rung = property(lambda self: self._r.get("rung"))
     rung_index = property(lambda self: self._r.get("rung_index"))
     repeat = property(lambda self: self._r.get("repeat"))
-    sweep = property(lambda self: self._r.get("sweep") or None)
+    @property
+    def sweep(self) -> Sweep | None:
+        """The sweep point a run is (harness.record.sections.Sweep), None for a plan rung."""
+        return Sweep.of(self._r["sweep"]) if isinstance(self._r.get("sweep"), dict) and self._r["sweep"] else None
+
     reference = property(lambda self: _dict(self._r.get("reference")))  # a transcribed log line: source, line, torch, watts
     peer = property(lambda self: _dict(self._r.get("peer")))  # a peer program's numbers: name, program, source, line
     ok = property(lambda self: self._r.get("status") == "ok")
@@ -107,10 +112,10 @@ class RecordView:
     def sweep_point(self) -> str:
         """'field=value' of the sweep point a run is, '' for a plan rung."""
         s = self.sweep
-        return f"{s.get('field')}={s.get('value')}" if s else ""
+        return f"{s.field}={s.value}" if s else ""
 
     # What was measured
-    workload = property(lambda self: _dict(self._r.get("workload")))
+    workload = property(lambda self: Workload(self._r.get("workload")))  # typed, read-only; a Mapping of the record's
     workload_hash = property(lambda self: self._r.get("workload_hash"))
 
     def workload_value(self, key: str):
@@ -120,27 +125,29 @@ class RecordView:
 
     flags = property(lambda self: _dict(_dict(self._r.get("flags")).get("requested")))
     flags_hash = property(lambda self: _dict(self._r.get("flags")).get("hash"))
+    flags_section = property(lambda self: Flags.of(self._r.get("flags")))  # requested, applied, after, changes, hash
+    steps = property(lambda self: Steps.of(self._r.get("steps")))
 
     @property
     def set_key(self) -> tuple[str, str]:
         """What must be equal for two runs to be comparable: (workload hash, flags hash). The one rule of every table."""
         return (self.workload_hash, self.flags_hash)
 
-    # Where it ran
-    environment = property(lambda self: _dict(self._r.get("environment")))
-    summary = property(lambda self: _dict(self._r.get("summary")))
-    explain = property(lambda self: _dict(self._r.get("explain")))
-    contention = property(lambda self: _dict(self._r.get("contention")))
+    # Where it ran, and the sections as their types (harness.record.sections; .get(key) reads a field by name)
+    environment = property(lambda self: Environment.of(self._r.get("environment")))
+    summary = property(lambda self: Summary.of(self._r.get("summary")))
+    explain = property(lambda self: Explain.of(self._r.get("explain")))
+    contention = property(lambda self: Contention.of(self._r.get("contention")))
 
     @property
     def contention_reason(self) -> str | None:
         """Why a contended run was called so (harness.contention's words), None for a clean one."""
-        return self.contention.get("reason") if self.contended else None
+        return self.contention.reason if self.contended else None
 
     @property
     def contended(self) -> bool:
         """Measured under contention (older records do not say, and are not flagged)."""
-        return bool(self.contention.get("contended"))
+        return bool(self.contention.contended)
 
     @property
     def container_image(self) -> str | None:
@@ -155,6 +162,17 @@ class RecordView:
     def rerun_command(self) -> str | None:
         """The one command that reruns this run (record.rerun.command)."""
         return _dict(self._r.get("rerun")).get("command")
+
+    @property
+    def made_by(self) -> dict:
+        """environment.harness: the harness code that made the record (source_sha256 over gpt/ and harness/, the git
+        commit and whether its checkout was dirty); {} where not recorded."""
+        return _dict(self.environment.get("harness"))
+
+    @property
+    def workload_code(self) -> str:
+        """The identity of the code that defined the measurement (harness.workload_code), or "unknown"."""
+        return self._r.get("workload_code") or "unknown"
 
     @property
     def torch_threads(self) -> int | None:
@@ -239,13 +257,13 @@ class RecordView:
 
     @property
     def warmup_steps(self) -> int:
-        warmup = self.workload.get("warmup_steps")
+        warmup = self.workload.warmup_steps
         return warmup if isinstance(warmup, int) else 0
 
     @property
     def step_losses(self) -> list:
         """Every step's loss as recorded (None where a step had none); [] for a record with only a summary."""
-        return list(_dict(self._r.get("steps")).get("loss") or [])
+        return list(self.steps.loss or [])
 
     @property
     def step_ms(self) -> list:
@@ -267,7 +285,7 @@ class RecordView:
         """The timed step times: warm-up excluded (step 0 = compile is always excluded). A reference record
         (one logged step) has its logged step after step 0; an older record without warmup_steps says how
         many steps were timed in summary.timed_steps."""
-        ms = _dict(self._r.get("steps")).get("ms") or []
+        ms = self.steps.ms or []
         if self.kind == "reference":
             return [x for x in ms[1:] if x is not None]
         warmup = self.workload.get("warmup_steps")
@@ -279,13 +297,7 @@ class RecordView:
     @property
     def tokens_per_step(self) -> int | None:
         """summary.tokens_per_step, else batch_size x seq_len x grad_accum from the workload."""
-        tps = self.summary.get("tokens_per_step")
-        if tps:
-            return tps
-        w = self.workload
-        if w.get("batch_size") and w.get("seq_len"):
-            return w["batch_size"] * w["seq_len"] * (w.get("grad_accum") or 1)
-        return None
+        return self.summary.tokens_per_step or self.workload.tokens_per_step
 
     def memory(self, metric: str) -> int | None:
         """The bytes of one named metric of MEMORY_METRICS, None where the record has none."""
@@ -296,7 +308,7 @@ class RecordView:
     def usable_memory_bytes(self) -> int | None:
         """The memory a run may use: its workload's memory budget if set, else the device's total memory
         (CUDA: environment.gpu.memory_bytes; CPU: environment.host_ram_bytes)."""
-        budget = self.workload.get("memory_budget_gib")
+        budget = self.workload.memory_budget_gib
         if budget:
             return int(budget * 2**30)
         if self.is_cuda:

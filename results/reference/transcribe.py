@@ -18,7 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from harness.record.io import validate
+from harness.record.io import read_record, validate
 from harness.record.model import canonical_hash, new_record
 
 SOURCE = "../shared/seeds/000_3624f831bf4e6e33.txt"
@@ -94,7 +94,7 @@ def make(entry) -> dict:
         preset="gpt2-124m", n_layer=12, n_head=12, n_embd=768, seq_len=1024, batch_size=batch, grad_accum=1,
         **RUNGS[rung], sdpa_backend=None, compile="default" if compiled else "off",
         lr=None, weight_decay=None, steps=None, warmup_steps=None, seed=None, data=None, device="cuda",
-        memory_budget_gib=None, profile_steps=None,
+        memory_budget_gib=None, profile_steps=None, lm_head_loss="plain",
     )
     ok = dt is not None
     name = f"ref-000-L{line:03d}-{rung}-b{batch}"
@@ -149,14 +149,16 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     check = "--check" in argv
     stale = []
-    wanted = {f"{r['run_id']}.json": render(r) for r in records()}
+    made = {f"{r['run_id']}.json": r for r in records()}
+    wanted = {name: render(r) for name, r in made.items()}
     for name, text in wanted.items():
         path = HERE / name
-        if check:
-            if not path.is_file() or path.read_text() != text:
-                stale.append(name)
-        else:
-            path.write_text(text)
+        # A file is current when it reads as the transcription (read_record: a version-1 file, upgraded on read, is
+        # not rewritten for its version alone).
+        if not path.is_file() or read_record(path) != made[name]:
+            stale.append(name)
+            if not check:
+                path.write_text(text)
     extra = sorted(p.name for p in HERE.glob("ref-*.json") if p.name not in wanted)
     if check:
         for name in stale + extra:

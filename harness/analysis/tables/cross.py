@@ -128,7 +128,7 @@ def _cross_result(cx: Compare, across: str) -> Cross:
         if row_cells is not None:  # beside an ok run of the same set only: a failure alone compares nothing
             row_cells.setdefault(env if across == "env" else gpu, (r, gpu, env))
     wanted = cx.baseline_env if across == "env" else cx.baseline_gpu
-    rows, failed_base, contended, isa_notes = [], 0, [], {}
+    rows, failed_base, contended, isa_notes, code_notes = [], 0, [], {}, {}
     for by_other in cells.values():
         for o, row_cells in by_other.items():
             if len(row_cells) < 2:
@@ -146,7 +146,7 @@ def _cross_result(cx: Compare, across: str) -> Cross:
                 group = c if isinstance(c, Group) else None
                 row = CrossRow(across, o, v, group, None if group else c[0], base if isinstance(base, Group) else None,
                                base_gpu, base_env, "ok" if isinstance(base, Group) else outcome(base[0]), g0.label,
-                               g0.batch, g0.workload.get("batch_size"))
+                               g0.batch, g0.workload.batch_size)
                 if group is not None:
                     contended += [n for n in group.contended_notes if n not in contended]
                 if across == "gpu" and v != order[0]:
@@ -157,22 +157,46 @@ def _cross_result(cx: Compare, across: str) -> Cross:
                                for i in (run_ids(cell) if isinstance(cell, Group) else [cell[0].run_id])]
                 if v != order[0]:
                     row.d_tokens, row.d_memory = _cross_deltas(cx, base, c)
+                    note = _code_note(cx, across, o, g0, (order[0], base), (v, group))
+                    if note:
+                        code_notes.setdefault(note, None)
                 key = (other_rank.get(o, len(other_rank)), g0.rungs[0][2] if g0.rungs[0][2] is not None else 1 << 30,
-                       g0.label, g0.workload.get("batch_size") or 0, g0.workload.get("seq_len") or 0, rank.get(v, len(rank)), v)
+                       g0.label, g0.workload.batch_size or 0, g0.workload.seq_len or 0, rank.get(v, len(rank)), v)
                 rows.append((key, row))
     rows.sort(key=lambda kr: kr[0])
     result.rows = [r for _k, r in rows]
+    _add_notes(cx, result, failed_base, isa_notes, code_notes, contended)
+    return result
+
+
+def _add_notes(cx: Compare, result: Cross, failed_base: int, isa_notes: dict, code_notes: dict, contended: list) -> None:
+    """A cross table's notes: failed baselines, ISA differences, pairs of different workload code, contended runs,
+    the pairs the comparability rule kept apart, and why there is no row at all."""
+    what = "env" if result.across == "env" else "GPU"
     if failed_base:
         result.notes.append(f"{failed_base} baseline cell(s) did not run ok (their status is under 'runs'): the other "
                             f"{what}'s runs of that rung and B are shown without a delta")
     result.notes += list(isa_notes)
+    result.notes += list(code_notes)[:5] + ([f"... and {len(code_notes) - 5} more pairs of different workload code"]
+                                            if len(code_notes) > 5 else [])
     if contended:
         result.notes += contended + [CONTENDED_NOTE]
-    refused = refused_pairs(cx, across)
+    refused = refused_pairs(cx, result.across)
     result.notes += refused[:5] + ([f"... and {len(refused) - 5} more such pairs"] if len(refused) > 5 else [])
     if not result.rows:
-        result.notes.append(_why_no_rows(cx, across, bool(refused)))
-    return result
+        result.notes.append(_why_no_rows(cx, result.across, bool(refused)))
+
+
+def _code_note(cx: Compare, across: str, o: str, g0: Group, base: tuple, cell: tuple) -> str | None:
+    """A pair of cells whose runs were made by different workload code (harness.workload_code), said; None when
+    their code is the same (or a side has no group)."""
+    (v0, a), (v, b) = base, cell
+    if not isinstance(a, Group) or not isinstance(b, Group) or set(a.workload_codes) == set(b.workload_codes):
+        return None
+    show = cx.ds.name if across == "gpu" else str
+    where = o if across == "gpu" else cx.ds.name(o)
+    return (f"{where} {g0.label} ({g0.batch}): {show(v0)} and {show(v)} ran different workload code "
+            f"({', '.join(a.workload_codes)} vs {', '.join(b.workload_codes)}; harness.workload_code)")
 
 
 def _cross_deltas(cx: Compare, base, c) -> tuple[stats.Delta, stats.Delta]:
@@ -195,7 +219,7 @@ def refused_pairs(cx: Compare, across: str) -> list[str]:
     slots: dict[tuple, list[Group]] = {}
     for g in sorted(cx.ds.groups, key=lambda g: rank[getattr(g, across)]):
         for plan, rung, _i in g.rungs:
-            slots.setdefault((getattr(g, other), plan, rung, g.workload.get("batch_size"), g.workload.get("seq_len")), []).append(g)
+            slots.setdefault((getattr(g, other), plan, rung, g.workload.batch_size, g.workload.seq_len), []).append(g)
     out = []
     for (o, plan, rung, b, t), gs in slots.items():
         for a, c in combinations(gs, 2):

@@ -27,7 +27,7 @@ def fastest_tables(cmp: Compare) -> list[Table]:
 def search_table(cmp: Compare, s: Search) -> Table:
     """Every run of one search: what it changes, B, status, tokens/s against its start run, loss parity, fits."""
     t = Table("fastest", f"harness.tune on {cmp.name(s.gpu)} / {s.env}: every run against the start run at the same B and T "
-              f"(start: B={s.start.workload.get('batch_size')}, T={s.start.workload.get('seq_len')})", [
+              f"(start: B={s.start.workload.batch_size}, T={s.start.workload.seq_len})", [
         ("rung", "rung"), ("changes", "changes against the start"), ("batch", "B"), ("status", "status"),
         ("tokens_s", "tokens/s"), ("vs_start", "vs start, same B"), ("parity", "loss vs start, same B"),
         ("memory", "peak MiB"), ("fits", "fits"), ("mark", "note")])
@@ -41,7 +41,7 @@ def search_table(cmp: Compare, s: Search) -> Table:
                        "parity": c.parity_text(cmp.loss_tol), "memory": peak.bytes if peak else None,
                        "fits": "yes" if c.fits else f"no: {c.why_not}", "mark": mark, "run_ids": run_ids(c.group)})
     for r in sorted(s.failed, key=lambda r: r.run_id):
-        t.rows.append({"rung": r.rung, "batch": r.workload.get("batch_size"), "status": outcome(r),
+        t.rows.append({"rung": r.rung, "batch": r.workload.batch_size, "status": outcome(r),
                        "mark": r.reason or "no reason given", "run_ids": [r.run_id]})
     t.notes += [
         (f"equivalent = loss within {cmp.loss_tol:.1%} of the start run at the same B and T (final and mean, the loss rule "
@@ -82,7 +82,7 @@ def split_table(title: str, before: Group, after: Group) -> Table:
             row["share_a"] = fmt_pct(va / a["busy"]) if a["busy"] else None
             row["share_b"] = fmt_pct(vb / b["busy"]) if b["busy"] else None
         t.rows.append(row)
-    compiled = [x.label for x in (before, after) if x.workload.get("compile") not in (None, "off")]
+    compiled = [x.label for x in (before, after) if x.workload.compile not in (None, "off")]
     if b.get("device") == "cuda" and compiled and not (a["triton"] and b["triton"]):
         t.notes.append("no Inductor-generated kernel was captured on a compiled run: profiles taken before the fix in "
                        "gpt/torch_compat.py device_kernel_events (torch 2.4+) dropped every Triton kernel, so their time "

@@ -128,8 +128,9 @@ def ladder_tables(cx: Compare) -> list[Table]:
                                "mfu": None if mfu is None else Mfu(mfu),
                                "vs_previous": Cell(step.vs_previous, "ratio") if step.vs_previous else None,
                                "vs_first": Cell(step.vs_first, "ratio") if step.vs_first else None, "run_ids": run_ids(g)})
-            if g.pooled_note and g.pooled_note not in table.notes:
-                table.notes.append(g.pooled_note)
+            for note in (g.pooled_note, g.code_note):
+                if note and note not in table.notes:
+                    table.notes.append(note)
             table.notes += [n for n in g.contended_notes if n not in table.notes]
         if any(isinstance(r.get("mfu"), Mfu) and r["mfu"].suspect for r in table.rows):
             table.notes.append(MFU_SUSPECT_NOTE)

@@ -67,8 +67,8 @@ def reference_table(cx: Compare) -> Table:
         base.update(ref_ms=ref.ms_median, ref_tokens_s=ref_est.point, ref_mem=ref.memory_bytes)
         matches = [g for g in cx.ds.groups
                    if r.rung in {rung for _p, rung, _i in g.rungs}
-                   and g.workload.get("batch_size") == ref.workload.get("batch_size")
-                   and g.workload.get("seq_len") == ref.workload.get("seq_len")]
+                   and g.workload.batch_size == ref.workload.batch_size
+                   and g.workload.seq_len == ref.workload.seq_len]
         if not matches:
             table.rows.append({**base, "measured": "(none)"})
         for g in matches:

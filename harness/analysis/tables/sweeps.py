@@ -1,10 +1,10 @@
-"""The sweeps table (harness.sweep's curves) and the left-out table."""
+"""The sweeps table (harness.analysis.sweep's curves) and the left-out table."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness import sweep as sweepmod
+from harness.analysis import sweep as sweepmod
 from harness.analysis.cells import Number, Table, fmt_pct, shorten
 from harness.record.view import RecordView
 
@@ -20,7 +20,7 @@ def sweep_records(cx: Compare) -> list[RecordView]:
 
 
 def sweeps_table(cx: Compare) -> Table:
-    """One row per swept value of each curve (harness.sweep: a sweep of one rung in one env on one device),
+    """One row per swept value of each curve (harness.analysis.sweep: a sweep of one rung in one env on one device),
     with the knee and the lm_head GEMM kernel, so a size change that switched kernels shows."""
     table = Table("sweeps", "Sweeps: throughput and memory against the swept value", [
         ("sweep", "sweep"), ("rung", "rung"), ("gpu", cx.word), ("env", "env"), ("value", "value"), ("status", "status"),

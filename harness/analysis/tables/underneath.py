@@ -81,7 +81,7 @@ CUDA_FACTS = ("torch.cuda", "torch.cudnn", "torch.nccl", "driver.", "gpu.", "tri
 
 def _env_facts(g: Group, across: str) -> dict:
     keys = ENV_KEYS if across == "env" else GPU_KEYS
-    facts = {k: v for k, v in _flatten(g.environment).items() if k.startswith(keys) and v is not None}
+    facts = {k: v for k, v in _flatten(g.environment.to_dict()).items() if k.startswith(keys) and v is not None}
     # the libraries the worker process mapped (explain.libraries.mapped, harness/evidence/libraries.py)
     facts.update({f"library {lib}": version for lib, version in g.mapped_libraries.items()})
     if not g.first.is_cuda:  # a CPU run's CUDA library versions say nothing about its speed
@@ -104,68 +104,76 @@ def _d(value) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def _us(entry: dict | None, with_share: bool = True) -> str:
+    entry = _d(entry)
+    if entry.get("per_step_us") is None:
+        return "-"
+    share = f" ({fmt_pct(entry['share'])})" if with_share and entry.get("share") is not None else ""
+    return f"{entry['per_step_us']:,.0f} us/step{share}"
+
+
+def _impact(a: dict | None, b: dict | None) -> float | None:
+    """B - A in us per step (a side without the entry counts 0); None when neither has it."""
+    a_us, b_us = _d(a).get("per_step_us"), _d(b).get("per_step_us")
+    return None if a_us is None and b_us is None else (b_us or 0.0) - (a_us or 0.0)
+
+
+def _fixed_rows(a: Group, b: Group) -> list[tuple]:
+    """The rows every pair shows first: the lm_head GEMM, the attention kernels with their time, the SDPA backend."""
+    ka, kb = a.kernels, b.kernels
+    la, lb = _d(ka.get("lm_head_gemm")), _d(kb.get("lm_head_gemm"))
+    name = lambda g: shorten(g.get("name") or "not identified", 70)
+    rows = [("lm_head GEMM" + (" (changed)" if la.get("name") != lb.get("name") else " (same kernel)"),
+             f"{name(la)}, {_us(la, False)}", f"{name(lb)}, {_us(lb, False)}", _impact(la, lb))]
+    att_a, att_b = ka.get("attention_kernels") or [], kb.get("attention_kernels") or []
+    ca, cb = a.kernel_categories, b.kernel_categories
+    same_att = set(att_a) == set(att_b)
+    names = lambda ks: ", ".join(_kernel_base(k) for k in ks) or "none"
+    rows.append(("attention kernels" + (" (same)" if same_att else " (changed)") + ", time in attention",
+                 f"{names(att_a)}; {_us(ca.get('attention'))}",
+                 f"{'same kernels' if same_att and att_b else names(att_b)}; {_us(cb.get('attention'))}",
+                 _impact(ca.get("attention"), cb.get("attention"))))
+    if ka.get("sdpa_backend") != kb.get("sdpa_backend"):
+        rows.append(("sdpa backend", ka.get("sdpa_backend"), kb.get("sdpa_backend"), None))
+    return rows
+
+
+def _ranked_rows(a: Group, b: Group, share_min: float, change_min: float) -> list[tuple]:
+    """Category shares that moved by 2 points or more, kernels that appeared, disappeared or changed, by impact."""
+    ka, kb, ca, cb = a.kernels, b.kernels, a.kernel_categories, b.kernel_categories
+    cpu = ka.get("device") == "cpu"
+    cat_name = lambda entry: CPU_INDUCTOR if cpu and entry.get("category") == "triton" else entry.get("category")
+    ranked = []
+    for cat in sorted(set(ca) | set(cb)):
+        sa, sb = _d(ca.get(cat)).get("share"), _d(cb.get(cat)).get("share")
+        if cat != "attention" and (sa is None or sb is None or abs(sa - sb) >= 0.02):
+            ranked.append((f"time in category {cat}", _us(ca.get(cat)), _us(cb.get(cat)), _impact(ca.get(cat), cb.get(cat))))
+    ta = {k["name"]: k for k in ka.get("top") or [] if k.get("name")}
+    tb = {k["name"]: k for k in kb.get("top") or [] if k.get("name")}
+    for n in set(tb) - set(ta):
+        if (tb[n].get("share") or 0) >= share_min:
+            ranked.append((f"appeared [{cat_name(tb[n])}]: {shorten(n, 70)}", "-", _us(tb[n]), _impact(None, tb[n])))
+    for n in set(ta) - set(tb):
+        if (ta[n].get("share") or 0) >= share_min:
+            ranked.append((f"disappeared [{cat_name(ta[n])}]: {shorten(n, 70)}", _us(ta[n]), "-", _impact(ta[n], None)))
+    for n in set(ta) & set(tb):
+        a_us, b_us = ta[n].get("per_step_us") or 0, tb[n].get("per_step_us") or 0
+        if a_us and abs(b_us / a_us - 1) >= change_min and max(ta[n].get("share") or 0, tb[n].get("share") or 0) >= share_min:
+            ranked.append((f"changed [{cat_name(ta[n])}]: {shorten(n, 70)}", _us(ta[n]), _us(tb[n]), _impact(ta[n], tb[n])))
+    ranked.sort(key=lambda r: (-abs(r[3] or 0.0), r[0]))
+    return ranked
+
+
 def kernel_diff(a: Group, b: Group, share_min: float = 0.01, change_min: float = 0.2, top: int | None = TOP_UNDERNEATH):
     """How the kernels of B differ from A: (rows, hidden), rows = (what, A, B, B - A us/step). The lm_head GEMM,
     the attention kernels and the SDPA backend come first; then category time shares that moved by 2 points or
     more, kernels that appeared or disappeared (>= share_min of kernel time) and kernels whose per-step time
     changed by change_min or more, ranked by time impact |B - A| per step: the first `top` (None: all), and
     hidden = how many were left out. None when neither side has a kernel profile."""
-    ka, kb = a.kernels, b.kernels
-    if not ka and not kb:
+    if not a.kernels and not b.kernels:
         return None
-    if not ka or not kb:
+    if not a.kernels or not b.kernels:
         return [("kernel profile", a.kernels_reason, b.kernels_reason, None)], 0
-
-    def us(entry: dict | None, with_share: bool = True) -> str:
-        entry = _d(entry)
-        if entry.get("per_step_us") is None:
-            return "-"
-        share = f" ({fmt_pct(entry['share'])})" if with_share and entry.get("share") is not None else ""
-        return f"{entry['per_step_us']:,.0f} us/step{share}"
-
-    def impact(a: dict | None, b: dict | None) -> float | None:
-        a_us, b_us = _d(a).get("per_step_us"), _d(b).get("per_step_us")
-        return None if a_us is None and b_us is None else (b_us or 0.0) - (a_us or 0.0)
-
-    fixed = []
-    la, lb = _d(ka.get("lm_head_gemm")), _d(kb.get("lm_head_gemm"))
-    name = lambda g: shorten(g.get("name") or "not identified", 70)
-    fixed.append(("lm_head GEMM" + (" (changed)" if la.get("name") != lb.get("name") else " (same kernel)"),
-                  f"{name(la)}, {us(la, False)}", f"{name(lb)}, {us(lb, False)}", impact(la, lb)))
-    att_a, att_b = ka.get("attention_kernels") or [], kb.get("attention_kernels") or []
-    ca, cb = a.kernel_categories, b.kernel_categories
-    same_att = set(att_a) == set(att_b)
-    names = lambda ks: ", ".join(_kernel_base(k) for k in ks) or "none"
-    fixed.append(("attention kernels" + (" (same)" if same_att else " (changed)") + ", time in attention",
-                  f"{names(att_a)}; {us(ca.get('attention'))}",
-                  f"{'same kernels' if same_att and att_b else names(att_b)}; {us(cb.get('attention'))}",
-                  impact(ca.get("attention"), cb.get("attention"))))
-    if ka.get("sdpa_backend") != kb.get("sdpa_backend"):
-        fixed.append(("sdpa backend", ka.get("sdpa_backend"), kb.get("sdpa_backend"), None))
-    cpu = ka.get("device") == "cpu"
-
-    def cat_name(entry: dict) -> str:
-        """A kernel's category as RecordView.kernel_categories names it (Inductor's C++ kernels on a CPU)."""
-        cat = entry.get("category")
-        return CPU_INDUCTOR if cpu and cat == "triton" else cat
-
-    ranked = []
-    for cat in sorted(set(ca) | set(cb)):
-        sa, sb = _d(ca.get(cat)).get("share"), _d(cb.get(cat)).get("share")
-        if cat != "attention" and (sa is None or sb is None or abs(sa - sb) >= 0.02):
-            ranked.append((f"time in category {cat}", us(ca.get(cat)), us(cb.get(cat)), impact(ca.get(cat), cb.get(cat))))
-    ta = {k["name"]: k for k in ka.get("top") or [] if k.get("name")}
-    tb = {k["name"]: k for k in kb.get("top") or [] if k.get("name")}
-    for n in set(tb) - set(ta):
-        if (tb[n].get("share") or 0) >= share_min:
-            ranked.append((f"appeared [{cat_name(tb[n])}]: {shorten(n, 70)}", "-", us(tb[n]), impact(None, tb[n])))
-    for n in set(ta) - set(tb):
-        if (ta[n].get("share") or 0) >= share_min:
-            ranked.append((f"disappeared [{cat_name(ta[n])}]: {shorten(n, 70)}", us(ta[n]), "-", impact(ta[n], None)))
-    for n in set(ta) & set(tb):
-        a_us, b_us = ta[n].get("per_step_us") or 0, tb[n].get("per_step_us") or 0
-        if a_us and abs(b_us / a_us - 1) >= change_min and max(ta[n].get("share") or 0, tb[n].get("share") or 0) >= share_min:
-            ranked.append((f"changed [{cat_name(ta[n])}]: {shorten(n, 70)}", us(ta[n]), us(tb[n]), impact(ta[n], tb[n])))
-    ranked.sort(key=lambda r: (-abs(r[3] or 0.0), r[0]))
+    ranked = _ranked_rows(a, b, share_min, change_min)
     shown = ranked if top is None else ranked[:top]
-    return fixed + shown, len(ranked) - len(shown)
+    return _fixed_rows(a, b) + shown, len(ranked) - len(shown)
