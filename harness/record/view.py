@@ -65,6 +65,16 @@ def _dict(value) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+# The schema types these fields, so a record read through harness.record.io has them right; a view of a dict that
+# was not (a test's, a script's) still never hands a list where a caller sorts, hashes or multiplies.
+def _int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _text(value) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 class RecordView:
     """Read-only accessors over one record dict (the dict itself is not copied; nothing here changes it)."""
 
@@ -148,7 +158,7 @@ class RecordView:
 
     @property
     def torch_version(self) -> str | None:
-        return _dict(self.environment.get("torch")).get("version")
+        return _text(_dict(self.environment.get("torch")).get("version"))
 
     @property
     def rerun_command(self) -> str | None:
@@ -158,7 +168,7 @@ class RecordView:
     @property
     def torch_threads(self) -> int | None:
         """The torch thread count the worker set (environment.threads.torch)."""
-        return _dict(self.environment.get("threads")).get("torch")
+        return _int(_dict(self.environment.get("threads")).get("torch"))
 
     @property
     def machine(self) -> dict:
@@ -263,12 +273,12 @@ class RecordView:
     @property
     def tokens_per_step(self) -> int | None:
         """summary.tokens_per_step, else batch_size x seq_len x grad_accum from the workload."""
-        tps = self.summary.get("tokens_per_step")
+        tps = _int(self.summary.get("tokens_per_step"))
         if tps:
             return tps
-        w = self.workload
-        if w.get("batch_size") and w.get("seq_len"):
-            return w["batch_size"] * w["seq_len"] * (w.get("grad_accum") or 1)
+        batch, seq_len, accum = (_int(self.workload.get(k)) for k in ("batch_size", "seq_len", "grad_accum"))
+        if batch and seq_len:
+            return batch * seq_len * (accum or 1)
         return None
 
     def memory(self, metric: str) -> int | None:
