@@ -6,13 +6,15 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from hostile import FORMULA, PAYLOAD, write_hostile
+from hostile import CPU_RECORDS, FORMULA, PAYLOAD, WRONG_TYPES, field_paths, with_value, write_hostile
 from module_cli import ROOT, run_module
 
 from harness import compare
@@ -380,3 +382,107 @@ def test_an_env_that_does_not_exist_is_refused(tmp_path):
     p = run_module("harness.run", "--env", "nosuchenv", "--out", out, timeout=60)
     assert p.returncode == 2 and "--env nosuchenv: no such env" in p.stderr.strip().splitlines()[-1]
     assert not out.exists()
+
+
+def test_wrong_typed_fields_never_crash_compare_or_report(tmp_path, capsys):
+    """Class 3 of issue 31: every field of a CPU and a GPU record given a value of each other JSON type. The schema
+    refuses it (the file is left out with one warning naming the file and the field) or compare (every format) and
+    report read it without a traceback; the rest is compared."""
+    from harness.record import io as record_io
+    from harness.record.model import RecordError
+
+    sources = [CPU_RECORDS / "20261123T011151Z-torch212-seed-ladder-fp32-r0-2d048b.json",
+               ROOT / "results/gpu-h100-80gb-hbm3/ladder/20261123T081330Z-local-seed-ladder-tf32-r0-1ed9a9.json"]
+    good = tmp_path / "good"
+    good.mkdir()
+    for s in [*sources, CPU_RECORDS / "20261123T012147Z-latest-seed-ladder-fp32-r0-436177.json"]:
+        shutil.copy(s, good)
+    passing, refused = tmp_path / "passing", []
+    passing.mkdir()
+    for source in sources:
+        record = json.loads(source.read_text())
+        for path in list(field_paths(record))[1:]:
+            for value in WRONG_TYPES:
+                if type(value) is type(_at(record, path)) or path[0] == "schema_version":
+                    continue
+                bad = with_value(record, path, value)
+                bad["run_id"] = f"{record['run_id']}-{len(refused)}-{len(list(passing.iterdir()))}"
+                try:
+                    record_io.validate(record_io.migrate(bad))
+                except RecordError as exc:
+                    refused.append((path, str(exc)))
+                    continue
+                (passing / f"{bad['run_id']}.json").write_text(json.dumps(bad))
+    assert len(refused) > 500 and all(str(p[-1]) in why for p, why in refused if not isinstance(p[-1], int))
+    for fmt in ("text", "markdown", "csv", "json"):
+        assert compare.main([str(good), str(passing), "--detail", "--format", fmt]) == 0, fmt
+    assert report_main.main([str(good), str(passing), "-o", str(tmp_path / "report")]) == 0
+    capsys.readouterr()
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "bad.json").write_text(json.dumps(with_value(json.loads(sources[0].read_text()), ("workload", "batch_size"), "4")))
+    assert compare.main([str(good), str(one)]) == 0
+    out, err = capsys.readouterr()
+    assert err.count("warning:") == 1 and "bad.json: skipped: workload/batch_size: '4' is not of type" in err
+
+
+def _at(record, path):
+    for key in path:
+        record = record[key]
+    return record
+
+
+def test_markdown_from_a_record_links_nothing_as_github_renders_it(tmp_path, capsys):
+    """Class 1 of issue 31: record text with a link reference definition, bare URLs, www. and email addresses in
+    env, rung, plan, CPU model and notes: report.md and compare --format markdown, rendered as GitHub renders them,
+    have no link or image that a record made (no href or src naming the record's host)."""
+    from hostile import LIVE_MARKDOWN, gfm_html
+
+    def edit(r):
+        for key in ("env", "rung", "plan"):
+            r[key] += LIVE_MARKDOWN
+        r["environment"]["env_name"] = r["env"]
+        r["environment"]["cpu"]["model"] += LIVE_MARKDOWN
+        r["notes"] = [LIVE_MARKDOWN]
+    records = write_hostile(tmp_path / "records", edit=edit, limit=4)
+    assert report_main.main([str(records), "-o", str(tmp_path / "r")]) == 0
+    texts = [(tmp_path / "r" / "report.md").read_text()]
+    for args in ([], ["--detail"], ["--table", "ladder"]):
+        assert compare.main([str(records), "--format", "markdown", *args]) == 0
+        texts.append(capsys.readouterr().out)
+    for text in texts:
+        html = gfm_html(text)
+        assert "evil.example" in html  # shown, as text
+        assert not re.search(r"(href|src)=\"[^\"]*evil", html), re.findall(r"<(?:a|img) [^>]*evil[^>]*>", html)[:3]
+
+
+def test_csv_title_lines_hold_no_formula(tmp_path, capsys):
+    """Class 2 of issue 31: a name with a comma, a quote and a formula splits no '# title' line into a formula cell."""
+    def edit(r):
+        r["env"] = r["environment"]["env_name"] = "x,=cmd|' /C calc'!A0"
+        r["plan"] = 'p," =1+2",+sum'
+    records = write_hostile(tmp_path, edit=edit, limit=4)
+    assert compare.main([str(records), "--format", "csv"]) == 0
+    rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+    assert any(row and row[0].startswith("# ") for row in rows)
+    cells = [c.strip() for row in rows for c in row]
+    assert "'=cmd|' /C calc'!A0" in " ".join(cells)
+    assert not any(c.startswith(("=", "+", "@")) for c in cells), [c for c in cells if c.startswith(("=", "+", "@"))]
+
+
+def test_a_lone_surrogate_is_shown_as_an_escape(tmp_path):
+    """Class 4 of issue 31: a lone surrogate in a record's text: compare (every format) and report print it as
+    \\ud800, exit 0, no traceback."""
+    from hostile import SURROGATE
+
+    def edit(r):
+        r["env"] = r["environment"]["env_name"] = r["env"] + SURROGATE
+        r["rung"] += SURROGATE
+        r["environment"]["cpu"]["model"] += SURROGATE
+    records = write_hostile(tmp_path / "records", edit=edit, limit=4)
+    for fmt in ("text", "markdown", "csv", "json"):
+        p = run_module("harness.compare", records, "--format", fmt, "--detail", timeout=120)
+        assert p.returncode == 0 and "\\ud800" in p.stdout and not p.stderr, (fmt, p.stderr[-300:])
+    p = run_module("harness.report", records, "-o", tmp_path / "r", timeout=300)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-300:]
+    assert "\\ud800" in (tmp_path / "r" / "report.md").read_text() and "\\ud800" in (tmp_path / "r" / "report.html").read_text()
