@@ -486,3 +486,42 @@ def test_a_lone_surrogate_is_shown_as_an_escape(tmp_path):
     p = run_module("harness.report", records, "-o", tmp_path / "r", timeout=300)
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-300:]
     assert "\\ud800" in (tmp_path / "r" / "report.md").read_text() and "\\ud800" in (tmp_path / "r" / "report.html").read_text()
+
+
+def _yaml_command(kind: str, tmp_path: Path) -> tuple[Path, list[str], dict]:
+    """Where a plan, a cluster config or an env spec goes, the command that reads it, and its environment."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if kind == "plan":
+        return tmp_path / "in.yaml", ["-m", "harness.run", "--plan", str(tmp_path / "in.yaml"),
+                                      "--out", str(tmp_path / "out")], env
+    if kind == "cluster config":
+        return tmp_path / "in.yaml", ["-m", "harness.cluster", "slurm", "submit", "--envs", "latest", "--gpus",
+                                      "a100", "--dry-run", "--results", str(tmp_path / "out"), "--cluster-config",
+                                      str(tmp_path / "in.yaml")], env
+    (tmp_path / "envs" / "x").mkdir(parents=True)
+    return tmp_path / "envs" / "x" / "env.yaml", ["-m", "harness.envs", "show", "x"], \
+        {**env, "HARNESS_ENVS_DIR": str(tmp_path / "envs")}
+
+
+@pytest.mark.parametrize("kind", ["plan", "cluster config", "env spec"])
+@pytest.mark.parametrize("content, message", [
+    ("name: deep\nrungs: " + "[" * 30_000 + "\n", "nested deeper than 64 levels"),
+    (b"name: caf\xe9\nrungs:\n  - name: r\n", "not UTF-8 (invalid continuation byte at byte 9)"),
+    (300 * 2**20, "larger than 1 MiB"),  # a sparse file of 300 MB: refused from its size, not read
+])
+def test_yaml_that_is_deep_not_utf8_or_huge_is_refused_in_one_line(tmp_path, kind, content, message):
+    """Classes 5 and 6 of issue 31: a plan, cluster config or env spec nested 30,000 deep, in Latin-1, or of 300 MB:
+    refused with one line naming the file (exit 2 for the options harness.run and harness.cluster take), never a
+    traceback; the 300 MB file under a 300 MB memory limit, so reading it whole would fail."""
+    path, args, env = _yaml_command(kind, tmp_path)
+    if isinstance(content, int):
+        path.touch()
+        os.truncate(path, content)
+    else:
+        path.write_bytes(content.encode() if isinstance(content, str) else content)
+    p = subprocess.run(["bash", "-c", 'ulimit -v 300000; exec "$@"', "-", sys.executable, *args], check=False,
+                       cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.stdout.strip().splitlines()[-1]
+    assert "Traceback" not in p.stderr + p.stdout and message in last and "refused" in last, p.stderr[-400:] + p.stdout[-400:]
+    assert p.returncode == (1 if kind == "env spec" else 2)
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())

@@ -32,7 +32,7 @@ from harness.record.view import RecordView
 from harness.request import USAGE_ERRORS, OptionError, build_points, check_values
 from harness.run import parse_request
 from harness.textsafe import ScriptValueError, script_line
-from harness.yamlfile import YamlTooLarge, load_yaml
+from harness.yamlfile import YamlRefused, load_yaml, read_yaml_text
 
 CONFIG_PATH = Path(__file__).with_name("cluster.yaml")
 MANIFEST_DIR = ".cluster"
@@ -51,10 +51,10 @@ def load_config(path: str | os.PathLike | None = None) -> dict:
     if path is None:
         return config
     try:
-        user = load_yaml(Path(path).read_text())
+        user = load_yaml(read_yaml_text(path))
     except OSError as exc:
         raise ClusterError(f"--cluster-config {path}: {exc.strerror}") from None
-    except YamlTooLarge as exc:
+    except YamlRefused as exc:
         raise ClusterError(f"--cluster-config {path}: refused: {exc}") from None
     except yaml.YAMLError as exc:
         raise ClusterError(f"--cluster-config {path}: not valid YAML ({str(exc).splitlines()[0]})") from None

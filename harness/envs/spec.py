@@ -81,12 +81,12 @@ def parse_spec(text: str, source: str = "<spec>") -> dict:
         raise SpecError(f"{source}: reading a spec needs PyYAML, which {sys.executable} lacks "
                         "(pip install pyyaml; nox installs it for its noxfile itself)") from None
 
-    from harness.yamlfile import YamlTooLarge, load_yaml
+    from harness.yamlfile import YamlRefused, load_yaml
 
     try:
+        data = load_yaml(text)  # bounded: no alias expansion without end, no nesting that overflows the stack
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = load_yaml(text)  # bounded: no alias expansion without end
-    except YamlTooLarge as exc:
+    except YamlRefused as exc:
         raise SpecError(f"{source}: refused: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -112,13 +112,25 @@ def spec_names(directory: Path | None = None) -> list[str]:
     return sorted(p.parent.name for p in directory.glob("*/env.yaml"))
 
 
+def _read_spec_text(path: Path) -> str:
+    """A spec file's text, its size checked before it is read, UTF-8 (SpecError otherwise)."""
+    from harness.yamlfile import YamlRefused, read_yaml_text
+
+    try:
+        return read_yaml_text(path)
+    except YamlRefused as exc:
+        raise SpecError(f"{path}: refused: {exc}") from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+
+
 def load_spec(name: str, directory: Path | None = None) -> EnvSpec:
     directory = directory or envs_dir()
     path = directory / name / "env.yaml"
     if not path.is_file():
         known = ", ".join(spec_names(directory)) or "none"
         raise SpecError(f"no environment {name!r} (no {path}); known: {known}")
-    spec = validate_spec(parse_spec(path.read_text(), str(path)), name, str(path))
+    spec = validate_spec(parse_spec(_read_spec_text(path), str(path)), name, str(path))
     return EnvSpec(**{**spec.__dict__, "path": path})
 
 
