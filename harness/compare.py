@@ -20,7 +20,7 @@ from harness.analysis.tables import registry
 from harness.analysis.tables.registry import TABLES
 from harness.analysis.tables.underneath import TOP_UNDERNEATH
 from harness.analysis.verdict import verdict
-from harness.output import OutputError, emit, fail
+from harness.output import OutputError, emit, fail, run_main
 from harness.render import header_lines, more_lines, render_csv, render_json, render_text, verdict_lines
 from harness.textsafe import markdown, terminal
 
@@ -114,4 +114,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("python -m harness.compare", main))  # Ctrl-C or SIGTERM: one line, exit 130/143, no half-written file

@@ -9,6 +9,7 @@ import json
 import re
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -525,3 +526,47 @@ def test_yaml_that_is_deep_not_utf8_or_huge_is_refused_in_one_line(tmp_path, kin
     assert "Traceback" not in p.stderr + p.stdout and message in last and "refused" in last, p.stderr[-400:] + p.stdout[-400:]
     assert p.returncode == (1 if kind == "env spec" else 2)
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_while_the_report_is_written_leaves_nothing(hostile, tmp_path, monkeypatch, capsys, signum):
+    """Class 7 of issue 31: Ctrl-C or SIGTERM arriving while report's files are written (the signal sent for real,
+    after the first file reached the disk): one line, exit 128 + the signal, no temp file, no report file."""
+    from harness import output
+
+    real, calls = os.fsync, []
+
+    def fsync(fd):
+        calls.append(fd)
+        real(fd)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signum)
+
+    monkeypatch.setattr(output.os, "fsync", fsync)
+    out = tmp_path / "r"
+    code = output.run_main("python -m harness.report", lambda: report_main.main([str(hostile), "-o", str(out)]))
+    err = capsys.readouterr().err.strip()
+    assert code == 128 + signum and calls
+    assert err.splitlines()[-1] == f"python -m harness.report: stopped by {signal.Signals(signum).name}; no output " \
+                                   "file is left half-written"
+    assert not list(out.iterdir())
+
+
+@pytest.mark.parametrize("module", [compare, report_main])
+def test_a_stop_signal_during_the_analysis_is_one_line(hostile, tmp_path, monkeypatch, capsys, module):
+    """Class 7 of issue 31: Ctrl-C during compare's or report's analysis: one line, exit 130, nothing written."""
+    from harness import output
+    from harness.analysis import options
+
+    real = options.load
+
+    def load(*args, **kwargs):  # the signal arrives while the records are read
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(options, "load", load)
+    out = tmp_path / "r"
+    code = output.run_main("python -m x", lambda: module.main([str(hostile), *(["-o", str(out)] if module is report_main else [])]))
+    captured = capsys.readouterr()
+    assert code == 130 and captured.err.strip() == "python -m x: stopped by SIGINT; no output file is left half-written"
+    assert not captured.out and not out.exists()

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from harness.compare import analyse_or_exit, common_parser
-from harness.output import OutputError, emit, fail
+from harness.output import OutputError, emit, fail, run_main
 from harness.report import document, outline
 from harness.textsafe import terminal
 
@@ -36,4 +36,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("python -m harness.report", main))  # Ctrl-C or SIGTERM: one line, exit 130/143, no half-written file
