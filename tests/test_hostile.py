@@ -570,3 +570,63 @@ def test_a_stop_signal_during_the_analysis_is_one_line(hostile, tmp_path, monkey
     captured = capsys.readouterr()
     assert code == 130 and captured.err.strip() == "python -m x: stopped by SIGINT; no output file is left half-written"
     assert not captured.out and not out.exists()
+
+
+def _fake_torch_wheel(folder: Path, version: str, tag: str = "py3-none-any") -> Path:
+    """A small installable wheel that calls itself torch `version` (a module and its dist-info)."""
+    import base64
+    import hashlib
+    import zipfile
+
+    info = f"torch-{version}.dist-info"
+    files = {"torch/__init__.py": f"__version__ = {version!r}\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n",
+             f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tag}\n"}
+    record = "".join(f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},"
+                     f"{len(text.encode())}\n" for name, text in files.items()) + f"{info}/RECORD,,\n"
+    path = folder / f"torch-{version}-{tag}.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in {**files, f"{info}/RECORD": record}.items():
+            z.writestr(name, text)
+    return path
+
+
+def test_a_wheel_folder_installs_torch_from_the_folder_alone_and_says_which_wheel(tmp_path, monkeypatch):
+    """Class 8 of issue 31: bisect --find-links DIR installs torch from DIR alone (--no-index: an index's build of the
+    same version never wins), its dependencies from the folder and then the index (said in the record), and the
+    record names the wheel file and its sha256. Run for real on a small wheel (offline: a step that would reach an
+    index is recorded, not run)."""
+    import hashlib
+
+    from harness import envinfo
+    from harness.bisect.candidates import Candidate, candidate_spec
+    from harness.envs import install as install_mod
+
+    if install_mod.find_uv() is None:
+        pytest.skip("needs uv")
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    wheel = _fake_torch_wheel(folder, "2.1.2+cpu")
+    _fake_torch_wheel(folder, "2.1.1")  # another version beside it
+    spec = candidate_spec(Candidate("2.1.2"), f"{sys.version_info.major}.{sys.version_info.minor}")
+    venv = tmp_path / "venv"
+    real, skipped = subprocess.run, []
+
+    def run(cmd, **kwargs):  # the venv and the folder-alone torch step run; a step that may reach an index does not
+        if "venv" in cmd or "--no-index" in cmd:
+            return real(cmd, **kwargs)
+        skipped.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(install_mod.subprocess, "run", run)
+    install_mod.install(spec, venv, ROOT, find_links=folder)
+    torch_step = [c for c in install_mod.folder_install_steps(spec, ["pip"], folder)][0]
+    assert torch_step[1:] == [spec.torch_requirement, "--no-index", "--find-links", str(folder), "--no-deps"]
+    assert "--no-index" not in skipped[0] and spec.torch_requirement in skipped[0] and "--find-links" in skipped[0]
+    installed = real([str(venv / "bin" / "python"), "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                     text=True, check=True)
+    assert installed.stdout.strip() == "2.1.2+cpu"  # the folder's build
+    assert envinfo.torch_source(str(venv)) == {
+        "folder": str(folder), "file": wheel.name, "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
+        "dependencies": "the folder, then the default index"}
+    assert envinfo.torch_source(str(tmp_path)) is None  # a torch from an index: no such entry
