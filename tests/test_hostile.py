@@ -630,3 +630,36 @@ def test_a_wheel_folder_installs_torch_from_the_folder_alone_and_says_which_whee
         "folder": str(folder), "file": wheel.name, "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
         "dependencies": "the folder, then the default index"}
     assert envinfo.torch_source(str(tmp_path)) is None  # a torch from an index: no such entry
+
+
+def test_no_pattern_ends_at_a_dollar_that_passes_a_trailing_newline():
+    """Class 9 of issue 31: '$' also matches before a final newline, so '2.1.2\\n' passed the version check. Every
+    regular expression in harness/ and gpt/ that checks a value is anchored at the true end (\\Z or fullmatch)."""
+    import ast
+
+    offenders = []
+    for path in sorted([*(ROOT / "harness").rglob("*.py"), *(ROOT / "gpt").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in
+                    ("compile", "match", "search", "fullmatch") and getattr(node.func.value, "id", None) == "re"
+                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+                    and node.args[0].value.endswith("$") and not node.args[0].value.endswith("\\$")
+                    and "MULTILINE" not in ast.dump(node)):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders
+
+
+@pytest.mark.parametrize("field, value", [("torch", "2.1.2\n"), ("python", "3.11\n"), ("cuda", "12.1\n")])
+def test_a_trailing_newline_is_no_version(tmp_path, field, value):
+    """Class 9 of issue 31: --at '2.1.2\\n' and an env.yaml value with a trailing newline are refused in one line."""
+    from harness.envs.spec import SpecError, load_spec
+
+    p = run_module("harness.bisect", "--at", "2.1.2\n", "--rung", "bf16", "--out", tmp_path / "b", timeout=60)
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "neither an env name" in p.stderr
+    assert "--at '2.1.2\\n'" in p.stderr
+    (tmp_path / "envs" / "x").mkdir(parents=True)
+    spec = {"name": "x", "description": "d", "torch": "2.1.2", "cuda": "12.1", "index_url": None, "pre": False,
+            "python": "3.11", "extra_pins": [], "base_image": None, "base_image_digest": None, field: value}
+    (tmp_path / "envs" / "x" / "env.yaml").write_text(json.dumps(spec))  # JSON is YAML
+    with pytest.raises(SpecError, match=field):
+        load_spec("x", tmp_path / "envs")

@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     if not args.at and not (args.good and args.bad):
         parser.error("--good and --bad are required (or --at for one build)")
     try:
-        python = args.python or _default_python(args.at or args.good)
+        python = args.python or _default_python(args.at or args.good, "at" if args.at else "good")
         cands = ([candidate_at(args.at, python, args.index_url, args.find_links)] if args.at else
                  candidates_between(args.good, args.bad, python, args.index_url, args.find_links))
     except CandidateError as exc:
@@ -162,8 +162,9 @@ def main(argv=None) -> int:
     return 0 if result.outcome in ("boundary", "no difference", "landscape") else 1
 
 
-def _default_python(good: str) -> str:
-    _version, spec = resolve_end(good, "good")
+def _default_python(end: str, what: str) -> str:
+    """The Python of the env that `end` names (--at or --good), else this interpreter's version."""
+    _version, spec = resolve_end(end, what)
     return spec.python if spec and spec.python else f"{sys.version_info.major}.{sys.version_info.minor}"
 
 

@@ -20,12 +20,12 @@ NIGHTLY = "nightly"
 
 FIELDS = ("name", "description", "torch", "cuda", "index_url", "pre", "python", "extra_pins", "base_image",
           "base_image_digest")
-VERSION = re.compile(r"^\d+\.\d+\.\d+((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?(\+[A-Za-z0-9.]+)?$")
-CUDA = re.compile(r"^\d+\.\d+$")
-PYTHON = re.compile(r"^3\.\d+$")
-PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]+\])?\s*(===|==|!=|~=|<=|>=|<|>)\s*([A-Za-z0-9.*+!_-]+)$")
-IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/-]*(:\d+)?[a-z0-9._/-]*:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+VERSION = re.compile(r"^\d+\.\d+\.\d+((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?(\+[A-Za-z0-9.]+)?\Z")
+CUDA = re.compile(r"^\d+\.\d+\Z")
+PYTHON = re.compile(r"^3\.\d+\Z")
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]+\])?\s*(===|==|!=|~=|<=|>=|<|>)\s*([A-Za-z0-9.*+!_-]+)\Z")
+IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/-]*(:\d+)?[a-z0-9._/-]*:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 ENV_NAME = re.compile(r"[a-z][a-z0-9]*")  # it becomes bench-<name>, envs/<name> and part of record file names
 
 
