@@ -29,11 +29,11 @@ from pathlib import Path
 
 from harness import envinfo, nvml
 from harness.lifeline import RUNNER_PID_VAR
-from harness.signals import STOP_SIGNALS, Interrupted, stop_on_signals  # noqa: F401 - launcher.* names
 from harness.progress import Progress, finished_lines, point_label, progress_line
 from harness.record.io import read_record, write_record
 from harness.record.model import RecordError
 from harness.request import Point, RunRequest, rerun_command
+from harness.signals import STOP_SIGNALS, Interrupted, stop_on_signals  # noqa: F401 - launcher.* names
 from harness.worker_spec import WorkerSpec
 
 DRAIN_S = 3.0  # after a worker exits, how long a leftover child may hold its pipes before the group is killed

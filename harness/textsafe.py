@@ -12,6 +12,8 @@ output is made harmless. Records travel between people and clusters, so every st
   file_part(s)    a piece of a file name: letters, digits, '.', '_', '-' only, never '.' or '..'
   script_value(v, what)   a value for a generated script (sbatch, Dockerfile): refused with a newline or a
                   control character (ScriptValueError), else shell-quoted where it needs it
+  script_command(v, what) a command as words (a cluster config's nox): each word quoted; refused with a shell
+                  operator, a control character or an unbalanced quote
 
 The renderers (harness.render, harness.report, harness.compare, harness.cluster) call these on everything
 they output; nothing else in the harness has to care. No imports beyond the standard library.
@@ -121,6 +123,26 @@ def script_value(value, what: str) -> str:
         raise ScriptValueError(f"{what} {terminal(text)!r}: a control character ({_escape(bad)}) cannot go into a "
                                "generated script")
     return shlex.quote(text)
+
+
+def script_command(value, what: str) -> str:
+    """A command given as words (a cluster config's `nox: python3 -m nox`) for a generated script: each word
+    shell-quoted, so it runs that one command; ScriptValueError if it holds a control character, a shell operator
+    (; & | < > ( ): a second command, a redirection) or an unbalanced quote."""
+    text = str(value)
+    script_value(text, what)  # no newline or control character
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise ScriptValueError(f"{what} {terminal(text)!r}: {exc}") from None
+    operators = [tok for tok in tokens if tok and set(tok) <= set("();<>|&")]
+    if operators or not words:
+        raise ScriptValueError(f"{what} {terminal(text)!r}: one command and its arguments"
+                               + (f", no shell operator ({operators[0]})" if operators else ""))
+    return shlex.join(words)
 
 
 def script_line(value, what: str) -> str:

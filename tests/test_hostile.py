@@ -6,8 +6,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -423,7 +423,7 @@ def test_wrong_typed_fields_never_crash_compare_or_report(tmp_path, capsys):
     one.mkdir()
     (one / "bad.json").write_text(json.dumps(with_value(json.loads(sources[0].read_text()), ("workload", "batch_size"), "4")))
     assert compare.main([str(good), str(one)]) == 0
-    out, err = capsys.readouterr()
+    _out, err = capsys.readouterr()
     assert err.count("warning:") == 1 and "bad.json: skipped: workload/batch_size: '4' is not of type" in err
 
 
@@ -620,7 +620,7 @@ def test_a_wheel_folder_installs_torch_from_the_folder_alone_and_says_which_whee
 
     monkeypatch.setattr(install_mod.subprocess, "run", run)
     install_mod.install(spec, venv, ROOT, find_links=folder)
-    torch_step = [c for c in install_mod.folder_install_steps(spec, ["pip"], folder)][0]
+    torch_step = install_mod.folder_install_steps(spec, ["pip"], folder)[0]
     assert torch_step[1:] == [spec.torch_requirement, "--no-index", "--find-links", str(folder), "--no-deps"]
     assert "--no-index" not in skipped[0] and spec.torch_requirement in skipped[0] and "--find-links" in skipped[0]
     installed = real([str(venv / "bin" / "python"), "-c", "import torch; print(torch.__version__)"], capture_output=True,
@@ -663,3 +663,44 @@ def test_a_trailing_newline_is_no_version(tmp_path, field, value):
     (tmp_path / "envs" / "x" / "env.yaml").write_text(json.dumps(spec))  # JSON is YAML
     with pytest.raises(SpecError, match=field):
         load_spec("x", tmp_path / "envs")
+
+
+@pytest.mark.parametrize("payload", ["x; touch {mark}", "x$(touch {mark})", "x`touch {mark}`", "x && touch {mark}",
+                                     "x\ntouch {mark}"])
+@pytest.mark.parametrize("runner", ["nox", "container"])
+def test_no_cluster_config_value_runs_as_a_command(tmp_path, capsys, payload, runner):
+    """Class 10 of issue 31: every slurm value of a cluster config (but `setup`, which is shell by design) goes into
+    the sbatch script as words that run nothing, or is refused (exit 2). Each script is run for real by bash, with
+    every command it calls a stub and `touch` a stub that leaves the mark."""
+    from harness.cluster import __main__ as cluster_main
+
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    mark = tmp_path / "PWNED"
+    for name in ("mkdir", "flock", "hostname", "srun", "nox"):
+        (stubs / name).write_text("#!/bin/sh\nexit 0\n")
+    (stubs / "touch").write_text(f"#!/bin/sh\necho ran > {mark}\n")
+    for stub in stubs.iterdir():
+        stub.chmod(0o755)
+    value = payload.format(mark=mark)
+    slurm = {"runner": runner, "nox": "nox"}
+    keys = ["partition", "time", "cpus_per_task", "mem", "nox", "container_image", "container_results", "gpu_types",
+            "sbatch_options", "gpu_select"]
+    for key in keys:
+        config = {**slurm, key: {"a100": value} if key == "gpu_types" else [value] if key == "sbatch_options" else value}
+        path = tmp_path / f"{key}.yaml"
+        path.write_text(json.dumps({"slurm": config}))
+        try:
+            code = cluster_main.main(["slurm", "submit", "--envs", "latest", "--gpus", "a100", "--dry-run",
+                                      "--results", str(tmp_path / "results"), "--cluster-config", str(path)])
+        except SystemExit as exc:  # the parser's usage error
+            code = exc.code
+        out, err = capsys.readouterr()
+        if code == 2:
+            assert "Traceback" not in err and f"slurm.{key}" in err.strip().splitlines()[-1], (key, err)
+            continue
+        assert code == 0, (key, err[-300:])
+        script = out[out.index("#!/bin/bash"):]
+        subprocess.run([shutil.which("bash"), "-c", script], env={"PATH": str(stubs), "SLURM_ARRAY_TASK_ID": "0"}, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60, check=False)
+        assert not mark.exists(), (key, script)
