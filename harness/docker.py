@@ -119,9 +119,9 @@ def build(name: str, tag: str | None = None, no_cache: bool = False, build_args:
 
 
 def run(name: str, runner_args: list[str], results: Path, gpus: bool = True, tag: str | None = None) -> int:
+    c = client()  # first: without the docker SDK or an engine, one line (DockerError), as for build
     import docker
 
-    c = client()
     tag = tag or f"envs/{name}"
     try:
         image = c.images.get(tag)

@@ -704,3 +704,17 @@ def test_no_cluster_config_value_runs_as_a_command(tmp_path, capsys, payload, ru
         subprocess.run([shutil.which("bash"), "-c", script], env={"PATH": str(stubs), "SLURM_ARRAY_TASK_ID": "0"}, cwd=tmp_path,
                        capture_output=True, text=True, timeout=60, check=False)
         assert not mark.exists(), (key, script)
+
+
+@pytest.mark.parametrize("args", [["run", "latest"], ["run", "latest", "--no-gpus"], ["build", "latest"]])
+def test_docker_commands_without_the_docker_sdk_say_so_in_one_line(tmp_path, args):
+    """Class 11 of issue 31: every harness.docker command that needs the docker SDK, where it is not installed: one
+    line naming it, exit 2, no traceback."""
+    blocker = tmp_path / "blocker"
+    (blocker / "docker").mkdir(parents=True)
+    (blocker / "docker" / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'docker'\", name='docker')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), str(ROOT)])}
+    p = subprocess.run([sys.executable, "-m", "harness.docker", *args, "--results", str(tmp_path / "r")]
+                       if args[0] == "run" else [sys.executable, "-m", "harness.docker", *args], check=False,
+                       cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 2 and p.stderr.strip() == "the docker SDK is not installed (pip install docker)", p.stderr
