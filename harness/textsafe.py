@@ -3,9 +3,10 @@ output is made harmless. Records travel between people and clusters, so every st
 
   terminal(s)     control characters (ESC, BEL, CR, ...), bidi overrides and lone surrogates shown as \\x1b-style
                   escapes
-  markdown(s)     also no raw HTML, no links or images: '<' as &lt;, '](' and '][' broken, no link reference
-                  definition ('[' at a line's start escaped), no GFM autolink ('www\\.', 'https\\://', an email
-                  address as code); markdown_cell: also '|'
+  one_line(s)     terminal(), and newlines shown as \\n: a file name in a one-line message
+  markdown(s)     also one line (a newline as a space), no raw HTML, no links or images: '<' as &lt;, '](' and
+                  '][' broken, no link reference definition ('[' at a line's start escaped), no GFM autolink
+                  ('www\\.', 'https\\://', an email address as code); markdown_cell: also '|'
   csv_cell(v)     a text cell a spreadsheet would run as a formula (= + - @ tab CR first) gets a leading '
   csv_comment(s)  a '# title' line above a CSV table: one line, no piece between commas a formula or a quote
   chart_text(s)   terminal(s) with '$' escaped (matplotlib's mathtext)
@@ -52,11 +53,17 @@ def terminal(text) -> str:
     return _CONTROL.sub(_escape, str(text))
 
 
+def one_line(text) -> str:
+    """terminal(), and line breaks shown as \\n (\\r is already an escape): text that must stay on its line, such as a
+    file name in a warning (a name with a newline would print a second, forged 'warning:' line)."""
+    return terminal(text).replace("\n", "\\n").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
 def markdown(text) -> str:
     """Text safe inside Markdown: terminal(), and no raw HTML ('<' as &lt;), no inline or reference links and
     no images ('](' and '][' broken with a backslash), no link reference definition, no autolink, so a record cannot
     add a script, a javascript: link, a link or an external image (a tracking beacon) to a report."""
-    text = terminal(text).replace("<", "&lt;")
+    text = terminal(text).replace("<", "&lt;").replace("\n", " ")  # on its line: a title stays one title
     text = text.replace("](", "]\\(").replace("][", "]\\[")
     text = _LINE_START_BRACKET.sub(lambda m: m.group(1) + "\\[", text)
     # 'www\\.' and 'https\\:' read the same and link nothing; an email is linked even through escapes and

@@ -718,3 +718,25 @@ def test_docker_commands_without_the_docker_sdk_say_so_in_one_line(tmp_path, arg
                        if args[0] == "run" else [sys.executable, "-m", "harness.docker", *args], check=False,
                        cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 2 and p.stderr.strip() == "the docker SDK is not installed (pip install docker)", p.stderr
+
+
+def test_a_newline_in_a_file_name_or_a_record_forges_no_line(tmp_path, capsys):
+    """Class 12 of issue 31: a record file named 'bad<newline>warning: forged line.json', and env, rung and plan names
+    with a newline: compare (text, markdown; --detail and the left-out table) starts no line with the forged text;
+    each name stays on its line (or its table cell), its newline shown as \\n."""
+    def edit(r):
+        for key in ("env", "rung", "plan"):
+            r[key] += f"\nwarning: forged {key}"
+        r["environment"]["env_name"] = r["env"]
+    records = tmp_path / "records"
+    records.mkdir()
+    for path in sorted(CPU_RECORDS.glob("*.json"))[:4]:
+        r = json.loads(path.read_text())
+        edit(r)
+        (records / path.name).write_text(json.dumps(r))
+    (records / "bad\nwarning: forged file.json").write_text("{}")
+    for args in ([], ["--detail"], ["--table", "left-out"], ["--format", "markdown", "--detail"]):
+        assert compare.main([str(records), *args]) == 0
+        out, err = capsys.readouterr()
+        assert not re.search(r"(?m)^[ |`-]*warning: forged", out + err), args
+        assert "bad\\nwarning: forged file.json" in err

@@ -20,6 +20,7 @@ from harness.analysis.devices import aliases, device_alias
 from harness.analysis.group import Group
 from harness.record.io import BadFile, iter_records
 from harness.record.view import RecordView
+from harness.textsafe import one_line
 
 
 def torch_version_key(version: str | None) -> tuple:
@@ -132,9 +133,11 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
     left_out, seen, kept = [], {}, []
 
     def leave_out(what, why: str, kind: str, skipped: bool = True) -> None:
-        """One warning line and one "left out" entry, both from (what, why)."""
+        """One warning line and one "left out" entry, both from (what, why), each on one line (a file name or a
+        record's text with a newline forges no second 'warning:' line)."""
+        what, why = one_line(what), one_line(why)
         warn(f"warning: {what}: {'skipped: ' if skipped else ''}{why}")
-        left_out.append(LeftOut(str(what), why, kind))
+        left_out.append(LeftOut(what, why, kind))
 
     def unreadable(bad: BadFile) -> None:
         if bad.path is None:  # the one line for the bad files past those iter_records names

@@ -22,6 +22,7 @@ from pathlib import Path
 from gpt.config import SIZE_BOUNDS
 from harness.record.migrate import migrate
 from harness.record.model import SCHEMA_VERSION, RecordError, record_filename
+from harness.textsafe import one_line
 
 MAX_RECORD_BYTES = 64 * 2**20  # a real record is ~20-200 KB; a larger file is refused unread
 MAX_RECORD_DEPTH = 64  # a real record nests ~6 deep; deeper JSON would overflow the stack of whatever walks it
@@ -259,9 +260,10 @@ class BadFile(str):
     .what, .why, .skipped and .count instead of parsing the line back."""
 
     def __new__(cls, path, why: str, skipped: bool = True):
-        line = super().__new__(cls, f"warning: {path}: {'skipped: ' if skipped else ''}{why}")
+        shown, why = one_line(path), one_line(why)  # a file name is record data too: one line, no escape sequence
+        line = super().__new__(cls, f"warning: {shown}: {'skipped: ' if skipped else ''}{why}")
         line.path, line.why, line.skipped = Path(path), why, skipped  # skipped False: a path that is not there
-        line.what, line.count = str(path), 1  # what the line names, and how many bad files it stands for
+        line.what, line.count = shown, 1  # what the line names, and how many bad files it stands for
         return line
 
     @classmethod
