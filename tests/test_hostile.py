@@ -740,3 +740,21 @@ def test_a_newline_in_a_file_name_or_a_record_forges_no_line(tmp_path, capsys):
         out, err = capsys.readouterr()
         assert not re.search(r"(?m)^[ |`-]*warning: forged", out + err), args
         assert "bad\\nwarning: forged file.json" in err
+
+
+@pytest.mark.parametrize("args", [
+    ["harness.report", "results/cpu-amd-epyc-2core", "-o", ""], ["harness.compare", ""], ["harness.run", "--out", ""],
+    ["harness.run", "--plan", ""], ["harness.bisect", "--at", "2.1.2", "--rung", "fp32", "--out", ""],
+    ["harness.bisect", "--at", "2.1.2", "--rung", "fp32", "--venvs", " "],
+    ["harness.bisect", "--at", "2.1.2", "--rung", "fp32", "--find-links", ""],
+    ["harness.cluster", "slurm", "submit", "--envs", "latest", "--gpus", "a100", "--results", ""],
+    ["harness.cluster", "slurm", "submit", "--envs", "latest", "--gpus", "a100", "--cluster-config", ""],
+    ["harness.cluster", "k8s", "render", "--envs", "latest", "--gpus", "a100", "-o", ""],
+    ["harness.docker", "run", "latest", "--results", ""]])
+def test_an_empty_path_is_bad_input(tmp_path, args):
+    """Class 13 of issue 31: every path option given '' (or blanks): exit 2, one line, nothing written (an empty -o
+    wrote the report into the current folder)."""
+    p = subprocess.run([sys.executable, "-m", *args], check=False, cwd=tmp_path, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert p.returncode == 2 and "an empty path" in p.stderr.strip().splitlines()[-1], p.stderr[-300:]
+    assert not list(tmp_path.iterdir())

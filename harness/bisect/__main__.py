@@ -34,6 +34,7 @@ from harness.bisect.candidates import (
 from harness.bisect.explain import answer_lines, landscape_chart, points_table, underneath, write_state
 from harness.bisect.search import METRICS, Search
 from harness.launcher import Interrupted, stop_on_signals
+from harness.output import path_arg, path_text
 from harness.request import USAGE_ERRORS, RunRequest, add_option
 
 DEFAULT_OUT = "results/bisect"  # under results/runs' rule: results/bisect is git-ignored
@@ -53,12 +54,12 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--landscape", action="store_true", help="measure every candidate instead, and draw the metric against the version")
     p.add_argument("--newest-patches", action="store_true", help="only the newest patch of each minor release (and both ends)")
     p.add_argument("--list", action="store_true", help="print the candidates and what each installs; measure nothing")
-    p.add_argument("--out", default=DEFAULT_OUT, help=f"the bisect's folder: specs, records, logs, results (default {DEFAULT_OUT}/)")
+    p.add_argument("--out", default=DEFAULT_OUT, type=path_text, help=f"the bisect's folder: specs, records, logs, results (default {DEFAULT_OUT}/)")
     p.add_argument("--repeats", type=int, default=3, help="runs per candidate (default 3; memory needs 2+ for a noise estimate)")
     p.add_argument("--index-url", help="the index torch releases come from (default: pip's configured index, else PyPI)")
-    p.add_argument("--find-links", type=Path, metavar="DIR", help="a folder of torch wheels instead of an index")
+    p.add_argument("--find-links", type=path_arg, metavar="DIR", help="a folder of torch wheels instead of an index")
     p.add_argument("--python", help="the candidates' Python (default: the good end's spec's, else this interpreter's)")
-    p.add_argument("--venvs", type=Path, default=Path(DEFAULT_VENVS), help=f"where candidate venvs go (default {DEFAULT_VENVS}/)")
+    p.add_argument("--venvs", type=path_arg, default=Path(DEFAULT_VENVS), help=f"where candidate venvs go (default {DEFAULT_VENVS}/)")
     p.add_argument("--remove-venvs", action="store_true", help="remove each candidate's venv once it is measured")
     p.add_argument("--free-disk", action="store_true", help="with --remove-venvs: also drop the build's torch, triton and "
                    "nvidia-* wheels from uv's cache (GBs per build; a rerun downloads them again)")

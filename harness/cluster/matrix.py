@@ -76,7 +76,7 @@ def load_config(path: str | os.PathLike | None = None) -> dict:
                                    f"{', '.join(CONFIG_CHOICES[section, key])}")
         config[section].update(values)
     for key, value in config["slurm"].items():  # each goes into an sbatch script: one line, or refused now
-        items = [*value.keys(), *value.values()] if isinstance(value, dict) else value if isinstance(value, list) else [value]
+        items = value if isinstance(value, list) else [*value, *value.values()] if isinstance(value, dict) else [value]
         for item in items:  # gpu_types' names and values too
             try:
                 script_line(item, f"--cluster-config {path}: slurm.{key}")
