@@ -758,3 +758,61 @@ def test_an_empty_path_is_bad_input(tmp_path, args):
                        env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert p.returncode == 2 and "an empty path" in p.stderr.strip().splitlines()[-1], p.stderr[-300:]
     assert not list(tmp_path.iterdir())
+
+
+def test_threads_are_bounded_by_the_cpus_this_process_may_use(tmp_path):
+    """Class 14 of issue 31: --threads above the usable CPUs (10,000 on 2 cores ran at 9,674 ms/step) is refused
+    before any worker starts, saying the bound and why."""
+    from harness.envinfo import usable_cpus
+
+    out = tmp_path / "out"
+    p = run_module("harness.run", "--threads", usable_cpus() + 1, "--out", out, timeout=60)
+    assert p.returncode == 2 and not out.exists()
+    assert f"--threads {usable_cpus() + 1}: at most the {usable_cpus()} CPU(s) this process may use" in p.stderr
+
+
+def test_step_series_are_checked_in_linear_time_and_bounded(monkeypatch):
+    """Class 14 of issue 31: a record's step series are bounded by the steps bound (a 2,000,000-step record took
+    compare 87 s, 50 s of it in jsonschema) and checked in one pass: jsonschema never walks them."""
+    from harness.record import io as record_io
+    from harness.record.model import RecordError
+
+    record = json.loads(min(CPU_RECORDS.glob("*.json")).read_text())
+    seen = []
+    real = record_io._validator()
+
+    class Spy:
+        def iter_errors(self, instance):
+            seen.append(len(instance["steps"]["ms"]))
+            return real.iter_errors(instance)
+
+    monkeypatch.setattr(record_io, "_validator", lambda: Spy())
+    record["steps"] = {k: [1.0] * record_io.MAX_STEPS for k in ("ms", "loss", "grad_norm")}
+    assert record_io.validate(record)["steps"]["ms"] == [1.0] * record_io.MAX_STEPS  # the record itself, whole
+    assert seen == [0]
+    record["steps"]["ms"] = [1.0] * (record_io.MAX_STEPS + 1)
+    with pytest.raises(RecordError, match="steps/ms: 100,001 steps; no run records more than 100,000"):
+        record_io.validate(record)
+    record["steps"]["ms"] = [1.0, "x", None]
+    with pytest.raises(RecordError, match="steps/ms/1: 'x' is not a number or null"):
+        record_io.validate(record)
+
+
+def test_many_series_are_drawn_so_they_can_be_told_apart(tmp_path, capsys):
+    """Class 14 of issue 31: 25 envs (300 made a chart of 300 bars in 10 repeating colours): the ladder is drawn in
+    parts of at most 20 series, each in colours of its own, and the caption says so."""
+    from harness.report import charts
+
+    records = tmp_path / "records"
+    records.mkdir()
+    for path in sorted(CPU_RECORDS.glob("*-fp32-r*.json"))[:2]:
+        for i in range(25):
+            r = json.loads(path.read_text())
+            r["env"] = r["environment"]["env_name"] = f"env{i:02}"
+            r["run_id"] += f"-{i}"
+            (records / f"{r['run_id']}.json").write_text(json.dumps(r))
+    assert report_main.main([str(records), "-o", str(tmp_path / "r")]) == 0
+    capsys.readouterr()
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert "(series 1-20 of 25)" in text and "(series 21-25 of 25)" in text
+    assert len({tuple(c) for c in charts.series_colors(charts.MAX_SERIES)}) == charts.MAX_SERIES

@@ -24,7 +24,7 @@ from harness.record.migrate import migrate
 from harness.record.model import SCHEMA_VERSION, RecordError, record_filename
 from harness.textsafe import one_line
 
-MAX_RECORD_BYTES = 64 * 2**20  # a real record is ~20-200 KB; a larger file is refused unread
+MAX_RECORD_BYTES = 16 * 2**20  # a real record is ~20-200 KB, one of 100,000 steps (the bound) ~7 MB; larger: unread
 MAX_RECORD_DEPTH = 64  # a real record nests ~6 deep; deeper JSON would overflow the stack of whatever walks it
 SCHEMA_PATH = Path(__file__).parent.parent / "record.schema.json"
 MAX_STEPS = SIZE_BOUNDS["steps"][1]  # no run records more steps than a workload may have

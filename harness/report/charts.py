@@ -61,6 +61,14 @@ def _ci(g: Group) -> tuple[float, float]:
     return max(0.0, est.point - low), max(0.0, high - est.point)
 
 
+MAX_SERIES = 20  # bars or lines one chart tells apart: tab20's colours; more are drawn in parts of this many
+
+
+def series_colors(n: int) -> list:
+    """n colours a reader tells apart (n <= MAX_SERIES): tab10's (matplotlib's default cycle) up to 10, tab20's past."""
+    return list(plt.get_cmap("tab10" if n <= 10 else "tab20").colors)[:n]
+
+
 def ladder_charts(cmp: Compare) -> list[Chart]:
     """One grouped bar chart per plan: tokens/s per rung, one bar per (GPU, env, B, T); the user's log hatched."""
     charts = []
@@ -97,31 +105,42 @@ def ladder_charts(cmp: Compare) -> list[Chart]:
         for (b, t), values in sorted(refs.items()):
             series.append((f"user's log, {cmp.ds.references[0].gpu} (B={b}, T={t})", values, "//", {}))
         rungs = sorted(rung_index, key=lambda r: (rung_index[r], r))
-        n = len(series)
-        width = 0.8 / n
-        fig, ax = plt.subplots(figsize=(min(13.0, max(7.0, 1.3 * len(rungs) + 0.25 * n * len(rungs))), 4.8))
-        x = np.arange(len(rungs))
-        for i, (label, values, hatch, failed) in enumerate(series):
-            ys = [values.get(r, (np.nan, 0, 0)) for r in rungs]
-            xs = x - 0.4 + width * (i + 0.5)
-            ax.bar(xs, [y[0] for y in ys], width, label=label, hatch=hatch,
-                   yerr=np.array([[y[1] for y in ys], [y[2] for y in ys]]) if not hatch else None, capsize=2,
-                   edgecolor="black" if hatch else None, linewidth=0.5, alpha=0.6 if hatch else 1.0)
-            for xi, r in zip(xs, rungs, strict=True):
-                if r in failed and r not in values:  # a rung that did not run is said, not left blank
-                    ax.text(xi, 0, f" {failed[r]}", rotation=90, ha="center", va="bottom", fontsize=8, color="dimgray")
-        ax.set_xticks(x, rungs, rotation=20, ha="right")
-        ax.set_xlim(-0.5, len(rungs) - 0.5)  # every rung's slot, also where only a status text stands
-        ax.set_ylabel("tokens/s (median step; bars: 95% interval)")
-        ax.set_title(f"Ladder: plan {plan}")
-        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:,.0f}"))
-        # below the axes, so it never covers a bar
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(3, n), frameon=False)
-        ax.grid(axis="y", alpha=0.3)
-        charts.append((_file_name(f"ladder-{file_part(plan)}", names), _png(fig), (f"Throughput per rung of plan {plan}, one bar per GPU / env "
-                       f"(error bars: 95% bootstrap interval, absent where too few samples give none; hatched: the user's logged "
-                       "single samples).")))
+        parts = [series[i:i + MAX_SERIES] for i in range(0, len(series), MAX_SERIES)]  # each colour one series
+        for part_no, part in enumerate(parts):
+            of = f" (series {part_no * MAX_SERIES + 1}-{part_no * MAX_SERIES + len(part)} of {len(series)})" \
+                if len(parts) > 1 else ""
+            charts.append(_ladder_chart(plan, part, rungs, of, _file_name(f"ladder-{file_part(plan)}", names)))
     return charts
+
+
+def _ladder_chart(plan: str, series: list, rungs: list[str], of: str, file_name: str) -> Chart:
+    """One ladder chart of at most MAX_SERIES series; `of` says which part of the plan's series it is."""
+    n = len(series)
+    width = 0.8 / n
+    colors = series_colors(n)
+    fig, ax = plt.subplots(figsize=(min(13.0, max(7.0, 1.3 * len(rungs) + 0.25 * n * len(rungs))), 4.8))
+    x = np.arange(len(rungs))
+    for i, (label, values, hatch, failed) in enumerate(series):
+        ys = [values.get(r, (np.nan, 0, 0)) for r in rungs]
+        xs = x - 0.4 + width * (i + 0.5)
+        ax.bar(xs, [y[0] for y in ys], width, label=label, hatch=hatch, color=colors[i],
+               yerr=np.array([[y[1] for y in ys], [y[2] for y in ys]]) if not hatch else None, capsize=2,
+               edgecolor="black" if hatch else None, linewidth=0.5, alpha=0.6 if hatch else 1.0)
+        for xi, r in zip(xs, rungs, strict=True):
+            if r in failed and r not in values:  # a rung that did not run is said, not left blank
+                ax.text(xi, 0, f" {failed[r]}", rotation=90, ha="center", va="bottom", fontsize=8, color="dimgray")
+    ax.set_xticks(x, rungs, rotation=20, ha="right")
+    ax.set_xlim(-0.5, len(rungs) - 0.5)  # every rung's slot, also where only a status text stands
+    ax.set_ylabel("tokens/s (median step; bars: 95% interval)")
+    ax.set_title(f"Ladder: plan {plan}{of}")
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:,.0f}"))
+    # below the axes, so it never covers a bar
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(3, n), frameon=False)
+    ax.grid(axis="y", alpha=0.3)
+    more = f" More than {MAX_SERIES} series are drawn in parts of {MAX_SERIES}, so each colour names one." if of else ""
+    return (file_name, _png(fig), (f"Throughput per rung of plan {plan}{of}, one bar per GPU / env "
+            f"(error bars: 95% bootstrap interval, absent where too few samples give none; hatched: the user's logged "
+            f"single samples).{more}"))
 
 
 def _file_name(stem: str, taken: set[str]) -> str:
@@ -190,7 +209,7 @@ def cross_gpu_chart(result: Cross, name=str) -> Chart | None:
     labels = list(dict.fromkeys(i[0] for i in items))
     series = list(dict.fromkeys(i[1] for i in items))
     height = 0.8 / len(series)
-    colors = plt.get_cmap("tab10")(np.arange(len(series)))
+    colors = series_colors(min(len(series), MAX_SERIES)) * (len(series) // MAX_SERIES + 1)  # past 20: the labels say
     fig, ax = plt.subplots(figsize=(10, max(2.8, 0.42 * len(labels) * len(series) + 1.6)))
     ends = [x * 100 for _l, _s, d in items if d.value is not None for x in (d.value, d.low, d.high) if x is not None]
     lo, hi = min(0.0, *ends), max(0.0, *ends)
