@@ -22,7 +22,6 @@ from pathlib import Path
 from gpt.config import SIZE_BOUNDS
 from harness.record.migrate import migrate
 from harness.record.model import SCHEMA_VERSION, RecordError, record_filename
-from harness.textsafe import one_line
 
 MAX_RECORD_BYTES = 16 * 2**20  # a real record is ~20-200 KB, one of 100,000 steps (the bound) ~7 MB; larger: unread
 MAX_RECORD_DEPTH = 64  # a real record nests ~6 deep; deeper JSON would overflow the stack of whatever walks it
@@ -256,14 +255,14 @@ MAX_SKIP_WARNINGS = 20  # bad files named one per line; past that, one line coun
 
 class BadFile(str):
     """A path iter_records could not read as a record, and why: what its `warn` callback receives. It is the warning
-    line (a str, so print and list.append take it as it is); a reader that lists what was left out takes .path,
+    line (a str, so print and list.append take it as it is; a file name is record data too, so whoever prints it
+    shows it through harness.textsafe.one_line: a name with a newline must not print a second, forged line); a reader that lists what was left out takes .path,
     .what, .why, .skipped and .count instead of parsing the line back."""
 
     def __new__(cls, path, why: str, skipped: bool = True):
-        shown, why = one_line(path), one_line(why)  # a file name is record data too: one line, no escape sequence
-        line = super().__new__(cls, f"warning: {shown}: {'skipped: ' if skipped else ''}{why}")
+        line = super().__new__(cls, f"warning: {path}: {'skipped: ' if skipped else ''}{why}")
         line.path, line.why, line.skipped = Path(path), why, skipped  # skipped False: a path that is not there
-        line.what, line.count = shown, 1  # what the line names, and how many bad files it stands for
+        line.what, line.count = str(path), 1  # what the line names, and how many bad files it stands for
         return line
 
     @classmethod
