@@ -375,12 +375,14 @@ def sweep_charts(cmp: Compare) -> list[Chart]:
     charts = []
     for i, ((name, fieldname), lines) in enumerate(sorted(charts_by_sweep.items())):
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
-        for label, pts, knee, style, failed in sorted(lines, key=lambda x: x[0]):
+        palette = series_colors(min(len(lines), MAX_SERIES))  # past 20 lines they repeat; the legend names each
+        for j, (label, pts, knee, style, failed) in enumerate(sorted(lines, key=lambda x: x[0])):
             pts = sorted(pts, key=lambda p: p[0])
             tps = [(v, t) for v, t, _m in pts if t is not None]
             color = None
             if tps:
-                line, = a1.plot([v for v, _ in tps], [t for _, t in tps], style, marker="o", label=label)
+                line, = a1.plot([v for v, _ in tps], [t for _, t in tps], style, marker="o", label=label,
+                                color=palette[j % len(palette)])
                 color = line.get_color()
                 if knee is not None:
                     a1.plot([knee], [t for v, t in tps if v == knee], "*", markersize=14, color=color)
@@ -390,7 +392,8 @@ def sweep_charts(cmp: Compare) -> list[Chart]:
                         transform=a1.get_xaxis_transform())
             mem = [(v, m / 2**30) for v, _t, m in pts if m is not None]
             if mem:
-                a2.plot([v for v, _ in mem], [m for _, m in mem], style, marker="o", label=label)
+                a2.plot([v for v, _ in mem], [m for _, m in mem], style, marker="o", label=label,
+                        color=palette[j % len(palette)])
         for ax, ylabel in ((a1, "tokens/s"), (a2, "peak memory (GiB)")):
             ax.set_xlabel(fieldname)
             ax.set_ylabel(ylabel)
