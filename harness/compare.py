@@ -20,7 +20,7 @@ from harness.analysis.tables import registry
 from harness.analysis.tables.registry import TABLES
 from harness.analysis.tables.underneath import TOP_UNDERNEATH
 from harness.analysis.verdict import verdict
-from harness.output import OutputError, emit, fail
+from harness.output import OutputError, emit, fail, path_text, run_main
 from harness.render import header_lines, more_lines, render_csv, render_json, render_text, verdict_lines
 from harness.textsafe import markdown, terminal
 
@@ -41,7 +41,7 @@ def common_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """Options shared by harness.compare and harness.report."""
     p = argparse.ArgumentParser(prog=prog, description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=stats.rule_text())
-    p.add_argument("paths", nargs="+", metavar="PATH", help="record files or directories (searched recursively)")
+    p.add_argument("paths", nargs="+", metavar="PATH", type=path_text, help="record files or directories (searched recursively)")
     p.add_argument("--baseline-env", metavar="ENV", help="env every other env is compared with (default: the oldest torch)")
     p.add_argument("--baseline-gpu", metavar="GPU", help="GPU (name or unique part of it) every other GPU is compared with "
                    "(default: lowest compute capability)")
@@ -114,4 +114,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("python -m harness.compare", main))  # Ctrl-C or SIGTERM: one line, exit 130/143, no half-written file

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from harness.dockerfiles import RESULTS_IN_IMAGE, check_all, dockerfile_path, ignore_patterns, render
 from harness.envs.spec import ROOT, SpecError, load_spec
+from harness.output import path_arg
 
 ENGINE_UNREACHABLE_EXIT = 2
 # What dockerd answers to --gpus when no GPU runtime (the NVIDIA Container Toolkit) is registered with it.
@@ -119,9 +120,9 @@ def build(name: str, tag: str | None = None, no_cache: bool = False, build_args:
 
 
 def run(name: str, runner_args: list[str], results: Path, gpus: bool = True, tag: str | None = None) -> int:
+    c = client()  # first: without the docker SDK or an engine, one line (DockerError), as for build
     import docker
 
-    c = client()
     tag = tag or f"envs/{name}"
     try:
         image = c.images.get(tag)
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                        usage="python -m harness.docker run NAME [--tag T] [--results DIR] [--no-gpus] [-- RUNNER ARGS]")
     r.add_argument("name")
     r.add_argument("--tag")
-    r.add_argument("--results", type=Path, default=Path("results/runs"), help="where the records land (default: results/runs)")
+    r.add_argument("--results", type=path_arg, default=Path("results/runs"), help="where the records land (default: results/runs)")
     r.add_argument("--no-gpus", action="store_true", help="do not request GPUs (CPU run)")
     c = sub.add_parser("check", help="static checks of the Dockerfiles (no engine needed)")
     c.add_argument("names", nargs="*")

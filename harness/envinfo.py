@@ -171,6 +171,21 @@ def device_used_bytes(device) -> int | None:
     return nvml.device_used_bytes(nvml.torch_device_index(device))
 
 
+def torch_source(prefix: str | None = None) -> dict | None:
+    """Which wheel file this interpreter's torch was installed from, when harness.envs installed it from a wheel
+    folder (harness.envs.install.TORCH_SOURCE_FILE in the venv: folder, file, sha256, where its dependencies came
+    from); None for a torch from an index."""
+    import json
+
+    from harness.envs.install import TORCH_SOURCE_FILE
+
+    try:
+        source = json.loads((Path(prefix or sys.prefix) / TORCH_SOURCE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return {k: source.get(k) for k in ("folder", "file", "sha256", "dependencies")} if isinstance(source, dict) else None
+
+
 def capture(env_name: str, device) -> dict:
     import torch
 
@@ -219,6 +234,7 @@ def capture(env_name: str, device) -> dict:
                       "revision": os.environ.get("HARNESS_IMAGE_REVISION"),
                       "base": os.environ.get("HARNESS_BASE_IMAGE")},
         "harness": code_identity(),
+        **({"torch_source": source} if (source := torch_source()) else {}),  # only for a torch from a wheel folder
         "packages": installed_packages(),
         "env_vars": env_vars(),
     }

@@ -17,7 +17,7 @@ import sys
 KEEP_VAR = "HARNESS_RECORDS_IN_CONTAINER"
 REFUSED_EXIT = 2
 # Docker's and Podman's anonymous volumes: <root>/volumes/<64 hex>/_data (a named volume has its name there).
-ANONYMOUS_VOLUME = re.compile(r"/volumes/[0-9a-f]{64}/_data$")
+ANONYMOUS_VOLUME = re.compile(r"/volumes/[0-9a-f]{64}/_data\Z")
 
 
 def out_dir(argv: list[str]) -> str | None:

@@ -34,45 +34,12 @@ from harness.record.files import write_atomic
 from harness.record.io import read_record, write_record
 from harness.record.model import RecordError
 from harness.request import Point, RunRequest, rerun_command
+from harness.signals import STOP_SIGNALS, Interrupted, stop_on_signals  # noqa: F401 - launcher.* names
 from harness.worker_spec import WorkerSpec
 
 DRAIN_S = 3.0  # after a worker exits, how long a leftover child may hold its pipes before the group is killed
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-class Interrupted(Exception):
-    """A stop signal reached the runner; the worker running then has been killed with its process group."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-        self.finished: dict | None = None  # the record of a worker that wrote it just before the signal
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.signum
-
-
 class RecordsUnwritable(OSError):
     """--out takes no more records (a full disk): the run stops, keeping what finished. The message is one line."""
-
-
-@contextlib.contextmanager
-def stop_on_signals():
-    """SIGTERM, SIGINT and SIGHUP raise Interrupted in the main thread (instead of killing the runner outright
-    or a KeyboardInterrupt traceback), so the current worker group is killed and what finished is reported."""
-
-    def handler(signum, frame):
-        for sig in STOP_SIGNALS:  # the first stop signal wins; a second one must not cut the clean-up short
-            signal.signal(sig, signal.SIG_IGN)
-        raise Interrupted(signum)
-
-    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 @dataclass

@@ -9,11 +9,28 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import sys
 from pathlib import Path
 
 from harness.record.files import stage
+from harness.signals import STOP_SIGNALS, Interrupted, stop_on_signals
 from harness.textsafe import is_file_part, terminal
+
+
+def path_text(text: str) -> str:
+    """An argparse type for a path option: an empty path is bad input (exit 2), never the current folder by accident
+    (`-o ''` wrote the report into it)."""
+    import argparse
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: an empty path; name a folder or file ('.' for this folder)")
+    return text
+
+
+def path_arg(text: str) -> Path:
+    """path_text, as a Path."""
+    return Path(path_text(text))
 
 
 class OutputError(OSError):
@@ -54,6 +71,18 @@ def fail(message: str, code: int = 1) -> int:
     return code
 
 
+def run_main(command: str, main) -> int:
+    """main()'s exit code; a stop signal (Ctrl-C, SIGTERM, SIGHUP) on the way is one line and exit 128 + its
+    number, never a traceback: whatever main was writing is removed (write_files) or not started."""
+    try:
+        with stop_on_signals():
+            return main()
+    except (Interrupted, KeyboardInterrupt) as exc:
+        signum = getattr(exc, "signum", 2)
+        return fail(f"{command}: stopped by {signal.Signals(signum).name}; no output file is left half-written",
+                    128 + signum)
+
+
 def write_files(out_dir: str | os.PathLike, files: dict[str, bytes]) -> list[Path]:
     """Write every `name -> bytes` into out_dir (created if needed), each whole or not at all: into a temp file
     first, renamed over its name only once everything is written; on any failure the temp files are removed and
@@ -73,11 +102,19 @@ def write_files(out_dir: str | os.PathLike, files: dict[str, bytes]) -> list[Pat
     try:
         for name, data in files.items():
             temps[name] = stage(out / name, data)  # harness.record.files: fsynced, removed again on a failure
-        for name, tmp in temps.items():
-            os.replace(tmp, out / name)
-    except OSError as exc:
+        # a stop signal waits until every file has its new content, so the folder never holds half old, half new
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            for name, tmp in temps.items():
+                os.replace(tmp, out / name)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    except BaseException as exc:  # a full disk, and a stop signal (Ctrl-C, SIGTERM) half-way: no temp file stays
         for tmp in temps.values():
             with contextlib.suppress(OSError):
                 tmp.unlink()
-        raise OutputError(f"{out}: cannot write {len(files)} file(s) there: {_why(exc)}; no partial or temp file left") from None
+        if isinstance(exc, OSError):
+            raise OutputError(f"{out}: cannot write {len(files)} file(s) there: {_why(exc)}; no partial or temp file "
+                              "left") from None
+        raise
     return [out / name for name in files]

@@ -22,7 +22,7 @@ import yaml
 
 from gpt.config import ConfigError, coerce
 from harness.flags import FlagError, FrozenFlags
-from harness.yamlfile import YamlTooLarge, load_yaml
+from harness.yamlfile import YamlRefused, load_yaml, read_yaml_text
 
 PLAN_DIR = Path(__file__).with_name("plans")
 PLAN_KEYS = {"name", "description", "cumulative", "defaults", "repeats", "rungs", "sweep"}
@@ -139,10 +139,12 @@ def load_plan(name_or_path: str) -> Plan:
     if not path.is_file():
         raise PlanError(f"no plan {name_or_path!r}: not a .yaml file, and not one of {', '.join(builtin_plans())}")
     try:
-        data = load_yaml(path.read_text())
+        data = load_yaml(read_yaml_text(path))
+    except OSError as exc:
+        raise PlanError(f"{path}: cannot read it: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
         raise PlanError(f"{path}: not valid YAML: {exc}") from None
-    except YamlTooLarge as exc:
+    except YamlRefused as exc:
         raise PlanError(f"{path}: refused: {exc}") from None
     if not isinstance(data, dict):
         raise PlanError(f"{path}: expected a mapping at the top")

@@ -14,7 +14,7 @@ from tabulate import tabulate
 from harness.analysis import stats
 from harness.analysis.cells import SHOWN_AS_TEXT, Cell, Memory, Mfu, Table, fmt_int, fmt_mib, fmt_ms, fmt_pct
 from harness.analysis.dataset import Dataset
-from harness.textsafe import csv_cell, markdown_cell
+from harness.textsafe import csv_cell, csv_comment, markdown_cell, one_line
 from harness.textsafe import markdown as md
 
 WIDTH = 120  # what compare's plain-text output fits in: the verdict, and every table (cells wrap)
@@ -34,6 +34,8 @@ def display_rows(table: Table) -> list[list]:
                 v = v.text()
             elif k in fmt and isinstance(v, (int, float)):
                 v = fmt[k](v)
+            elif isinstance(v, str):  # a name from a record: on its row (a newline would start a forged line)
+                v = one_line(v)
             line.append("" if v is None else v)
         out.append(line)
     return out
@@ -162,7 +164,7 @@ def render_csv(tables: list[Table]) -> str:
         if len(tables) > 1:
             if i:
                 buf.write("\n")
-            buf.write(f"# {t.name}: {' '.join(t.title.splitlines())}\n")  # one comment line, whatever a name holds
+            buf.write(csv_comment(f"# {t.name}: {t.title}") + "\n")  # one line, no formula, whatever a name holds
         columns = _csv_columns(t)
         w = csv.writer(buf, lineterminator="\n")
         w.writerow([name for _k, names in columns for name in names])

@@ -19,6 +19,7 @@ from gpt.config import PRESETS, ConfigError, coerce, make_config
 from harness.envs.spec import SpecError, check_env_name
 from harness.flags import FlagError, flags_for
 from harness.flags import parse_assignments as parse_flag_assignments
+from harness.output import path_text
 from harness.plan import MAX_REPEATS, PlanError, Sweep, builtin_plans, load_plan, make_sweep
 from harness.record.io import check_writable
 from harness.record.model import RecordError
@@ -160,10 +161,22 @@ def check_values(request: RunRequest) -> None:
         raise ConfigError(f"--timeout {request.timeout:g}: expected a number of seconds above 0")
 
 
+def check_threads(threads: int | None) -> None:
+    """--threads where the workers run: at most the CPUs this process may use (its affinity mask: a container's or
+    taskset's cpuset). More threads than CPUs time-slice each other, so the run would time the scheduler, not the
+    workload (10,000 threads on 2 CPUs: 9,674 ms/step). A cluster submit checks it on the node, not here."""
+    from harness.envinfo import usable_cpus
+
+    if threads is not None and threads > usable_cpus():
+        raise ConfigError(f"--threads {threads}: at most the {usable_cpus()} CPU(s) this process may use (more threads "
+                          "than CPUs time-slice each other: the run would time the scheduler)")
+
+
 def check_request(request: RunRequest) -> tuple[str, list[Point]]:
     """Everything checkable before a worker starts, so bad input costs nothing and loses nothing: the options
     (check_values), the plan and every value in it, --rungs, and that --out takes a file. Raises one of USAGE_ERRORS."""
     check_values(request)
+    check_threads(request.threads)
     plan_name, points = build_points(request)
     try:
         check_writable(request.out)
@@ -235,9 +248,9 @@ def selection_line(request: RunRequest, points: list[Point]) -> str | None:
 # The options harness.run, batch_search and tune share: flag, type, default and help, defined once. A CLI may
 # word a help text for its own use (`help=`); the rest is the same everywhere.
 OPTIONS: dict[str, tuple[tuple[str, ...], dict]] = {
-    "plan": (("--plan",), {"default": "seed-ladder", "help": f"built-in plan ({', '.join(builtin_plans())}) or a .yaml path"}),
+    "plan": (("--plan",), {"default": "seed-ladder", "type": path_text, "help": f"built-in plan ({', '.join(builtin_plans())}) or a .yaml path"}),
     "preset": (("--preset",), {"default": "tiny", "choices": sorted(PRESETS), "help": "model shape (default: tiny)"}),
-    "out": (("--out",), {"default": DEFAULT_OUT, "help": f"directory for the records (default: {DEFAULT_OUT}/)"}),
+    "out": (("--out",), {"default": DEFAULT_OUT, "type": path_text, "help": f"directory for the records (default: {DEFAULT_OUT}/)"}),
     "env": (("--env",), {"help": "env name the records belong to (default: $HARNESS_ENV or local)"}),
     "set": (("--set",), {"action": "append", "metavar": "FIELD=VALUE", "help": "override a workload field (repeatable)"}),
     "flag": (("--flag",), {"action": "append", "metavar": "NAME=VALUE", "help": "override a frozen flag (repeatable)"}),
@@ -247,7 +260,8 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict]] = {
     "seq_len": (("--seq-len",), {"dest": "seq_len", "type": int, "help": "T (shorthand for --set seq_len=N)"}),
     "device": (("--device",), {"choices": ["auto", "cpu", "cuda"], "help": "device (default: cuda if available, else cpu)"}),
     "timeout": (("--timeout",), {"type": float, "default": DEFAULT_TIMEOUT_S, "help": "seconds per run before its worker is killed"}),
-    "threads": (("--threads",), {"type": int, "help": "torch threads in each worker (default: the CPUs this process may use)"}),
+    "threads": (("--threads",), {"type": int, "help": "torch threads in each worker (default and most: the CPUs this process may "
+                                           "use; more would time-slice each other and time the scheduler)"}),
 }
 
 

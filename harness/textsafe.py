@@ -1,13 +1,20 @@
 """What text from a record, a plan or an option becomes where it leaves the harness: the one place each kind of
 output is made harmless. Records travel between people and clusters, so every string in one is untrusted.
 
-  terminal(s)     control characters (ESC, BEL, CR, ...) and bidi overrides shown as \\x1b-style escapes
-  markdown(s)     also no raw HTML, no links or images: '<' as &lt;, '](' and '][' broken; markdown_cell: also '|'
+  terminal(s)     control characters (ESC, BEL, CR, ...), bidi overrides and lone surrogates shown as \\x1b-style
+                  escapes
+  one_line(s)     terminal(), and newlines shown as \\n: a file name in a one-line message
+  markdown(s)     also one line (a newline as a space), no raw HTML, no links or images: '<' as &lt;, '](' and
+                  '][' broken, no link reference definition ('[' at a line's start escaped), no GFM autolink
+                  ('www\\.', 'https\\://', an email address as code); markdown_cell: also '|'
   csv_cell(v)     a text cell a spreadsheet would run as a formula (= + - @ tab CR first) gets a leading '
+  csv_comment(s)  a '# title' line above a CSV table: one line, no piece between commas a formula or a quote
   chart_text(s)   terminal(s) with '$' escaped (matplotlib's mathtext)
   file_part(s)    a piece of a file name: letters, digits, '.', '_', '-' only, never '.' or '..'
   script_value(v, what)   a value for a generated script (sbatch, Dockerfile): refused with a newline or a
                   control character (ScriptValueError), else shell-quoted where it needs it
+  script_command(v, what) a command as words (a cluster config's nox): each word quoted; refused with a shell
+                  operator, a control character or an unbalanced quote
 
 The renderers (harness.render, harness.report, harness.compare, harness.cluster) call these on everything
 they output; nothing else in the harness has to care. No imports beyond the standard library.
@@ -19,11 +26,17 @@ import re
 import shlex
 
 # C0 and C1 control characters (but newline and tab), DEL, and the Unicode bidi/zero-width controls that make
-# text read differently from what it is ("Trojan Source")
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+# text read differently from what it is ("Trojan Source"), and lone surrogates (JSON can hold "\\ud800"; no encoder
+# writes one, so a print or a chart would fail on it)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
 _SCRIPT_BAD = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # in a script, tab and newline too
 _FORMULA_FIRST = ("=", "+", "-", "@", "\t", "\r")
 _FILE_BAD = re.compile(r"[^A-Za-z0-9._-]+")
+# Markdown that turns live without '<' or '](': a link reference definition ('[x]: https://...' at the start of a
+# line, also inside a list item or a quote), and GFM's autolinks (www., a URL scheme, an email address)
+_LINE_START_BRACKET = re.compile(r"(?m)^([ \t>*+-]*(?:\d{1,9}[.)][ \t>*+-]*)*)\[")
+_AUTOLINK_SCHEME = re.compile(r"(?i)\b(https?|ftp|mailto|xmpp)(?=:)|\b(www)(?=\.)")
+_EMAIL = re.compile(r"[A-Za-z0-9._+-]+@[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)+")
 
 
 class ScriptValueError(ValueError):
@@ -40,12 +53,23 @@ def terminal(text) -> str:
     return _CONTROL.sub(_escape, str(text))
 
 
+def one_line(text) -> str:
+    """terminal(), and line breaks shown as \\n (\\r is already an escape): text that must stay on its line, such as a
+    file name in a warning (a name with a newline would print a second, forged 'warning:' line)."""
+    return terminal(text).replace("\n", "\\n").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
 def markdown(text) -> str:
     """Text safe inside Markdown: terminal(), and no raw HTML ('<' as &lt;), no inline or reference links and
-    no images ('](' and '][' broken with a backslash), so a record cannot add a script, a javascript: link or
-    an external image (a tracking beacon) to a report."""
-    text = terminal(text).replace("<", "&lt;")
-    return text.replace("](", "]\\(").replace("][", "]\\[")
+    no images ('](' and '][' broken with a backslash), no link reference definition, no autolink, so a record cannot
+    add a script, a javascript: link, a link or an external image (a tracking beacon) to a report."""
+    text = terminal(text).replace("<", "&lt;").replace("\n", " ")  # on its line: a title stays one title
+    text = text.replace("](", "]\\(").replace("][", "]\\[")
+    text = _LINE_START_BRACKET.sub(lambda m: m.group(1) + "\\[", text)
+    # 'www\\.' and 'https\\:' read the same and link nothing; an email is linked even through escapes and
+    # entities (cmark-gfm finds it in the text as rendered), so it is shown as code, which is never linked
+    text = _AUTOLINK_SCHEME.sub(lambda m: (m.group(1) or m.group(2)) + "\\", text)
+    return _EMAIL.sub(lambda m: f"`{m.group()}`", text)
 
 
 def markdown_cell(text) -> str:
@@ -60,6 +84,14 @@ def csv_cell(value):
     if isinstance(value, str) and value.startswith(_FORMULA_FIRST) and value != "-" and not _is_number(value):
         return "'" + value
     return value
+
+
+def csv_comment(text) -> str:
+    """A '# ...' line above a CSV table, on one line: a spreadsheet still splits it at each comma, so no piece
+    becomes a formula (a piece that starts like one gets a leading ', as csv_cell) or opens a quoted cell ('"' as
+    "'")."""
+    pieces = " ".join(str(text).splitlines()).replace('"', "'").split(",")
+    return ",".join(piece[:len(piece) - len(piece.lstrip())] + csv_cell(piece.lstrip()) for piece in pieces)
 
 
 def _is_number(text: str) -> bool:
@@ -98,6 +130,26 @@ def script_value(value, what: str) -> str:
         raise ScriptValueError(f"{what} {terminal(text)!r}: a control character ({_escape(bad)}) cannot go into a "
                                "generated script")
     return shlex.quote(text)
+
+
+def script_command(value, what: str) -> str:
+    """A command given as words (a cluster config's `nox: python3 -m nox`) for a generated script: each word
+    shell-quoted, so it runs that one command; ScriptValueError if it holds a control character, a shell operator
+    (; & | < > ( ): a second command, a redirection) or an unbalanced quote."""
+    text = str(value)
+    script_value(text, what)  # no newline or control character
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise ScriptValueError(f"{what} {terminal(text)!r}: {exc}") from None
+    operators = [tok for tok in tokens if tok and set(tok) <= set("();<>|&")]
+    if operators or not words:
+        raise ScriptValueError(f"{what} {terminal(text)!r}: one command and its arguments"
+                               + (f", no shell operator ({operators[0]})" if operators else ""))
+    return shlex.join(words)
 
 
 def script_line(value, what: str) -> str:

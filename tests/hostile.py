@@ -31,3 +31,42 @@ def write_hostile(out: Path, edit=None, limit: int | None = None) -> Path:
             edit(r)
         (out / path.name).write_text(json.dumps(r))
     return out
+
+
+WRONG_TYPES = ("x", [], -1, {})  # a value of another JSON type than the field's
+
+
+def field_paths(record, prefix=()):
+    """Every field of `record` (objects walked whole, a list by its first item): where a wrong type can go."""
+    yield prefix
+    if isinstance(record, dict):
+        for key, value in record.items():
+            yield from field_paths(value, (*prefix, key))
+    elif isinstance(record, list) and record:
+        yield from field_paths(record[0], (*prefix, 0))
+
+
+def with_value(record, path, value):
+    """A deep copy of `record` with the field at `path` set to `value`."""
+    copy = json.loads(json.dumps(record))
+    *parents, last = path
+    node = copy
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    return copy
+
+
+# Markdown that turns live without '<' or '](' (issue 31): a link reference definition at a line's start (also in a
+# list item or a quote), whose image then shows wherever ![x] appears, and GFM's autolinks
+LIVE_MARKDOWN = ("\n\n[x]: https://evil.example/beacon.png\n- [y]: http://evil.example/y\n> 1. [z]: ftp://evil.example/z"
+                 "\n\n![x] ![y] ![z] www.evil.example https://evil.example/p mailto:me@evil.example u.v@evil.example\n")
+SURROGATE = "\ud800"  # a lone surrogate: valid in JSON ("\ud800"), written by no encoder
+
+
+def gfm_html(markdown: str) -> str:
+    """`markdown` as GitHub renders it (cmark-gfm with its extensions, autolinks included)."""
+    import cmarkgfm
+    from cmarkgfm.cmark import Options
+
+    return cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)

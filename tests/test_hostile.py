@@ -7,12 +7,15 @@ import csv
 import io
 import json
 import os
+import re
+import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from hostile import FORMULA, PAYLOAD, write_hostile
+from hostile import CPU_RECORDS, FORMULA, PAYLOAD, WRONG_TYPES, field_paths, with_value, write_hostile
 from module_cli import ROOT, run_module
 
 from harness import compare
@@ -380,3 +383,436 @@ def test_an_env_that_does_not_exist_is_refused(tmp_path):
     p = run_module("harness.run", "--env", "nosuchenv", "--out", out, timeout=60)
     assert p.returncode == 2 and "--env nosuchenv: no such env" in p.stderr.strip().splitlines()[-1]
     assert not out.exists()
+
+
+def test_wrong_typed_fields_never_crash_compare_or_report(tmp_path, capsys):
+    """Class 3 of issue 31: every field of a CPU and a GPU record given a value of each other JSON type. The schema
+    refuses it (the file is left out with one warning naming the file and the field) or compare (every format) and
+    report read it without a traceback; the rest is compared."""
+    from harness.record import io as record_io
+    from harness.record.model import RecordError
+
+    sources = [CPU_RECORDS / "20261123T011151Z-torch212-seed-ladder-fp32-r0-2d048b.json",
+               ROOT / "results/gpu-h100-80gb-hbm3/ladder/20261123T081330Z-local-seed-ladder-tf32-r0-1ed9a9.json"]
+    good = tmp_path / "good"
+    good.mkdir()
+    for s in [*sources, CPU_RECORDS / "20261123T012147Z-latest-seed-ladder-fp32-r0-436177.json"]:
+        shutil.copy(s, good)
+    passing, refused = tmp_path / "passing", []
+    passing.mkdir()
+    for source in sources:
+        record = json.loads(source.read_text())
+        for path in list(field_paths(record))[1:]:
+            for value in WRONG_TYPES:
+                if type(value) is type(_at(record, path)) or path[0] == "schema_version":
+                    continue
+                bad = with_value(record, path, value)
+                bad["run_id"] = f"{record['run_id']}-{len(refused)}-{len(list(passing.iterdir()))}"
+                try:
+                    record_io.validate(record_io.migrate(bad))
+                except RecordError as exc:
+                    refused.append((path, str(exc)))
+                    continue
+                (passing / f"{bad['run_id']}.json").write_text(json.dumps(bad))
+    assert len(refused) > 500 and all(str(p[-1]) in why for p, why in refused if not isinstance(p[-1], int))
+    for fmt in ("text", "markdown", "csv", "json"):
+        assert compare.main([str(good), str(passing), "--detail", "--format", fmt]) == 0, fmt
+    assert report_main.main([str(good), str(passing), "-o", str(tmp_path / "report")]) == 0
+    capsys.readouterr()
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "bad.json").write_text(json.dumps(with_value(json.loads(sources[0].read_text()), ("workload", "batch_size"), "4")))
+    assert compare.main([str(good), str(one)]) == 0
+    _out, err = capsys.readouterr()
+    assert err.count("warning:") == 1 and "bad.json: skipped: workload/batch_size: '4' is not of type" in err
+
+
+def _at(record, path):
+    for key in path:
+        record = record[key]
+    return record
+
+
+def test_markdown_from_a_record_links_nothing_as_github_renders_it(tmp_path, capsys):
+    """Class 1 of issue 31: record text with a link reference definition, bare URLs, www. and email addresses in
+    env, rung, plan, CPU model and notes: report.md and compare --format markdown, rendered as GitHub renders them,
+    have no link or image that a record made (no href or src naming the record's host)."""
+    from hostile import LIVE_MARKDOWN, gfm_html
+
+    def edit(r):
+        for key in ("env", "rung", "plan"):
+            r[key] += LIVE_MARKDOWN
+        r["environment"]["env_name"] = r["env"]
+        r["environment"]["cpu"]["model"] += LIVE_MARKDOWN
+        r["notes"] = [LIVE_MARKDOWN]
+    records = write_hostile(tmp_path / "records", edit=edit, limit=4)
+    assert report_main.main([str(records), "-o", str(tmp_path / "r")]) == 0
+    texts = [(tmp_path / "r" / "report.md").read_text()]
+    for args in ([], ["--detail"], ["--table", "ladder"]):
+        assert compare.main([str(records), "--format", "markdown", *args]) == 0
+        texts.append(capsys.readouterr().out)
+    for text in texts:
+        html = gfm_html(text)
+        assert "evil.example" in html  # shown, as text
+        assert not re.search(r"(href|src)=\"[^\"]*evil", html), re.findall(r"<(?:a|img) [^>]*evil[^>]*>", html)[:3]
+
+
+def test_csv_title_lines_hold_no_formula(tmp_path, capsys):
+    """Class 2 of issue 31: a name with a comma, a quote and a formula splits no '# title' line into a formula cell."""
+    def edit(r):
+        r["env"] = r["environment"]["env_name"] = "x,=cmd|' /C calc'!A0"
+        r["plan"] = 'p," =1+2",+sum'
+    records = write_hostile(tmp_path, edit=edit, limit=4)
+    assert compare.main([str(records), "--format", "csv"]) == 0
+    rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+    assert any(row and row[0].startswith("# ") for row in rows)
+    cells = [c.strip() for row in rows for c in row]
+    assert "'=cmd|' /C calc'!A0" in " ".join(cells)
+    assert not any(c.startswith(("=", "+", "@")) for c in cells), [c for c in cells if c.startswith(("=", "+", "@"))]
+
+
+def test_a_lone_surrogate_is_shown_as_an_escape(tmp_path):
+    """Class 4 of issue 31: a lone surrogate in a record's text: compare (every format) and report print it as
+    \\ud800, exit 0, no traceback."""
+    from hostile import SURROGATE
+
+    def edit(r):
+        r["env"] = r["environment"]["env_name"] = r["env"] + SURROGATE
+        r["rung"] += SURROGATE
+        r["environment"]["cpu"]["model"] += SURROGATE
+    records = write_hostile(tmp_path / "records", edit=edit, limit=4)
+    for fmt in ("text", "markdown", "csv", "json"):
+        p = run_module("harness.compare", records, "--format", fmt, "--detail", timeout=120)
+        assert p.returncode == 0 and "\\ud800" in p.stdout and not p.stderr, (fmt, p.stderr[-300:])
+    p = run_module("harness.report", records, "-o", tmp_path / "r", timeout=300)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-300:]
+    assert "\\ud800" in (tmp_path / "r" / "report.md").read_text() and "\\ud800" in (tmp_path / "r" / "report.html").read_text()
+
+
+def _yaml_command(kind: str, tmp_path: Path) -> tuple[Path, list[str], dict]:
+    """Where a plan, a cluster config or an env spec goes, the command that reads it, and its environment."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if kind == "plan":
+        return tmp_path / "in.yaml", ["-m", "harness.run", "--plan", str(tmp_path / "in.yaml"),
+                                      "--out", str(tmp_path / "out")], env
+    if kind == "cluster config":
+        return tmp_path / "in.yaml", ["-m", "harness.cluster", "slurm", "submit", "--envs", "latest", "--gpus",
+                                      "a100", "--dry-run", "--results", str(tmp_path / "out"), "--cluster-config",
+                                      str(tmp_path / "in.yaml")], env
+    (tmp_path / "envs" / "x").mkdir(parents=True)
+    return tmp_path / "envs" / "x" / "env.yaml", ["-m", "harness.envs", "show", "x"], \
+        {**env, "HARNESS_ENVS_DIR": str(tmp_path / "envs")}
+
+
+@pytest.mark.parametrize("kind", ["plan", "cluster config", "env spec"])
+@pytest.mark.parametrize("content, message", [
+    ("name: deep\nrungs: " + "[" * 30_000 + "\n", "nested deeper than 64 levels"),
+    (b"name: caf\xe9\nrungs:\n  - name: r\n", "not UTF-8 (invalid continuation byte at byte 9)"),
+    (300 * 2**20, "larger than 1 MiB"),  # a sparse file of 300 MB: refused from its size, not read
+])
+def test_yaml_that_is_deep_not_utf8_or_huge_is_refused_in_one_line(tmp_path, kind, content, message):
+    """Classes 5 and 6 of issue 31: a plan, cluster config or env spec nested 30,000 deep, in Latin-1, or of 300 MB:
+    refused with one line naming the file (exit 2 for the options harness.run and harness.cluster take), never a
+    traceback; the 300 MB file under a 300 MB memory limit, so reading it whole would fail."""
+    path, args, env = _yaml_command(kind, tmp_path)
+    if isinstance(content, int):
+        path.touch()
+        os.truncate(path, content)
+    else:
+        path.write_bytes(content.encode() if isinstance(content, str) else content)
+    p = subprocess.run(["bash", "-c", 'ulimit -v 300000; exec "$@"', "-", sys.executable, *args], check=False,
+                       cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.stdout.strip().splitlines()[-1]
+    assert "Traceback" not in p.stderr + p.stdout and message in last and "refused" in last, p.stderr[-400:] + p.stdout[-400:]
+    assert p.returncode == (1 if kind == "env spec" else 2)
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_while_the_report_is_written_leaves_nothing(hostile, tmp_path, monkeypatch, capsys, signum):
+    """Class 7 of issue 31: Ctrl-C or SIGTERM arriving while report's files are written (the signal sent for real,
+    after the first file reached the disk): one line, exit 128 + the signal, no temp file, no report file."""
+    from harness import output
+
+    real, calls = os.fsync, []
+
+    def fsync(fd):
+        calls.append(fd)
+        real(fd)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signum)
+
+    monkeypatch.setattr(output.os, "fsync", fsync)
+    out = tmp_path / "r"
+    code = output.run_main("python -m harness.report", lambda: report_main.main([str(hostile), "-o", str(out)]))
+    err = capsys.readouterr().err.strip()
+    assert code == 128 + signum and calls
+    assert err.splitlines()[-1] == f"python -m harness.report: stopped by {signal.Signals(signum).name}; no output " \
+                                   "file is left half-written"
+    assert not list(out.iterdir())
+
+
+@pytest.mark.parametrize("module", [compare, report_main])
+def test_a_stop_signal_during_the_analysis_is_one_line(hostile, tmp_path, monkeypatch, capsys, module):
+    """Class 7 of issue 31: Ctrl-C during compare's or report's analysis: one line, exit 130, nothing written."""
+    from harness import output
+    from harness.analysis import options
+
+    real = options.load
+
+    def load(*args, **kwargs):  # the signal arrives while the records are read
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(options, "load", load)
+    out = tmp_path / "r"
+    code = output.run_main("python -m x", lambda: module.main([str(hostile), *(["-o", str(out)] if module is report_main else [])]))
+    captured = capsys.readouterr()
+    assert code == 130 and captured.err.strip() == "python -m x: stopped by SIGINT; no output file is left half-written"
+    assert not captured.out and not out.exists()
+
+
+def _fake_torch_wheel(folder: Path, version: str, tag: str = "py3-none-any") -> Path:
+    """A small installable wheel that calls itself torch `version` (a module and its dist-info)."""
+    import base64
+    import hashlib
+    import zipfile
+
+    info = f"torch-{version}.dist-info"
+    files = {"torch/__init__.py": f"__version__ = {version!r}\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n",
+             f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tag}\n"}
+    record = "".join(f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},"
+                     f"{len(text.encode())}\n" for name, text in files.items()) + f"{info}/RECORD,,\n"
+    path = folder / f"torch-{version}-{tag}.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in {**files, f"{info}/RECORD": record}.items():
+            z.writestr(name, text)
+    return path
+
+
+def test_a_wheel_folder_installs_torch_from_the_folder_alone_and_says_which_wheel(tmp_path, monkeypatch):
+    """Class 8 of issue 31: bisect --find-links DIR installs torch from DIR alone (--no-index: an index's build of the
+    same version never wins), its dependencies from the folder and then the index (said in the record), and the
+    record names the wheel file and its sha256. Run for real on a small wheel (offline: a step that would reach an
+    index is recorded, not run)."""
+    import hashlib
+
+    from harness import envinfo
+    from harness.bisect.candidates import Candidate, candidate_spec
+    from harness.envs import install as install_mod
+
+    if install_mod.find_uv() is None:
+        pytest.skip("needs uv")
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    wheel = _fake_torch_wheel(folder, "2.1.2+cpu")
+    _fake_torch_wheel(folder, "2.1.1")  # another version beside it
+    spec = candidate_spec(Candidate("2.1.2"), f"{sys.version_info.major}.{sys.version_info.minor}")
+    venv = tmp_path / "venv"
+    real, skipped = subprocess.run, []
+
+    def run(cmd, **kwargs):  # the venv and the folder-alone torch step run; a step that may reach an index does not
+        if "venv" in cmd or "--no-index" in cmd:
+            return real(cmd, **kwargs)
+        skipped.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(install_mod.subprocess, "run", run)
+    install_mod.install(spec, venv, ROOT, find_links=folder)
+    torch_step = install_mod.folder_install_steps(spec, ["pip"], folder)[0]
+    assert torch_step[1:] == [spec.torch_requirement, "--no-index", "--find-links", str(folder), "--no-deps"]
+    assert "--no-index" not in skipped[0] and spec.torch_requirement in skipped[0] and "--find-links" in skipped[0]
+    installed = real([str(venv / "bin" / "python"), "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                     text=True, check=True)
+    assert installed.stdout.strip() == "2.1.2+cpu"  # the folder's build
+    assert envinfo.torch_source(str(venv)) == {
+        "folder": str(folder), "file": wheel.name, "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
+        "dependencies": "the folder, then the default index"}
+    assert envinfo.torch_source(str(tmp_path)) is None  # a torch from an index: no such entry
+
+
+def test_no_pattern_ends_at_a_dollar_that_passes_a_trailing_newline():
+    """Class 9 of issue 31: '$' also matches before a final newline, so '2.1.2\\n' passed the version check. Every
+    regular expression in harness/ and gpt/ that checks a value is anchored at the true end (\\Z or fullmatch)."""
+    import ast
+
+    offenders = []
+    for path in sorted([*(ROOT / "harness").rglob("*.py"), *(ROOT / "gpt").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in
+                    ("compile", "match", "search", "fullmatch") and getattr(node.func.value, "id", None) == "re"
+                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+                    and node.args[0].value.endswith("$") and not node.args[0].value.endswith("\\$")
+                    and "MULTILINE" not in ast.dump(node)):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders
+
+
+@pytest.mark.parametrize("field, value", [("torch", "2.1.2\n"), ("python", "3.11\n"), ("cuda", "12.1\n")])
+def test_a_trailing_newline_is_no_version(tmp_path, field, value):
+    """Class 9 of issue 31: --at '2.1.2\\n' and an env.yaml value with a trailing newline are refused in one line."""
+    from harness.envs.spec import SpecError, load_spec
+
+    p = run_module("harness.bisect", "--at", "2.1.2\n", "--rung", "bf16", "--out", tmp_path / "b", timeout=60)
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "neither an env name" in p.stderr
+    assert "--at '2.1.2\\n'" in p.stderr
+    (tmp_path / "envs" / "x").mkdir(parents=True)
+    spec = {"name": "x", "description": "d", "torch": "2.1.2", "cuda": "12.1", "index_url": None, "pre": False,
+            "python": "3.11", "extra_pins": [], "base_image": None, "base_image_digest": None, field: value}
+    (tmp_path / "envs" / "x" / "env.yaml").write_text(json.dumps(spec))  # JSON is YAML
+    with pytest.raises(SpecError, match=field):
+        load_spec("x", tmp_path / "envs")
+
+
+@pytest.mark.parametrize("payload", ["x; touch {mark}", "x$(touch {mark})", "x`touch {mark}`", "x && touch {mark}",
+                                     "x\ntouch {mark}"])
+@pytest.mark.parametrize("runner", ["nox", "container"])
+def test_no_cluster_config_value_runs_as_a_command(tmp_path, capsys, payload, runner):
+    """Class 10 of issue 31: every slurm value of a cluster config (but `setup`, which is shell by design) goes into
+    the sbatch script as words that run nothing, or is refused (exit 2). Each script is run for real by bash, with
+    every command it calls a stub and `touch` a stub that leaves the mark."""
+    from harness.cluster import __main__ as cluster_main
+
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    mark = tmp_path / "PWNED"
+    for name in ("mkdir", "flock", "hostname", "srun", "nox"):
+        (stubs / name).write_text("#!/bin/sh\nexit 0\n")
+    (stubs / "touch").write_text(f"#!/bin/sh\necho ran > {mark}\n")
+    for stub in stubs.iterdir():
+        stub.chmod(0o755)
+    value = payload.format(mark=mark)
+    slurm = {"runner": runner, "nox": "nox"}
+    keys = ["partition", "time", "cpus_per_task", "mem", "nox", "container_image", "container_results", "gpu_types",
+            "sbatch_options", "gpu_select"]
+    for key in keys:
+        config = {**slurm, key: {"a100": value} if key == "gpu_types" else [value] if key == "sbatch_options" else value}
+        path = tmp_path / f"{key}.yaml"
+        path.write_text(json.dumps({"slurm": config}))
+        try:
+            code = cluster_main.main(["slurm", "submit", "--envs", "latest", "--gpus", "a100", "--dry-run",
+                                      "--results", str(tmp_path / "results"), "--cluster-config", str(path)])
+        except SystemExit as exc:  # the parser's usage error
+            code = exc.code
+        out, err = capsys.readouterr()
+        if code == 2:
+            assert "Traceback" not in err and f"slurm.{key}" in err.strip().splitlines()[-1], (key, err)
+            continue
+        assert code == 0, (key, err[-300:])
+        script = out[out.index("#!/bin/bash"):]
+        subprocess.run([shutil.which("bash"), "-c", script], env={"PATH": str(stubs), "SLURM_ARRAY_TASK_ID": "0"}, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60, check=False)
+        assert not mark.exists(), (key, script)
+
+
+@pytest.mark.parametrize("args", [["run", "latest"], ["run", "latest", "--no-gpus"], ["build", "latest"]])
+def test_docker_commands_without_the_docker_sdk_say_so_in_one_line(tmp_path, args):
+    """Class 11 of issue 31: every harness.docker command that needs the docker SDK, where it is not installed: one
+    line naming it, exit 2, no traceback."""
+    blocker = tmp_path / "blocker"
+    (blocker / "docker").mkdir(parents=True)
+    (blocker / "docker" / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'docker'\", name='docker')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), str(ROOT)])}
+    p = subprocess.run([sys.executable, "-m", "harness.docker", *args, "--results", str(tmp_path / "r")]
+                       if args[0] == "run" else [sys.executable, "-m", "harness.docker", *args], check=False,
+                       cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 2 and p.stderr.strip() == "the docker SDK is not installed (pip install docker)", p.stderr
+
+
+def test_a_newline_in_a_file_name_or_a_record_forges_no_line(tmp_path, capsys):
+    """Class 12 of issue 31: a record file named 'bad<newline>warning: forged line.json', and env, rung and plan names
+    with a newline: compare (text, markdown; --detail and the left-out table) starts no line with the forged text;
+    each name stays on its line (or its table cell), its newline shown as \\n."""
+    def edit(r):
+        for key in ("env", "rung", "plan"):
+            r[key] += f"\nwarning: forged {key}"
+        r["environment"]["env_name"] = r["env"]
+    records = tmp_path / "records"
+    records.mkdir()
+    for path in sorted(CPU_RECORDS.glob("*.json"))[:4]:
+        r = json.loads(path.read_text())
+        edit(r)
+        (records / path.name).write_text(json.dumps(r))
+    (records / "bad\nwarning: forged file.json").write_text("{}")
+    for args in ([], ["--detail"], ["--table", "left-out"], ["--format", "markdown", "--detail"]):
+        assert compare.main([str(records), *args]) == 0
+        out, err = capsys.readouterr()
+        assert not re.search(r"(?m)^[ |`-]*warning: forged", out + err), args
+        assert "bad\\nwarning: forged file.json" in err
+
+
+@pytest.mark.parametrize("args", [
+    ["harness.report", "results/cpu-amd-epyc-2core", "-o", ""], ["harness.compare", ""], ["harness.run", "--out", ""],
+    ["harness.run", "--plan", ""], ["harness.bisect", "--at", "2.1.2", "--rung", "fp32", "--out", ""],
+    ["harness.bisect", "--at", "2.1.2", "--rung", "fp32", "--venvs", " "],
+    ["harness.bisect", "--at", "2.1.2", "--rung", "fp32", "--find-links", ""],
+    ["harness.cluster", "slurm", "submit", "--envs", "latest", "--gpus", "a100", "--results", ""],
+    ["harness.cluster", "slurm", "submit", "--envs", "latest", "--gpus", "a100", "--cluster-config", ""],
+    ["harness.cluster", "k8s", "render", "--envs", "latest", "--gpus", "a100", "-o", ""],
+    ["harness.docker", "run", "latest", "--results", ""]])
+def test_an_empty_path_is_bad_input(tmp_path, args):
+    """Class 13 of issue 31: every path option given '' (or blanks): exit 2, one line, nothing written (an empty -o
+    wrote the report into the current folder)."""
+    p = subprocess.run([sys.executable, "-m", *args], check=False, cwd=tmp_path, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert p.returncode == 2 and "an empty path" in p.stderr.strip().splitlines()[-1], p.stderr[-300:]
+    assert not list(tmp_path.iterdir())
+
+
+def test_threads_are_bounded_by_the_cpus_this_process_may_use(tmp_path):
+    """Class 14 of issue 31: --threads above the usable CPUs (10,000 on 2 cores ran at 9,674 ms/step) is refused
+    before any worker starts, saying the bound and why."""
+    from harness.envinfo import usable_cpus
+
+    out = tmp_path / "out"
+    p = run_module("harness.run", "--threads", usable_cpus() + 1, "--out", out, timeout=60)
+    assert p.returncode == 2 and not out.exists()
+    assert f"--threads {usable_cpus() + 1}: at most the {usable_cpus()} CPU(s) this process may use" in p.stderr
+
+
+def test_step_series_are_checked_in_linear_time_and_bounded(monkeypatch):
+    """Class 14 of issue 31: a record's step series are bounded by the steps bound (a 2,000,000-step record took
+    compare 87 s, 50 s of it in jsonschema) and checked in one pass: jsonschema never walks them."""
+    from harness.record import io as record_io
+    from harness.record.model import RecordError
+
+    record = json.loads(min(CPU_RECORDS.glob("*.json")).read_text())
+    seen = []
+    real = record_io._validator()
+
+    class Spy:
+        def iter_errors(self, instance):
+            seen.append(len(instance["steps"]["ms"]))
+            return real.iter_errors(instance)
+
+    monkeypatch.setattr(record_io, "_validator", lambda: Spy())
+    record["steps"] = {k: [1.0] * record_io.MAX_STEPS for k in ("ms", "loss", "grad_norm")}
+    assert record_io.validate(record)["steps"]["ms"] == [1.0] * record_io.MAX_STEPS  # the record itself, whole
+    assert seen == [0]
+    record["steps"]["ms"] = [1.0] * (record_io.MAX_STEPS + 1)
+    with pytest.raises(RecordError, match="steps/ms: 100,001 steps; no run records more than 100,000"):
+        record_io.validate(record)
+    record["steps"]["ms"] = [1.0, "x", None]
+    with pytest.raises(RecordError, match="steps/ms/1: 'x' is not a number or null"):
+        record_io.validate(record)
+
+
+def test_many_series_are_drawn_so_they_can_be_told_apart(tmp_path, capsys):
+    """Class 14 of issue 31: 25 envs (300 made a chart of 300 bars in 10 repeating colours): the ladder is drawn in
+    parts of at most 20 series, each in colours of its own, and the caption says so."""
+    from harness.report import charts
+
+    records = tmp_path / "records"
+    records.mkdir()
+    for path in sorted(CPU_RECORDS.glob("*-fp32-r*.json"))[:2]:
+        for i in range(25):
+            r = json.loads(path.read_text())
+            r["env"] = r["environment"]["env_name"] = f"env{i:02}"
+            r["run_id"] += f"-{i}"
+            (records / f"{r['run_id']}.json").write_text(json.dumps(r))
+    assert report_main.main([str(records), "-o", str(tmp_path / "r")]) == 0
+    capsys.readouterr()
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert "(series 1-20 of 25)" in text and "(series 21-25 of 25)" in text
+    assert len({tuple(c) for c in charts.series_colors(charts.MAX_SERIES)}) == charts.MAX_SERIES

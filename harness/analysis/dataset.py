@@ -22,6 +22,7 @@ from harness.analysis.group import Group
 from harness.envs.spec import parse_version
 from harness.record.io import BadFile, iter_records
 from harness.record.view import RecordView
+from harness.textsafe import one_line
 
 
 def torch_version_key(version: str | None) -> tuple:
@@ -134,8 +135,11 @@ class _Reading:
         self.valid = self.filtered = 0
 
     def leave_out(self, what, why: str, kind: str, skipped: bool = True) -> None:
+        """One warning line and one "left out" entry, both from (what, why), each on one line (a file name or a
+        record's text with a newline forges no second 'warning:' line)."""
+        what, why = one_line(what), one_line(why)
         self.warn(f"warning: {what}: {'skipped: ' if skipped else ''}{why}")
-        self.left_out.append(LeftOut(str(what), why, kind))
+        self.left_out.append(LeftOut(what, why, kind))
 
     def unreadable(self, bad: BadFile) -> None:
         if bad.path is None:  # the one line for the bad files past those iter_records names

@@ -34,6 +34,7 @@ from harness.bisect.candidates import (
 from harness.bisect.explain import answer_lines, landscape_chart, points_table, underneath, write_state
 from harness.bisect.search import METRICS, Search
 from harness.launcher import Interrupted, stop_on_signals
+from harness.output import path_arg, path_text
 from harness.plan import MAX_REPEATS
 from harness.request import AUTO, AUTO_MAX_REPEATS, USAGE_ERRORS, RunRequest, add_option, parse_repeats
 
@@ -54,16 +55,16 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--landscape", action="store_true", help="measure every candidate instead, and draw the metric against the version")
     p.add_argument("--newest-patches", action="store_true", help="only the newest patch of each minor release (and both ends)")
     p.add_argument("--list", action="store_true", help="print the candidates and what each installs; measure nothing")
-    p.add_argument("--out", default=DEFAULT_OUT, help=f"the bisect's folder: specs, records, logs, results (default {DEFAULT_OUT}/)")
+    p.add_argument("--out", default=DEFAULT_OUT, type=path_text, help=f"the bisect's folder: specs, records, logs, results (default {DEFAULT_OUT}/)")
     p.add_argument("--repeats", type=parse_repeats, default=3, help="runs per candidate (default 3), or 'auto': 2 "
                    "each, then one more run at a time of a build whose comparison with its neighbours is undecided, "
                    "up to --max-repeats")
     p.add_argument("--max-repeats", dest="max_repeats", type=int, metavar="N",
                    help=f"with --repeats auto: at most N runs of a build, 2 to 1,000 (default {AUTO_MAX_REPEATS})")
     p.add_argument("--index-url", help="the index torch releases come from (default: pip's configured index, else PyPI)")
-    p.add_argument("--find-links", type=Path, metavar="DIR", help="a folder of torch wheels instead of an index")
+    p.add_argument("--find-links", type=path_arg, metavar="DIR", help="a folder of torch wheels instead of an index")
     p.add_argument("--python", help="the candidates' Python (default: the good end's spec's, else this interpreter's)")
-    p.add_argument("--venvs", type=Path, default=Path(DEFAULT_VENVS), help=f"where candidate venvs go (default {DEFAULT_VENVS}/)")
+    p.add_argument("--venvs", type=path_arg, default=Path(DEFAULT_VENVS), help=f"where candidate venvs go (default {DEFAULT_VENVS}/)")
     p.add_argument("--remove-venvs", action="store_true", help="remove each candidate's venv once it is measured")
     p.add_argument("--free-disk", action="store_true", help="with --remove-venvs: also drop the build's torch, triton and "
                    "nvidia-* wheels from uv's cache (GBs per build; a rerun downloads them again)")
@@ -109,7 +110,7 @@ def main(argv=None) -> int:
     if not args.at and not (args.good and args.bad):
         parser.error("--good and --bad are required (or --at for one build)")
     try:
-        python = args.python or _default_python(args.at or args.good)
+        python = args.python or _default_python(args.at or args.good, "at" if args.at else "good")
         cands = ([candidate_at(args.at, python, args.index_url, args.find_links)] if args.at else
                  candidates_between(args.good, args.bad, python, args.index_url, args.find_links))
     except CandidateError as exc:
@@ -176,8 +177,9 @@ def main(argv=None) -> int:
     return 0 if result.outcome in ("boundary", "no difference", "landscape") else 1
 
 
-def _default_python(good: str) -> str:
-    _version, spec = resolve_end(good, "good")
+def _default_python(end: str, what: str) -> str:
+    """The Python of the env that `end` names (--at or --good), else this interpreter's version."""
+    _version, spec = resolve_end(end, what)
     return spec.python if spec and spec.python else f"{sys.version_info.major}.{sys.version_info.minor}"
 
 

@@ -127,7 +127,8 @@ class Measurer:
     def write_spec(self, spec: EnvSpec, cuda: str | None = None) -> Path:
         path = self.spec_dir() / spec.name / "env.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
-        note = f"Wheels from --find-links {self.find_links}." if self.find_links else ""
+        note = (f"torch from --find-links {self.find_links} alone (the wheel: environment.torch_source of its records); "
+                "what it needs from the folder, then the index." if self.find_links else "")
         write_atomic(path, spec_yaml(dataclasses.replace(spec, cuda=cuda, path=None), note))
         return path
 

@@ -32,8 +32,8 @@ from harness.record.model import canonical_hash, measurement_key
 from harness.record.view import RecordView
 from harness.request import USAGE_ERRORS, OptionError, build_points, check_values
 from harness.run import parse_request
-from harness.textsafe import ScriptValueError, script_line
-from harness.yamlfile import YamlTooLarge, load_yaml
+from harness.textsafe import ScriptValueError, script_command, script_line
+from harness.yamlfile import YamlRefused, load_yaml, read_yaml_text
 
 CONFIG_PATH = Path(__file__).with_name("cluster.yaml")
 MANIFEST_DIR = ".cluster"
@@ -52,10 +52,10 @@ def load_config(path: str | os.PathLike | None = None) -> dict:
     if path is None:
         return config
     try:
-        user = load_yaml(Path(path).read_text())
+        user = load_yaml(read_yaml_text(path))
     except OSError as exc:
         raise ClusterError(f"--cluster-config {path}: {exc.strerror}") from None
-    except YamlTooLarge as exc:
+    except YamlRefused as exc:
         raise ClusterError(f"--cluster-config {path}: refused: {exc}") from None
     except yaml.YAMLError as exc:
         raise ClusterError(f"--cluster-config {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
@@ -77,9 +77,12 @@ def load_config(path: str | os.PathLike | None = None) -> dict:
                                    f"{', '.join(CONFIG_CHOICES[section, key])}")
         config[section].update(values)
     for key, value in config["slurm"].items():  # each goes into an sbatch script: one line, or refused now
-        for item in value if isinstance(value, list) else [value]:
+        items = value if isinstance(value, list) else [*value, *value.values()] if isinstance(value, dict) else [value]
+        for item in items:  # gpu_types' names and values too
             try:
                 script_line(item, f"--cluster-config {path}: slurm.{key}")
+                if key == "nox" and item is not None:  # a command, not shell: one command, its words quoted
+                    script_command(item, f"--cluster-config {path}: slurm.nox")
             except ScriptValueError as exc:
                 raise ClusterError(str(exc)) from None
     return config

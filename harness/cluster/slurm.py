@@ -17,7 +17,7 @@ from datetime import datetime, timedelta, timezone
 
 from harness.cluster.matrix import Cell, Matrix, with_rungs
 from harness.record.files import write_atomic
-from harness.textsafe import script_line, script_value
+from harness.textsafe import script_command, script_line, script_value
 
 PENDING = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
 RUNNING = {"RUNNING", "CONFIGURING", "COMPLETING", "STAGE_OUT", "SIGNALING", "RESIZING", "SUSPENDED", "STOPPED"}
@@ -65,7 +65,7 @@ def cell_lines(matrix: Matrix, cell: Cell, run_args: list[str]) -> list[str]:
         return [f"mkdir -p {shlex.quote(out)}",
                 "exec " + shlex.join(["srun", f"--container-image={image}", f"--container-mounts={matrix.results}:{mount}",
                                       "python", "-m", "harness.run", *run_args, "--env", cell.env, "--out", inside])]
-    nox = matrix.config["slurm"]["nox"]
+    nox = script_command(matrix.config["slurm"]["nox"], "slurm.nox")  # its words, each quoted: one command
     session = f"bench-{cell.env}"
     lock = f".nox/{session}.lock"
     # Installs under a lock: two tasks of one env (two GPU types) share the checkout's venv, so the

@@ -104,10 +104,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{NIGHTLY}: torch {old} -> {new} in {load_spec(NIGHTLY).path}")
         elif args.cmd == "verify-matrix":
             from harness.envs.verify import verify_matrix  # reads records: not needed by the Docker bootstrap
-            from harness.textsafe import terminal  # what records hold reaches no terminal as escapes
+            from harness.textsafe import one_line, terminal  # what records hold: no escapes, no forged line
 
             problems, lines = verify_matrix(args.dir, args.names, container=args.container,
-                                            warn=lambda line: print(terminal(line), file=sys.stderr))
+                                            warn=lambda line: print(one_line(line), file=sys.stderr))
             print(terminal("\n".join(lines)))
             if problems:
                 _fail(terminal("\n".join(problems)))

@@ -7,6 +7,8 @@ and python3-yaml.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -20,6 +22,9 @@ from harness.envs.spec import EnvSpec, SpecError
 
 INDEX_VAR = "HARNESS_TORCH_INDEX_URL"  # mirror for every spec that names a PyTorch index
 PROBE_TIMEOUT_S = 5.0
+# in a venv installed from a wheel folder: which wheel its torch is (file, sha256) and where its dependencies came
+# from; harness.envinfo records it (environment.torch_source)
+TORCH_SOURCE_FILE = "harness-torch-source.json"
 
 
 
@@ -122,8 +127,10 @@ def find_uv() -> str | None:
 def install(spec: EnvSpec, venv: Path, project: Path, editable: bool = False, find_links: Path | None = None,
             log=None) -> None:
     """Create `venv` with the spec's Python and install torch, the extra pins and the project (Docker builds,
-    harness.bisect). `find_links`: a folder of wheels searched beside the index (a local wheel folder); `log`: a
-    file the commands' output goes to (default: this process's stdout/stderr)."""
+    harness.bisect). `find_links`: a folder of wheels that torch is installed from alone (never an index's build of
+    the same version); torch's dependencies and the extra pins come from the folder, then the index; which wheel it
+    was goes into the venv's TORCH_SOURCE_FILE. `log`: a file the commands' output goes to (default: this process's
+    stdout/stderr)."""
     if not spec.installs:
         raise SpecError(f"{spec.name}: installs nothing (the interpreter's own torch)")
     error = probe_index(spec)
@@ -131,17 +138,58 @@ def install(spec: EnvSpec, venv: Path, project: Path, editable: bool = False, fi
         raise SpecError(error)
     uv = find_uv()
     target = ["-e", str(project)] if editable else [str(project)]
-    links = ["--find-links", str(find_links)] if find_links else []
     if uv:
-        steps = [[uv, "venv", "--python", spec.python, str(venv)],
-                 [uv, "pip", "install", "--python", str(venv / "bin" / "python"), *install_args(spec), *links],
-                 [uv, "pip", "install", "--python", str(venv / "bin" / "python"), *target, *spec.extra_pins]]
+        python = [uv, "venv", "--python", spec.python, str(venv)]
+        pip = [uv, "pip", "install", "--python", str(venv / "bin" / "python")]
     else:
-        python = shutil.which(f"python{spec.python}")
-        if not python:
+        found = shutil.which(f"python{spec.python}")
+        if not found:
             raise SpecError(f"{spec.name}: needs Python {spec.python} (or uv to fetch it); neither found")
+        python = [found, "-m", "venv", str(venv)]
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install"]
-        steps = [[python, "-m", "venv", str(venv)], [*pip, *install_args(spec), *links], [*pip, *target, *spec.extra_pins]]
-    for cmd in steps:
+    torch_steps = [[*pip, *install_args(spec)]] if find_links is None else folder_install_steps(spec, pip, find_links)
+    for cmd in [python, *torch_steps, [*pip, *target, *spec.extra_pins]]:
         print("+", " ".join(cmd), file=log, flush=True)
         subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT if log else None)
+    if find_links is not None:
+        source = {**torch_wheel(venv, find_links), "folder": str(find_links),
+                  "dependencies": f"the folder, then {effective_index(spec) or 'the default index'}"}
+        (venv / TORCH_SOURCE_FILE).write_text(json.dumps(source, indent=1) + "\n")
+
+
+def folder_install_steps(spec: EnvSpec, pip: list[str], folder: Path) -> list[list[str]]:
+    """torch from `folder` alone (--no-index: an index's wheel of the same version never wins), then what it needs
+    and the extra pins from the folder and the index (torch is then installed, so it stays the folder's)."""
+    links = ["--find-links", str(folder)]
+    pre = ["--pre"] if spec.pre else []
+    index = effective_index(spec)
+    return [[*pip, spec.torch_requirement, "--no-index", *links, "--no-deps", *pre],
+            [*pip, spec.torch_requirement, *spec.extra_pins, *links, *(["--index-url", index] if index else []), *pre]]
+
+
+def torch_wheel(venv: Path, folder: Path) -> dict:
+    """{"file", "sha256"} of the wheel in `folder` that the venv's torch was installed from: the one whose name
+    carries the installed version and one of the installed tags (the dist-info's METADATA and WHEEL); file None
+    when none matches."""
+    info = next(iter(sorted(venv.glob("lib/python*/site-packages/torch-*.dist-info"))), None)
+    version, tags = None, set()
+    if info is not None:
+        version = next((line.split(":", 1)[1].strip() for line in (info / "METADATA").read_text().splitlines()
+                        if line.startswith("Version:")), None)
+        tags = {line.split(":", 1)[1].strip() for line in (info / "WHEEL").read_text().splitlines()
+                if line.startswith("Tag:")}
+    for wheel in sorted(Path(folder).glob("torch-*.whl")):
+        parts = wheel.name[:-len(".whl")].split("-")
+        if len(parts) in (5, 6) and parts[1] == version and _wheel_tags(*parts[-3:]) & tags:
+            digest = hashlib.sha256()
+            with open(wheel, "rb") as f:
+                for block in iter(lambda: f.read(2**20), b""):
+                    digest.update(block)
+            return {"file": wheel.name, "sha256": digest.hexdigest()}
+    return {"file": None, "sha256": None}
+
+
+def _wheel_tags(python: str, abi: str, platform: str) -> set[str]:
+    """The tags a wheel file name stands for ('cp311-cp311-manylinux1_x86_64.manylinux_2_17_x86_64': one per
+    dotted part)."""
+    return {f"{p}-{a}-{pl}" for p in python.split(".") for a in abi.split(".") for pl in platform.split(".")}

@@ -20,11 +20,11 @@ NIGHTLY = "nightly"
 
 FIELDS = ("name", "description", "torch", "cuda", "index_url", "pre", "python", "extra_pins", "base_image",
           "base_image_digest")
-CUDA = re.compile(r"^\d+\.\d+$")
-PYTHON = re.compile(r"^3\.\d+$")
-PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]+\])?\s*(===|==|!=|~=|<=|>=|<|>)\s*([A-Za-z0-9.*+!_-]+)$")
-IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/-]*(:\d+)?[a-z0-9._/-]*:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+CUDA = re.compile(r"^\d+\.\d+\Z")
+PYTHON = re.compile(r"^3\.\d+\Z")
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]+\])?\s*(===|==|!=|~=|<=|>=|<|>)\s*([A-Za-z0-9.*+!_-]+)\Z")
+IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/-]*(:\d+)?[a-z0-9._/-]*:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 ENV_NAME = re.compile(r"[a-z][a-z0-9]*")  # it becomes bench-<name>, envs/<name> and part of record file names
 
 
@@ -43,7 +43,9 @@ def parse_version(text):
 def exact_version(text) -> bool:
     """An exact version a spec or an index names: MAJOR.MINOR.PATCH, with a pre-, post-, dev- or local part."""
     version = parse_version(text)
-    return version is not None and len(version.release) == 3 and not version.epoch and str(text)[:1].isdigit()
+    # packaging strips surrounding whitespace ('2.1.2\n' parses): a version typed or written with any is refused
+    return (version is not None and len(version.release) == 3 and not version.epoch and str(text)[:1].isdigit()
+            and not any(c.isspace() for c in str(text)))
 
 
 class SpecError(ValueError):
@@ -98,12 +100,12 @@ def parse_spec(text: str, source: str = "<spec>") -> dict:
         raise SpecError(f"{source}: reading a spec needs PyYAML, which {sys.executable} lacks "
                         "(pip install pyyaml; nox installs it for its noxfile itself)") from None
 
-    from harness.yamlfile import YamlTooLarge, load_yaml
+    from harness.yamlfile import YamlRefused, load_yaml
 
     try:
+        data = load_yaml(text)  # bounded: no alias expansion without end, no nesting that overflows the stack
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = load_yaml(text)  # bounded: no alias expansion without end
-    except YamlTooLarge as exc:
+    except YamlRefused as exc:
         raise SpecError(f"{source}: refused: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -129,13 +131,25 @@ def spec_names(directory: Path | None = None) -> list[str]:
     return sorted(p.parent.name for p in directory.glob("*/env.yaml"))
 
 
+def _read_spec_text(path: Path) -> str:
+    """A spec file's text, its size checked before it is read, UTF-8 (SpecError otherwise)."""
+    from harness.yamlfile import YamlRefused, read_yaml_text
+
+    try:
+        return read_yaml_text(path)
+    except YamlRefused as exc:
+        raise SpecError(f"{path}: refused: {exc}") from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+
+
 def load_spec(name: str, directory: Path | None = None) -> EnvSpec:
     directory = directory or envs_dir()
     path = directory / name / "env.yaml"
     if not path.is_file():
         known = ", ".join(spec_names(directory)) or "none"
         raise SpecError(f"no environment {name!r} (no {path}); known: {known}")
-    spec = validate_spec(parse_spec(path.read_text(), str(path)), name, str(path))
+    spec = validate_spec(parse_spec(_read_spec_text(path), str(path)), name, str(path))
     return EnvSpec(**{**spec.__dict__, "path": path})
 
 

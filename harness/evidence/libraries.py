@@ -17,10 +17,10 @@ from gpt import torch_compat
 from harness.evidence import NOT_ON_CPU, unavailable
 
 LIBRARY_FILES = {  # key -> basename pattern; "-<hash>" covers wheels that bundle renamed copies
-    "cublas": re.compile(r"^libcublas(-[0-9a-f]+)?\.so(\.\d+)*$"),
-    "cublasLt": re.compile(r"^libcublasLt(-[0-9a-f]+)?\.so(\.\d+)*$"),
-    "cudnn": re.compile(r"^libcudnn(-[0-9a-f]+)?\.so(\.\d+)*$"),
-    "nccl": re.compile(r"^libnccl(-[0-9a-f]+)?\.so(\.\d+)*$"),
+    "cublas": re.compile(r"^libcublas(-[0-9a-f]+)?\.so(\.\d+)*\Z"),
+    "cublasLt": re.compile(r"^libcublasLt(-[0-9a-f]+)?\.so(\.\d+)*\Z"),
+    "cudnn": re.compile(r"^libcudnn(-[0-9a-f]+)?\.so(\.\d+)*\Z"),
+    "nccl": re.compile(r"^libnccl(-[0-9a-f]+)?\.so(\.\d+)*\Z"),
 }
 
 

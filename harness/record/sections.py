@@ -137,6 +137,7 @@ class Environment(Section):
     packages: dict | None = None
     env_vars: dict | None = None
     threads: dict | str | None = None
+    torch_source: dict | None = None  # a torch installed from a wheel folder: folder, file, sha256, its dependencies'
 
 
 @dataclass(frozen=True)

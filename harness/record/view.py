@@ -67,6 +67,16 @@ def _dict(value) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+# The schema types these fields, so a record read through harness.record.io has them right; a view of a dict that
+# was not (a test's, a script's) still never hands a list where a caller sorts, hashes or multiplies.
+def _int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _text(value) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 class RecordView:
     """Read-only accessors over one record dict (the dict itself is not copied; nothing here changes it)."""
 
@@ -156,7 +166,7 @@ class RecordView:
 
     @property
     def torch_version(self) -> str | None:
-        return _dict(self.environment.get("torch")).get("version")
+        return _text(_dict(self.environment.get("torch")).get("version"))
 
     @property
     def rerun_command(self) -> str | None:
@@ -177,7 +187,7 @@ class RecordView:
     @property
     def torch_threads(self) -> int | None:
         """The torch thread count the worker set (environment.threads.torch)."""
-        return _dict(self.environment.get("threads")).get("torch")
+        return _int(_dict(self.environment.get("threads")).get("torch"))
 
     @property
     def machine(self) -> dict:
@@ -297,7 +307,14 @@ class RecordView:
     @property
     def tokens_per_step(self) -> int | None:
         """summary.tokens_per_step, else batch_size x seq_len x grad_accum from the workload."""
-        return self.summary.tokens_per_step or self.workload.tokens_per_step
+        tps = _int(self.summary.tokens_per_step)  # guarded: a wrong-typed field reads as absent, never a crash
+        if tps:
+            return tps
+        w = self.workload
+        batch, seq_len, accum = _int(w.batch_size), _int(w.seq_len), _int(w.grad_accum)
+        if batch and seq_len:
+            return batch * seq_len * (accum or 1)
+        return None
 
     def memory(self, metric: str) -> int | None:
         """The bytes of one named metric of MEMORY_METRICS, None where the record has none."""

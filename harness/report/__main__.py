@@ -11,14 +11,14 @@ import sys
 from pathlib import Path
 
 from harness.compare import analyse_or_exit, common_parser
-from harness.output import OutputError, emit, fail
+from harness.output import OutputError, emit, fail, path_text, run_main
 from harness.report import document, outline
 from harness.textsafe import terminal
 
 
 def parser():
     p = common_parser("python -m harness.report", __doc__.split("\n\n")[0])
-    p.add_argument("-o", "--out", required=True, metavar="DIR", help="directory for report.md, report.html and the PNGs")
+    p.add_argument("-o", "--out", required=True, metavar="DIR", type=path_text, help="directory for report.md, report.html and the PNGs")
     return p
 
 
@@ -36,4 +36,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("python -m harness.report", main))  # Ctrl-C or SIGTERM: one line, exit 130/143, no half-written file

@@ -4,6 +4,7 @@ returned as (file name, PNG bytes, caption), or None / [] when there is nothing 
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import textwrap
 
@@ -59,15 +60,30 @@ plt.rcParams.update({"font.size": 11, "axes.titlesize": 12, "legend.fontsize": 1
                      "ytick.labelsize": 10})  # drawn about 8 inches wide: still legible when a phone shrinks it
 
 
+MAX_SERIES = 20  # bars or lines one chart tells apart: tab20's colours; more are drawn in parts of this many
+
+
+def series_colors(n: int) -> list:
+    """n colours a reader tells apart (n <= MAX_SERIES): tab10's (matplotlib's default cycle) up to 10, tab20's past."""
+    return list(plt.get_cmap("tab10" if n <= 10 else "tab20").colors)[:n]
+
+
 def ladder_charts(cmp: Compare) -> list[Chart]:
     """One grouped bar chart per plan (harness.analysis.series.ladder_charts): tokens/s per rung, one bar per
     (device, env, B, T), the user's logged numbers hatched beside; a rung that did not run says so where its bar is.
     Each comes with a narrow version (horizontal bars, rungs down the page) for a phone."""
     charts, names = [], set()
-    for lc in series.ladder_charts(cmp):
-        charts.append((_file_name(f"ladder-{file_part(lc.plan)}", names), _ladder(lc, WIDE), (
-            f"Tokens/s per rung of plan {lc.plan}, one bar per device / env and B (whiskers: {stats.interval_name()}, "
-            "absent where too few samples give none; hatched: the user's logged single samples)."), _ladder(lc, NARROW)))
+    for whole in series.ladder_charts(cmp):
+        parts = [whole.series[i:i + MAX_SERIES] for i in range(0, len(whole.series), MAX_SERIES)]  # a colour a series
+        for part_no, part in enumerate(parts):
+            lc = dataclasses.replace(whole, series=part)
+            of = (f" Series {part_no * MAX_SERIES + 1}-{part_no * MAX_SERIES + len(part)} of {len(whole.series)}: more "
+                  f"than {MAX_SERIES} are drawn in parts of {MAX_SERIES}, so each colour names one."
+                  if len(parts) > 1 else "")
+            charts.append((_file_name(f"ladder-{file_part(lc.plan)}", names), _ladder(lc, WIDE), (
+                f"Tokens/s per rung of plan {lc.plan}, one bar per device / env and B (whiskers: "
+                f"{stats.interval_name()}, absent where too few samples give none; hatched: the user's logged single "
+                f"samples).{of}"), _ladder(lc, NARROW)))
     return charts
 
 
@@ -82,12 +98,13 @@ def _ladder_figure(lc, width: float) -> bytes:
     fig, ax = plt.subplots(figsize=(width, 0.16 * n * len(lc.rungs) + 3.0) if narrow else (width, 5.2))
     x = np.arange(len(lc.rungs))
     bar = ax.barh if narrow else ax.bar
+    colors = series_colors(n)
     for i, s in enumerate(lc.series):
         points = [s.points.get(r) for r in lc.rungs]
         xs = x - 0.4 + size * (i + 0.5)
         errors = np.array([p.errors if p is not None else (0.0, 0.0) for p in points]).T
         values = [p.value if p is not None else np.nan for p in points]
-        bar(xs, values, size, label=s.label, hatch="//" if s.reference else None, capsize=2,
+        bar(xs, values, size, label=s.label, hatch="//" if s.reference else None, capsize=2, color=colors[i],
             edgecolor="black" if s.reference else None, linewidth=0.5, alpha=0.6 if s.reference else 1.0,
             **({} if s.reference or not errors.any() else {"xerr" if narrow else "yerr": errors}))
         for xi, r in zip(xs, lc.rungs, strict=True):
@@ -180,7 +197,7 @@ def cross_gpu_chart(result: Cross, name=str) -> Chart | None:
     labels = list(dict.fromkeys(i[0] for i in items))
     series = list(dict.fromkeys(i[1] for i in items))
     height = 0.8 / len(series)
-    colors = plt.get_cmap("tab10")(np.arange(len(series)))
+    colors = series_colors(min(len(series), MAX_SERIES)) * (len(series) // MAX_SERIES + 1)  # past 20: the labels say
     fig, ax = plt.subplots(figsize=(10, max(2.8, 0.42 * len(labels) * len(series) + 1.6)))
     ends = [x * 100 for _l, _s, d in items if d.value is not None for x in (d.value, d.low, d.high) if x is not None]
     lo, hi = min(0.0, *ends), max(0.0, *ends)
@@ -314,12 +331,15 @@ def sweep_chart(lines: list, fieldname: str, title: str, width: float = 9.0) -> 
 def _sweep_figure(lines: list, fieldname: str, title: str, width: float) -> bytes:
     narrow = width < WIDE
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(width, 8.0)) if narrow else plt.subplots(1, 2, figsize=(width, 4.6))
-    for line in sorted(lines, key=lambda x: x.label):
+    palette = series_colors(min(len(lines), MAX_SERIES)) or [None]  # past 20 lines they repeat; the legend names each
+    for j, line in enumerate(sorted(lines, key=lambda x: x.label)):
         style = "--" if line.reference else "-"
+        line_color = palette[j % len(palette)]
         tps = [(v, t) for v, t, _m in line.points if t is not None]
         color = None
         if tps:
-            drawn, = a1.plot([v for v, _ in tps], [t for _, t in tps], style, marker="o", label=line.label)
+            drawn, = a1.plot([v for v, _ in tps], [t for _, t in tps], style, marker="o", label=line.label,
+                             color=line_color)
             color = drawn.get_color()
             if line.knee is not None:
                 a1.plot([line.knee], [t for v, t in tps if v == line.knee], "*", markersize=14, color=color)
@@ -329,7 +349,7 @@ def _sweep_figure(lines: list, fieldname: str, title: str, width: float) -> byte
                     transform=a1.get_xaxis_transform())
         mem = [(v, m) for v, _t, m in line.points if m is not None]
         if mem:
-            a2.plot([v for v, _ in mem], [m for _, m in mem], style, marker="o", label=line.label)
+            a2.plot([v for v, _ in mem], [m for _, m in mem], style, marker="o", label=line.label, color=line_color)
     for ax, ylabel in ((a1, "thousands of tokens/s"), (a2, "peak memory (GiB)")):
         ax.set_xlabel(fieldname)
         ax.set_ylabel(ylabel)
