@@ -59,6 +59,9 @@ def common_parser(prog: str, description: str) -> argparse.ArgumentParser:
                    "largest per pair")
     p.add_argument("--include-contended", action="store_true", help="put the runs timed under contention back into "
                    "the deltas, marked (by default they are left out and listed with their rerun command)")
+    p.add_argument("--index", metavar="DIR", help="keep the record indexes in DIR (default: FOLDER/.harness-index/ "
+                   "beside each folder's records; a folder you may delete)")
+    p.add_argument("--no-index", action="store_true", help="read every record file directly, without the index")
     return p
 
 
@@ -66,13 +69,13 @@ def options_from(args: argparse.Namespace) -> CompareOptions:
     """The parsed shared options as keyword arguments of the comparison (harness.analysis.options)."""
     return CompareOptions(tuple(args.paths), args.baseline_env, args.baseline_gpu, tuple(args.env), tuple(args.gpu),
                           tuple(args.plan), tuple(args.rung), args.noise_floor, args.loss_tol, args.boot, args.all,
-                          args.include_contended)
+                          args.include_contended, use_index=not args.no_index, index=args.index)
 
 
 def analyse_or_exit(p: argparse.ArgumentParser, args: argparse.Namespace, warn) -> tuple[Dataset, Compare]:
     """analyse at the edge: a bad option is the parser's usage error (exit 2), nothing to compare one line (exit 1)."""
     try:
-        return analyse(options_from(args), warn)
+        return analyse(options_from(args), warn, notice=lambda line: print(terminal(line), file=sys.stderr))
     except UsageError as exc:
         p.error(terminal(exc))  # it may name envs and devices the records hold
     except NothingToCompare as exc:

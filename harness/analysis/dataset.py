@@ -18,7 +18,7 @@ from typing import NamedTuple
 from harness.analysis import stats
 from harness.analysis.devices import aliases, device_alias
 from harness.analysis.group import Group
-from harness.record.io import BadFile, iter_records
+from harness.record.io import BadFile, iter_records, read_record
 from harness.record.view import RecordView
 
 
@@ -47,6 +47,9 @@ def _gpu_sort_key(record: RecordView, label: str) -> tuple:
 
 
 def _has_nonfinite(obj) -> bool:
+    known = getattr(obj, "has_nonfinite", None)  # a record read from the index (harness.record.index) knows
+    if known is not None:
+        return known
     if isinstance(obj, float):
         return not math.isfinite(obj)
     if isinstance(obj, dict):
@@ -125,9 +128,10 @@ class Dataset:
 
 
 def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.N_BOOT,
-         include_contended: bool = False) -> Dataset:
+         include_contended: bool = False, read=read_record) -> Dataset:
     """Read every record under the paths; one warning per bad file; group what is comparable. A run measured under
-    contention is left out of every group (listed with its reason and rerun command) unless include_contended."""
+    contention is left out of every group (listed with its reason and rerun command) unless include_contended.
+    read: how one file is read (harness.record.index.RecordIndex.read: the same outcome, from the index)."""
     filters = filters or Filters()
     left_out, seen, kept = [], {}, []
 
@@ -147,7 +151,7 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
         if root.is_dir() and not any(p for p in root.rglob("*.json") if not p.name.startswith(".tmp-")):
             leave_out(root, "no *.json records in this directory", "empty", skipped=False)
     valid = filtered = 0
-    for path, raw in iter_records(paths, unreadable):
+    for path, raw in iter_records(paths, unreadable, read):
         if _has_nonfinite(raw):
             leave_out(path, "contains NaN or infinity (the harness writes null for those)", "unreadable")
             continue

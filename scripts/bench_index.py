@@ -1,0 +1,94 @@
+"""Benchmark of compare at scale: make N records from the committed ones, then time compare cold and warm.
+
+    PYTHONPATH=. python scripts/bench_index.py --records 100000 --dir /tmp/bench100k
+
+Makes DIR/records/ (N records: the committed record files under results/, copied round-robin with fresh run ids,
+each copy's file named after its new run id; a record is ~20 KB, so 100,000 of them are ~2 GB: put DIR on a disk
+with room, and delete it afterwards), then runs `python -m harness.compare DIR/records` three times, each in a fresh
+interpreter: cold (no index yet: every file parsed, validated and indexed), warm (the index is current) and, with
+--no-index-too, reading the JSON directly. Prints each one's wall time and peak memory (ru_maxrss of that process)
+and the machine's load average before and after. A benchmark, not a test: it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness.record.io import iter_records, read_json  # noqa: E402
+
+# Run one compare in this interpreter and print its own peak RSS (KiB on Linux) on the last line of stderr.
+CHILD = ("import resource, sys, runpy; sys.argv = ['harness.compare'] + sys.argv[1:]\n"
+         "try:\n    runpy.run_module('harness.compare', run_name='__main__')\n"
+         "except SystemExit:\n    pass\n"
+         "print('maxrss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)")
+
+
+def make_records(sources: list[Path], out: Path, n: int) -> None:
+    """n record files under out/, copies of the sources' raw JSON with fresh run ids (1,000 per sub-folder)."""
+    raws = [(path, raw) for path, raw in iter_records(sources, warn=lambda _line: None, read=read_json)
+            if isinstance(raw, dict) and isinstance(raw.get("run_id"), str)]
+    if not raws:
+        sys.exit(f"no record under {', '.join(map(str, sources))}")
+    for i in range(n):
+        _path, raw = raws[i % len(raws)]
+        copy = dict(raw, run_id=f"{raw['run_id']}-copy{i:06d}")
+        folder = out / f"batch{i // 1000:03d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{copy['run_id']}.json").write_text(json.dumps(copy, indent=1))
+
+
+def timed_compare(records: Path, *extra: str) -> tuple[float, int, str]:
+    """(seconds, peak RSS in bytes, the first lines of its output) of one compare in a fresh interpreter."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", CHILD, str(records), *extra], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    seconds = time.perf_counter() - start
+    peak = next((int(line.split()[1]) * 1024 for line in reversed(done.stderr.splitlines())
+                 if line.startswith("maxrss_kib")), 0)
+    return seconds, peak, "\n".join(done.stdout.splitlines()[:3])
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--records", type=int, default=10_000, metavar="N", help="how many records to make (default 10,000)")
+    p.add_argument("--dir", type=Path, required=True, help="where to make them (DIR/records/); must not exist yet")
+    p.add_argument("--from", dest="sources", type=Path, action="append", default=[], metavar="PATH",
+                   help="records to copy (default: results/)")
+    p.add_argument("--no-index-too", action="store_true", help="also time compare --no-index (the JSON read directly)")
+    p.add_argument("--keep", action="store_true", help="keep DIR afterwards (default: deleted)")
+    args = p.parse_args(argv)
+    if args.dir.exists():
+        p.error(f"--dir {args.dir}: exists; give a new folder")
+    records = args.dir / "records"
+    try:
+        start = time.perf_counter()
+        make_records(args.sources or [ROOT / "results"], records, args.records)
+        size = sum(f.stat().st_size for f in records.rglob("*.json"))
+        print(f"made {args.records:,} records ({size / 1e9:.2f} GB) in {time.perf_counter() - start:.0f} s")
+        print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
+        runs = [("cold (index built)", ()), ("warm (index current)", ())]
+        if args.no_index_too:
+            runs.append(("--no-index (JSON read directly)", ("--no-index",)))
+        for name, extra in runs:
+            seconds, peak, head = timed_compare(records, *extra)
+            print(f"{name:34} {seconds:7.1f} s   peak RSS {peak / 2**30:5.2f} GiB")
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"compare's first lines:\n{head}")
+    finally:
+        if not args.keep:
+            shutil.rmtree(args.dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
