@@ -18,7 +18,7 @@ from typing import NamedTuple
 from harness.analysis import stats
 from harness.analysis.devices import aliases, device_alias
 from harness.analysis.group import Group
-from harness.record.io import BadFile, iter_records, read_record
+from harness.record.io import BadFile, iter_records, read_record, record_files
 from harness.record.view import RecordView
 
 
@@ -128,10 +128,11 @@ class Dataset:
 
 
 def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.N_BOOT,
-         include_contended: bool = False, read=read_record) -> Dataset:
+         include_contended: bool = False, read=read_record, files=record_files) -> Dataset:
     """Read every record under the paths; one warning per bad file; group what is comparable. A run measured under
     contention is left out of every group (listed with its reason and rerun command) unless include_contended.
-    read: how one file is read (harness.record.index.RecordIndex.read: the same outcome, from the index)."""
+    read, files: how one file is read and a folder listed (harness.record.index.RecordIndex's read and files: the same
+    outcome, from the index)."""
     filters = filters or Filters()
     left_out, seen, kept = [], {}, []
 
@@ -151,7 +152,7 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
         if root.is_dir() and not any(p for p in root.rglob("*.json") if not p.name.startswith(".tmp-")):
             leave_out(root, "no *.json records in this directory", "empty", skipped=False)
     valid = filtered = 0
-    for path, raw in iter_records(paths, unreadable, read):
+    for path, raw in iter_records(paths, unreadable, read, files):
         if _has_nonfinite(raw):
             leave_out(path, "contains NaN or infinity (the harness writes null for those)", "unreadable")
             continue

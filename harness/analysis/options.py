@@ -11,7 +11,6 @@ from harness.analysis import stats
 from harness.analysis.context import DEFAULT_LOSS_TOL, Compare
 from harness.analysis.dataset import Dataset, Filters, load
 from harness.record.index import RecordIndex
-from harness.record.io import read_record
 
 
 class UsageError(ValueError):
@@ -84,7 +83,7 @@ def analyse(options: CompareOptions, warn, notice=None) -> tuple[Dataset, Compar
     options.check()
     index = RecordIndex.open(options.paths, options.index, notice or warn) if options.use_index else None
     ds = load(options.paths, warn, options.filters, n_boot=options.boot, include_contended=options.include_contended,
-              read=index.read if index else read_record)
+              **({"read": index.read, "files": index.files} if index else {}))
     if not ds.valid_records:
         raise NothingToCompare(f"no valid record found under {', '.join(map(str, options.paths))}")
     # References pass --env (Filters): an --env that matches no record still leaves nothing to compare.

@@ -30,6 +30,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import math
 import os
 import secrets
 import stat
@@ -171,12 +172,29 @@ class IndexedRecord(dict):
     __slots__ = ("has_nonfinite",)
 
 
-def _nonfinite(record: dict) -> bool:
-    """Holds a NaN or an infinity somewhere (json's own check, in C: the writer stores those as null)."""
-    try:
-        json.dumps(record, allow_nan=False)
-    except ValueError:
-        return True
+_NUMBERS = frozenset((int, float, bool, type(None)))
+_CONTAINERS = frozenset((dict, list))
+
+
+def _nonfinite(value) -> bool:
+    """Holds a NaN or an infinity somewhere (the writer stores those as null): what harness.analysis.dataset's walk
+    finds, with each list's or dict's floats summed at C speed (a sum is finite when every term is, unless it
+    overflows: then each is looked at)."""
+    stack = [value] if type(value) in _CONTAINERS else []
+    while stack:
+        item = stack.pop()
+        values = item.values() if type(item) is dict else item
+        kinds = set(map(type, values))
+        if float in kinds:
+            floats = filter(None, values) if kinds <= _NUMBERS else [v for v in values if type(v) is float]
+            try:
+                if not math.isfinite(math.fsum(floats)):
+                    return True
+            except (OverflowError, ValueError):  # a sum too large for a float; inf + -inf
+                if not all(map(math.isfinite, [v for v in values if type(v) is float])):
+                    return True
+        if not _CONTAINERS.isdisjoint(kinds):
+            stack.extend(v for v in values if type(v) in _CONTAINERS)
     return False
 
 
@@ -330,6 +348,12 @@ class RecordIndex:
         self.outcomes: dict[str, tuple] = {}  # str(path) -> ("record", core, explain, shared sections) or ("bad", why)
         self.shared: dict[bytes, object] = {}  # a SHARED section's bytes -> its one decoded value
         self.stats = {"indexed": 0, "read": 0}
+        self.listings: dict[Path, list[Path]] = {}  # folder -> its record files, as listed when the index was updated
+
+    def files(self, folder: Path) -> list[Path]:
+        """A folder's record files: the listing the index update just made (io.iter_records' `files`)."""
+        listing = self.listings.pop(Path(folder), None)
+        return listing if listing is not None else record_files(Path(folder))
 
     @classmethod
     def open(cls, paths, where=None, notice=print) -> RecordIndex | None:
@@ -359,7 +383,8 @@ class RecordIndex:
             notice(f"warning: {store.path}: {exc}; rebuilt")
             old = {}
         rows, jobs = [], []
-        for path in record_files(store.folder):
+        self.listings[store.folder] = listing = record_files(store.folder)
+        for path in listing:
             key = path.relative_to(store.folder).as_posix()
             row = old.get(key)
             if row is not None and self._current(row, path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import math
 import os
@@ -70,7 +71,7 @@ def validate(record: dict) -> dict:
 
     stripped = _without_plain_arrays(record)
     try:
-        if stripped is not None and next(_validator().iter_errors(stripped), None) is None:
+        if stripped is not None and _valid_by_sections(stripped):
             return record
         exc = jsonschema.exceptions.best_match(_validator().iter_errors(record))  # the error jsonschema.validate raises
     except RecursionError:
@@ -126,6 +127,49 @@ def _without_plain_arrays(record: dict) -> dict | None:
                     return None
                 parent[path[-1]] = []
     return copy
+
+
+_VALID_SECTIONS: dict = {}  # (property, hash of its JSON) -> True: sections already found valid (runs share most)
+
+
+def _valid_by_sections(record: dict) -> bool:
+    """Whether `record` is valid, deciding each top-level section once per distinct value. Under a plain root schema
+    (an object's type, required, properties and additionalProperties: nothing relates one section to another) that
+    is the same as validating the record whole; any other root is validated whole. False: let jsonschema say why."""
+    root = schema()
+    if not set(root) <= _PLAIN_KEYS or root.get("type") != "object" or isinstance(root.get("additionalProperties"), dict):
+        return next(_validator().iter_errors(record), None) is None
+    if any(name not in record for name in root.get("required", ())):
+        return False
+    properties = root.get("properties") or {}
+    for name, value in record.items():
+        if name not in properties:
+            if root.get("additionalProperties") is False:
+                return False
+            continue
+        key = (name, hashlib.blake2b(_section_bytes(value), digest_size=16).digest())
+        if key not in _VALID_SECTIONS:
+            if next(_section_validator(name).iter_errors(value), None) is not None:
+                return False
+            if len(_VALID_SECTIONS) > 65536:
+                _VALID_SECTIONS.clear()
+            _VALID_SECTIONS[key] = True
+    return True
+
+
+def _section_bytes(value) -> bytes:
+    """A section's JSON, telling apart every value that validation tells apart (1 and 1.0 and true; key order kept)."""
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(value)
+        except (TypeError, _orjson.JSONEncodeError):  # an integer past 64 bits, a lone surrogate
+            pass
+    return json.dumps(value, ensure_ascii=True).encode()
+
+
+@lru_cache(maxsize=None)
+def _section_validator(name: str):
+    return _validator().evolve(schema=schema()["properties"][name])
 
 
 def _create(path: Path) -> int:
@@ -243,20 +287,36 @@ _SLOW = object()  # _fast_loads' answer when the standard parser must decide
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 
 
+def _long_integer(digits: bytes) -> bool:
+    """`digits` (JSON text, every digit made 0) may hold an integer past 64 bits: 20 digits not after a decimal point
+    or an exponent's e or sign, or a minus and 19 (a longer fraction or exponent is not an integer; a float whose
+    integer part is that long is parsed alike by both)."""
+    at = digits.find(b"0" * 19)
+    while at != -1:
+        before = digits[at - 1:at]
+        if before == b"-":
+            if digits[at - 2:at - 1] not in (b"e", b"E"):
+                return True
+        elif before not in (b".", b"e", b"E", b"+", b"0") and digits[at + 19:at + 20] == b"0":
+            return True
+        at = digits.find(b"0" * 19, at + 19)
+    return False
+
+
 def _fast_loads(data: bytes):
     """The JSON in `data` parsed by orjson (several times faster than json) where that gives exactly what json.loads
     gives, else _SLOW: orjson missing, or it refused the text (NaN, a number past a double, a lone surrogate, invalid
     UTF-8: json decides, and names the error), or a run of 20 digits or a minus and 19 (an integer past 64 bits,
     which orjson would make a float; a shorter one is exact)."""
-    if _orjson is None:
-        return _SLOW
-    digits = data.translate(_DIGITS_AS_ZERO)
-    if b"0" * 20 in digits or b"-" + b"0" * 19 in digits:
+    if _orjson is None or _long_integer(data.translate(_DIGITS_AS_ZERO)):
         return _SLOW
     try:
         return _orjson.loads(data)
     except (_orjson.JSONDecodeError, RecursionError):
         return _SLOW
+
+
+_CONTAINERS = frozenset((dict, list))  # what parsed JSON nests in (json and orjson make exactly these types)
 
 
 def _depth(value) -> int:
@@ -268,7 +328,8 @@ def _depth(value) -> int:
         item, depth = stack.pop()  # only dicts and lists are pushed
         deepest = max(deepest, depth)
         children = item.values() if isinstance(item, dict) else item
-        stack.extend((v, depth + 1) for v in children if isinstance(v, (dict, list)))
+        if not _CONTAINERS.isdisjoint(map(type, children)):  # most lists hold only numbers: skipped at C speed
+            stack.extend((v, depth + 1) for v in children if isinstance(v, (dict, list)))
     return deepest
 
 
@@ -340,24 +401,28 @@ class BadFile(str):
 NOT_RECORDS = ("bisect-*.json", "landscape-*.json")
 
 
+_NOT_RECORDS_PREFIXED = [(pattern.split("*")[0].lower(), pattern) for pattern in NOT_RECORDS]  # Path.match is slow
+
+
 def record_files(folder: Path) -> list[Path]:
     """The record files under a folder, in the order they are read: every *.json, recursively, less the writer's temp
     files and NOT_RECORDS."""
-    return sorted(p for p in folder.rglob("*.json") if not p.name.startswith(".tmp-")
-                  and not any(p.match(pattern) for pattern in NOT_RECORDS))
+    return sorted((p for p in folder.rglob("*.json") if not p.name.startswith(".tmp-")
+                   and not any(p.name.lower().startswith(prefix) and p.match(pattern)
+                               for prefix, pattern in _NOT_RECORDS_PREFIXED)), key=lambda p: p.parts)  # as Path sorts, faster
 
 
-def iter_records(paths, warn=print, read=read_record):
+def iter_records(paths, warn=print, read=read_record, files=record_files):
     """(path, record) for every valid *.json under the paths (recursively); one BadFile to `warn` per bad file
     (print writes its line) for the first MAX_SKIP_WARNINGS, then one BadFile.more line with how many more (a folder
     of 10,000 other JSON files is not 10,000 lines). read=read_json gives the raw JSON of every readable file,
-    unvalidated."""
+    unvalidated; files(folder) lists a folder's record files (record_files, or the listing an index just made)."""
     skipped = 0
     for root in map(Path, paths):
         if not root.exists():
             warn(BadFile(root, "no such file or directory", skipped=False))
             continue
-        for path in [root] if root.is_file() else record_files(root):
+        for path in [root] if root.is_file() else files(root):
             try:
                 yield path, read(path)
             except RecordError as exc:
