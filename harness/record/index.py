@@ -110,7 +110,8 @@ def decode(blob: bytes):
 
 class LazySection(dict):
     """A record section kept as compressed JSON until first read (then an ordinary dict): RecordView and every
-    reader see a dict. Read-only, as every record section is for its readers."""
+    reader see a dict. Read-only, as every record section is for its readers. json.dumps reads a dict's storage
+    directly, so it sees an unread section as {}: dump dict(section) (no reader dumps a record's explain)."""
 
     __slots__ = ("_blob",)
 
@@ -140,7 +141,7 @@ class LazySection(dict):
         return dict.__len__(self._fill())
 
     def __eq__(self, other):
-        return dict.__eq__(self._fill(), other)
+        return dict.__eq__(self._fill(), other._fill() if isinstance(other, LazySection) else other)
 
     def __ne__(self, other):
         return not self == other
@@ -283,7 +284,7 @@ class _Store:
 
         try:
             data = self.path.read_bytes()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # none yet (where it cannot be written, save says so)
             return {}
         except OSError as exc:
             raise IndexError_(f"unreadable ({exc.strerror or exc})") from None
