@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from harness.analysis import stats
 from harness.analysis.context import DEFAULT_LOSS_TOL, Compare
 from harness.analysis.dataset import Dataset
+from harness.analysis.export import export_parquet
 from harness.analysis.options import CompareOptions, NothingToCompare, UsageError, analyse
 from harness.analysis.tables import registry
 from harness.analysis.tables.registry import TABLES
@@ -34,6 +36,8 @@ def parser() -> argparse.ArgumentParser:
                    help=f"this table instead of the verdict (repeatable): {', '.join(TABLES)}")
     p.add_argument("--detail", action="store_true", help="the verdict and then every table (csv and json: every table "
                    "unless --table)")
+    p.add_argument("--export-parquet", metavar="DIR", type=Path, help="write the runs compared and their timed steps "
+                   "as DIR/runs.parquet and DIR/steps.parquet (for Spark, Trino, DuckDB: docs/cluster.md) instead")
     return p
 
 
@@ -93,6 +97,14 @@ def main(argv=None) -> int:
         print(terminal(line), file=sys.stderr)
 
     ds, cmp = analyse_or_exit(p, args, warn)
+    if args.export_parquet:
+        try:
+            emit("".join(f"{terminal(path)}\n" for path in export_parquet(ds, args.export_parquet)))
+            return 0
+        except OSError as exc:
+            return fail(f"python -m harness.compare: --export-parquet {args.export_parquet}: {exc.strerror or exc}")
+        except OutputError as exc:
+            return fail(f"python -m harness.compare: {exc}")
     names = args.table or list(TABLES)
     if args.format in ("csv", "json"):
         tables = registry.build(cmp, names)

@@ -275,3 +275,25 @@ def test_validation_by_sections_is_validation_whole(tmp_path):
         assert str(exc.value).startswith(where)
         import jsonschema
         assert str(exc.value).endswith(jsonschema.exceptions.best_match(io._validator().iter_errors(bad)).message)
+
+
+def test_the_export_and_the_cluster_docs_query_give_the_verdicts_numbers(tmp_path):
+    """docs/cluster.md's export command and its SQL, run with DuckDB on the exported Parquet files, give the
+    verdict's tokens/s geometric mean and its most-changed rung, to the last digit."""
+    duckdb = pytest.importorskip("duckdb")
+    import re
+
+    docs = (ROOT / "docs" / "cluster.md").read_text()
+    command = re.search(r"```\n(python -m harness.compare .*--export-parquet export/)\n```", docs).group(1).split()
+    sql = re.search(r"```sql\n(.*?)```", docs, re.S).group(1)
+    records = _copy(ROOT / command[3], tmp_path / "records")
+    proc = _run(tmp_path, "harness.compare", records, *command[4:-1], tmp_path / "export")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(tmp_path / "export" / "runs.parquet"), str(tmp_path / "export" / "steps.parquet")]
+    verdict = json.loads(_run(tmp_path, "harness.compare", records, "--format", "json").stdout)["verdict"]
+    pair = next(p for p in verdict["pairs"] if p["base"] == "torch212" and p["other"] == "latest")
+    rows = duckdb.sql(sql.replace("'export/", f"'{tmp_path}/export/")).fetchall()
+    assert rows == [("epyc", "latest", "torch212", pair["rungs"], pytest.approx(pair["tokens_per_s_geomean"]["value"],
+                                                                                   rel=1e-12),
+                     pytest.approx(pair["most_changed_rung"]["tokens_per_s"]["value"], rel=1e-12))]
+    assert f"{rows[0][4]!r}" in docs  # the digits the docs quote are the ones the query gives
