@@ -2,12 +2,13 @@
 
     PYTHONPATH=. python scripts/bench_index.py --records 100000 --dir /tmp/bench100k
 
-Makes DIR/records/ (N records: the committed record files under results/, copied round-robin with fresh run ids,
-each copy's file named after its new run id; a record is ~20 KB, so 100,000 of them are ~2 GB: put DIR on a disk
+Makes DIR/records/ (N records: the committed record files under results/, copied round-robin with fresh run ids and
+their step times and summary numbers scaled by up to 10% (another run's numbers), each file named after its run id; a record is ~20 KB, so 100,000 of them are ~2 GB: put DIR on a disk
 with room, and delete it afterwards), then runs `python -m harness.compare DIR/records` three times, each in a fresh
 interpreter: cold (no index yet: every file parsed, validated and indexed), warm (the index is current) and, with
 --no-index-too, reading the JSON directly. Prints each one's wall time and peak memory (ru_maxrss of that process)
-and the machine's load average before and after. A benchmark, not a test: it asserts nothing.
+the part of it spent reading the records (the index brought up to date, then the dataset loaded; the rest is the
+analysis), and the machine's load average before and after. A benchmark, not a test: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -26,11 +27,40 @@ sys.path.insert(0, str(ROOT))
 
 from harness.record.io import iter_records, read_json  # noqa: E402
 
-# Run one compare in this interpreter and print its own peak RSS (KiB on Linux) on the last line of stderr.
-CHILD = ("import resource, sys, runpy; sys.argv = ['harness.compare'] + sys.argv[1:]\n"
-         "try:\n    runpy.run_module('harness.compare', run_name='__main__')\n"
-         "except SystemExit:\n    pass\n"
-         "print('maxrss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)")
+# Run one compare in this interpreter; print how long reading the records took (the index brought up to date, then
+# dataset.load) and its own peak RSS (KiB on Linux) on the last lines of stderr.
+CHILD = """
+import resource, sys, time
+from harness import compare
+from harness.analysis import options
+spent = {"read": 0.0}
+def timed(fn):
+    def call(*a, **k):
+        start = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            spent["read"] += time.perf_counter() - start
+    return call
+options.load = timed(options.load)
+options.RecordIndex.open = timed(options.RecordIndex.open)
+try:
+    compare.main(sys.argv[1:])
+except SystemExit:
+    pass
+print("read_s", spent["read"], file=sys.stderr)
+print("maxrss_kib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+
+
+def _vary(record: dict, i: int) -> dict:
+    """A copy's measurements made its own (step times and summary numbers scaled by up to 10%), as another run's
+    would be: runs share their environment, flags and workload, not their numbers."""
+    factor = 1 + (i % 101) / 1000
+    steps = dict(record.get("steps") or {})
+    steps["ms"] = [x * factor if isinstance(x, (int, float)) else x for x in steps.get("ms") or []]
+    summary = {k: v * factor if isinstance(v, float) else v for k, v in (record.get("summary") or {}).items()}
+    return {**record, "steps": steps, "summary": summary}
 
 
 def make_records(sources: list[Path], out: Path, n: int) -> None:
@@ -41,21 +71,21 @@ def make_records(sources: list[Path], out: Path, n: int) -> None:
         sys.exit(f"no record under {', '.join(map(str, sources))}")
     for i in range(n):
         _path, raw = raws[i % len(raws)]
-        copy = dict(raw, run_id=f"{raw['run_id']}-copy{i:06d}")
+        copy = dict(_vary(raw, i), run_id=f"{raw['run_id']}-copy{i:06d}")
         folder = out / f"batch{i // 1000:03d}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{copy['run_id']}.json").write_text(json.dumps(copy, indent=1))
 
 
-def timed_compare(records: Path, *extra: str) -> tuple[float, int, str]:
-    """(seconds, peak RSS in bytes, the first lines of its output) of one compare in a fresh interpreter."""
+def timed_compare(records: Path, *extra: str) -> tuple[float, float, int, str]:
+    """(seconds, of which reading the records, peak RSS in bytes, the first lines of its output) of one compare in a
+    fresh interpreter."""
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", CHILD, str(records), *extra], capture_output=True, text=True,
                           cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     seconds = time.perf_counter() - start
-    peak = next((int(line.split()[1]) * 1024 for line in reversed(done.stderr.splitlines())
-                 if line.startswith("maxrss_kib")), 0)
-    return seconds, peak, "\n".join(done.stdout.splitlines()[:3])
+    last = {line.split()[0]: float(line.split()[1]) for line in done.stderr.splitlines()[-2:] if len(line.split()) == 2}
+    return seconds, last.get("read_s", 0.0), int(last.get("maxrss_kib", 0)) * 1024, "\n".join(done.stdout.splitlines()[:3])
 
 
 def main(argv=None) -> int:
@@ -80,8 +110,8 @@ def main(argv=None) -> int:
         if args.no_index_too:
             runs.append(("--no-index (JSON read directly)", ("--no-index",)))
         for name, extra in runs:
-            seconds, peak, head = timed_compare(records, *extra)
-            print(f"{name:34} {seconds:7.1f} s   peak RSS {peak / 2**30:5.2f} GiB")
+            seconds, read, peak, head = timed_compare(records, *extra)
+            print(f"{name:34} {seconds:7.1f} s (reading the records {read:6.1f} s)   peak RSS {peak / 2**30:5.2f} GiB")
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print(f"compare's first lines:\n{head}")
     finally:
