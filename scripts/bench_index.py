@@ -3,12 +3,14 @@
     PYTHONPATH=. python scripts/bench_index.py --records 100000 --dir /tmp/bench100k
 
 Makes DIR/records/ (N records: the committed record files under results/, copied round-robin with fresh run ids and
-their step times and summary numbers scaled by up to 10% (another run's numbers), each file named after its run id; a record is ~20 KB, so 100,000 of them are ~2 GB: put DIR on a disk
-with room, and delete it afterwards), then runs `python -m harness.compare DIR/records` three times, each in a fresh
-interpreter: cold (no index yet: every file parsed, validated and indexed), warm (the index is current) and, with
---no-index-too, reading the JSON directly. Prints each one's wall time and peak memory (ru_maxrss of that process)
-the part of it spent reading the records (the index brought up to date, then the dataset loaded; the rest is the
-analysis), and the machine's load average before and after. A benchmark, not a test: it asserts nothing.
+their step times and summary numbers scaled by up to 10% (another run's numbers), each file named after its run id;
+a record is ~20 KB, so 100,000 of them are ~2.4 GB: put DIR on a disk with room; it is deleted afterwards unless
+--keep), then runs `python -m harness.compare DIR/records` in a fresh interpreter each time: cold (no index yet:
+every file parsed, validated and indexed), warm (the index is current) and, with --no-index-too, reading the JSON
+directly. Prints each one's wall time, the part of it spent reading the records (the index brought up to date, then
+the dataset loaded; the rest is the analysis), its CPU time (with the index's worker processes: on a shared machine
+the wall time says as much about the others' load), its peak memory (ru_maxrss of that process), and the machine's
+load average before and after. A benchmark, not a test: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.record.io import iter_records, read_json  # noqa: E402
+from harness.record.io import iter_records, read_json
 
 # Run one compare in this interpreter; print how long reading the records took (the index brought up to date, then
 # dataset.load) and its own peak RSS (KiB on Linux) on the last lines of stderr.
@@ -48,8 +50,10 @@ try:
     compare.main(sys.argv[1:])
 except SystemExit:
     pass
+me, pool = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+print("cpu_s", me.ru_utime + me.ru_stime + pool.ru_utime + pool.ru_stime, file=sys.stderr)
 print("read_s", spent["read"], file=sys.stderr)
-print("maxrss_kib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+print("maxrss_kib", me.ru_maxrss, file=sys.stderr)
 """
 
 
@@ -77,15 +81,16 @@ def make_records(sources: list[Path], out: Path, n: int) -> None:
         (folder / f"{copy['run_id']}.json").write_text(json.dumps(copy, indent=1))
 
 
-def timed_compare(records: Path, *extra: str) -> tuple[float, float, int, str]:
-    """(seconds, of which reading the records, peak RSS in bytes, the first lines of its output) of one compare in a
-    fresh interpreter."""
+def timed_compare(records: Path, *extra: str) -> tuple[float, float, float, int, str]:
+    """(seconds, of which reading the records, CPU seconds (its own and its index workers'), peak RSS in bytes, the
+    first lines of its output) of one compare in a fresh interpreter."""
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", CHILD, str(records), *extra], capture_output=True, text=True,
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
     seconds = time.perf_counter() - start
-    last = {line.split()[0]: float(line.split()[1]) for line in done.stderr.splitlines()[-2:] if len(line.split()) == 2}
-    return seconds, last.get("read_s", 0.0), int(last.get("maxrss_kib", 0)) * 1024, "\n".join(done.stdout.splitlines()[:3])
+    last = {line.split()[0]: float(line.split()[1]) for line in done.stderr.splitlines()[-3:] if len(line.split()) == 2}
+    return (seconds, last.get("read_s", 0.0), last.get("cpu_s", 0.0), int(last.get("maxrss_kib", 0)) * 1024,
+            "\n".join(done.stdout.splitlines()[:3]))
 
 
 def main(argv=None) -> int:
@@ -110,8 +115,9 @@ def main(argv=None) -> int:
         if args.no_index_too:
             runs.append(("--no-index (JSON read directly)", ("--no-index",)))
         for name, extra in runs:
-            seconds, read, peak, head = timed_compare(records, *extra)
-            print(f"{name:34} {seconds:7.1f} s (reading the records {read:6.1f} s)   peak RSS {peak / 2**30:5.2f} GiB")
+            seconds, read, cpu, peak, head = timed_compare(records, *extra)
+            print(f"{name:32} {seconds:6.1f} s (reading the records {read:6.1f} s; CPU {cpu:6.1f} s)   peak RSS "
+                  f"{peak / 2**30:5.2f} GiB")
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print(f"compare's first lines:\n{head}")
     finally:

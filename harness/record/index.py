@@ -293,10 +293,10 @@ class _Store:
             raise IndexError_("not a harness index")
         if not hmac.compare_digest(trailer[len(MAGIC):], hmac.new(self.key, body, "sha256").digest()):
             raise IndexError_("damaged, or made by another user or machine (its keyed hash does not match)")
-        try:
+        try:  # a file that passed the keyed hash was written by save(): failing here means a bug, said in one line
             table = pq.read_table(pa.py_buffer(body), read_dictionary=list(SHARED))
             meta = json.loads(table.schema.metadata[b"harness.index"])
-        except Exception as exc:  # pyarrow's errors are many types; a verified file should never get here
+        except (pa.ArrowException, OSError, ValueError, KeyError, TypeError) as exc:
             raise IndexError_(f"unreadable ({type(exc).__name__})") from None
         if meta.get("format") != INDEX_FORMAT or meta.get("code") != code_identity():
             return {}  # made by another version of the harness: its rules may differ
@@ -329,12 +329,14 @@ class _Store:
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, compression={name: "zstd" for name in [*COLUMNS, *SHARED] if name != LAZY},
                        use_dictionary=list(SHARED))
-        body = sink.getvalue().to_pybytes()
+        del table, arrays
+        body = memoryview(sink.getvalue())  # no copy: the file's bytes are large at 100,000 records
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".tmp-{secrets.token_hex(8)}.idx")
         try:
             with open(tmp, "wb") as f:
-                f.write(body + MAGIC + hmac.new(self.key, body, "sha256").digest())
+                f.write(body)
+                f.write(MAGIC + hmac.new(self.key, body, "sha256").digest())
             os.replace(tmp, self.path)
         finally:
             with contextlib.suppress(OSError):
@@ -404,7 +406,8 @@ class RecordIndex:
             try:
                 store.save(rows)
             except OSError as exc:
-                notice(f"warning: {store.path}: not written ({exc.strerror or exc}); the records were read directly")
+                notice(f"warning: {store.path}: not written ({exc.strerror or exc}); the records were read directly "
+                       "(--index DIR keeps the index elsewhere)")
 
     @staticmethod
     def _current(row: tuple, path: Path) -> bool:

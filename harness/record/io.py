@@ -17,7 +17,7 @@ import math
 import os
 import secrets
 import stat
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 try:
@@ -167,7 +167,7 @@ def _section_bytes(value) -> bytes:
     return json.dumps(value, ensure_ascii=True).encode()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _section_validator(name: str):
     return _validator().evolve(schema=schema()["properties"][name])
 
