@@ -229,7 +229,8 @@ def test_nonfinite_is_what_the_dataset_walk_finds():
     from harness.analysis.dataset import _has_nonfinite
 
     cases = [{"a": 1.0}, {"a": math.nan}, [1, [2, {"x": math.inf}]], {"v": [1e308, 1e308]}, {"v": [1e308, math.nan]},
-             {"v": [10**400, 1.0]}, {"v": [math.inf, -math.inf]}, {"a": {"b": [None, True, 2.5]}}, {"s": "x", "n": -math.inf}]
+             {"v": [10**400, 1.0]}, {"v": [math.inf, -math.inf]}, {"a": {"b": [None, True, 2.5]}},
+             {"s": "x", "n": -math.inf}]
     assert [idx._nonfinite(c) for c in cases] == [_has_nonfinite(c) for c in cases]
 
 
@@ -288,7 +289,8 @@ def test_the_export_and_the_cluster_docs_query_give_the_verdicts_numbers(tmp_pat
     records = _copy(ROOT / command[3], tmp_path / "records")
     proc = _run(tmp_path, "harness.compare", records, *command[4:-1], tmp_path / "export")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == [str(tmp_path / "export" / "runs.parquet"), str(tmp_path / "export" / "steps.parquet")]
+    export = tmp_path / "export"
+    assert proc.stdout.split() == [str(export / "runs.parquet"), str(export / "steps.parquet")]
     verdict = json.loads(_run(tmp_path, "harness.compare", records, "--format", "json").stdout)["verdict"]
     pair = next(p for p in verdict["pairs"] if p["base"] == "torch212" and p["other"] == "latest")
     rows = duckdb.sql(sql.replace("'export/", f"'{tmp_path}/export/")).fetchall()
@@ -296,3 +298,17 @@ def test_the_export_and_the_cluster_docs_query_give_the_verdicts_numbers(tmp_pat
                                                                                    rel=1e-12),
                      pytest.approx(pair["most_changed_rung"]["tokens_per_s"]["value"], rel=1e-12))]
     assert f"{rows[0][4]!r}" in docs  # the digits the docs quote are the ones the query gives
+
+
+def test_without_pyarrow_or_a_key_the_records_are_read_directly(tmp_path, monkeypatch):
+    """No index can be used: one line says why, and open() gives None (analyse then reads every file)."""
+    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    notices = []
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow raises ImportError
+    assert idx.RecordIndex.open([folder], notice=notices.append) is None
+    monkeypatch.delitem(sys.modules, "pyarrow")
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "not-a-folder"))
+    assert idx.RecordIndex.open([folder], notice=notices.append) is None
+    assert [n.split(":")[0] for n in notices] == ["note", "note"] and "pyarrow" in notices[0]
+    assert "no index key" in notices[1] and not (folder / idx.INDEX_DIR).exists()

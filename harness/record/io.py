@@ -96,8 +96,8 @@ def _plain_arrays() -> tuple:
     def walk(node: dict, path: tuple) -> None:
         for name, sub in (node.get("properties") or {}).items():
             items = sub.get("items") if isinstance(sub, dict) else None
-            if isinstance(items, dict) and sub.get("type") == "array" and set(sub) <= {"type", "items", "description",
-                                                                                       "title"} and set(items) == {"type"}:
+            plain_array = isinstance(items, dict) and sub.get("type") == "array" and set(items) == {"type"}
+            if plain_array and set(sub) <= {"type", "items", "description", "title"}:
                 types = items["type"] if isinstance(items["type"], list) else [items["type"]]
                 if all(t in _EXACT_TYPES for t in types):
                     found.append((path + (name,), frozenset().union(*(_EXACT_TYPES[t] for t in types))))
@@ -137,14 +137,15 @@ def _valid_by_sections(record: dict) -> bool:
     (an object's type, required, properties and additionalProperties: nothing relates one section to another) that
     is the same as validating the record whole; any other root is validated whole. False: let jsonschema say why."""
     root = schema()
-    if not set(root) <= _PLAIN_KEYS or root.get("type") != "object" or isinstance(root.get("additionalProperties"), dict):
+    extra = root.get("additionalProperties")
+    if not set(root) <= _PLAIN_KEYS or root.get("type") != "object" or isinstance(extra, dict):
         return next(_validator().iter_errors(record), None) is None
     if any(name not in record for name in root.get("required", ())):
         return False
     properties = root.get("properties") or {}
     for name, value in record.items():
         if name not in properties:
-            if root.get("additionalProperties") is False:
+            if extra is False:
                 return False
             continue
         key = (name, hashlib.blake2b(_section_bytes(value), digest_size=16).digest())
@@ -409,7 +410,7 @@ def record_files(folder: Path) -> list[Path]:
     files and NOT_RECORDS."""
     return sorted((p for p in folder.rglob("*.json") if not p.name.startswith(".tmp-")
                    and not any(p.name.lower().startswith(prefix) and p.match(pattern)
-                               for prefix, pattern in _NOT_RECORDS_PREFIXED)), key=lambda p: p.parts)  # as Path sorts, faster
+                               for prefix, pattern in _NOT_RECORDS_PREFIXED)), key=lambda p: p.parts)  # as Paths sort
 
 
 def iter_records(paths, warn=print, read=read_record, files=record_files):
