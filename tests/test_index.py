@@ -312,3 +312,13 @@ def test_without_pyarrow_or_a_key_the_records_are_read_directly(tmp_path, monkey
     assert idx.RecordIndex.open([folder], notice=notices.append) is None
     assert [n.split(":")[0] for n in notices] == ["note", "note"] and "pyarrow" in notices[0]
     assert "no index key" in notices[1] and not (folder / idx.INDEX_DIR).exists()
+
+
+def test_a_folder_copied_with_its_index_is_reindexed_quietly(tmp_path):
+    """cp -r takes .harness-index/ along: the copy's index names the original folder (and its files' identities
+    differ anyway), so it is rebuilt without a warning: it is this user's, only not this folder's."""
+    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    _read(folder)
+    shutil.copytree(folder, tmp_path / "copy")
+    index, _r, _w, notices = _read(tmp_path / "copy")
+    assert notices == [] and index.stats["indexed"] == 0

@@ -298,10 +298,9 @@ class _Store:
             meta = json.loads(table.schema.metadata[b"harness.index"])
         except (pa.ArrowException, OSError, ValueError, KeyError, TypeError) as exc:
             raise IndexError_(f"unreadable ({type(exc).__name__})") from None
-        if meta.get("format") != INDEX_FORMAT or meta.get("code") != code_identity():
-            return {}  # made by another version of the harness: its rules may differ
-        if meta.get("folder") != str(self.folder.resolve()):
-            raise IndexError_(f"made for another folder ({meta.get('folder')})")
+        if meta.get("format") != INDEX_FORMAT or meta.get("code") != code_identity() or \
+                meta.get("folder") != str(self.folder.resolve()):
+            return {}  # ours, but made by another version of the harness or for the folder this one was copied from
         columns = [table.column(name).to_pylist() for name in COLUMNS]
         for name in SHARED:
             ids = []
