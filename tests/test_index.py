@@ -322,3 +322,14 @@ def test_a_folder_copied_with_its_index_is_reindexed_quietly(tmp_path):
     shutil.copytree(folder, tmp_path / "copy")
     index, _r, _w, notices = _read(tmp_path / "copy")
     assert notices == [] and index.stats["indexed"] == 0
+
+
+def test_the_text_says_when_no_nan_can_be_in_it():
+    """_may_be_nonfinite is False only for text that cannot parse to a NaN or an infinity (then the walk is saved)."""
+    for text in (b'[NaN]', b'[-Infinity]', b'[1e400]', b'[1E+309]', b'[1e0000000309]', b'[' + b'9' * 309 + b'.0]',
+                 b'[' + b'9' * 250 + b'e60]', b'{"note": "NaN in a string"}'):
+        assert idx._may_be_nonfinite(text), text
+        value = json.loads(text, parse_constant=float)
+        assert idx._nonfinite(value) or b"string" in text
+    for text in (b'[1.5e-300, 1e99, 123456789012345678901234567890]', b'{"a": [0.00044378077229848456, -2.5E+10]}'):
+        assert not idx._may_be_nonfinite(text) and not idx._nonfinite(json.loads(text))

@@ -203,16 +203,35 @@ def _identity(st: os.stat_result) -> tuple:
     return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
 
 
-def _digest(path: Path) -> bytes | None:
-    """A hash of a regular file's bytes (None for anything else: read_record says what it is)."""
+def _read_bytes(path: Path) -> bytes | None:
+    """A regular file's bytes, as io.read_json reads them (None for anything else: read_record says what it is)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                 return None
-            return hashlib.blake2b(f.read(MAX_RECORD_BYTES + 1), digest_size=16).digest()
+            return f.read(MAX_RECORD_BYTES + 1)
     except OSError:
         return None
+
+
+def _digest(path: Path) -> bytes | None:
+    """A hash of a regular file's bytes."""
+    data = _read_bytes(path)
+    return None if data is None else hashlib.blake2b(data, digest_size=16).digest()
+
+
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_EXPONENTS = tuple(e + s + b"000" for e in (b"e", b"E") for s in (b"", b"+"))  # a negative one cannot overflow
+
+
+def _may_be_nonfinite(data: bytes | None) -> bool:
+    """Whether the JSON in `data` can parse to a NaN or an infinity: only through json's NaN and Infinity, or a number
+    past a double (an exponent of 3 digits or more; else an integer part of 210 digits or more). False saves the walk."""
+    if data is None or b"NaN" in data or b"Infinity" in data:
+        return True
+    digits = data.translate(_DIGITS_AS_ZERO)
+    return b"0" * 200 in digits or any(e in digits for e in _LONG_EXPONENTS)
 
 
 def index_file(job: tuple[str, str]) -> tuple[tuple | None, tuple]:
@@ -224,24 +243,27 @@ def index_file(job: tuple[str, str]) -> tuple[tuple | None, tuple]:
     except OSError:
         before = None
     racy = before is not None and time.time_ns() - max(before.st_mtime_ns, before.st_ctime_ns) < RACY_NS
-    digest = _digest(Path(path)) if racy else None
+    data = _read_bytes(Path(path))
+    digest = hashlib.blake2b(data, digest_size=16).digest() if racy and data is not None else None
     try:
         record = read_record(path)
     except RecordError as exc:
-        outcome = ("bad", str(exc), None, None, (None,) * len(SHARED))
-    else:
-        if _nonfinite(record):
-            outcome = ("nonfinite", None, None, None, (None,) * len(SHARED))
-        else:
-            split = {name: encode(record[name]) for name in (*SHARED, LAZY) if isinstance(record.get(name), dict)}
-            core = encode({k: (None if k in split else v) for k, v in record.items()})
-            explain = zlib.compress(split[LAZY], 1) if LAZY in split else None
-            outcome = ("record", None, core, explain, tuple(split.get(name) for name in SHARED))
+        record, why = None, str(exc)
     try:
         after = os.stat(path)
     except OSError:
         after = None
-    if before is None or after is None or _identity(before) != _identity(after) or (racy and digest is None):
+    stable = before is not None and after is not None and _identity(before) == _identity(after)
+    if record is None:
+        outcome = ("bad", why, None, None, (None,) * len(SHARED))
+    elif (racy or not stable or _may_be_nonfinite(data)) and _nonfinite(record):  # the bytes read are those parsed
+        outcome = ("nonfinite", None, None, None, (None,) * len(SHARED))
+    else:
+        split = {name: encode(record[name]) for name in (*SHARED, LAZY) if isinstance(record.get(name), dict)}
+        core = encode({k: (None if k in split else v) for k, v in record.items()})
+        explain = zlib.compress(split[LAZY], 1) if LAZY in split else None
+        outcome = ("record", None, core, explain, tuple(split.get(name) for name in SHARED))
+    if not stable or (racy and digest is None):
         return None, outcome
     return (key, *_identity(before), digest, *outcome[:4], *outcome[4]), outcome
 
