@@ -231,7 +231,24 @@ def _may_be_nonfinite(data: bytes | None) -> bool:
     if data is None or b"NaN" in data or b"Infinity" in data:
         return True
     digits = data.translate(_DIGITS_AS_ZERO)
-    return b"0" * 200 in digits or any(e in digits for e in _LONG_EXPONENTS)
+    return b"0" * 200 in digits or any(_long_exponent(digits, e) for e in _LONG_EXPONENTS)
+
+
+_NUMBER_ENDS = (b",", b"]", b"}", b" ", b"\n", b"\r", b"\t", b"")
+
+
+def _long_exponent(digits: bytes, pattern: bytes) -> bool:
+    """`pattern` (e000, e+000...) as a number's exponent in `digits`: after a digit, and its digits end the number
+    (in a hex string, e.g. a hash, the same letters and digits go on)."""
+    at = digits.find(pattern)
+    while at != -1:
+        end = at + len(pattern)
+        while digits[end:end + 1] == b"0":
+            end += 1
+        if digits[at - 1:at] == b"0" and digits[end:end + 1] in _NUMBER_ENDS:
+            return True
+        at = digits.find(pattern, end)
+    return False
 
 
 def index_file(job: tuple[str, str]) -> tuple[tuple | None, tuple]:
