@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from harness.analysis import stats
 from harness.analysis.context import DEFAULT_LOSS_TOL, Compare
 from harness.analysis.dataset import Dataset
+from harness.analysis.export import export_parquet
 from harness.analysis.options import CompareOptions, NothingToCompare, UsageError, analyse
 from harness.analysis.tables import registry
 from harness.analysis.tables.registry import TABLES
@@ -34,6 +36,8 @@ def parser() -> argparse.ArgumentParser:
                    help=f"this table instead of the verdict (repeatable): {', '.join(TABLES)}")
     p.add_argument("--detail", action="store_true", help="the verdict and then every table (csv and json: every table "
                    "unless --table)")
+    p.add_argument("--export-parquet", metavar="DIR", type=Path, help="write the runs compared and their timed steps "
+                   "as DIR/runs.parquet and DIR/steps.parquet (for Spark, Trino, DuckDB: docs/cluster.md) instead")
     return p
 
 
@@ -59,6 +63,9 @@ def common_parser(prog: str, description: str) -> argparse.ArgumentParser:
                    "largest per pair")
     p.add_argument("--include-contended", action="store_true", help="put the runs timed under contention back into "
                    "the deltas, marked (by default they are left out and listed with their rerun command)")
+    p.add_argument("--index", metavar="DIR", help="keep the record indexes in DIR (default: FOLDER/.harness-index/ "
+                   "beside each folder's records; a folder you may delete)")
+    p.add_argument("--no-index", action="store_true", help="read every record file directly, without the index")
     return p
 
 
@@ -66,13 +73,13 @@ def options_from(args: argparse.Namespace) -> CompareOptions:
     """The parsed shared options as keyword arguments of the comparison (harness.analysis.options)."""
     return CompareOptions(tuple(args.paths), args.baseline_env, args.baseline_gpu, tuple(args.env), tuple(args.gpu),
                           tuple(args.plan), tuple(args.rung), args.noise_floor, args.loss_tol, args.boot, args.all,
-                          args.include_contended)
+                          args.include_contended, use_index=not args.no_index, index=args.index)
 
 
 def analyse_or_exit(p: argparse.ArgumentParser, args: argparse.Namespace, warn) -> tuple[Dataset, Compare]:
     """analyse at the edge: a bad option is the parser's usage error (exit 2), nothing to compare one line (exit 1)."""
     try:
-        return analyse(options_from(args), warn)
+        return analyse(options_from(args), warn, notice=lambda line: print(terminal(line), file=sys.stderr))
     except UsageError as exc:
         p.error(terminal(exc))  # it may name envs and devices the records hold
     except NothingToCompare as exc:
@@ -90,6 +97,14 @@ def main(argv=None) -> int:
         print(terminal(line), file=sys.stderr)
 
     ds, cmp = analyse_or_exit(p, args, warn)
+    if args.export_parquet:
+        try:
+            emit("".join(f"{terminal(path)}\n" for path in export_parquet(ds, args.export_parquet)))
+            return 0
+        except OSError as exc:
+            return fail(f"python -m harness.compare: --export-parquet {args.export_parquet}: {exc.strerror or exc}")
+        except OutputError as exc:
+            return fail(f"python -m harness.compare: {exc}")
     names = args.table or list(TABLES)
     if args.format in ("csv", "json"):
         tables = registry.build(cmp, names)

@@ -20,7 +20,7 @@ from harness.analysis import noise, stats
 from harness.analysis.devices import aliases, device_alias
 from harness.analysis.group import Group
 from harness.envs.spec import parse_version
-from harness.record.io import BadFile, iter_records
+from harness.record.io import BadFile, iter_records, read_record, record_files
 from harness.record.view import RecordView
 from harness.textsafe import one_line
 
@@ -148,11 +148,11 @@ class _Reading:
         else:
             self.leave_out(bad.path, bad.why, "unreadable", bad.skipped)
 
-    def read(self, paths, filters: Filters) -> _Reading:
+    def read(self, paths, filters: Filters, read=read_record, files=record_files) -> _Reading:
         for root in map(Path, paths):
             if root.is_dir() and not any(p for p in root.rglob("*.json") if not p.name.startswith(".tmp-")):
                 self.leave_out(root, "no *.json records in this directory", "empty", skipped=False)
-        for path, raw in iter_records(paths, self.unreadable):
+        for path, raw in iter_records(paths, self.unreadable, read, files):
             if _has_nonfinite(raw):
                 self.leave_out(path, "contains NaN or infinity (the harness writes null for those)", "unreadable")
                 continue
@@ -260,10 +260,12 @@ class _Sorting:
 
 
 def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.N_BOOT,
-         include_contended: bool = False) -> Dataset:
+         include_contended: bool = False, read=read_record, files=record_files) -> Dataset:
     """Read every record under the paths; one warning per bad file; group what is comparable. A run measured under
-    contention is left out of every group (listed with its reason and rerun command) unless include_contended."""
-    reading = _Reading(warn).read(paths, filters or Filters())
+    contention is left out of every group (listed with its reason and rerun command) unless include_contended.
+    read, files: how one file is read and a folder listed (harness.record.index.RecordIndex's read and files: the same
+    outcome, from the index)."""
+    reading = _Reading(warn).read(paths, filters or Filters(), read, files)
     env_label = _env_labels(reading.kept)
     sorting = _Sorting(aliases(r.device_label for _path, r in reading.kept), reading.left_out, n_boot, include_contended)
     for path, r in reading.kept:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from harness.analysis import stats
 from harness.analysis.context import DEFAULT_LOSS_TOL, Compare
 from harness.analysis.dataset import Dataset, Filters, load
+from harness.record.index import RecordIndex
 
 
 class UsageError(ValueError):
@@ -34,6 +35,8 @@ class CompareOptions:
     boot: int = stats.N_BOOT
     show_all: bool = False  # what changed underneath: every kernel change
     include_contended: bool = False  # runs timed under contention back in the deltas, marked
+    use_index: bool = True  # read through the record index (harness.record.index); False: every file parsed directly
+    index: str | None = None  # where the indexes are kept (default: FOLDER/.harness-index/ beside each folder's records)
     filters: Filters = field(init=False)
 
     def __post_init__(self):
@@ -46,6 +49,8 @@ class CompareOptions:
             raise UsageError("--loss-tol must be positive")
         if not stats.MIN_BOOT <= self.boot <= stats.MAX_BOOT:
             raise UsageError(f"--boot {self.boot}: must be from {stats.MIN_BOOT} to {stats.MAX_BOOT:,}")
+        if self.index is not None and not self.use_index:
+            raise UsageError("--index and --no-index: choose one")
 
 
 def resolve_baselines(options: CompareOptions, ds: Dataset) -> tuple[str | None, str | None]:
@@ -71,11 +76,14 @@ def resolve_baselines(options: CompareOptions, ds: Dataset) -> tuple[str | None,
     return env, gpu
 
 
-def analyse(options: CompareOptions, warn) -> tuple[Dataset, Compare]:
+def analyse(options: CompareOptions, warn, notice=None) -> tuple[Dataset, Compare]:
     """Load the records under options.paths (one warning line to `warn` per file left out) and build the comparison.
+    The record index's own lines (rebuilt, not written) go to `notice` (default: warn), never into the results.
     Raises UsageError for an option that cannot be used, NothingToCompare when nothing is left to compare."""
     options.check()
-    ds = load(options.paths, warn, options.filters, n_boot=options.boot, include_contended=options.include_contended)
+    index = RecordIndex.open(options.paths, options.index, notice or warn) if options.use_index else None
+    ds = load(options.paths, warn, options.filters, n_boot=options.boot, include_contended=options.include_contended,
+              **({"read": index.read, "files": index.files} if index else {}))
     if not ds.valid_records:
         raise NothingToCompare(f"no valid record found under {', '.join(map(str, options.paths))}")
     # References pass --env (Filters): an --env that matches no record still leaves nothing to compare.

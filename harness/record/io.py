@@ -10,13 +10,19 @@ No torch import here, and jsonschema only when validating: harness.envs reads re
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import math
 import os
 import secrets
 import stat
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
+
+try:
+    import orjson as _orjson
+except ImportError:  # a bare Python (harness.envs): the standard parser alone
+    _orjson = None
 
 from gpt.config import SIZE_BOUNDS
 from harness.record.files import TEMP_PREFIX, write_new
@@ -69,7 +75,10 @@ def validate(record: dict) -> dict:
     steps, rest = _check_steps(record.get("steps")), record
     if steps:  # its series are checked, in linear time; jsonschema checks the rest (2,000,000 steps took it 50 s)
         rest = {**record, "steps": {**steps, **{k: [] for k in STEP_SERIES if isinstance(steps.get(k), list)}}}
+    stripped = _without_plain_arrays(rest)
     try:
+        if stripped is not None and _valid_by_sections(stripped):
+            return record
         exc = jsonschema.exceptions.best_match(_validator().iter_errors(rest))  # the error jsonschema.validate raises
     except RecursionError:
         raise RecordError("nested too deeply to validate") from None
@@ -94,6 +103,99 @@ def _check_steps(steps) -> dict | None:
             if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
                 raise RecordError(f"steps/{key}/{i}: {value!r:.40} is not a number or null")
     return steps
+
+
+_PLAIN_KEYS = {"$schema", "$id", "title", "description", "type", "required", "properties", "additionalProperties"}
+_EXACT_TYPES = {"number": {int, float}, "integer": {int}, "null": {type(None)}, "string": {str}, "boolean": {bool}}
+
+
+@lru_cache(maxsize=1)
+def _plain_arrays() -> tuple:
+    """(path, Python types) of each array the schema reaches through plain objects (no keyword but `properties` that
+    could look inside them) and whose one rule is its items' type: the per-step series. jsonschema checks those
+    element by element, which was most of the time a record took to read; a type test per element is the same rule."""
+    found = []
+
+    def walk(node: dict, path: tuple) -> None:
+        for name, sub in (node.get("properties") or {}).items():
+            items = sub.get("items") if isinstance(sub, dict) else None
+            plain_array = isinstance(items, dict) and sub.get("type") == "array" and set(items) == {"type"}
+            if plain_array and set(sub) <= {"type", "items", "description", "title"}:
+                types = items["type"] if isinstance(items["type"], list) else [items["type"]]
+                if all(t in _EXACT_TYPES for t in types):
+                    found.append((path + (name,), frozenset().union(*(_EXACT_TYPES[t] for t in types))))
+            elif isinstance(sub, dict) and set(sub) <= _PLAIN_KEYS:
+                walk(sub, path + (name,))
+
+    if set(schema()) <= _PLAIN_KEYS:
+        walk(schema(), ())
+    return tuple(found)
+
+
+def _without_plain_arrays(record: dict) -> dict | None:
+    """A shallow copy of `record` with each of _plain_arrays emptied when all its elements have an allowed Python type
+    (bool is not a number, 1.0 not an integer: those are left to jsonschema); None when one has another type. The
+    copy is valid exactly when the record is: an empty list passes those arrays' only rule."""
+    copy = dict(record)
+    for path, types in _plain_arrays():
+        parent = copy
+        for name in path[:-1]:
+            if not isinstance(parent.get(name), dict):
+                break
+            parent[name] = parent = dict(parent[name])
+        else:
+            values = parent.get(path[-1])
+            if isinstance(values, list):
+                if not all(type(v) in types for v in values):
+                    return None
+                parent[path[-1]] = []
+    return copy
+
+
+_VALID_SECTIONS: dict = {}  # (property, hash of its JSON) -> True: sections already found valid (runs share most)
+
+
+def _valid_by_sections(record: dict) -> bool:
+    """Whether `record` is valid, deciding each top-level section once per distinct value. Under a plain root schema
+    (an object's type, required, properties and additionalProperties: nothing relates one section to another) that
+    is the same as validating the record whole; any other root is validated whole. False: let jsonschema say why."""
+    root = schema()
+    extra = root.get("additionalProperties")
+    if not set(root) <= _PLAIN_KEYS or root.get("type") != "object" or isinstance(extra, dict):
+        return next(_validator().iter_errors(record), None) is None
+    if any(name not in record for name in root.get("required", ())):
+        return False
+    properties = root.get("properties") or {}
+    for name, value in record.items():
+        if name not in properties:
+            if extra is False:
+                return False
+            continue
+        key = (name, hashlib.blake2b(_section_bytes(value), digest_size=16).digest())
+        if key not in _VALID_SECTIONS:
+            if next(_section_validator(name).iter_errors(value), None) is not None:
+                return False
+            if len(_VALID_SECTIONS) > 65536:
+                _VALID_SECTIONS.clear()
+            _VALID_SECTIONS[key] = True
+    return True
+
+
+def _section_bytes(value) -> bytes:
+    """A section's JSON, telling apart every value that validation tells apart (1 and 1.0 and true; key order kept)."""
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(value)
+        except (TypeError, _orjson.JSONEncodeError):  # an integer past 64 bits, a lone surrogate
+            pass
+    return json.dumps(value, ensure_ascii=True).encode()
+
+
+@cache
+def _section_validator(name: str):
+    return _validator().evolve(schema=schema()["properties"][name])
+
+
 
 
 def write_record(record: dict, out_dir: str | os.PathLike) -> Path:
@@ -166,6 +268,11 @@ def read_json(path: str | os.PathLike):
         raise RecordError(f"unreadable: {exc.strerror or exc}") from None
     if len(data) > MAX_RECORD_BYTES:
         raise RecordError(f"larger than {MAX_RECORD_BYTES // 2**20} MiB, not read")
+    value = _fast_loads(data)
+    if value is not _SLOW:
+        if _depth(value) > MAX_RECORD_DEPTH:
+            raise RecordError(f"not a record: JSON nested deeper than {MAX_RECORD_DEPTH} levels")
+        return value
     try:
         value = json.loads(data.decode("utf-8"), parse_constant=lambda c: float(c))
     except UnicodeDecodeError as exc:
@@ -181,14 +288,53 @@ def read_json(path: str | os.PathLike):
     return value
 
 
+_SLOW = object()  # _fast_loads' answer when the standard parser must decide
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+
+
+def _long_integer(digits: bytes) -> bool:
+    """`digits` (JSON text, every digit made 0) may hold an integer past 64 bits: 20 digits not after a decimal point
+    or an exponent's e or sign, or a minus and 19 (a longer fraction or exponent is not an integer; a float whose
+    integer part is that long is parsed alike by both)."""
+    at = digits.find(b"0" * 19)
+    while at != -1:
+        before = digits[at - 1:at]
+        if before == b"-":
+            if digits[at - 2:at - 1] not in (b"e", b"E"):
+                return True
+        elif before not in (b".", b"e", b"E", b"+", b"0") and digits[at + 19:at + 20] == b"0":
+            return True
+        at = digits.find(b"0" * 19, at + 19)
+    return False
+
+
+def _fast_loads(data: bytes):
+    """The JSON in `data` parsed by orjson (several times faster than json) where that gives exactly what json.loads
+    gives, else _SLOW: orjson missing, or it refused the text (NaN, a number past a double, a lone surrogate, invalid
+    UTF-8: json decides, and names the error), or a run of 20 digits or a minus and 19 (an integer past 64 bits,
+    which orjson would make a float; a shorter one is exact)."""
+    if _orjson is None or _long_integer(data.translate(_DIGITS_AS_ZERO)):
+        return _SLOW
+    try:
+        return _orjson.loads(data)
+    except (_orjson.JSONDecodeError, RecursionError):
+        return _SLOW
+
+
+_CONTAINERS = frozenset((dict, list))  # what parsed JSON nests in (json and orjson make exactly these types)
+
+
 def _depth(value) -> int:
     """Nesting depth of parsed JSON, without recursion."""
+    if not isinstance(value, (dict, list)):
+        return 0
     deepest, stack = 0, [(value, 1)]
     while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, depth)
-            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+        item, depth = stack.pop()  # only dicts and lists are pushed
+        deepest = max(deepest, depth)
+        children = item.values() if isinstance(item, dict) else item
+        if not _CONTAINERS.isdisjoint(map(type, children)):  # most lists hold only numbers: skipped at C speed
+            stack.extend((v, depth + 1) for v in children if isinstance(v, (dict, list)))
     return deepest
 
 
@@ -262,19 +408,28 @@ class BadFile(str):
 NOT_RECORDS = ("bisect-*.json", "landscape-*.json", "gpu-check.json")
 
 
-def iter_records(paths, warn=print, read=read_record):
+_NOT_RECORDS_PREFIXED = [(pattern.split("*")[0].lower(), pattern) for pattern in NOT_RECORDS]  # Path.match is slow
+
+
+def record_files(folder: Path) -> list[Path]:
+    """The record files under a folder, in the order they are read: every *.json, recursively, less the writer's temp
+    files and NOT_RECORDS."""
+    return sorted((p for p in folder.rglob("*.json") if not p.name.startswith(TEMP_PREFIX)
+                   and not any(p.name.lower().startswith(prefix) and p.match(pattern)
+                               for prefix, pattern in _NOT_RECORDS_PREFIXED)), key=lambda p: p.parts)  # as Paths sort
+
+
+def iter_records(paths, warn=print, read=read_record, files=record_files):
     """(path, record) for every valid *.json under the paths (recursively); one BadFile to `warn` per bad file
     (print writes its line) for the first MAX_SKIP_WARNINGS, then one BadFile.more line with how many more (a folder
     of 10,000 other JSON files is not 10,000 lines). read=read_json gives the raw JSON of every readable file,
-    unvalidated."""
+    unvalidated; files(folder) lists a folder's record files (record_files, or the listing an index just made)."""
     skipped = 0
     for root in map(Path, paths):
         if not root.exists():
             warn(BadFile(root, "no such file or directory", skipped=False))
             continue
-        files = [root] if root.is_file() else sorted(p for p in root.rglob("*.json") if not p.name.startswith(TEMP_PREFIX)
-                                                     and not any(p.match(pattern) for pattern in NOT_RECORDS))
-        for path in files:
+        for path in [root] if root.is_file() else files(root):
             try:
                 yield path, read(path)
             except RecordError as exc:

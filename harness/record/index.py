@@ -1,0 +1,499 @@
+"""The record index: what reading each record file gave, kept beside the records, so a warm compare parses and
+validates nothing.
+
+harness.compare and harness.report read a folder's records through RecordIndex.read instead of io.read_record. For
+each record file under the folder the index holds what read_record gave (the record, migrated and validated, or why
+the file is skipped) and whether it holds NaN or infinity (harness.analysis.dataset leaves those out), keyed by the
+file's path and identity: size, mtime, ctime and inode (no tool sets a ctime back, so a rewritten file is noticed even
+where its mtime was restored), and, for a file changed within RACY_NS of being indexed, a hash of its bytes, compared
+on every later read (a second change within the filesystem's time resolution leaves the times as they were). A file
+the index does not hold, or whose identity differs, is read again through read_record; a removed file's entry is
+dropped. The index also names the harness code that made it (the schema and every module of this package): when
+the rules of reading or validating change, it is rebuilt, so nothing stale is ever used.
+
+Engine: Apache Parquet through pyarrow (docs/architecture.md says why). One file per folder,
+FOLDER/.harness-index/records.idx (or, with --index DIR, DIR/<hash of the folder's path>.idx): a Parquet table, then
+a keyed hash of it under a key only this user can read (~/.cache/gpt-harness/index-key). An index that is damaged,
+made by another user or machine, or not an index at all fails that check, and is rebuilt with one warning line: it
+is never trusted. It is written whole to a temp file and renamed over the old one, so two compares at once each read
+a complete index (the later rename wins; the other's new entries are read again next time).
+
+A record's sections that repeat across runs (environment, flags, workload) are stored once per distinct value and
+shared, read-only, by the records that have them; its explain section (most of its bytes, read by a few tables for a
+few runs) stays compressed until a reader asks for it (LazySection). No torch import; pyarrow only when an index is
+used (without it, the records are read directly, as with --no-index).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import math
+import os
+import secrets
+import stat
+import time
+import zlib
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from harness.record.io import MAX_RECORD_BYTES, read_record, record_files
+from harness.record.model import SCHEMA_VERSION, RecordError
+
+try:
+    import orjson
+except ImportError:
+    orjson = None
+
+INDEX_FORMAT = 1
+INDEX_DIR = ".harness-index"
+RACY_NS = 3 * 10**9  # a file changed this close to being indexed is also checked by content on every read
+SHARED = ("environment", "flags", "workload")  # sections stored once per distinct value
+LAZY = "explain"
+MAGIC = b"HARNESS-INDEX-1\n"  # then the 32-byte keyed hash, at the end of the file
+PARALLEL_FROM = 256  # files to read before a process per CPU pays for itself
+COLUMNS = ("key", "size", "mtime_ns", "ctime_ns", "ino", "digest", "outcome", "why", "core", "explain")
+
+
+def code_identity() -> str:
+    """What the index's contents depend on: its own format, the schema version, the schema and every module of
+    harness/record/ (reading, migrating, validating, this encoding)."""
+    h = hashlib.sha256(f"{INDEX_FORMAT}:{SCHEMA_VERSION}".encode())
+    here = Path(__file__).parent
+    for path in [here.parent / "record.schema.json", *sorted(here.glob("*.py"))]:
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def _key_file() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpt-harness" / "index-key"
+
+
+def _secret() -> bytes:
+    """This user's key for the index's keyed hash, made once (mode 0600; linked into place whole)."""
+    path = _key_file()
+    with contextlib.suppress(FileNotFoundError):
+        key = path.read_bytes()
+        if len(key) == 32:
+            return key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{secrets.token_hex(8)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(secrets.token_bytes(32))
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+    key = path.read_bytes()
+    if len(key) != 32:
+        raise OSError(f"{path}: not a key (delete it)")
+    return key
+
+
+def encode(value) -> bytes:
+    """JSON bytes of a record section: orjson's where it can (it refuses integers past 64 bits and lone surrogates),
+    else json's after one space (which tells decode to read it with json: orjson would make a long integer a float)."""
+    if orjson is not None:
+        with contextlib.suppress(TypeError, orjson.JSONEncodeError):
+            return orjson.dumps(value)
+    return b" " + json.dumps(value, ensure_ascii=True, allow_nan=False).encode()
+
+
+def decode(blob: bytes):
+    return json.loads(blob) if orjson is None or blob[:1] == b" " else orjson.loads(blob)
+
+
+class LazySection(dict):
+    """A record section kept as compressed JSON until first read (then an ordinary dict): RecordView and every
+    reader see a dict. Read-only, as every record section is for its readers. json.dumps reads a dict's storage
+    directly, so it sees an unread section as {}: dump dict(section) (no reader dumps a record's explain)."""
+
+    __slots__ = ("_blob",)
+
+    def __init__(self, blob: bytes):
+        super().__init__()
+        self._blob = blob
+
+    def _fill(self) -> LazySection:
+        if self._blob is not None:
+            blob, self._blob = self._blob, None
+            dict.update(self, decode(zlib.decompress(blob)))
+        return self
+
+    def __getitem__(self, key):
+        return dict.__getitem__(self._fill(), key)
+
+    def get(self, key, default=None):
+        return dict.get(self._fill(), key, default)
+
+    def __contains__(self, key):
+        return dict.__contains__(self._fill(), key)
+
+    def __iter__(self):
+        return dict.__iter__(self._fill())
+
+    def __len__(self):
+        return dict.__len__(self._fill())
+
+    def __eq__(self, other):
+        return dict.__eq__(self._fill(), other._fill() if isinstance(other, LazySection) else other)
+
+    def __ne__(self, other):
+        return not self == other
+
+    __hash__ = None
+
+    def __repr__(self):
+        return dict.__repr__(self._fill())
+
+    def keys(self):
+        return dict.keys(self._fill())
+
+    def values(self):
+        return dict.values(self._fill())
+
+    def items(self):
+        return dict.items(self._fill())
+
+    def copy(self):
+        return dict(self.items())
+
+    def __reduce__(self):
+        return dict, (dict(self.items()),)
+
+
+class IndexedRecord(dict):
+    """A record read from the index; has_nonfinite says what harness.analysis.dataset would find walking it."""
+
+    __slots__ = ("has_nonfinite",)
+
+
+_NUMBERS = frozenset((int, float, bool, type(None)))
+_CONTAINERS = frozenset((dict, list))
+
+
+def _nonfinite(value) -> bool:
+    """Holds a NaN or an infinity somewhere (the writer stores those as null): what harness.analysis.dataset's walk
+    finds, with each list's or dict's floats summed at C speed (a sum is finite when every term is, unless it
+    overflows: then each is looked at)."""
+    stack = [value] if type(value) in _CONTAINERS else []
+    while stack:
+        item = stack.pop()
+        values = item.values() if type(item) is dict else item
+        kinds = set(map(type, values))
+        if float in kinds:
+            floats = filter(None, values) if kinds <= _NUMBERS else [v for v in values if type(v) is float]
+            try:
+                if not math.isfinite(math.fsum(floats)):
+                    return True
+            except (OverflowError, ValueError):  # a sum too large for a float; inf + -inf
+                if not all(map(math.isfinite, [v for v in values if type(v) is float])):
+                    return True
+        if not _CONTAINERS.isdisjoint(kinds):
+            stack.extend(v for v in values if type(v) in _CONTAINERS)
+    return False
+
+
+def _identity(st: os.stat_result) -> tuple:
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    """A regular file's bytes, as io.read_json reads them (None for anything else: read_record says what it is)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None
+            return f.read(MAX_RECORD_BYTES + 1)
+    except OSError:
+        return None
+
+
+def _digest(path: Path) -> bytes | None:
+    """A hash of a regular file's bytes."""
+    data = _read_bytes(path)
+    return None if data is None else hashlib.blake2b(data, digest_size=16).digest()
+
+
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_EXPONENTS = tuple(e + s + b"000" for e in (b"e", b"E") for s in (b"", b"+"))  # a negative one cannot overflow
+
+
+def _may_be_nonfinite(data: bytes | None) -> bool:
+    """Whether the JSON in `data` can parse to a NaN or an infinity: only through json's NaN and Infinity, or a number
+    past a double (an exponent of 3 digits or more; else an integer part of 210 digits or more). False saves the walk."""
+    if data is None or b"NaN" in data or b"Infinity" in data:
+        return True
+    digits = data.translate(_DIGITS_AS_ZERO)
+    return b"0" * 200 in digits or any(_long_exponent(digits, e) for e in _LONG_EXPONENTS)
+
+
+_NUMBER_ENDS = (b",", b"]", b"}", b" ", b"\n", b"\r", b"\t", b"")
+
+
+def _long_exponent(digits: bytes, pattern: bytes) -> bool:
+    """`pattern` (e000, e+000...) as a number's exponent in `digits`: after a digit, and its digits end the number
+    (in a hex string, e.g. a hash, the same letters and digits go on)."""
+    at = digits.find(pattern)
+    while at != -1:
+        end = at + len(pattern)
+        while digits[end:end + 1] == b"0":
+            end += 1
+        if digits[at - 1:at] == b"0" and digits[end:end + 1] in _NUMBER_ENDS:
+            return True
+        at = digits.find(pattern, end)
+    return False
+
+
+def index_file(job: tuple[str, str]) -> tuple[tuple | None, tuple]:
+    """(row, outcome) for one record file: the outcome read_record gives it (the record encoded, or why it is
+    skipped), and its index row, None where the file changed while it was read (used now, read again next time)."""
+    key, path = job
+    try:
+        before = os.stat(path)
+    except OSError:
+        before = None
+    racy = before is not None and time.time_ns() - max(before.st_mtime_ns, before.st_ctime_ns) < RACY_NS
+    data = _read_bytes(Path(path))
+    digest = hashlib.blake2b(data, digest_size=16).digest() if racy and data is not None else None
+    try:
+        record = read_record(path)
+    except RecordError as exc:
+        record, why = None, str(exc)
+    try:
+        after = os.stat(path)
+    except OSError:
+        after = None
+    stable = before is not None and after is not None and _identity(before) == _identity(after)
+    if record is None:
+        outcome = ("bad", why, None, None, (None,) * len(SHARED))
+    elif (racy or not stable or _may_be_nonfinite(data)) and _nonfinite(record):  # the bytes read are those parsed
+        outcome = ("nonfinite", None, None, None, (None,) * len(SHARED))
+    else:
+        split = {name: encode(record[name]) for name in (*SHARED, LAZY) if isinstance(record.get(name), dict)}
+        core = encode({k: (None if k in split else v) for k, v in record.items()})
+        explain = zlib.compress(split[LAZY], 1) if LAZY in split else None
+        outcome = ("record", None, core, explain, tuple(split.get(name) for name in SHARED))
+    if not stable or (racy and digest is None):
+        return None, outcome
+    return (key, *_identity(before), digest, *outcome[:4], *outcome[4]), outcome
+
+
+class IndexError_(Exception):
+    """An index file that cannot be used (damaged, foreign, another harness's): rebuilt, with one warning."""
+
+
+def index_path(folder: Path, where: Path | None) -> Path:
+    """Where a folder's index is: FOLDER/.harness-index/records.idx, or under --index DIR, named for the folder."""
+    if where is None:
+        return folder / INDEX_DIR / "records.idx"
+    return where / f"{hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:24]}.idx"
+
+
+class _Store:
+    """One folder's index file: its rows (COLUMNS, then one id per SHARED section into `blobs`) read and written."""
+
+    def __init__(self, folder: Path, path: Path, key: bytes):
+        self.folder, self.path, self.key = folder, path, key
+        self.blobs: list[bytes] = []  # distinct SHARED section values
+        self.blob_ids: dict[bytes, int] = {}
+
+    def blob_id(self, blob: bytes | None) -> int:
+        if blob is None:
+            return -1
+        if blob not in self.blob_ids:
+            self.blob_ids[blob] = len(self.blobs)
+            self.blobs.append(blob)
+        return self.blob_ids[blob]
+
+    def meta(self) -> dict:
+        return {"format": INDEX_FORMAT, "code": code_identity(), "folder": str(self.folder.resolve())}
+
+    def load(self) -> dict[str, tuple]:
+        """key -> row of the stored index; {} where there is none or it is another harness code's (rebuilt quietly);
+        IndexError_ for one that cannot be trusted."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            data = self.path.read_bytes()
+        except (FileNotFoundError, NotADirectoryError):  # none yet (where it cannot be written, save says so)
+            return {}
+        except OSError as exc:
+            raise IndexError_(f"unreadable ({exc.strerror or exc})") from None
+        body, trailer = data[:-len(MAGIC) - 32], data[-len(MAGIC) - 32:]
+        if not trailer.startswith(MAGIC):
+            raise IndexError_("not a harness index")
+        if not hmac.compare_digest(trailer[len(MAGIC):], hmac.new(self.key, body, "sha256").digest()):
+            raise IndexError_("damaged, or made by another user or machine (its keyed hash does not match)")
+        try:  # a file that passed the keyed hash was written by save(): failing here means a bug, said in one line
+            table = pq.read_table(pa.py_buffer(body), read_dictionary=list(SHARED))
+            meta = json.loads(table.schema.metadata[b"harness.index"])
+        except (pa.ArrowException, OSError, ValueError, KeyError, TypeError) as exc:
+            raise IndexError_(f"unreadable ({type(exc).__name__})") from None
+        if meta.get("format") != INDEX_FORMAT or meta.get("code") != code_identity() or \
+                meta.get("folder") != str(self.folder.resolve()):
+            return {}  # ours, but made by another version of the harness or for the folder this one was copied from
+        columns = [table.column(name).to_pylist() for name in COLUMNS]
+        for name in SHARED:
+            ids = []
+            for chunk in table.column(name).chunks:
+                local = [self.blob_id(blob) for blob in chunk.dictionary.to_pylist()]
+                ids += [-1 if i is None else local[i] for i in chunk.indices.to_pylist()]
+            columns.append(ids)
+        return {row[0]: row for row in zip(*columns)}
+
+    def save(self, rows: list[tuple]) -> None:
+        """Write the rows as the folder's index: a temp file beside it, renamed over it (OSError if it cannot)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        columns = list(zip(*rows)) if rows else [()] * (len(COLUMNS) + len(SHARED))
+        types = (pa.string(), pa.int64(), pa.int64(), pa.int64(), pa.uint64(), pa.binary(), pa.string(), pa.string(),
+                 pa.binary(), pa.binary())
+        arrays = [pa.array(col, type=t) for col, t in zip(columns, types)]
+        dictionary = pa.array(self.blobs, type=pa.binary())
+        for ids in columns[len(COLUMNS):]:
+            arrays.append(pa.DictionaryArray.from_arrays(pa.array([None if i < 0 else i for i in ids], pa.int32()),
+                                                         dictionary))
+        table = pa.table(arrays, names=[*COLUMNS, *SHARED]).replace_schema_metadata(
+            {"harness.index": json.dumps(self.meta())})
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression={name: "zstd" for name in [*COLUMNS, *SHARED] if name != LAZY},
+                       use_dictionary=list(SHARED))
+        del table, arrays
+        body = memoryview(sink.getvalue())  # no copy: the file's bytes are large at 100,000 records
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".tmp-{secrets.token_hex(8)}.idx")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(body)
+                f.write(MAGIC + hmac.new(self.key, body, "sha256").digest())
+            os.replace(tmp, self.path)
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+
+class RecordIndex:
+    """The indexes of the folders among `paths`: read(path) gives what io.read_record gives, from the index where it
+    is current. Made by open(); a file argument (not a folder) is read directly."""
+
+    def __init__(self):
+        self.outcomes: dict[str, tuple] = {}  # str(path) -> ("record", core, explain, shared sections) or ("bad", why)
+        self.shared: dict[bytes, object] = {}  # a SHARED section's bytes -> its one decoded value
+        self.stats = {"indexed": 0, "read": 0}
+        self.listings: dict[Path, list[Path]] = {}  # folder -> its record files, as listed when the index was updated
+
+    def files(self, folder: Path) -> list[Path]:
+        """A folder's record files: the listing the index update just made (io.iter_records' `files`)."""
+        listing = self.listings.pop(Path(folder), None)
+        return listing if listing is not None else record_files(Path(folder))
+
+    @classmethod
+    def open(cls, paths, where=None, notice=print) -> RecordIndex | None:
+        """The index of every folder among `paths`, brought up to date (new and changed files read, removed ones
+        dropped; written back when anything changed); None where no index can be used (pyarrow missing, no key):
+        notice says why in one line, and the caller reads the records directly."""
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            notice("note: pyarrow is not installed: records read without an index (pip install pyarrow)")
+            return None
+        try:
+            key = _secret()
+        except OSError as exc:
+            notice(f"note: no index key ({_key_file()}: {exc.strerror or exc}): records read without an index")
+            return None
+        index = cls()
+        for folder in dict.fromkeys(Path(p) for p in paths):
+            if folder.is_dir():
+                index._update(_Store(folder, index_path(folder, Path(where) if where else None), key), notice)
+        return index
+
+    def _update(self, store: _Store, notice) -> None:
+        try:
+            old = store.load()
+        except IndexError_ as exc:
+            notice(f"warning: {store.path}: {exc}; rebuilt")
+            old = {}
+        rows, jobs = [], []
+        self.listings[store.folder] = listing = record_files(store.folder)
+        for path in listing:
+            key = path.relative_to(store.folder).as_posix()
+            row = old.get(key)
+            if row is not None and self._current(row, path):
+                rows.append(row)
+                self._keep(path, row, store)
+            else:
+                jobs.append((key, str(path)))
+        self.stats["indexed"] += len(rows)
+        self.stats["read"] += len(jobs)
+        for (key, path), (row, outcome) in zip(jobs, _read_all(jobs)):
+            if row is not None:
+                row = (*row[:len(COLUMNS)], *(store.blob_id(b) for b in row[len(COLUMNS):]))
+                rows.append(row)
+            self._remember(Path(path), outcome)
+        if jobs or len(rows) != len(old):
+            try:
+                store.save(rows)
+            except OSError as exc:
+                notice(f"warning: {store.path}: not written ({exc.strerror or exc}); the records were read directly "
+                       "(--index DIR keeps the index elsewhere)")
+
+    @staticmethod
+    def _current(row: tuple, path: Path) -> bool:
+        """The file is as it was when indexed: same identity, and same bytes where its times may not tell."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        if _identity(st) != tuple(row[1:5]):
+            return False
+        return row[5] is None or _digest(path) == row[5]
+
+    def _keep(self, path: Path, row: tuple, store: _Store) -> None:
+        outcome, why, core, explain = row[6:10]
+        shared = tuple(None if i < 0 else store.blobs[i] for i in row[len(COLUMNS):])
+        self._remember(path, (outcome, why, core, explain, shared))
+
+    def _remember(self, path: Path, outcome: tuple) -> None:
+        self.outcomes[str(path)] = outcome
+
+    def read(self, path) -> dict:
+        """What io.read_record(path) gives (a RecordError for a bad file), from the index when it holds the file."""
+        outcome = self.outcomes.pop(str(path), None)
+        if outcome is None:
+            return read_record(path)
+        kind, why, core, explain, shared = outcome
+        if kind == "bad":
+            raise RecordError(why)
+        record = IndexedRecord()
+        record.has_nonfinite = kind == "nonfinite"
+        if kind == "record":
+            record.update(decode(core))
+            for name, blob in zip(SHARED, shared):
+                if blob is not None:
+                    if blob not in self.shared:
+                        self.shared[blob] = decode(blob)
+                    record[name] = self.shared[blob]
+            if explain is not None:
+                record[LAZY] = LazySection(explain)
+        return record
+
+
+def _read_all(jobs: list[tuple[str, str]]) -> list[tuple]:
+    """index_file of each job, in order: in a process per CPU when there are many."""
+    if len(jobs) < PARALLEL_FROM:
+        return [index_file(job) for job in jobs]
+    workers = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8)
+    if workers < 2:
+        return [index_file(job) for job in jobs]
+    with ProcessPoolExecutor(workers) as pool:
+        return list(pool.map(index_file, jobs, chunksize=64))

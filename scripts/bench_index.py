@@ -1,0 +1,130 @@
+"""Benchmark of compare at scale: make N records from the committed ones, then time compare cold and warm.
+
+    PYTHONPATH=. python scripts/bench_index.py --records 100000 --dir /tmp/bench100k
+
+Makes DIR/records/ (N records: the committed record files under results/, copied round-robin with fresh run ids and
+their step times and summary numbers scaled by up to 10% (another run's numbers), each file named after its run id;
+a record is ~20 KB, so 100,000 of them are ~2.4 GB: put DIR on a disk with room; it is deleted afterwards unless
+--keep), then runs `python -m harness.compare DIR/records` in a fresh interpreter each time: cold (no index yet:
+every file parsed, validated and indexed), warm (the index is current) and, with --no-index-too, reading the JSON
+directly. Prints each one's wall time, the part of it spent reading the records (the index brought up to date, then
+the dataset loaded; the rest is the analysis), its CPU time (with the index's worker processes: on a shared machine
+the wall time says as much about the others' load), its peak memory (ru_maxrss of that process), and the machine's
+load average before and after. A benchmark, not a test: it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness.record.io import iter_records, read_json
+
+# Run one compare in this interpreter; print how long reading the records took (the index brought up to date, then
+# dataset.load) and its own peak RSS (KiB on Linux) on the last lines of stderr.
+CHILD = """
+import resource, sys, time
+from harness import compare
+from harness.analysis import options
+spent = {"read": 0.0}
+def timed(fn):
+    def call(*a, **k):
+        start = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            spent["read"] += time.perf_counter() - start
+    return call
+options.load = timed(options.load)
+options.RecordIndex.open = timed(options.RecordIndex.open)
+try:
+    compare.main(sys.argv[1:])
+except SystemExit:
+    pass
+me, pool = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+print("cpu_s", me.ru_utime + me.ru_stime + pool.ru_utime + pool.ru_stime, file=sys.stderr)
+print("read_s", spent["read"], file=sys.stderr)
+print("maxrss_kib", me.ru_maxrss, file=sys.stderr)
+"""
+
+
+def _vary(record: dict, i: int) -> dict:
+    """A copy's measurements made its own (step times and summary numbers scaled by up to 10%), as another run's
+    would be: runs share their environment, flags and workload, not their numbers."""
+    factor = 1 + (i % 101) / 1000
+    steps = dict(record.get("steps") or {})
+    steps["ms"] = [x * factor if isinstance(x, (int, float)) else x for x in steps.get("ms") or []]
+    summary = {k: v * factor if isinstance(v, float) else v for k, v in (record.get("summary") or {}).items()}
+    return {**record, "steps": steps, "summary": summary}
+
+
+def make_records(sources: list[Path], out: Path, n: int) -> None:
+    """n record files under out/, copies of the sources' raw JSON with fresh run ids (1,000 per sub-folder)."""
+    raws = [(path, raw) for path, raw in iter_records(sources, warn=lambda _line: None, read=read_json)
+            if isinstance(raw, dict) and isinstance(raw.get("run_id"), str)]
+    if not raws:
+        sys.exit(f"no record under {', '.join(map(str, sources))}")
+    for i in range(n):
+        _path, raw = raws[i % len(raws)]
+        copy = dict(_vary(raw, i), run_id=f"{raw['run_id']}-copy{i:06d}")
+        folder = out / f"batch{i // 1000:03d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{copy['run_id']}.json").write_text(json.dumps(copy, indent=1))
+
+
+def timed_compare(records: Path, *extra: str) -> tuple[float, float, float, int, str]:
+    """(seconds, of which reading the records, CPU seconds (its own and its index workers'), peak RSS in bytes, the
+    first lines of its output) of one compare in a fresh interpreter."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", CHILD, str(records), *extra], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    seconds = time.perf_counter() - start
+    last = {line.split()[0]: float(line.split()[1]) for line in done.stderr.splitlines()[-3:] if len(line.split()) == 2}
+    return (seconds, last.get("read_s", 0.0), last.get("cpu_s", 0.0), int(last.get("maxrss_kib", 0)) * 1024,
+            "\n".join(done.stdout.splitlines()[:3]))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--records", type=int, default=10_000, metavar="N", help="how many records to make (default 10,000)")
+    p.add_argument("--dir", type=Path, required=True, help="where to make them (DIR/records/); must not exist yet")
+    p.add_argument("--from", dest="sources", type=Path, action="append", default=[], metavar="PATH",
+                   help="records to copy (default: results/)")
+    p.add_argument("--no-index-too", action="store_true", help="also time compare --no-index (the JSON read directly)")
+    p.add_argument("--keep", action="store_true", help="keep DIR afterwards (default: deleted)")
+    args = p.parse_args(argv)
+    if args.dir.exists():
+        p.error(f"--dir {args.dir}: exists; give a new folder")
+    records = args.dir / "records"
+    try:
+        start = time.perf_counter()
+        make_records(args.sources or [ROOT / "results"], records, args.records)
+        size = sum(f.stat().st_size for f in records.rglob("*.json"))
+        print(f"made {args.records:,} records ({size / 1e9:.2f} GB) in {time.perf_counter() - start:.0f} s")
+        print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
+        runs = [("cold (index built)", ()), ("warm (index current)", ())]
+        if args.no_index_too:
+            runs.append(("--no-index (JSON read directly)", ("--no-index",)))
+        for name, extra in runs:
+            seconds, read, cpu, peak, head = timed_compare(records, *extra)
+            print(f"{name:32} {seconds:6.1f} s (reading the records {read:6.1f} s; CPU {cpu:6.1f} s)   peak RSS "
+                  f"{peak / 2**30:5.2f} GiB")
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"compare's first lines:\n{head}")
+    finally:
+        if not args.keep:
+            shutil.rmtree(args.dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,337 @@
+"""The record index (harness.record.index): compare and report read through it give exactly what reading the JSON
+gives; it follows new, changed and removed files; it never holds what validation leaves out; a damaged, foreign or
+unwritable index is one warning line, never a traceback and never trusted; two compares at once leave it whole."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.record import index as idx
+from harness.record.io import RecordError, iter_records, read_record
+from tests.hostile import write_hostile
+from tests.module_cli import ROOT
+
+pytest.importorskip("pyarrow")
+
+
+@pytest.fixture(autouse=True)
+def own_key(tmp_path, monkeypatch):
+    """Each test its own index key (harness.record.index keeps it under XDG_CACHE_HOME)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(idx.INDEX_DIR, "*.py"))
+    return dst
+
+
+def _env(tmp_path) -> dict:
+    return {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+
+
+def _run(tmp_path, module, *args):
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, cwd=ROOT,
+                          env=_env(tmp_path), timeout=600, check=False)
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_compare_through_the_index_prints_what_the_json_gives(tmp_path, fmt):
+    """The committed records, the contended set and a hostile set: --no-index, cold (index built) and warm (index
+    read) print the same bytes, warnings included."""
+    sets = [_copy(ROOT / "results", tmp_path / "results"), _copy(ROOT / "tests/data/contended-cpu", tmp_path / "cont"),
+            write_hostile(tmp_path / "hostile", limit=4)]
+    (tmp_path / "results" / "broken.json").write_text('{"schema_version": 1, "run_id": ')  # a bad file, warned about
+    write_hostile(tmp_path / "hostile" / "bad", edit=lambda r: r["summary"].update(step_ms_median=-1), limit=2)
+    for folder in sets:
+        direct = _run(tmp_path, "harness.compare", folder, "--no-index", "--format", fmt, "--detail")
+        assert not (folder / idx.INDEX_DIR).exists()
+        cold = _run(tmp_path, "harness.compare", folder, "--format", fmt, "--detail")
+        assert (folder / idx.INDEX_DIR / "records.idx").is_file()
+        warm = _run(tmp_path, "harness.compare", folder, "--format", fmt, "--detail")
+        assert direct.returncode == cold.returncode == warm.returncode
+        assert direct.stdout and cold.stdout == direct.stdout and warm.stdout == direct.stdout
+        assert cold.stderr == direct.stderr and warm.stderr == direct.stderr
+
+
+def test_report_through_the_index_writes_what_the_json_gives(tmp_path):
+    records = _copy(ROOT / "results", tmp_path / "results")
+    texts = []
+    for extra in (["--no-index"], [], []):  # direct, cold, warm; the same -o (the report names its command)
+        proc = _run(tmp_path, "harness.report", records, "-o", tmp_path / "out", *extra)
+        assert proc.returncode == 0, proc.stderr
+        text = (tmp_path / "out" / "report.md").read_text().replace(" --no-index", "")
+        texts.append(re.sub(r"Generated \S+ \S+ UTC", "Generated (time)", text))  # its minute may turn between runs
+        shutil.rmtree(tmp_path / "out")
+    assert "159 valid records" in texts[0] and texts[0] == texts[1] == texts[2]
+
+
+def _read(folder: Path, **kw) -> tuple[idx.RecordIndex, list]:
+    notices = []
+    index = idx.RecordIndex.open([folder], notice=notices.append, **kw)
+    warnings = []
+    records = list(iter_records([folder], warnings.append, index.read, index.files))
+    return index, records, warnings, notices
+
+
+def test_a_new_changed_or_removed_file_is_noticed(tmp_path):
+    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    files = sorted(folder.glob("*.json"))
+    index, records, _w, _n = _read(folder)
+    assert index.stats == {"indexed": 0, "read": len(files)}
+    index, again, _w, _n = _read(folder)
+    assert index.stats == {"indexed": len(files), "read": 0} and again == records
+
+    # Changed with its size and mtime put back (a copy that keeps times): the ctime still tells.
+    victim = files[0]
+    st = victim.stat()
+    raw = json.loads(victim.read_text())
+    raw["summary"]["tokens_per_s"] = float(str(raw["summary"]["tokens_per_s"])[:-1] + "7")  # same length
+    text = json.dumps(raw, indent=1)
+    assert len(text.encode()) == st.st_size
+    victim.write_text(text)
+    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
+    shutil.copy(files[1], folder / "new.json")
+    files[2].unlink()
+    index, records, _w, _n = _read(folder)
+    assert index.stats == {"indexed": len(files) - 2, "read": 2}
+    by_path = dict(records)
+    assert by_path[victim]["summary"]["tokens_per_s"] == raw["summary"]["tokens_per_s"]
+    assert files[2] not in by_path and folder / "new.json" in by_path
+    assert len(idx._Store(folder, idx.index_path(folder, None), idx._secret()).load()) == len(files)
+
+
+def test_a_file_changed_as_it_was_indexed_is_checked_by_its_bytes(tmp_path):
+    """A row whose times match but whose file was written again within the same tick: its hash tells."""
+    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    path = min(folder.glob("*.json"))
+    row, _outcome = idx.index_file(("x", str(path)))
+    assert row[5] is not None  # just copied: within RACY_NS, so its bytes were hashed
+    assert idx.RecordIndex._current(row, path)
+    assert not idx.RecordIndex._current((*row[:5], b"\0" * 16, *row[6:]), path)
+
+
+def test_what_validation_leaves_out_the_index_leaves_out(tmp_path):
+    """Bad files (out of range, not JSON, NaN) are held as what they are: the same warning, never a record."""
+    folder = write_hostile(tmp_path / "h", edit=lambda r: r["summary"].update(step_ms_median=0), limit=2)
+    (folder / "nan.json").write_text(min((ROOT / "results/cpu-amd-epyc-2core").glob("*.json")).read_text()
+                                     .replace('"loss": [', '"loss": [NaN, ', 1))
+    (folder / "big.json").write_text('{"a": 123456789012345678901234567890}')
+    for _ in range(2):  # cold, then warm
+        _index, records, warnings, _n = _read(folder)
+        direct = []
+        assert [p for p, _r in records] == [p for p, _r in iter_records([folder], direct.append)]
+        assert warnings == direct and len(warnings) == 3
+        nan = dict(records)[folder / "nan.json"]
+        assert nan.has_nonfinite and not nan  # left out by load, with its own warning; nothing of it is kept
+    rows = idx._Store(folder, idx.index_path(folder, None), idx._secret()).load()
+    assert sorted(row[6] for row in rows.values()) == ["bad", "bad", "bad", "nonfinite"]
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "foreign", "other-key", "empty"])
+def test_a_damaged_or_foreign_index_is_rebuilt_with_one_warning(tmp_path, damage):
+    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    direct = _run(tmp_path, "harness.compare", folder, "--no-index")
+    _run(tmp_path, "harness.compare", folder)
+    path = folder / idx.INDEX_DIR / "records.idx"
+    data = bytearray(path.read_bytes())
+    if damage == "flip":
+        data[len(data) // 2] ^= 0x40
+    elif damage == "truncate":
+        data = data[:len(data) // 3]
+    elif damage == "foreign":
+        data = bytearray(b"PAR1" + os.urandom(500) + b"PAR1")
+    elif damage == "empty":
+        data = bytearray()
+    path.write_bytes(bytes(data))
+    env = _env(tmp_path)
+    if damage == "other-key":  # made by another user: their key, not ours
+        env["XDG_CACHE_HOME"] = str(tmp_path / "other-cache")
+    proc = subprocess.run([sys.executable, "-m", "harness.compare", str(folder)], capture_output=True, text=True,
+                          cwd=ROOT, env=env, check=False)
+    assert proc.returncode == 0 and proc.stdout == direct.stdout
+    extra = [line for line in proc.stderr.splitlines() if line not in direct.stderr.splitlines()]
+    assert len(extra) == 1 and extra[0].startswith(f"warning: {path}: ") and extra[0].endswith("; rebuilt")
+    assert "Traceback" not in proc.stderr
+    again = subprocess.run([sys.executable, "-m", "harness.compare", str(folder)], capture_output=True, text=True,
+                           cwd=ROOT, env=env, check=False)
+    assert again.stderr == direct.stderr  # rebuilt: read quietly now
+
+
+def test_an_index_of_another_harness_version_is_rebuilt_quietly(tmp_path, monkeypatch):
+    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    _read(folder)
+    monkeypatch.setattr(idx, "code_identity", lambda: "a changed validation rule")
+    index, _r, _w, notices = _read(folder)
+    assert index.stats["indexed"] == 0 and notices == []
+
+
+def test_an_unwritable_index_is_one_warning_and_the_records_are_read(tmp_path):
+    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    (folder / idx.INDEX_DIR).write_text("a file where the index folder goes")
+    direct = _run(tmp_path, "harness.compare", folder, "--no-index")
+    proc = _run(tmp_path, "harness.compare", folder)
+    assert proc.returncode == 0 and proc.stdout == direct.stdout
+    extra = [line for line in proc.stderr.splitlines() if line not in direct.stderr.splitlines()]
+    assert len(extra) == 1 and "not written" in extra[0] and "Traceback" not in proc.stderr
+
+
+def test_index_option_keeps_it_elsewhere_and_no_index_refuses_it(tmp_path):
+    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    proc = _run(tmp_path, "harness.compare", folder, "--index", tmp_path / "ix")
+    assert proc.returncode == 0 and not (folder / idx.INDEX_DIR).exists()
+    assert [p.suffix for p in (tmp_path / "ix").iterdir()] == [".idx"]
+    proc = _run(tmp_path, "harness.compare", folder, "--index", tmp_path / "ix", "--no-index")
+    assert proc.returncode == 2 and "--index and --no-index" in proc.stderr.splitlines()[-1]
+
+
+def test_two_compares_at_once_leave_a_whole_index(tmp_path):
+    folder = _copy(ROOT / "results", tmp_path / "results")
+    direct = _run(tmp_path, "harness.compare", folder, "--no-index")
+    procs = [subprocess.Popen([sys.executable, "-m", "harness.compare", str(folder)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env(tmp_path)) for _ in range(3)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert all(out == direct.stdout and err == direct.stderr for out, err in outs)
+    index, _r, _w, notices = _read(folder)
+    assert notices == [] and index.stats["read"] == 0
+    assert not [p for p in (folder / idx.INDEX_DIR).iterdir() if p.name != "records.idx"]  # no temp file left
+
+
+def test_a_lazy_section_is_the_dict_it_stands_for():
+    section = {"kernels": {"top": [{"name": "gemm", "share": 0.5}]}, "mfu": {"mfu_measured": 0.25}, "x": None}
+    blob = __import__("zlib").compress(idx.encode(section))
+    assert dict(idx.LazySection(blob)) == section
+    assert idx.LazySection(blob) == section and section == idx.LazySection(blob)
+    assert json.dumps(dict(idx.LazySection(blob))) == json.dumps(section)
+    lazy = idx.LazySection(blob)
+    assert "mfu" in lazy and lazy.get("x", 1) is None and lazy["kernels"]["top"][0]["name"] == "gemm"
+    assert list(lazy.items()) == list(section.items()) and len(lazy) == 3 and bool(idx.LazySection(blob))
+    assert not idx.LazySection(__import__("zlib").compress(idx.encode({})))
+
+
+def test_sections_round_trip_exactly():
+    """What the index stores decodes to the value read_record gave: long integers, surrogates, -0.0, key order."""
+    for value in ({"b": 1, "a": [1.0, -0.0, 1e-300, 2**70, -(2**65)], "s": "\ud800 \U0001f600 é"},
+                  {"n": None, "t": True, "f": 0.1 + 0.2}):
+        back = idx.decode(idx.encode(value))
+        assert back == value and list(back) == list(value)
+        assert repr(back) == repr(value)  # the same types too: 2**70 stays an int, -0.0 a float
+
+
+def test_nonfinite_is_what_the_dataset_walk_finds():
+    from harness.analysis.dataset import _has_nonfinite
+
+    cases = [{"a": 1.0}, {"a": math.nan}, [1, [2, {"x": math.inf}]], {"v": [1e308, 1e308]}, {"v": [1e308, math.nan]},
+             {"v": [10**400, 1.0]}, {"v": [math.inf, -math.inf]}, {"a": {"b": [None, True, 2.5]}},
+             {"s": "x", "n": -math.inf}]
+    assert [idx._nonfinite(c) for c in cases] == [_has_nonfinite(c) for c in cases]
+
+
+def test_read_json_fast_path_gives_what_json_gives(tmp_path):
+    """orjson where it is exact; json (and its error) everywhere else."""
+    from harness.record import io
+
+    texts = ['[18446744073709551616]', '[-9223372036854775809]', '[12345678901234567890]', '[0.00044378077229848456]',
+             '[1e400]', '[NaN]', '["\\ud800"]', '{"a": 1, "a": 2}', '[-0.0, 1E2, 2.2250738585072011e-308]', '\ufeff{}',
+             '{"a": [1, 2', '[1e-00000000000000000000005]', '[-1234567890123456789]', '[1234567890123456789]']
+    for i, text in enumerate(texts):
+        path = tmp_path / f"{i}.json"
+        path.write_text(text, encoding="utf-8")
+        try:
+            fast = ("ok", io.read_json(path))
+        except RecordError as exc:
+            fast = ("error", str(exc))
+        try:
+            slow = ("ok", json.loads(text, parse_constant=float))
+            slow = ("ok", slow[1]) if not isinstance(slow[1], str) else slow
+        except ValueError:
+            slow = ("error", None)
+        assert fast[0] == slow[0], text
+        if fast[0] == "ok":
+            assert repr(fast[1]) == repr(slow[1]), text
+
+
+def test_validation_by_sections_is_validation_whole(tmp_path):
+    """A record valid whole is valid by sections, and each kind of invalid one is refused with jsonschema's message."""
+    from harness.record import io
+
+    good = read_record(min((ROOT / "results/cpu-amd-epyc-2core").glob("*.json")))
+    assert io.validate(good) is good
+    for edit, where in ((lambda r: r["steps"]["ms"].append("x"), "steps/ms/"), (lambda r: r.pop("summary"), "<top>"),
+                        (lambda r: r["steps"]["loss"].append(True), "steps/loss/"),
+                        (lambda r: r.update(workload=[]), "workload"),
+                        (lambda r: r.update(kind="bogus"), "kind")):
+        bad = json.loads(json.dumps(good))
+        edit(bad)
+        with pytest.raises(RecordError) as exc:
+            io.validate(bad)
+        assert str(exc.value).startswith(where)
+        import jsonschema
+        assert str(exc.value).endswith(jsonschema.exceptions.best_match(io._validator().iter_errors(bad)).message)
+
+
+def test_the_export_and_the_cluster_docs_query_give_the_verdicts_numbers(tmp_path):
+    """docs/cluster.md's export command and its SQL, run with DuckDB on the exported Parquet files, give the
+    verdict's tokens/s geometric mean and its most-changed rung, to the last digit."""
+    duckdb = pytest.importorskip("duckdb")
+    docs = (ROOT / "docs" / "cluster.md").read_text()
+    command = re.search(r"```\n(python -m harness.compare .*--export-parquet export/)\n```", docs).group(1).split()
+    sql = re.search(r"```sql\n(.*?)```", docs, re.DOTALL).group(1)
+    records = _copy(ROOT / command[3], tmp_path / "records")
+    proc = _run(tmp_path, "harness.compare", records, *command[4:-1], tmp_path / "export")
+    assert proc.returncode == 0, proc.stderr
+    export = tmp_path / "export"
+    assert proc.stdout.split() == [str(export / "runs.parquet"), str(export / "steps.parquet")]
+    verdict = json.loads(_run(tmp_path, "harness.compare", records, "--format", "json").stdout)["verdict"]
+    pair = next(p for p in verdict["pairs"] if p["base"] == "torch212" and p["other"] == "latest")
+    rows = duckdb.sql(sql.replace("'export/", f"'{tmp_path}/export/")).fetchall()
+    assert rows == [("epyc", "latest", "torch212", pair["rungs"], pytest.approx(pair["tokens_per_s_geomean"]["value"],
+                                                                                   rel=1e-12),
+                     pytest.approx(pair["most_changed_rung"]["tokens_per_s"]["value"], rel=1e-12))]
+    assert f"{rows[0][4]!r}" in docs  # the digits the docs quote are the ones the query gives
+
+
+def test_without_pyarrow_or_a_key_the_records_are_read_directly(tmp_path, monkeypatch):
+    """No index can be used: one line says why, and open() gives None (analyse then reads every file)."""
+    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    notices = []
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow raises ImportError
+    assert idx.RecordIndex.open([folder], notice=notices.append) is None
+    monkeypatch.delitem(sys.modules, "pyarrow")
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "not-a-folder"))
+    assert idx.RecordIndex.open([folder], notice=notices.append) is None
+    assert [n.split(":")[0] for n in notices] == ["note", "note"] and "pyarrow" in notices[0]
+    assert "no index key" in notices[1] and not (folder / idx.INDEX_DIR).exists()
+
+
+def test_a_folder_copied_with_its_index_is_reindexed_quietly(tmp_path):
+    """cp -r takes .harness-index/ along: the copy's index names the original folder (and its files' identities
+    differ anyway), so it is rebuilt without a warning: it is this user's, only not this folder's."""
+    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    _read(folder)
+    shutil.copytree(folder, tmp_path / "copy")
+    index, _r, _w, notices = _read(tmp_path / "copy")
+    assert notices == [] and index.stats["indexed"] == 0
+
+
+def test_the_text_says_when_no_nan_can_be_in_it():
+    """_may_be_nonfinite is False only for text that cannot parse to a NaN or an infinity (then the walk is saved)."""
+    for text in (b'[NaN]', b'[-Infinity]', b'[1e400]', b'[1E+309]', b'[1e0000000309]', b'[' + b'9' * 309 + b'.0]',
+                 b'{"a": 2e999}', b'[1e400 ]',
+                 b'[' + b'9' * 250 + b'e60]', b'{"note": "NaN in a string"}'):
+        assert idx._may_be_nonfinite(text), text
+        value = json.loads(text, parse_constant=float)
+        assert idx._nonfinite(value) or b"string" in text
+    for text in (b'[1.5e-300, 1e99, 123456789012345678901234567890]', b'{"a": [0.00044378077229848456, -2.5E+10]}',
+                 b'{"workload_hash": "3fe0123ab12e456", "h": "12e4567c"}'):
+        assert not idx._may_be_nonfinite(text) and not idx._nonfinite(json.loads(text))
