@@ -139,7 +139,7 @@ def test_one_run_cells_with_no_spread_known_are_not_decided():
     """tests/data/contended-cpu has one clean run per cell (latest about 1.7x torch212 there): with no cell of 2+ runs
     and no calibration of that device, its run-to-run noise is unknown, and nothing is called beyond noise; the
     verdict says so and what to run. (A calibration of that 2-thread device while this machine was quiet would
-    decide it; the one made while it was shared had an 58% spread and left the pair within noise.)"""
+    decide it; the one made while it was shared had a 58% spread and left the pair within noise.)"""
     from harness.render import noise_line
 
     alone = _pair([DATA / "contended-cpu"], "env", "Xeon", "torch212", "latest")
