@@ -48,14 +48,14 @@ def ok_records(paths) -> list[RecordView]:
 
 def tokens(r: RecordView, warmup: int, timed: int, device: stats.Noise | None = None) -> stats.Estimate:
     ms = r.step_ms[warmup:warmup + timed]
-    return stats.throughput([ms], r.summary["tokens_per_step"], key=f"{r.run_id}/{warmup}/{timed}", device=device)
+    return stats.throughput([ms], r.summary.tokens_per_step, key=f"{r.run_id}/{warmup}/{timed}", device=device)
 
 
 def spreads(groups: dict, warmup: int, timed: int) -> dict[str, stats.Noise | None]:
     """Each GPU's run-to-run spread of tokens/s at these steps, pooled over its configurations with repeats."""
     cells: dict[str, list] = defaultdict(list)
     for (dev, _w, _f), runs in groups.items():
-        cells[dev].append([stats.run_throughput(r.step_ms[warmup:warmup + timed], r.summary["tokens_per_step"])
+        cells[dev].append([stats.run_throughput(r.step_ms[warmup:warmup + timed], r.summary.tokens_per_step)
                            for r in runs])
     return {dev: stats.pooled_noise(cs) for dev, cs in cells.items()}
 
@@ -69,8 +69,8 @@ def rows(records: list[RecordView]) -> list[dict]:
     for r in records:
         groups[(gpu(r), r.workload_hash, r.flags_hash)].append(r)
     by_rung = {(gpu(r), r.workload["batch_size"], r.rung): r for r in sorted(records, key=lambda r: r.run_id)}
-    b16 = np.median([r.summary["step_ms_median"] for r in records if r.workload["batch_size"] == 16])
-    b64 = np.median([r.summary["step_ms_median"] for r in records if r.workload["batch_size"] == 64])
+    b16 = np.median([r.summary.step_ms_median for r in records if r.workload["batch_size"] == 16])
+    b64 = np.median([r.summary.step_ms_median for r in records if r.workload["batch_size"] == 64])
     out = []
     for w, n in CHOICES:
         noise = spreads(groups, w, n)

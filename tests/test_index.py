@@ -275,6 +275,9 @@ def test_validation_by_sections_is_validation_whole(tmp_path):
         with pytest.raises(RecordError) as exc:
             io.validate(bad)
         assert str(exc.value).startswith(where)
+        if where.startswith("steps/"):  # the step series are checked in one pass of their own, with their own words
+            assert str(exc.value).endswith("is not a number or null")
+            continue
         import jsonschema
         assert str(exc.value).endswith(jsonschema.exceptions.best_match(io._validator().iter_errors(bad)).message)
 

@@ -43,7 +43,7 @@ def parse_version(text):
 def exact_version(text) -> bool:
     """An exact version a spec or an index names: MAJOR.MINOR.PATCH, with a pre-, post-, dev- or local part."""
     version = parse_version(text)
-    # packaging strips surrounding whitespace ('2.1.2\n' parses): a version typed or written with any is refused
+    # packaging strips surrounding whitespace (a version with a trailing newline parses): a version typed or written with any is refused
     return (version is not None and len(version.release) == 3 and not version.epoch and str(text)[:1].isdigit()
             and not any(c.isspace() for c in str(text)))
 

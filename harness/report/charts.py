@@ -77,13 +77,14 @@ def ladder_charts(cmp: Compare) -> list[Chart]:
         parts = [whole.series[i:i + MAX_SERIES] for i in range(0, len(whole.series), MAX_SERIES)]  # a colour a series
         for part_no, part in enumerate(parts):
             lc = dataclasses.replace(whole, series=part)
-            of = (f" Series {part_no * MAX_SERIES + 1}-{part_no * MAX_SERIES + len(part)} of {len(whole.series)}: more "
-                  f"than {MAX_SERIES} are drawn in parts of {MAX_SERIES}, so each colour names one."
+            of = (f" (series {part_no * MAX_SERIES + 1}-{part_no * MAX_SERIES + len(part)} of {len(whole.series)})"
                   if len(parts) > 1 else "")
+            more = (f" More than {MAX_SERIES} series are drawn in parts of {MAX_SERIES}, so each colour names one."
+                    if len(parts) > 1 else "")
             charts.append((_file_name(f"ladder-{file_part(lc.plan)}", names), _ladder(lc, WIDE), (
                 f"Tokens/s per rung of plan {lc.plan}, one bar per device / env and B (whiskers: "
                 f"{stats.interval_name()}, absent where too few samples give none; hatched: the user's logged single "
-                f"samples).{of}"), _ladder(lc, NARROW)))
+                f"samples){of}.{more}"), _ladder(lc, NARROW)))
     return charts
 
 
