@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from hostile import write_hostile
+from module_cli import ROOT
 
 from harness.record import index as idx
 from harness.record.io import RecordError, iter_records, read_record
-from tests.hostile import write_hostile
-from tests.module_cli import ROOT
 
 pytest.importorskip("pyarrow")
 
