@@ -230,7 +230,7 @@ def versions(cmp: Compare) -> Answer:
         size = abs(p.speed.value or 0.0)
         if head is None or size > head.size:
             head = KeyFinding(f"{p.other} against {p.base} on {cmp.name(p.same)}: tokens/s {said(p.speed, 'ratio')} over "
-                              f"{len(p.rows)} rungs" + (f", {p.memory_metric} {said(p.memory)}; {p.memory_changed} of {p.memory_judged} rungs beyond noise" if p.memory else "") + ".",
+                              f"{len(p.rows)} rungs" + (f", {p.memory_metric} {said(p.memory)}; {p.memory_changed} of {p.memory_judged} rungs beyond noise" if p.memory else "") + _underneath(p) + ".",
                               size, tuple(i for r in p.rows for i in r.run_ids))
     sentences.append("Which release changed it, these records cannot say: a bisect over the releases between two "
                      "builds on one GPU finds it (docs/bisect.md).")
@@ -283,8 +283,18 @@ def device_headlines(cmp: Compare) -> list[KeyFinding]:
         out.append(KeyFinding(f"{cmp.name(p.other)} against {cmp.name(p.base)} (env {p.same}): tokens/s "
                               f"{said(p.speed, 'ratio')}, the geometric mean over {len(p.rows)} rungs"
                               + (f"; most at {p.most.label} ({p.most.batch}), {said(p.most.d_tokens)}" if p.most else "")
-                              + ".", abs(p.speed.value or 0.0), tuple(i for r in p.rows for i in r.run_ids)))
+                              + _underneath(p) + ".", abs(p.speed.value or 0.0), tuple(i for r in p.rows for i in r.run_ids)))
     return out
+
+
+def _underneath(p) -> str:
+    """What explains a pair's largest change, as the verdict found it (a kernel's time per step, else the memory
+    split), shortened for a key finding: the kernel's name cut, its times kept."""
+    if not p.underneath:
+        return ""
+    what, _sep, numbers = p.underneath.rpartition(": ")
+    what = what if len(what) <= 60 else what[:57] + "..."
+    return f"; underneath it: {what}: {numbers}" if what else f"; underneath it: {numbers}"
 
 
 def compute(cmp: Compare) -> list[Answer]:
