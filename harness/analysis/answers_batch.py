@@ -4,8 +4,8 @@ user's B sweep; and how close to the hardware the fastest run is, from explain.m
 
 from __future__ import annotations
 
-from harness import sweep as sweepmod
 from harness.analysis import stats
+from harness.analysis import sweep as sweepmod
 from harness.analysis.answer_types import (
     GIB,
     Answer,

@@ -11,7 +11,7 @@ from harness.analysis import stats
 from harness.analysis.context import Compare
 from harness.analysis.dataset import outcome, torch_version_key
 from harness.analysis.group import Group, estimate
-from harness.sweep import KNEE_TOLERANCE, MEMORY_DEFINITION  # noqa: F401 (the sweep charts' caption)
+from harness.analysis.sweep import KNEE_TOLERANCE, MEMORY_DEFINITION  # noqa: F401 (the sweep charts' caption)
 
 MIN_VERSIONS = 3  # fewer torch builds on one device: the versions table says it all, no landscape chart
 
@@ -235,9 +235,9 @@ class SweepLine:
 
 
 def sweep_lines(cmp: Compare) -> list[tuple[tuple[str, str], list[SweepLine]]]:
-    """Per sweep (name, field): a line per curve of harness.sweep (one rung in one env on one device), and the
+    """Per sweep (name, field): a line per curve of harness.analysis.sweep (one rung in one env on one device), and the
     user's logged points of the same sweep."""
-    from harness import sweep as sweepmod
+    from harness.analysis import sweep as sweepmod
     from harness.analysis.tables.sweeps import sweep_records
 
     by_sweep: dict[tuple, list[SweepLine]] = {}
