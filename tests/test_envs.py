@@ -559,3 +559,16 @@ def test_every_version_string_is_read_by_packaging():
     assert pin_satisfied("torch==2.1.2", "2.1.2+cu121") and pin_satisfied("numpy<2", "1.26.4")
     assert pin_satisfied("setuptools~=69.1", "69.5.1") and not pin_satisfied("setuptools<70", "70.0.0")
     assert pin_satisfied("numpy==1.26.*", "1.26.4") and not pin_satisfied("numpy!=1.26.*", "1.26.4")
+
+
+def test_a_spec_is_read_without_packaging_as_the_images_bootstrap_does():
+    """The env images install the pinned build with the base image's bare python3 (no packaging): reading a spec
+    there must not need it, and the exact-version rule there refuses what packaging's refuses (CI's container step
+    failed on the import)."""
+    code = ("import sys; sys.modules['packaging'] = sys.modules['packaging.version'] = None\n"
+            "from harness.envs.spec import exact_version, load_spec\n"
+            "assert load_spec('torch212').torch == load_spec('torch212').torch.strip()\n"
+            "assert [exact_version(v) for v in ('2.1.2', '2.1.2\\n', '2.6.0.dev20241203', '2.1', '2.1.2+cu121', 'x')] == "
+            "[True, False, True, False, True, False]\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr

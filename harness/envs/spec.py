@@ -40,12 +40,21 @@ def parse_version(text):
         return None
 
 
+# What exact_version accepts where packaging is not installed (the env images' bootstrap runs the base image's bare
+# python3 to install the pinned build): the same MAJOR.MINOR.PATCH forms, anchored at the true end of the text.
+EXACT_VERSION = re.compile(r"\d+\.\d+\.\d+((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?(\+[A-Za-z0-9.]+)?\Z")
+
+
 def exact_version(text) -> bool:
     """An exact version a spec or an index names: MAJOR.MINOR.PATCH, with a pre-, post-, dev- or local part."""
-    version = parse_version(text)
-    # packaging strips surrounding whitespace (a version with a trailing newline parses): a version typed or written with any is refused
-    return (version is not None and len(version.release) == 3 and not version.epoch and str(text)[:1].isdigit()
-            and not any(c.isspace() for c in str(text)))
+    text = str(text)
+    if any(c.isspace() for c in text):  # packaging strips surrounding whitespace: a trailing newline would parse
+        return False
+    try:
+        version = parse_version(text)
+    except ImportError:
+        return EXACT_VERSION.match(text) is not None
+    return version is not None and len(version.release) == 3 and not version.epoch and text[:1].isdigit()
 
 
 class SpecError(ValueError):
