@@ -16,6 +16,7 @@ import argparse
 import math
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from harness.analysis import stats
@@ -97,9 +98,7 @@ def main(argv=None) -> int:
     if not MIN_RUNS <= args.runs <= MAX_REPEATS:
         parser.error(f"--runs {args.runs}: from {MIN_RUNS} to {MAX_REPEATS:,} (with 2 the spread has one degree of "
                      f"freedom: a guess)")
-    request = RunRequest(plan=args.plan, preset=args.preset, out=args.out, env=args.env, repeats=args.runs,
-                         rungs=args.rung, sets=tuple(args.set or ()), flags=tuple(args.flag or ()), steps=args.steps,
-                         warmup_steps=args.warmup_steps, device=args.device, timeout=args.timeout, threads=args.threads)
+    request = replace(RunRequest.from_args(args), repeats=args.runs, rungs=args.rung)  # its own names for the two
     records: list[dict] = []
     with report_stops("python -m harness.calibrate", records, request.out) as stop:
         try:
