@@ -101,7 +101,9 @@ class Runner:
         self.seen: dict[int, str] = {}
 
     def watch(self):
-        self.seen.update(descendants(self.proc.pid))
+        # A process on its way out (its memory released, not yet a zombie) reads an empty command line: keep the
+        # one seen before, or a SIGKILLed runner's worker is forgotten in the very poll that watches it die.
+        self.seen.update({pid: cmd for pid, cmd in descendants(self.proc.pid).items() if cmd.strip()})
 
     def workers(self) -> dict[int, str]:
         return {p: c for p, c in self.seen.items() if "harness.worker" in c}
