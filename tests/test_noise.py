@@ -138,8 +138,7 @@ def test_real_effects_stay_beyond_noise():
 def test_one_run_cells_with_no_spread_known_are_not_decided():
     """tests/data/contended-cpu has one clean run per cell (latest about 1.7x torch212 there): with no cell of 2+ runs
     and no calibration of that device, its run-to-run noise is unknown, and nothing is called beyond noise; the
-    verdict says so and what to run. (A calibration of that 2-thread device while this machine was quiet would
-    decide it; the one made while it was shared had a 58% spread and left the pair within noise.)"""
+    verdict says so and what to run (the next test: a quiet calibration of that device decides it)."""
     from harness.render import noise_line
 
     alone = _pair([DATA / "contended-cpu"], "env", "Xeon", "torch212", "latest")
@@ -147,6 +146,19 @@ def test_one_run_cells_with_no_spread_known_are_not_decided():
     ds, _cx = analyse(CompareOptions((DATA / "contended-cpu",)), lambda line: None)
     head, _details = noise_line(list(ds.noise.values()), ds.name)
     assert "unknown (no cell with 2+ runs; --repeats 3 or python -m harness.calibrate to know)" in head
+
+
+def test_one_run_cells_are_decided_with_a_quiet_calibration_of_their_device():
+    """tests/data/calibration-xeon-2t: eight runs of one build on the same CPU at the same 2 threads, made while the
+    machine was quiet (sd 8.7%). Borrowed by contended-cpu's one-run cells, the 1.7x real effect is called again,
+    labelled borrowed, and the calibration records are in no cell."""
+    pair = _pair([DATA / "contended-cpu", DATA / "calibration-xeon-2t"], "env", "Xeon", "torch212", "latest")
+    assert pair.speed.beyond and pair.speed.borrowed and 0.5 < pair.speed.value < 0.85
+    assert sum(r.d_tokens.beyond for r in pair.rows) >= 3 and all(r.d_tokens.borrowed for r in pair.rows)
+    ds, _cx = analyse(CompareOptions((DATA / "contended-cpu", DATA / "calibration-xeon-2t")), lambda line: None)
+    (noise,) = ds.noise.values()
+    assert noise.tokens.runs == 8 and 0.07 < noise.tokens.sd < 0.11
+    assert "local" not in {g.env for g in ds.groups}
 
 
 # --------------------------------------------------------------------------- the commands, end to end on CPU

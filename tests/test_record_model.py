@@ -91,10 +91,13 @@ def test_every_committed_record_is_read_as_version_2_with_every_value_it_holds_w
         before = sha(path)
         on_disk = json.loads(path.read_text())
         r = read_record(path)
-        assert sha(path) == before and on_disk["schema_version"] == 1 and r["schema_version"] == SCHEMA_VERSION == 2
+        assert sha(path) == before and on_disk["schema_version"] in (1, 2) and r["schema_version"] == SCHEMA_VERSION == 2
         for where, value in leaves({k: v for k, v in on_disk.items() if k != "schema_version"}):
             assert at(r, where) == value, (path, where)
         added = set(r) - set(on_disk)
+        if on_disk["schema_version"] == 2:  # made by today's worker (a calibration, the 2-thread landscape): as written
+            assert not added and r["workload_code"] != "unknown", path
+            continue
         assert added <= {"contention", "workload_code"}, (path, added)
         assert r["workload_hash"] == workload_hash(r["workload"]) and r["workload"]["lm_head_loss"] in ("plain", "liger")
         assert r["flags"]["changes"] == on_disk["flags"].get("changes", "not recorded")
