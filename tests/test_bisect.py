@@ -404,3 +404,29 @@ def test_real_bisect_over_two_torch_builds(tmp_path):
     assert once_more.returncode == 0, once_more.stdout[-3000:] + once_more.stderr[-3000:]
     assert len(list((tmp_path / "b" / "records").glob("*.json"))) == 5
     assert (tmp_path / "b" / "bisect-tokens_per_s.json").read_text() == state
+
+
+def test_remove_venvs_with_repeats_auto_keeps_the_two_newest_venvs_until_a_third_or_the_end(tmp_path):
+    """--repeats auto grows the two sides of an undecided comparison a run at a time, alternately: with --remove-venvs
+    each of those runs must not install its build again (keep=2), and nothing is left once the search is over."""
+    from harness.bisect.measure import Measurer
+
+    m = Measurer.__new__(Measurer)
+    m.remove_venvs, m.free_disk, m.keep, m.kept = True, True, 2, []
+    freed = []
+    m.free_cache = lambda heavy: freed.extend(heavy)
+    venvs = {name: tmp_path / name for name in ("a", "b", "c")}
+    for v in venvs.values():
+        v.mkdir()
+    for name in ("a", "b", "a", "b"):  # the two sides of one comparison, alternately
+        m.release(venvs[name], [f"torch-{name}"])
+    assert all(v.exists() for v in venvs.values()) and not freed
+    m.release(venvs["c"], ["torch-c"])  # a third build: the oldest kept goes, with its wheels
+    assert not venvs["a"].exists() and venvs["b"].exists() and freed == ["torch-a"]
+    m.close()
+    assert not any(v.exists() for v in venvs.values()) and sorted(freed) == ["torch-a", "torch-b", "torch-c"]
+    # without --repeats auto (keep=0) a venv goes as soon as it is measured, as before
+    m.keep, d = 0, tmp_path / "d"
+    d.mkdir()
+    m.release(d, [])
+    assert not d.exists()

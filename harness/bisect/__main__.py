@@ -65,7 +65,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--find-links", type=path_arg, metavar="DIR", help="a folder of torch wheels instead of an index")
     p.add_argument("--python", help="the candidates' Python (default: the good end's spec's, else this interpreter's)")
     p.add_argument("--venvs", type=path_arg, default=Path(DEFAULT_VENVS), help=f"where candidate venvs go (default {DEFAULT_VENVS}/)")
-    p.add_argument("--remove-venvs", action="store_true", help="remove each candidate's venv once it is measured")
+    p.add_argument("--remove-venvs", action="store_true", help="remove each candidate's venv once it is measured (with --repeats auto: once two newer builds are, or at the end, so the runs added to an undecided pair install nothing)")
     p.add_argument("--free-disk", action="store_true", help="with --remove-venvs: also drop the build's torch, triton and "
                    "nvidia-* wheels from uv's cache (GBs per build; a rerun downloads them again)")
     p.add_argument("--noise-floor", type=float, default=stats.NOISE_FLOOR, help=f"smallest relative change called beyond noise (default {stats.NOISE_FLOOR})")
@@ -135,7 +135,8 @@ def main(argv=None) -> int:
 
     try:
         measurer = Measurer(request, out, python, args.venvs, args.repeats, args.find_links, args.remove_venvs,
-                            args.free_disk, reuse=not args.at, include_contended=args.include_contended)
+                            args.free_disk, reuse=not args.at, include_contended=args.include_contended,
+                            keep=2 if max_runs else 0)
     except USAGE_ERRORS as exc:
         parser.error(str(exc))
     metric = METRICS[args.metric]
@@ -154,12 +155,14 @@ def main(argv=None) -> int:
         try:
             result = search.landscape() if mode == "landscape" else search.bisect()
         except Interrupted as exc:
+            measurer.close()
             done = search.result.measured()
             if not args.at:
                 write_state(search.result, out, command)
             print(f"\ninterrupted ({exc}): {len(done)} finished point(s) kept in {out / 'records'}; the same command "
                   "reuses them", file=sys.stderr)
             return exc.exit_code
+    measurer.close()
     print()
     print(points_table(result))
     if args.at:

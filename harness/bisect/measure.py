@@ -46,8 +46,12 @@ class Measurer:
 
     def __init__(self, request: RunRequest, out: Path, python: str, venvs: Path, repeats: int,
                  find_links: Path | None = None, remove_venvs: bool = False, free_disk: bool = False,
-                 say=print, reuse: bool = True, include_contended: bool = False):
+                 say=print, reuse: bool = True, include_contended: bool = False, keep: int = 0):
         self.request, self.out, self.python, self.venvs = request, Path(out), python, Path(venvs)
+        # --remove-venvs with --repeats auto: the search grows the two sides of an undecided comparison a run at a
+        # time, alternately; the newest `keep` venvs stay until a newer one is installed (or close()), so those runs
+        # do not each install their build again
+        self.keep, self.kept = keep, []
         self.repeats, self.find_links, self.remove_venvs, self.free_disk = repeats, find_links, remove_venvs, free_disk
         self.say, self.reuse, self.include_contended = say, reuse, include_contended
         self.plan_name, points = check_request(dataclasses.replace(request, repeats=1))
@@ -97,11 +101,8 @@ class Measurer:
             run_points(request, self.plan_name, points, records, python=str(python), rerun=self.rerun_for(c))
         finally:
             self.new_runs += len(records)
-            if self.remove_venvs:
-                self.remove(venv)
+            self.release(venv, heavy)
         ok = [r for r in records if r.get("status") == "ok"]
-        if self.remove_venvs and self.free_disk:
-            self.free_cache(heavy)
         if not have and not ok:
             reasons = {str(r.get("reason") or "?")[:200] for r in records}
             raise CandidateFailed(f"every run failed: {'; '.join(sorted(reasons))}")
@@ -189,6 +190,24 @@ class Measurer:
         self.records_dir.mkdir(parents=True, exist_ok=True)
         write_record(failure_record(run_spec, f"torch {c.version}: {reason}"[:800]), self.records_dir)
         raise CandidateFailed(reason)
+
+    def release(self, venv: Path, heavy: list[str]) -> None:
+        """A measured build's venv (and, with --free-disk, its heavy wheels in uv's cache): removed with
+        --remove-venvs, once `keep` newer ones are measured."""
+        if not self.remove_venvs:
+            return
+        self.kept = [(v, h) for v, h in self.kept if v != venv] + [(venv, heavy)]
+        while len(self.kept) > self.keep:
+            old, old_heavy = self.kept.pop(0)
+            self.remove(old)
+            if self.free_disk:
+                self.free_cache(old_heavy)
+
+    def close(self) -> None:
+        """The search is over: remove the venvs still kept."""
+        self.keep = 0
+        if self.kept:
+            self.release(*self.kept[-1])
 
     def remove(self, venv: Path) -> None:
         """Remove a candidate's venv (hard links into uv's cache: little disk of its own)."""
