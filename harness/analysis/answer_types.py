@@ -73,7 +73,7 @@ def pct(x: float) -> str:
 
 def said(d: stats.Delta, style: str = "pct") -> str:
     """A delta, its interval and its verdict in words: '+7.5% [+7.2%, +8.2%] beyond noise', '+43.8% (single sample,
-    no noise estimate)'; a memory delta's bounds are its range over repeats and say so."""
+    no noise estimate)'; bounds that are a range (the user's logs: min..max) say so."""
     if d.value is None:
         return f"n/a ({d.verdict})"
     show = (lambda x: f"{1 + x:.2f}x") if style == "ratio" else pct

@@ -125,14 +125,15 @@ def _ladder_charts(cmp: Compare) -> list[LadderChart]:
 
 @dataclass(frozen=True)
 class VersionPoint:
-    """One build of a landscape: tokens/s with its interval, and the memory metric's median and range over repeats."""
+    """One build of a landscape: tokens/s with its interval, and the memory metric's median peak with its interval
+    (the same rule: harness.analysis.stats.memory)."""
 
     version: str  # torch version without its local part (+cu130)
     env: str
     tokens: Point | None
     contended: bool
     memory_metric: str
-    memory_mib: tuple[float, float, float] | None  # (median, min, max) over repeats
+    memory_mib: tuple[float, float, float] | None  # (median peak, interval low, interval high)
 
 
 def torch_release(g: Group) -> str:

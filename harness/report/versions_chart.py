@@ -19,7 +19,7 @@ from harness.analysis.series import VersionPoint
 
 def draw(points: list[VersionPoint], title: str, boundary: tuple[str, str] | None = None, png: bool = True):
     """Two panels over the versions: tokens/s (thousands) with its interval from the run-to-run spread, and peak memory (GiB)
-    with its range over repeats (median marked); contended points hollow. `boundary`: two versions to mark (a
+    with its interval by the same rule (median peak marked); contended points hollow. `boundary`: two versions to mark (a
     bisect's answer)."""
     versions = [p.version for p in points]
     labels = [v if versions.count(v) == 1 else f"{v}\n({p.env})" for v, p in zip(versions, points)]
@@ -41,7 +41,7 @@ def draw(points: list[VersionPoint], title: str, boundary: tuple[str, str] | Non
     lo = np.array([m[1] if m else np.nan for m in gib])
     hi = np.array([m[2] if m else np.nan for m in gib])
     bottom.errorbar(x, med, yerr=[np.nan_to_num(med - lo), np.nan_to_num(hi - med)], fmt="-o", color="tab:red",
-                    capsize=3, lw=1, label=f"{metric} (median, range over repeats)")
+                    capsize=3, lw=1, label=f"{metric} (median peak, {stats.interval_name()})")
     bottom.set_ylabel(f"{metric}, GiB")
     bottom.legend(loc="best", fontsize=8)
     bottom.grid(alpha=0.3)
