@@ -14,6 +14,7 @@ runs count nowhere, as in compare. No torch import.
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from pathlib import Path
 
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     if other:
         print(f"there: {args.against}, {len(other)} builds on {next(iter(other.values())).gpu}\n"
               "each step here; under it the same step there, and here/there (the ratio of the two steps)")
-    for a, b in [*zip(order, order[1:]), (order[0], order[-1]), *pairs]:
+    for a, b in [*itertools.pairwise(order), (order[0], order[-1]), *pairs]:
         print(f"{a:>7} -> {b:<7} {delta_text(metric.delta(cells[a], cells[b]))}")
         if a in other and b in other:
             print(f"{'':17} {step_of_steps(metric, cells, other, a, b)}")

@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import landscape_steps  # noqa: E402
+import landscape_steps
 
 TWO, ONE = ROOT / "results" / "cpu-bisect-2t" / "records", ROOT / "results" / "cpu-bisect" / "records"
 
