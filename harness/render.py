@@ -239,7 +239,8 @@ def header_lines(ds: Dataset, paths, legend: bool = True) -> list[str]:
 # ---------------------------------------------------------------- the verdict (harness.analysis.verdict), as lines
 
 MAX_PAIRS = 10  # pairs shown in the verdict; the rest are counted (every one is in --table versions / gpus)
-SERIES = 4  # a device with more env pairs than this (a bisect's or landscape's builds) is said as one series block
+SERIES = 4  # a device with more env pairs than this (a bisect's or landscape's builds) is said as one series block;
+# so is a pair of devices compared under more envs than this (the same landscape at two thread counts)
 
 
 def _times(d: stats.Delta) -> str:
@@ -290,6 +291,11 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
     series_blocks = [_series_block([p for p in compared if p.across == "env" and p.same == device], name, env_text)
                      for device in series]
     compared = [p for p in compared if not (p.across == "env" and p.same in series)]
+    per_devices = Counter((p.base, p.other) for p in compared if p.across == "gpu")
+    device_series = [d for d, n in per_devices.items() if n > SERIES]
+    series_blocks += [_device_series_block([p for p in compared if p.across == "gpu" and (p.base, p.other) == d], name,
+                                           env_text) for d in device_series]
+    compared = [p for p in compared if not (p.across == "gpu" and (p.base, p.other) in device_series)]
     shown = compared[:MAX_PAIRS]
     if not shown and not series:
         nothing = (f"Nothing compared: no rung ran ok under two envs on one {word} or on two {word}s under one env "
@@ -406,6 +412,24 @@ def _series_block(pairs: list, name, env_text) -> tuple[str, list[str]]:
                f"tokens/s beyond noise: {faster} faster, {slower} slower, {len(pairs) - faster - slower} within noise"
                + (f"; {newest.memory_metric} {min(mem) * 100:+.1f}% to {max(mem) * 100:+.1f}%" if mem else "")
                + "; each build: --table versions; against the version: python -m harness.report (its chart)"]
+    return head, details
+
+
+def _device_series_block(pairs: list, name, env_text) -> tuple[str, list[str]]:
+    """Two devices compared under many envs (a landscape measured at two thread counts, or on two CPUs): the range
+    over the envs in one block, instead of a block per env."""
+    first = pairs[0]
+    fastest = max(pairs, key=lambda p: p.speed.value if p.speed.value is not None else -1)
+    slowest = min(pairs, key=lambda p: p.speed.value if p.speed.value is not None else 1e9)
+    head = (f"{name(first.other)} vs {name(first.base)} under {len(pairs)} envs ({first.same} .. {pairs[-1].same}): "
+            f"from {_times(slowest.speed)} under {env_text(slowest.same)}")
+    faster = sum(p.speed.beyond and p.speed.value > 0 for p in pairs)
+    slower = sum(p.speed.beyond and p.speed.value < 0 for p in pairs)
+    mem = [p.memory.value for p in pairs if p.memory is not None and p.memory.value is not None]
+    details = [f"to {_times(fastest.speed)} under {env_text(fastest.same)}",
+               f"tokens/s beyond noise: {faster} faster, {slower} slower, {len(pairs) - faster - slower} within noise"
+               + (f"; {first.memory_metric} {min(mem) * 100:+.1f}% to {max(mem) * 100:+.1f}%" if mem else "")
+               + "; each env: --table gpus"]
     return head, details
 
 

@@ -89,6 +89,11 @@ def test_compare_on_the_shipped_records_fits_one_screen_verdict_first():
     assert not any(line.startswith("==") for line in lines)  # no table unless asked for
     assert any(line.startswith("Devices: ") and "h100-80g = NVIDIA H100 80GB HBM3" in line for line in lines)
     assert lines[-2].startswith("More: every table with --detail")
+    # the cross-GPU verdict is shown, not pushed into "... and N more" by the CPU landscape measured at two thread
+    # counts, whose 14 per-env device pairs are one block
+    assert any(line.startswith("local (torch 2.11.0+cu130): h200 vs h100-80g: 1.12x faster") for line in lines)
+    assert sum(line.startswith("xeon-avx512bf16-2t vs xeon-avx512bf16-1t under 14 envs") for line in lines) == 1
+    assert not any(line.startswith("... and") for line in lines if "more pair(s)" in line)
 
 
 def test_every_table_fits_the_width_on_the_shipped_records(capsys):
