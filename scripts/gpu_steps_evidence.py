@@ -61,7 +61,7 @@ def spreads(groups: dict, warmup: int, timed: int) -> dict[str, stats.Noise | No
 
 
 def gpu(r: RecordView) -> str:
-    return r.environment.get("gpu", {}).get("name", "?").replace("NVIDIA ", "")
+    return (r.environment.gpu.name or "?").replace("NVIDIA ", "")
 
 
 def rows(records: list[RecordView]) -> list[dict]:

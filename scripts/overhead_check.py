@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         "check": "harness tokens/s vs a bare loop of the same workload and flags",
         "when": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": " ".join(["python", "scripts/overhead_check.py", *argv]),
-        "device": record.intended_device or record.environment.get("device"),
+        "device": record.intended_device or record.environment.device,
         "torch": record.torch_version,
         "rung": args.rung, "workload_hash": record.workload_hash,
         "rounds": rounds, **result,

@@ -94,7 +94,7 @@ def batch_table(data: dict) -> list[str]:
     fits = [j.batch_size for j in judged if j.fits]
     knee = sweep.knee([(j.batch_size, j.tokens_per_s) for j in judged if j.fits])
     logged = {r.workload.get("batch_size"): r for r in data["user-log"]
-              if r.sweep and r.sweep.get("field") == "batch_size" and r.ok}
+              if r.sweep and r.sweep.field == "batch_size" and r.ok}
     lines = ["| B | H100, torch 2.11 | fits with the default headroom | user's log (nightly) |", "|---|---|---|---|"]
     for j in judged:
         note = "yes" if j.fits else "no"
@@ -147,9 +147,9 @@ def sdpa_lines(data: dict) -> list[str]:
     auto = first(data["H200"], folder="beyond", rung="sdpa-auto")
     cudnn = first(data["H200"], folder="beyond", rung="sdpa-cudnn")
     flash = first(data["H200"], folder="ladder", rung="fused-adamw-clip", batch_size=64)
-    picked = auto.kernels["sdpa_backend"]
+    picked = auto.kernels.sdpa_backend
     return [(f"- H200, B=64, the seed ladder's last rung with SDPA left to choose (`auto`): it picked **{picked}** attention "
-            f"(`{auto.kernels['attention_kernels'][0][:60]}...`), {tok(auto)}; cuDNN forced: {tok(cudnn)}; "
+            f"(`{auto.kernels.attention_kernels[0][:60]}...`), {tok(auto)}; cuDNN forced: {tok(cudnn)}; "
             f"flash forced (the seed ladder's rung): {tok(flash)}.")]
 
 

@@ -158,7 +158,7 @@ def test_the_nearest_record_stands_in_and_says_what_differs():
     assert e.seconds == estimate.LAUNCH_S + slowest
     e = est.prior(Run("x", "beyond-ladder", "best-of-ladder", 24, False, "beyond"))
     slowest = max(estimate.LAUNCH_S + r.worker_seconds - max(len(r.step_ms) - 30, 0)
-                  * (r.summary.get("step_ms_median") or 0) / 1000 for r in h100_records())
+                  * (r.summary.step_ms_median or 0) / 1000 for r in h100_records())
     assert e.seconds == pytest.approx(slowest) and not e.measured
     assert e.basis == "no committed run at B=24: the slowest committed run"
     e = estimate.Estimator([], H100_NAME).prior(Run("x", "beyond-ladder", "best-of-ladder", 24, False, "beyond"))

@@ -10,7 +10,8 @@ import pytest
 
 from harness.record.io import iter_records, schema
 from harness.record.model import KIND_BLOCKS, new_record
-from harness.record.sections import SECTIONS, Contention, Summary
+from harness.record.parts import Gemm, Gpu, KernelRow, Kernels, KernelTime, MemorySplit, Part
+from harness.record.sections import SECTIONS, Environment
 from harness.record.view import RecordView
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,26 +38,119 @@ def test_the_top_level_is_the_constructors():
     assert set(schema()["required"]) <= set(made)
 
 
+def parts_in(part: Part):
+    """A Part and every Part nested in it (objects, rows of a list, values of a map)."""
+    yield part
+    for name, kind in part.NESTED.items():
+        value = getattr(part, name)
+        inner = [value] if isinstance(kind, type) else list(value or ()) if isinstance(kind, tuple) else \
+            list((value or {}).values())
+        for p in inner:
+            yield from parts_in(p)
+
+
+def assert_within(stored, written, where: str):
+    """Every value stored is written back at its place; a key the record lacked may only be written as None."""
+    if isinstance(stored, dict):
+        assert isinstance(written, dict), where
+        for key, value in written.items():
+            if key in stored:
+                assert_within(stored[key], value, f"{where}.{key}")
+            else:
+                assert value is None, f"{where}.{key}: {value!r} written where the record has nothing"
+    elif isinstance(stored, list):
+        assert isinstance(written, list) and len(written) == len(stored), where
+        for i, (x, y) in enumerate(zip(stored, written, strict=True)):
+            assert_within(x, y, f"{where}[{i}]")
+    else:
+        assert written == stored and type(written) is type(stored), where
+
+
+def committed_records():
+    return list(iter_records([ROOT / "results", ROOT / "tests" / "data"], warn=lambda line: None))
+
+
 def test_every_committed_record_reads_into_its_section_types_and_back():
     count = 0
-    for _path, record in iter_records([ROOT / "results", ROOT / "tests" / "data"], warn=lambda line: None):
+    for _path, record in committed_records():
         count += 1
         for key, cls in SECTIONS.items():
             value = record.get(key)
             section = cls.of(value)
-            assert section.extra == {}, (record["run_id"], key, sorted(section.extra))  # no key the model lacks
+            for part in parts_in(section):  # no key the model lacks, at any depth
+                assert part.extra == {}, (record["run_id"], key, type(part).__name__, sorted(part.extra))
             if isinstance(value, dict):
-                assert section.to_dict() == {**dict.fromkeys(cls.names()), **value}, (record["run_id"], key)
+                assert_within(value, section.to_json(), f"{record['run_id']}: {key}")
+                assert cls.of(section.to_json()) == section
+            else:  # null, or "not recorded": read as such, written back as such
+                assert not section.recorded and section.to_json() == value
     assert count >= 160
 
 
-def test_the_view_hands_out_typed_sections():
-    r = next(RecordView(rec) for _p, rec in iter_records([ROOT / "results" / "cpu-containers"], warn=print)
-             if rec["status"] == "ok" and isinstance(rec.get("contention"), dict))
-    assert isinstance(r.summary, Summary) and r.summary.tokens_per_s == r.summary.get("tokens_per_s") > 0
-    assert isinstance(r.contention, Contention) and r.contention.recorded and r.contended == bool(r.contention.contended)
-    old = Contention.of("not recorded")
-    assert not old.recorded and not old and old.get("contended") is None
+def nested_schema(spec: dict, part: type[Part], where: str):
+    """(where, the schema's properties of an object, the Part type the model reads it as), at every depth."""
+    properties = object_properties(spec)
+    if properties:
+        yield where, properties, part
+    for name, kind in part.NESTED.items():
+        inner = properties.get(name, {})
+        if isinstance(kind, tuple):
+            kind, inner = kind[0], inner.get("items", {})
+        elif isinstance(kind, dict):
+            kind, inner = next(iter(kind.values())), inner.get("additionalProperties", {})
+        yield from nested_schema(inner, kind, f"{where}.{name}")
+
+
+def test_every_object_the_schema_names_is_a_type_that_names_its_fields():
+    """The schema names no field of a nested object (environment.gpu, explain.kernels.top[], ...) that its type lacks,
+    and every object of environment and explain that the schema types is read as a Part, not a dict."""
+    seen = 0
+    for key in ("environment", "explain"):
+        for where, properties, part in nested_schema(schema()["properties"][key], SECTIONS[key], key):
+            assert set(properties) <= set(part.names()), (where, sorted(set(properties) - set(part.names())))
+            seen += 1
+        for name, spec in object_properties(schema()["properties"][key]).items():
+            if object_properties(spec) and name not in ("python", "os", "packages", "torch_source"):
+                assert name in SECTIONS[key].NESTED, f"{key}.{name}: an object read as a dict"
+    assert seen >= 15
+
+
+def test_a_gpu_records_nested_values_read_as_types():
+    r = next(RecordView(rec) for _p, rec in iter_records([ROOT / "results" / "gpu-h100-80gb-hbm3"], warn=print)
+             if rec["status"] == "ok" and (rec.get("explain") or {}).get("kernels", {}).get("available"))
+    gpu, kernels = r.environment.gpu, r.explain.kernels
+    assert isinstance(gpu, Gpu) and gpu.name == r.raw["environment"]["gpu"]["name"] and "H100" in gpu.name
+    assert r.gpu_capability == 9.0 and r.usable_memory_bytes == gpu.memory_bytes > 0
+    assert isinstance(kernels, Kernels) and kernels.device == "cuda" and kernels is r.explain.kernels  # read once
+    assert kernels.top and all(isinstance(row, KernelRow) for row in kernels.top)
+    assert kernels.by_category and all(isinstance(t, KernelTime) for t in kernels.by_category.values())
+    assert isinstance(kernels.lm_head_gemm, Gemm) and kernels.lm_head_gemm.name == r.lm_head_kernel
+    assert [g.role for g in r.vocab_gemms] == [g["role"] for g in r.raw["explain"]["kernels"]["vocab_gemms"]]
+    assert isinstance(r.memory_split, MemorySplit) and r.memory_split.available
+    assert r.mfu("mfu_datasheet") == r.raw["explain"]["mfu"]["mfu_datasheet"]
+
+
+def test_an_older_cpu_records_missing_objects_read_as_absent_never_a_crash():
+    """A v1 CPU record made before environment.threads and explain existed: its objects read as false Parts whose
+    fields are None (threads says "not recorded", as the v1 -> v2 upgrade wrote it)."""
+    r = next(RecordView(rec) for _p, rec in iter_records([ROOT / "results" / "cpu-amd-epyc-2core"], warn=print)
+             if rec.get("explain") is None and rec["environment"].get("threads") == "not recorded")
+    env = r.environment
+    assert not env.gpu and env.gpu.name is None and env.gpu.state is None and not r.is_cuda
+    assert not env.threads and env.threads.state == "not recorded" and env.threads.torch is None
+    assert env.to_json()["threads"] == "not recorded" and env.to_json()["gpu"] is None
+    assert not r.explain.kernels and r.explain.kernels.top is None and r.kernels_reason == "not profiled"
+    assert r.kernel_categories == {} and r.vocab_gemms == () and r.lm_head_kernel is None
+    assert r.device_label.startswith("cpu: ")
+
+
+@pytest.mark.parametrize("value", [None, "not recorded", [], "text", 3])
+def test_a_nested_object_of_the_wrong_shape_reads_as_absent(value):
+    env = Environment.of({"gpu": value, "cpu": {"model": "X", "isa": "not recorded"}})
+    assert not env.gpu and env.gpu.name is None and env.cpu.model == "X" and env.cpu.isa == "not recorded"
+    kernels = Kernels.of({"available": True, "top": value, "by_category": value, "lm_head_gemm": value})
+    assert kernels.top == (() if value == [] else None)  # an empty list is a list of no rows
+    assert kernels.by_category is None and kernels.lm_head_gemm.name is None and not kernels.lm_head_gemm
 
 
 def test_the_workload_type_names_the_workloads_fields():

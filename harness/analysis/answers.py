@@ -83,8 +83,8 @@ def tf32_memory(cmp: Compare) -> Answer:
         for g, name in ((a, "fp32"), (b, "tf32")):
             split = g.memory_split
             label = f"{cell_label(cmp, gpu, env, g)} {name}"
-            if split.get("available"):
-                chart.panels.setdefault("", []).append((label, [((split.get(k) or 0) / GIB, part) for k, part in MEMORY_PARTS]))
+            if split.available:
+                chart.panels.setdefault("", []).append((label, [((getattr(split, k) or 0) / GIB, part) for k, part in MEMORY_PARTS]))
             elif g.memory_bytes is not None:
                 chart.panels.setdefault("", []).append((label, [(g.memory_bytes / GIB, g.memory[0])]))
     values = [d.value for d in deltas if d.value is not None]
@@ -117,11 +117,12 @@ def _split_change(pairs) -> list[tuple[str, float, float]]:
     changes: dict[str, list[float]] = {}
     for _c, a, b in pairs:
         sa, sb = a.memory_split, b.memory_split
-        if not (sa.get("available") and sb.get("available")):
+        if not (sa.available and sb.available):
             continue
         for key, label in MEMORY_PARTS:
-            if sa.get(key) is not None and sb.get(key) is not None:
-                changes.setdefault(label, []).append((sb[key] - sa[key]) / GIB)
+            va, vb = getattr(sa, key), getattr(sb, key)
+            if va is not None and vb is not None:
+                changes.setdefault(label, []).append((vb - va) / GIB)
     ranked = sorted(changes.items(), key=lambda kv: -abs(sum(kv[1]) / len(kv[1])))
     return [(label, min(v), max(v)) for label, v in ranked]
 

@@ -212,15 +212,15 @@ def batch(cmp: Compare) -> list[Finding]:
         out.append(Finding("batch", text, tuple(ids)))
     refs: dict[tuple, list[Group]] = {}
     for r in ok_references(cmp):
-        if r.sweep and r.sweep.get("field") == "batch_size":
-            refs.setdefault((r.sweep.get("name"), r.first.rung, r.gpu), []).append(r)
+        if r.sweep and r.sweep.field == "batch_size":
+            refs.setdefault((r.sweep.name, r.first.rung, r.gpu), []).append(r)
     for (name, rung, gpu), groups in refs.items():
-        groups.sort(key=lambda g: g.sweep.get("value") or 0)
+        groups.sort(key=lambda g: g.sweep.value or 0)
         best = max(groups, key=lambda g: estimate(g).point or 0)
         out.append(Finding("batch", (f"Batch size in the user's log ({name}), {rung} on {gpu}: "
-                                     + ", ".join(f"B={g.sweep.get('value')} {estimate(g).point:,.0f} tokens/s "
+                                     + ", ".join(f"B={g.sweep.value} {estimate(g).point:,.0f} tokens/s "
                                                  f"({mib(g.memory_bytes)} MiB)" for g in groups)
-                                     + f"; best B={best.sweep.get('value')} (single samples)."), tuple(run_ids(*groups))))
+                                     + f"; best B={best.sweep.value} (single samples)."), tuple(run_ids(*groups))))
     return out
 
 
@@ -231,8 +231,8 @@ def sdpa(cmp: Compare) -> list[Finding]:
         if auto is None:
             continue
         kernels = auto.kernels
-        chose = kernels.get("sdpa_backend")
-        names = kernels.get("attention_kernels") or []
+        chose = kernels.sdpa_backend
+        names = kernels.attention_kernels or []
         chose_text = f"auto ran {chose} attention" + (f" ({names[0][:70]}...)" if names else "") if chose else \
             "auto's backend is unknown (no kernel capture)"
         out.append(Finding("sdpa", (

@@ -15,6 +15,7 @@ from harness.analysis.context import Compare
 from harness.analysis.differ import knob_fields, value_key
 from harness.analysis.group import Group, estimate
 from harness.flags import flags_for
+from harness.record.parts import Gemm
 
 MIB = 2**20
 PADDING_FLAGS = ("inductor_shape_padding", "inductor_comprehensive_padding")  # the compiler's own padding (plan padding)
@@ -130,9 +131,9 @@ def speed_text(cmp: Compare, a: Group, b: Group) -> str:
     return f"tokens/s {a.throughput.point:,.0f} -> {b.throughput.point:,.0f} ({Cell(cmp.delta(a, b)).brief()})"
 
 
-def lm_head_roles(g: Group) -> dict[str, dict]:
+def lm_head_roles(g: Group) -> dict[str, Gemm]:
     """role -> the kernel capture's lm_head GEMM entry (explain.kernels.vocab_gemms), when profiled."""
-    return {v.get("role"): v for v in g.vocab_gemms}
+    return {v.role: v for v in g.vocab_gemms}
 
 
 def lm_head_text(g: Group, label: str) -> str | None:
@@ -146,10 +147,10 @@ def lm_head_text(g: Group, label: str) -> str | None:
         v = roles.get(role)
         if v is None:
             seen.append(f"{role} not seen at {vocab}")
-        elif v.get("padded_to"):
-            seen.append(f"{role} padded to {v['padded_to']}")
-        elif v.get("row_stride"):
-            seen.append(f"{role} at {vocab} with row stride {v['row_stride']}")
+        elif v.padded_to:
+            seen.append(f"{role} padded to {v.padded_to}")
+        elif v.row_stride:
+            seen.append(f"{role} at {vocab} with row stride {v.row_stride}")
         else:
             seen.append(f"{role} at {vocab}")
     return f"{label}: " + ", ".join(seen)

@@ -185,9 +185,9 @@ def memory_bars(cmp: Compare) -> list[tuple[str, list[float]]]:
     out = []
     for g in sorted(cmp.ds.groups, key=lambda g: (cmp.gpu_rank[g.gpu], cmp.env_rank[g.env], *_rung_order(g))):
         split = g.memory_split
-        if split.get("available") and any(split.get(k) is not None for k, _l in MEMORY_PARTS):
+        if split.available and any(getattr(split, k) is not None for k, _l in MEMORY_PARTS):
             out.append((f"{cmp.name(g.gpu)} / {g.env} / {g.label} ({g.batch})",
-                        [(split.get(k) or 0) / 2**30 for k, _l in MEMORY_PARTS]))
+                        [(getattr(split, k) or 0) / 2**30 for k, _l in MEMORY_PARTS]))
     return out
 
 
@@ -210,7 +210,7 @@ def kernel_mix(cmp: Compare, max_cells: int = 6) -> KernelMix | None:
     for g in cmp.ds.groups:
         cats = g.kernel_categories
         if cats:
-            cells.setdefault((g.gpu, g.env), []).append((g, {c: (v.get("share") or 0) * 100 for c, v in cats.items()}))
+            cells.setdefault((g.gpu, g.env), []).append((g, {c: (v.share or 0) * 100 for c, v in cats.items()}))
     if not cells:
         return None
     categories = sorted({c for items in cells.values() for _g, shares in items for c in shares})
@@ -251,9 +251,9 @@ def sweep_lines(cmp: Compare) -> list[tuple[tuple[str, str], list[SweepLine]]]:
                       c["knee"], failed))
     refs: dict[tuple, dict[str, list]] = {}
     for g in (r for r in cmp.ds.references if r.first.ok and r.sweep):
-        key = (str(g.sweep.get("name")), str(g.sweep.get("field")))
+        key = (str(g.sweep.name), str(g.sweep.field))
         refs.setdefault(key, {}).setdefault(f"{cmp.name(g.gpu)} / {g.env} (user's log)", []).append(
-            (g.sweep.get("value"), estimate(g).point, None if g.memory_bytes is None else g.memory_bytes / 2**30))
+            (g.sweep.value, estimate(g).point, None if g.memory_bytes is None else g.memory_bytes / 2**30))
     for key, lines in refs.items():
         for label, pts in lines.items():
             by_sweep.setdefault(key, []).append(
