@@ -99,7 +99,7 @@ def bare_round(record: RecordView) -> dict:
     """The bare loop of the record's workload and flags, in a fresh process."""
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "spec.json"
-        spec.write_text(json.dumps({"workload": dict(record.workload), "flags": dict(record.flags)}))
+        spec.write_text(json.dumps({"workload": record.workload.to_dict(), "flags": dict(record.flags)}))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
         proc = subprocess.run([sys.executable, __file__, "--bare", str(spec)], check=False, cwd=ROOT,
                               capture_output=True, text=True, env=env)

@@ -57,7 +57,7 @@ def first(items, folder: str | None = None, **match) -> RecordView | None:
 
 def _get(record: RecordView, key: str):
     if key in ("batch_size", "vocab_size", "sdpa_backend"):
-        return record.workload.get(key)
+        return getattr(record.workload, key)
     if key in ("torch", "line"):
         return record.reference.get(key)
     return getattr(record, key)
@@ -77,8 +77,8 @@ def ladder_table(data: dict) -> list[str]:
     for rung in LADDER:
         cells = [rung]
         for b in (16, 64):
-            logged = [r for r in refs if r.rung == rung and r.workload.get("batch_size") == b and r.ok
-                      and r.workload.get("compile") != "off"]
+            logged = [r for r in refs if r.rung == rung and r.workload.batch_size == b and r.ok
+                      and r.workload.compile != "off"]
             logged.sort(key=lambda r: r.reference.get("line"))
             cells.append("; ".join(f"{tok(r)}" + (f" torch {r.reference['torch']}" if r.reference.get("torch") else "")
                                    for r in logged) or "-")
@@ -89,11 +89,11 @@ def ladder_table(data: dict) -> list[str]:
 
 
 def batch_table(data: dict) -> list[str]:
-    tries = sorted((r for f, r in data["H100"] if f == "batch-search"), key=lambda r: r.workload.get("batch_size"))
+    tries = sorted((r for f, r in data["H100"] if f == "batch-search"), key=lambda r: r.workload.batch_size)
     judged = [fit.judge(r) for r in tries]  # the batch search's own default headroom
     fits = [j.batch_size for j in judged if j.fits]
     knee = sweep.knee([(j.batch_size, j.tokens_per_s) for j in judged if j.fits])
-    logged = {r.workload.get("batch_size"): r for r in data["user-log"]
+    logged = {r.workload.batch_size: r for r in data["user-log"]
               if r.sweep and r.sweep.field == "batch_size" and r.ok}
     lines = ["| B | H100, torch 2.11 | fits with the default headroom | user's log (nightly) |", "|---|---|---|---|"]
     for j in judged:

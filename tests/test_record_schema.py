@@ -11,7 +11,7 @@ import pytest
 from harness.record.io import iter_records, schema
 from harness.record.model import KIND_BLOCKS, new_record
 from harness.record.parts import Gemm, Gpu, KernelRow, Kernels, KernelTime, MemorySplit, Part
-from harness.record.sections import SECTIONS, Environment
+from harness.record.sections import SECTIONS, Contention, Environment, Explain, Summary
 from harness.record.view import RecordView
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,19 +38,8 @@ def test_the_top_level_is_the_constructors():
     assert set(schema()["required"]) <= set(made)
 
 
-def parts_in(part: Part):
-    """A Part and every Part nested in it (objects, rows of a list, values of a map)."""
-    yield part
-    for name, kind in part.NESTED.items():
-        value = getattr(part, name)
-        inner = [value] if isinstance(kind, type) else list(value or ()) if isinstance(kind, tuple) else \
-            list((value or {}).values())
-        for p in inner:
-            yield from parts_in(p)
-
-
 def assert_within(stored, written, where: str):
-    """Every value stored is written back at its place; a key the record lacked may only be written as None."""
+    """Every value stored is at its place in `written`; a key the record lacked may only be there as None."""
     if isinstance(stored, dict):
         assert isinstance(written, dict), where
         for key, value in written.items():
@@ -77,10 +66,11 @@ def test_every_committed_record_reads_into_its_section_types_and_back():
         for key, cls in SECTIONS.items():
             value = record.get(key)
             section = cls.of(value)
-            for part in parts_in(section):  # no key the model lacks, at any depth
+            for part in section.parts():  # no key the model lacks, at any depth
                 assert part.extra == {}, (record["run_id"], key, type(part).__name__, sorted(part.extra))
             if isinstance(value, dict):
-                assert_within(value, section.to_json(), f"{record['run_id']}: {key}")
+                assert section.to_json() == value, (record["run_id"], key)  # key for key, explicit nulls kept
+                assert_within(value, section.to_dict(), f"{record['run_id']}: {key}")  # every field named
                 assert cls.of(section.to_json()) == section
             else:  # null, or "not recorded": read as such, written back as such
                 assert not section.recorded and section.to_json() == value
@@ -153,17 +143,60 @@ def test_a_nested_object_of_the_wrong_shape_reads_as_absent(value):
     assert kernels.by_category is None and kernels.lm_head_gemm.name is None and not kernels.lm_head_gemm
 
 
+def test_a_part_made_in_code_writes_every_field_and_one_read_writes_the_keys_it_had():
+    made = Summary(tokens_per_s=1.0).to_json()
+    assert made == {**dict.fromkeys(Summary.names()), "tokens_per_s": 1.0}
+    read = Summary.of({"tokens_per_s": 1.0, "mean_loss": None})
+    assert read.to_json() == {"tokens_per_s": 1.0, "mean_loss": None}
+    assert read.but(mfu=None).to_json() == {"tokens_per_s": 1.0, "mean_loss": None, "mfu": None}  # set, so written
+    assert read.but(final_loss=2.0).to_json()["final_loss"] == 2.0 and read.but(final_loss=2.0) != read
+
+
+def test_what_a_worker_writes_is_refused_where_the_model_does_not_name_it():
+    env = {"device": "cuda", "gpu": {"name": "H100", "clock_mhz": 1980}, "threads": {"torch": 2}}
+    with pytest.raises(ValueError, match=r"Environment: not in the record model .*Gpu\.clock_mhz"):
+        Environment.named(env)
+    with pytest.raises(ValueError, match=r"KernelRow\.shape"):
+        Explain.named({"kernels": {"available": True, "top": [{"name": "k", "shape": [1]}]}})
+    del env["gpu"]["clock_mhz"]
+    assert Environment.named(env).gpu.name == "H100"
+
+
+def test_the_view_hands_out_typed_sections():
+    r = next(RecordView(rec) for _p, rec in iter_records([ROOT / "results" / "cpu-containers"], warn=print)
+             if rec["status"] == "ok" and isinstance(rec.get("contention"), dict))
+    assert isinstance(r.summary, Summary) and r.summary.tokens_per_s == r.raw["summary"]["tokens_per_s"] > 0
+    assert isinstance(r.contention, Contention) and r.contention.recorded and r.contended == bool(r.contention.contended)
+    old = Contention.of("not recorded")
+    assert not old.recorded and not old and old.contended is None and old.to_json() == "not recorded"
+
+
+def test_no_section_or_object_is_read_by_key():
+    """A section and a nested object are read by attribute only: no `get`, no `[key]` (a dict's habits)."""
+    for cls in [*SECTIONS.values(), *{type(p) for p in Environment.of({}).parts()},
+                *{type(p) for p in Explain.of({"kernels": {"top": [{}], "by_category": {"x": {}},
+                                                              "vocab_gemms": [{}], "gemms": [{}]}}).parts()}]:
+        assert not hasattr(cls, "get") and not hasattr(cls, "__getitem__"), cls.__name__
+
+
 def test_the_workload_type_names_the_workloads_fields():
-    """RecordView.workload is typed by gpt.config.WorkloadConfig's fields (gpt/config.py imports no torch) and reads
-    as the dict the record holds."""
+    """RecordView.workload is typed by gpt.config.WorkloadConfig's fields (gpt/config.py imports no torch), is not a
+    dict, and hands the rules that hash it exactly what the record holds."""
     from dataclasses import fields as dataclass_fields
 
     from gpt.config import WorkloadConfig
+    from harness.record.model import workload_hash
     from harness.record.sections import Workload
 
     assert Workload.FIELDS == tuple(f.name for f in dataclass_fields(WorkloadConfig))
     r = next(RecordView(rec) for _p, rec in iter_records([ROOT / "results" / "gpu-h200" / "ladder"], warn=print))
-    assert isinstance(r.workload, Workload) and r.workload.batch_size == r.workload["batch_size"] == r.workload.get("batch_size")
-    assert dict(r.workload) == r.raw["workload"] and r.workload.tokens_per_step == r.tokens_per_step
+    assert isinstance(r.workload, Workload) and r.workload.batch_size == r.raw["workload"]["batch_size"] > 0
+    assert r.workload.to_dict() == r.raw["workload"] and r.workload.tokens_per_step == r.tokens_per_step
+    assert workload_hash(r.workload.to_dict()) == r.workload_hash
+    assert not hasattr(r.workload, "get") and not hasattr(r.workload, "__getitem__") and not hasattr(r.workload, "keys")
+    old = Workload({"batch_size": 4})  # a field the record lacks reads None and stays out of what it holds
+    assert old.lm_head_loss is None and not old.recorded("lm_head_loss") and old.to_dict() == {"batch_size": 4}
     with pytest.raises(AttributeError):
         r.workload.batch_size = 1  # read-only
+    with pytest.raises(AttributeError):
+        _ = r.workload.no_such_field

@@ -109,7 +109,7 @@ def tf32_memory(cmp: Compare) -> Answer:
 def cell_label(cmp: Compare, gpu: str, env: str, g: Group) -> str:
     """'h100-80g B=16', with the env where the records hold several ('epyc / latest B=4')."""
     several = len(cmp.env_rank) > 1
-    return f"{cmp.name(gpu)}" + (f" / {env}" if several else "") + f" B={g.workload.get('batch_size')}"
+    return f"{cmp.name(gpu)}" + (f" / {env}" if several else "") + f" B={g.workload.batch_size}"
 
 
 def _split_change(pairs) -> list[tuple[str, float, float]]:
@@ -129,9 +129,9 @@ def _split_change(pairs) -> list[tuple[str, float, float]]:
 
 def vocab(cmp: Compare) -> Answer:
     q = "Why did padding the vocabulary 50257 -> 50304 give 30-40% on an H100 but 3% on an A100? Is it the GPU or the torch version?"
-    pairs = [p for p in measured_pairs(cmp, "vocab_size") if p[1].workload.get("vocab_size") == 50257
+    pairs = [p for p in measured_pairs(cmp, "vocab_size") if p[1].workload.vocab_size == 50257
              and findings.padding_setting(p[1]) == "default"]
-    refs = [p for p in reference_pairs(cmp, "vocab_size") if p[0].workload.get("vocab_size") == 50257]
+    refs = [p for p in reference_pairs(cmp, "vocab_size") if p[0].workload.vocab_size == 50257]
     deltas = [cmp.delta(a, b) for _c, a, b in pairs]
     ref_deltas = [stats.ratio(estimate(a), estimate(b), cmp.floor)[0] for a, b in refs]
     sentences, command = [], None
@@ -158,7 +158,7 @@ def vocab(cmp: Compare) -> Answer:
     chart = None
     if pairs or refs:
         bars = [delta_bar(cell_label(cmp, g, e, a), d) for ((g, e), a, _b), d in zip(pairs, deltas)]
-        bars += [delta_bar(f"user's log B={a.workload.get('batch_size')}", d, True) for (a, _b), d in zip(refs, ref_deltas)]
+        bars += [delta_bar(f"user's log B={a.workload.batch_size}", d, True) for (a, _b), d in zip(refs, ref_deltas)]
         values = [d.value for d in deltas if d.value is not None]
         verb = moves(deltas, "speeds up", "slows down")
         title = ("Vocab 50304 does not move tokens/s beyond noise here" if verb.endswith("beyond noise")
@@ -184,7 +184,7 @@ def versions(cmp: Compare) -> Answer:
     sentences, records, bars_tok, bars_mem = [], [], [], []
     logged: dict[tuple, dict[str, Group]] = {}
     for r in sorted(ok_references(cmp), key=lambda g: g.first.reference.get("line") or 0):
-        key = (r.gpu, r.first.rung, r.workload.get("batch_size"), r.workload.get("seq_len"), r.workload.get("compile"))
+        key = (r.gpu, r.first.rung, r.workload.batch_size, r.workload.seq_len, r.workload.compile)
         if ref_torch(r) != "torch not stated":
             logged.setdefault(key, {}).setdefault(ref_torch(r), r)
     head = None
@@ -207,7 +207,7 @@ def versions(cmp: Compare) -> Answer:
                           f"{said(speed)}; which release changed it is not in these records.",
                           abs(mem.value or 0.0), tuple(run_ids(ra, rb)))
         beside = [g for g in cmp.ds.groups if g.in_ladder and rung in {r for _p, r, _i in g.rungs}
-                  and g.workload.get("batch_size") == b and g.workload.get("seq_len") == t]
+                  and g.workload.batch_size == b and g.workload.seq_len == t]
         if beside:
             sentences.append("Beside them, our runs of that rung and B use " + ", ".join(
                 f"{g.summary_median('device_used_bytes') / GIB:,.1f} GiB device memory at "

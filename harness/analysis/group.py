@@ -107,7 +107,7 @@ class Group:
     @property
     def batch(self) -> str:
         w = self.workload
-        return f"B={w.get('batch_size')}, T={w.get('seq_len')}"
+        return f"B={w.batch_size}, T={w.seq_len}"
 
     @property
     def torch_version(self) -> str | None:

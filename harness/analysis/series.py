@@ -108,8 +108,8 @@ def _ladder_charts(cmp: Compare) -> list[LadderChart]:
         refs: dict[tuple, Series] = {}
         for ref in cmp.ds.references:
             w = ref.workload
-            shape = (w.get("batch_size"), w.get("seq_len"))
-            if ref.first.plan != plan or not ref.first.ok or shape not in shapes or w.get("compile") == "off" or ref.sweep:
+            shape = (w.batch_size, w.seq_len)
+            if ref.first.plan != plan or not ref.first.ok or shape not in shapes or w.compile == "off" or ref.sweep:
                 continue
             s = refs.setdefault(shape, Series(f"user's log, {ref.gpu} (B={shape[0]}, T={shape[1]})", True,
                                               device=ref.gpu, batch_size=shape[0]))
@@ -177,7 +177,7 @@ MEMORY_PARTS = (("tensors_bytes", "live tensors"), ("allocator_cache_bytes", "al
 def _rung_order(g: Group) -> tuple:
     """Plan, rung order, then B and T: how the charts list a cell's groups."""
     plan, _rung, index = g.rungs[0]
-    return (str(plan), index if index is not None else 99, g.label, g.workload.get("batch_size") or 0, g.workload.get("seq_len") or 0)
+    return (str(plan), index if index is not None else 99, g.label, g.workload.batch_size or 0, g.workload.seq_len or 0)
 
 
 def memory_bars(cmp: Compare) -> list[tuple[str, list[float]]]:
@@ -218,9 +218,9 @@ def kernel_mix(cmp: Compare, max_cells: int = 6) -> KernelMix | None:
     shown = []
     for key in keys:
         items = sorted(cells[key], key=lambda it: _rung_order(it[0]))
-        several_b = len({g.workload.get("batch_size") for g, _s in items}) > 1
+        several_b = len({g.workload.batch_size for g, _s in items}) > 1
         shown.append((f"{cmp.name(key[0])} / {key[1]}",
-                       [(g.label + (f" B={g.workload.get('batch_size')}" if several_b else ""), shares) for g, shares in items]))
+                       [(g.label + (f" B={g.workload.batch_size}" if several_b else ""), shares) for g, shares in items]))
     kinds = sorted({"CPU op" if gpu.startswith("cpu: ") else "GPU kernel" for gpu, _e in keys})
     return KernelMix(shown, categories, list(CATEGORIES) + [c for c in categories if c not in CATEGORIES], kinds, len(cells))
 

@@ -82,7 +82,7 @@ def curve_key(record: RecordView | dict) -> tuple:
     sweeps of one name made with other flags or another workload are two curves, never pooled as repeats."""
     r = RecordView.of(record)
     field = str(r.sweep.field)
-    measurement = f"{workload_hash(r.workload, without=(field,))[:12]}/{(r.flags_hash or '')[:12]}"
+    measurement = f"{workload_hash(r.workload.to_dict(), without=(field,))[:12]}/{(r.flags_hash or '')[:12]}"
     return (str(r.sweep.name), field, str(r.plan), str(r.rung), str(r.env), r.device_label, measurement)
 
 

@@ -84,7 +84,7 @@ class Estimator:
         want = measured_workload(planned_workload(run))
         candidates = []
         for r in self.records:
-            have = measured_workload(r.workload)
+            have = measured_workload(r.workload.to_dict())
             if any(have.get(k) != want.get(k) for k in SHAPE_FIELDS):
                 continue
             apart = sorted(k for k in want.keys() | have.keys() if want.get(k) != have.get(k))
@@ -95,7 +95,7 @@ class Estimator:
                 "the slowest committed run" if self.records else f"{UNKNOWN_RUN_S:.0f} s assumed"), measured=False)
         _n, neg_seconds, apart, r = min(candidates, key=lambda c: (c[0], c[1]))
         seconds, measured = -neg_seconds, True
-        basis = f"{r.rung} B={r.workload.get('batch_size')}" + ("" if r.ok else f" ({r.status})")
+        basis = f"{r.rung} B={r.workload.batch_size}" + ("" if r.ok else f" ({r.status})")
         basis += f"; other {', '.join(apart)}" if apart else ""
         mode = want.get("compile")
         if "compile" in apart and mode in UNMEASURED_COMPILE_S:

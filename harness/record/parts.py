@@ -5,7 +5,7 @@ docstring there says how a Part is read and written). Standard library only; no 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 from harness.record.model import NOT_RECORDED
@@ -18,16 +18,18 @@ class Part:
     """An object of a record: its fields, the keys the model does not name (`extra`: a newer harness's additions,
     kept so that nothing is lost), and `state`: RECORDED (an object was there), NOT_RECORDED, or None (null/missing).
     NESTED names the fields that are Parts themselves: field -> a Part type, (type,) for a list of them, or
-    {str: type} for a map of them by name."""
+    {str: type} for a map of them by name. `keys`: the keys the object read had (None for one made in code), so that
+    what was read is written back key for key: a field the JSON lacked stays absent, an explicit null stays null."""
 
     state: str | None = field(default=RECORDED, compare=False)
     extra: dict = field(default_factory=dict, compare=False)
+    keys: frozenset | None = field(default=None, compare=False, repr=False)
     NESTED: ClassVar[dict] = {}
 
     @classmethod
     def names(cls) -> list[str]:
         """The object's own fields, in the order they are written."""
-        return [f.name for f in fields(cls) if f.name not in ("state", "extra")]
+        return [f.name for f in fields(cls) if f.name not in ("state", "extra", "keys")]
 
     @classmethod
     def of(cls, value: Any):
@@ -38,7 +40,31 @@ class Part:
             return cls(state=NOT_RECORDED if value == NOT_RECORDED else None, **nested)
         own = cls.names()
         return cls(**{k: value[k] for k in own if k in value and k not in nested}, **nested,
-                   extra={k: v for k, v in value.items() if k not in own})
+                   extra={k: v for k, v in value.items() if k not in own}, keys=frozenset(value))
+
+    @classmethod
+    def named(cls, value: dict):
+        """The Part of an object a harness module built for a record, refusing a key the model does not name at any
+        depth: what a worker writes is the model's, never a free object (ValueError names the keys)."""
+        part = cls.of(value)
+        unnamed = [f"{type(p).__name__}.{key}" for p in part.parts() for key in p.extra]
+        if unnamed:
+            raise ValueError(f"{cls.__name__}: not in the record model (harness/record/): {', '.join(unnamed)}")
+        return part
+
+    def but(self, **changes):
+        """A copy with these fields set (written back even where set to None, as a dict's key would be)."""
+        return replace(self, **changes, keys=None if self.keys is None else self.keys | set(changes))
+
+    def parts(self):
+        """This Part and every Part nested in it (objects, the rows of a list, the values of a map)."""
+        yield self
+        for name, kind in self.NESTED.items():
+            value = getattr(self, name)
+            inner = [value] if isinstance(kind, type) else list(value or ()) if isinstance(kind, tuple) else \
+                list((value or {}).values())
+            for part in inner:
+                yield from part.parts()
 
     @classmethod
     def absent(cls):
@@ -51,8 +77,12 @@ class Part:
         return {**own, **self.extra}
 
     def to_json(self) -> dict | str | None:
-        """What the record holds: the object, or None / "not recorded" as it was read."""
-        return self.to_dict() if self.state == RECORDED else self.state
+        """What the record holds: the object (the keys it was read with, and any field set since; every field for one
+        made in code), or None / "not recorded" as it was read."""
+        if self.state != RECORDED:
+            return self.state
+        return {name: value for name, value in self.to_dict().items()
+                if self.keys is None or name in self.keys or value is not None}
 
     def __bool__(self) -> bool:
         return self.state == RECORDED

@@ -6,17 +6,18 @@ Dataclasses, not pydantic: the record package runs where only the results are, u
 verify-matrix reads records without the project's dependencies), so it takes nothing beyond the standard library;
 validation stays with the JSON schema (harness.record.io), which the tests hold equal to these fields.
 
-Everything is read from its JSON here (the objects nested in a section are in harness.record.parts), with `of`, and written back with `to_json` (a recorded object) or `to_dict`
-(its fields, every one named). `of` never fails on the shape of an older record: a key the record lacks reads None; an
-object that is null, missing or "not recorded" (schema v2's word for what the harness that made the record did not
-record) reads as a Part whose fields are all None and which is false (`state` says which of the three it was). Maps
-keyed by a name the record chooses (flags.requested, environment.packages.packages, explain.libraries.mapped,
-environment.env_vars, cpu.isa) stay dicts: their keys are data, not fields. No torch import.
+Everything is read from its JSON here and in harness.record.parts (the objects nested in a section), with `of`,
+and written back with `to_json` (what the record holds) or `to_dict` (every field named). `of` never fails on the
+shape of an older record: a key the record lacks reads None; an object that is null, missing or "not recorded"
+(schema v2's word for what the harness that made the record did not record) reads as a Part whose fields are all
+None and which is false (`state` says which of the three it was). `named` is `of` for what a worker writes: it
+refuses a key the model does not name. Maps keyed by a name the record chooses (flags.requested,
+environment.packages.packages, explain.libraries.mapped, environment.env_vars, cpu.isa) stay dicts: their keys are
+data, not fields. Nothing is read by key (no `get`, no `[key]`). No torch import.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -51,11 +52,6 @@ class Section(Part):
         """Whether the section holds anything (an empty object, or one of nulls, does not)."""
         return any(v is not None and (not isinstance(v, Part) or v.state is not None)
                    for v in (getattr(self, name) for name in self.names())) or bool(self.extra)
-
-    def get(self, key: str, default=None):
-        """A field by name (None read as absent, as a reader of the dict had it); an unnamed key from `extra`."""
-        value = getattr(self, key) if key in self.names() else self.extra.get(key)
-        return default if value is None else value
 
 
 @dataclass(frozen=True)
@@ -118,6 +114,8 @@ class Contention(Section):
     steal_share: float | None = None
     loadavg_1min_max: float | None = None
     gpu_other_processes: list | None = None
+    gpu_note: str | None = None  # this process not among NVML's pids (another pid namespace): one taken to be it
+    cpu: str | None = None  # "not measured: /proc/stat unreadable"
     contended: bool | None = None
     reason: str | None = None
 
@@ -164,10 +162,11 @@ class Rerun(Section):
     command: str | None = None
 
 
-class Workload(Mapping):
-    """record.workload, read-only: gpt.config.WorkloadConfig's fields as attributes (None where the record lacks one,
-    tests/test_record_schema.py holds FIELDS equal to WorkloadConfig's), and a Mapping of what the record holds, so
-    readers that take it as a dict (workload_hash, knob comparisons, `.get`) read it unchanged."""
+class Workload:
+    """record.workload, read-only: gpt.config.WorkloadConfig's fields as attributes (None where the record lacks one;
+    tests/test_record_schema.py holds FIELDS equal to WorkloadConfig's). Not a dict: `to_dict()` is what the record
+    holds, key for key, for the rules that hash or compare a workload as stored (workload_hash, knob_fields, run
+    lengths), where a field the record lacks must stay absent."""
 
     FIELDS = ("preset", "n_layer", "n_head", "n_embd", "vocab_size", "seq_len", "batch_size", "grad_accum", "precision",
               "attention", "sdpa_backend", "lm_head_loss", "compile", "optimizer", "grad_clip", "lr", "weight_decay",
@@ -185,17 +184,16 @@ class Workload(Mapping):
     def __setattr__(self, name: str, value) -> None:
         raise AttributeError("a record's workload is read-only")
 
-    def __getitem__(self, key: str):
-        return self._values[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
     def __repr__(self) -> str:
         return f"Workload({self._values!r})"
+
+    def to_dict(self) -> dict:
+        """The workload as the record holds it (a copy)."""
+        return dict(self._values)
+
+    def recorded(self, name: str) -> bool:
+        """Whether the record has the field (a field added after it was written does not)."""
+        return name in self._values
 
     @property
     def tokens_per_step(self) -> int | None:

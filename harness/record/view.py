@@ -131,13 +131,14 @@ class RecordView:
         return f"{s.field}={s.value}" if s else ""
 
     # What was measured
-    workload = property(lambda self: Workload(self._r.get("workload")))  # typed, read-only; a Mapping of the record's
+    workload = property(lambda self: Workload(self._r.get("workload")))  # typed, read-only; .to_dict(): as stored
     workload_hash = property(lambda self: self._r.get("workload_hash"))
 
     def workload_value(self, key: str):
         """One workload field; a field added after the record was written reads as the value every earlier record
         ran with (model.ADDED_FIELD_DEFAULTS: lm_head_loss "plain")."""
-        return self.workload.get(key, ADDED_FIELD_DEFAULTS.get(key))
+        workload = self.workload
+        return getattr(workload, key) if workload.recorded(key) else ADDED_FIELD_DEFAULTS.get(key)
 
     flags = property(lambda self: _dict(_dict(self._r.get("flags")).get("requested")))
     flags_hash = property(lambda self: _dict(self._r.get("flags")).get("hash"))
@@ -149,7 +150,7 @@ class RecordView:
         """What must be equal for two runs to be comparable: (workload hash, flags hash). The one rule of every table."""
         return (self.workload_hash, self.flags_hash)
 
-    # Where it ran, and the sections as their types (harness.record.sections; .get(key) reads a field by name)
+    # Where it ran, and the sections as their types (harness.record.sections and .parts; read by attribute)
     environment = property(lambda self: self._section("environment", Environment))
     summary = property(lambda self: self._section("summary", Summary))
     explain = property(lambda self: self._section("explain", Explain))
@@ -301,7 +302,7 @@ class RecordView:
         ms = self.steps.ms or []
         if self.kind == "reference":
             return [x for x in ms[1:] if x is not None]
-        warmup = self.workload.get("warmup_steps")
+        warmup = self.workload.warmup_steps
         if not isinstance(warmup, int):
             timed = self.summary.timed_steps
             warmup = len(ms) - timed if isinstance(timed, int) and 0 < timed <= len(ms) else 1

@@ -19,7 +19,7 @@ def reference_ladder_tables(cx: Compare) -> list[Table]:
     ladders: dict[tuple, list[Group]] = {}
     for ref in cx.ds.references:
         w = ref.workload
-        ladders.setdefault((ref.first.plan, w.get("batch_size"), w.get("seq_len"), w.get("compile")), []).append(ref)
+        ladders.setdefault((ref.first.plan, w.batch_size, w.seq_len, w.compile), []).append(ref)
     tables = []
     for (plan, b, t, comp), refs in sorted(ladders.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][3] == "off"), kv[0][1] or 0)):
         table = Table("reference", f"Reference ladder (the user's log, {refs[0].gpu}): plan {plan}, B={b}, T={t}, compile {comp}", [
@@ -95,9 +95,10 @@ def reference_conditions(ref: Group, g: Group) -> dict:
     ref_torch = ref.first.reference.get("torch")
     if ref_torch and not str(g.torch_version or "").startswith(ref_torch):
         differ.append(("torch", ref_torch, g.torch_version or "unknown"))
-    known = {k: v for k, v in ref.workload.items() if v is not None and k not in NOT_IN_WORKLOAD_HASH}
-    differ += [(k, v, g.workload.get(k)) for k, v in sorted(known.items()) if g.workload.get(k) != v]
-    unknown = sorted(k for k, v in ref.workload.items()
+    ref_workload, workload = ref.workload.to_dict(), g.workload.to_dict()
+    known = {k: v for k, v in ref_workload.items() if v is not None and k not in NOT_IN_WORKLOAD_HASH}
+    differ += [(k, v, workload.get(k)) for k, v in sorted(known.items()) if workload.get(k) != v]
+    unknown = sorted(k for k, v in ref_workload.items()
                      if v is None and k not in NOT_IN_WORKLOAD_HASH + ("memory_budget_gib",))
     return {"differ": differ, "unknown": unknown}
 
