@@ -59,7 +59,7 @@ def _get(record: RecordView, key: str):
     if key in ("batch_size", "vocab_size", "sdpa_backend"):
         return getattr(record.workload, key)
     if key in ("torch", "line"):
-        return record.reference.get(key)
+        return getattr(record.reference, key)
     return getattr(record, key)
 
 
@@ -79,8 +79,8 @@ def ladder_table(data: dict) -> list[str]:
         for b in (16, 64):
             logged = [r for r in refs if r.rung == rung and r.workload.batch_size == b and r.ok
                       and r.workload.compile != "off"]
-            logged.sort(key=lambda r: r.reference.get("line"))
-            cells.append("; ".join(f"{tok(r)}" + (f" torch {r.reference['torch']}" if r.reference.get("torch") else "")
+            logged.sort(key=lambda r: r.reference.line)
+            cells.append("; ".join(f"{tok(r)}" + (f" torch {r.reference.torch}" if r.reference.torch else "")
                                    for r in logged) or "-")
             for gpu in ("H100", "H200"):
                 cells.append(tok(first(data[gpu], folder="ladder", rung=rung, batch_size=b)))
@@ -127,7 +127,7 @@ def overhead_lines(data: dict) -> list[str]:
 
 def peers(items) -> list[RecordView]:
     """The peer's runs: records of kind peer (results/transcribe_peers.py), in the order of their source lines."""
-    return sorted((r for _f, r in items if r.kind == "peer"), key=lambda r: r.peer.get("line"))
+    return sorted((r for _f, r in items if r.kind == "peer"), key=lambda r: r.peer.line)
 
 
 def peer_lines(data: dict) -> list[str]:

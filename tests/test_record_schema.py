@@ -200,3 +200,13 @@ def test_the_workload_type_names_the_workloads_fields():
         r.workload.batch_size = 1  # read-only
     with pytest.raises(AttributeError):
         _ = r.workload.no_such_field
+
+
+def test_a_transcribed_records_kind_block_reads_as_its_type():
+    from harness.record.sections import Peer, Reference
+
+    ref = next(RecordView(rec) for _p, rec in iter_records([ROOT / "results" / "reference"], warn=print)
+               if rec["kind"] == "reference")
+    assert isinstance(ref.reference, Reference) and ref.reference.line == ref.raw["reference"]["line"] > 0
+    assert not ref.peer and ref.peer.name is None  # not a peer record: a false Peer, never a crash
+    assert isinstance(RecordView({"kind": "peer", "peer": {"name": "x", "line": 3}}).peer, Peer)

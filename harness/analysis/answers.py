@@ -183,7 +183,7 @@ def versions(cmp: Compare) -> Answer:
     q = "Why did torch nightly use 30 GB less and run faster than 2.1.2 on the same H800 script? Which release changed it?"
     sentences, records, bars_tok, bars_mem = [], [], [], []
     logged: dict[tuple, dict[str, Group]] = {}
-    for r in sorted(ok_references(cmp), key=lambda g: g.first.reference.get("line") or 0):
+    for r in sorted(ok_references(cmp), key=lambda g: g.first.reference.line or 0):
         key = (r.gpu, r.first.rung, r.workload.batch_size, r.workload.seq_len, r.workload.compile)
         if ref_torch(r) != "torch not stated":
             logged.setdefault(key, {}).setdefault(ref_torch(r), r)

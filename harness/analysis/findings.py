@@ -159,7 +159,7 @@ def versions(cmp: Compare) -> list[Finding]:
     (measured envs against each other: the cross-version finding)."""
     out = []
     logged: dict[tuple, dict[str, Group]] = {}
-    for r in sorted(ok_references(cmp), key=lambda g: g.first.reference.get("line") or 0):
+    for r in sorted(ok_references(cmp), key=lambda g: g.first.reference.line or 0):
         key = (r.gpu, r.first.rung, r.workload.batch_size, r.workload.seq_len, r.workload.compile)
         logged.setdefault(key, {}).setdefault(ref_torch(r), r)
     for (gpu, rung, b, t, _c), builds in logged.items():
@@ -271,12 +271,12 @@ def fastest(cmp: Compare) -> list[Finding]:
         if ov.tuned is None:
             text += "; no harness.tune run is in these records"
         others = ([("the user's best (their log)", ov.user_best)] if ov.user_best is not None else []) + \
-                 [(f"peer: {p.first.peer.get('name', p.label)}", p) for p in ov.peers]
+                 [(f"peer: {p.first.peer.name or p.label}", p) for p in ov.peers]
         others = [(name, g) for name, g in others if estimate(g).point is not None]
         if others:
             text += "; beside it: " + "; ".join(
                 f"{name} {estimate(g).point:,.0f} tokens/s ("
-                + (f"{g.label} (torch {g.first.reference.get('torch') or 'not stated'}), " if g.kind == "reference" else "")
+                + (f"{g.label} (torch {g.first.reference.torch or 'not stated'}), " if g.kind == "reference" else "")
                 + f"{g.batch})" for name, g in others)
         groups = [seed] + [c.group for c in (ov.beyond, ov.tuned) if c is not None] + [g for _n, g in others]
         out.append(Finding("fastest", text + ".", tuple(run_ids(*groups))))

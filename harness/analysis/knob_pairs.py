@@ -80,7 +80,7 @@ def measured_pairs(cmp: Compare, field: str, before=None, after=None) -> list[tu
 
 
 def ref_torch(g: Group) -> str:
-    return g.first.reference.get("torch") or "torch not stated"
+    return g.first.reference.torch or "torch not stated"
 
 
 def ok_references(cmp: Compare) -> list[Group]:
@@ -91,7 +91,7 @@ def reference_pairs(cmp: Compare, field: str, before=None, after=None) -> list[t
     """One-knob pairs in the user's log, within one GPU class and one stated torch; of several logged
     repeats of a rung, the first line."""
     firsts: dict[tuple, Group] = {}
-    for r in sorted(ok_references(cmp), key=lambda g: g.first.reference.get("line") or 0):
+    for r in sorted(ok_references(cmp), key=lambda g: g.first.reference.line or 0):
         key = (r.gpu, ref_torch(r), r.workload.batch_size, r.workload.seq_len, r.first.rung,
                tuple(sorted(overrides(r).items())), bool(r.sweep))
         firsts.setdefault(key, r)

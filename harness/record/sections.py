@@ -162,6 +162,48 @@ class Rerun(Section):
     command: str | None = None
 
 
+@dataclass(frozen=True)
+class Reference(Section):
+    """A transcribed log line (kind reference, results/reference/transcribe.py): where it is, what it says, and what
+    the log does not give (assumed, unknown)."""
+
+    source: str | None = None
+    line: int | None = None
+    text: str | None = None
+    gpu_class: str | None = None
+    torch: str | None = None
+    torch_note: str | None = None
+    batch_size: int | None = None
+    seq_len: int | None = None
+    compiled: bool | None = None
+    step: int | None = None
+    memory_mib_nvidia_smi: float | None = None
+    watts: float | None = None
+    tokens_per_s_logged: float | None = None
+    dt_ms_logged: float | None = None
+    first_step_ms_logged: float | None = None
+    first_step_ms_meaning: str | None = None
+    assumed: Any = None
+    unknown: Any = None
+    also_in: str | None = None
+    notes: Any = None
+
+
+@dataclass(frozen=True)
+class Peer(Section):
+    """A peer program's reported numbers (kind peer, results/transcribe_peers.py)."""
+
+    name: str | None = None
+    program: str | None = None
+    source: str | None = None
+    line: int | None = None
+    text: str | None = None
+    reported: Any = None
+    readme: Any = None
+    known: Any = None
+    unknown: Any = None
+
+
 class Workload:
     """record.workload, read-only: gpt.config.WorkloadConfig's fields as attributes (None where the record lacks one;
     tests/test_record_schema.py holds FIELDS equal to WorkloadConfig's). Not a dict: `to_dict()` is what the record
@@ -206,4 +248,5 @@ class Workload:
 # The record's sections that are objects, by their key: what the schema's properties are checked against.
 SECTIONS: dict[str, type[Section]] = {"flags": Flags, "steps": Steps, "summary": Summary, "sweep": Sweep,
                                       "contention": Contention, "environment": Environment, "explain": Explain,
+                                      "reference": Reference, "peer": Peer,
                                       "rerun": Rerun}

@@ -14,7 +14,18 @@ from types import MappingProxyType
 
 from harness.record.model import ADDED_FIELD_DEFAULTS
 from harness.record.parts import Container, Gemm, Kernels, KernelTime, Machine, MadeBy, MemorySplit
-from harness.record.sections import Contention, Environment, Explain, Flags, Steps, Summary, Sweep, Workload
+from harness.record.sections import (
+    Contention,
+    Environment,
+    Explain,
+    Flags,
+    Peer,
+    Reference,
+    Steps,
+    Summary,
+    Sweep,
+    Workload,
+)
 
 # What decides CPU speed per precision, in a device label: the widest vector ISA, and whether bf16/fp16 have
 # native instructions (bf16 on a CPU without them is converted in software: tens of times slower).
@@ -120,8 +131,8 @@ class RecordView:
         """The sweep point a run is (harness.record.sections.Sweep), None for a plan rung."""
         return Sweep.of(self._r["sweep"]) if isinstance(self._r.get("sweep"), dict) and self._r["sweep"] else None
 
-    reference = property(lambda self: _dict(self._r.get("reference")))  # a transcribed log line: source, line, torch, watts
-    peer = property(lambda self: _dict(self._r.get("peer")))  # a peer program's numbers: name, program, source, line
+    reference = property(lambda self: self._section("reference", Reference))  # a transcribed log line (false if none)
+    peer = property(lambda self: self._section("peer", Peer))  # a peer program's numbers: name, program, source, line
     ok = property(lambda self: self._r.get("status") == "ok")
 
     @property
