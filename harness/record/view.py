@@ -13,7 +13,7 @@ from datetime import datetime
 from types import MappingProxyType
 
 from harness.record.model import ADDED_FIELD_DEFAULTS
-from harness.record.parts import Container, Gemm, Kernels, KernelTime, Machine, MadeBy, MemorySplit
+from harness.record.parts import Gemm, Kernels, KernelTime, MemorySplit
 from harness.record.sections import (
     Contention,
     Environment,
@@ -192,12 +192,6 @@ class RecordView:
         return _dict(self._r.get("rerun")).get("command")
 
     @property
-    def made_by(self) -> MadeBy:
-        """environment.harness: the harness code that made the record (source_sha256 over gpt/ and harness/, the git
-        commit and whether its checkout was dirty); false, with its fields None, where not recorded."""
-        return self.environment.harness
-
-    @property
     def workload_code(self) -> str:
         """The identity of the code that defined the measurement (harness.workload_code), or "unknown"."""
         return self._r.get("workload_code") or "unknown"
@@ -206,11 +200,6 @@ class RecordView:
     def torch_threads(self) -> int | None:
         """The torch thread count the worker set (environment.threads.torch)."""
         return _int(self.environment.threads.torch)
-
-    @property
-    def machine(self) -> Machine:
-        """environment.machine: the hashed machine id and where it came from (recorded; not part of the label)."""
-        return self.environment.machine
 
     @property
     def is_cuda(self) -> bool:
@@ -245,10 +234,6 @@ class RecordView:
     def packages(self) -> dict:
         """environment.packages: what `pip freeze` said (and its hash)."""
         return _dict(self.environment.packages)
-
-    @property
-    def container(self) -> Container:
-        return self.environment.container
 
     @property
     def device_label(self) -> str:
