@@ -32,6 +32,7 @@ from harness.evidence.capture import capture
 from harness.evidence.mfu import summary_mfu
 from harness.evidence.power import THROTTLING, PowerSampler
 from harness.record.io import write_record
+from harness.record.sections import Contention, Environment, Explain, Flags, Steps, Summary
 from harness.worker_spec import WorkerSpec, WorkerSpecError
 
 
@@ -113,10 +114,11 @@ def _prepare(spec: WorkerSpec, record: dict, progress) -> tuple[WorkloadConfig, 
     flags = flagmod.FrozenFlags.from_dict(spec.flags)
     device = resolve_device(config.device)
     threads = set_threads(spec.threads)
-    record["environment"] = {**envinfo.capture(spec.env, device), "threads": threads}
+    record["environment"] = Environment.named({**envinfo.capture(spec.env, device), "threads": threads}).to_json()
     progress("started", torch=torch.__version__, device=device.type, threads=threads["torch"])
-    record["flags"]["applied"] = flagmod.apply(flags)  # before the model exists, so compile sees them
-    overrides = record["flags"]["applied"].get("tf32_env_overrides")
+    applied = flagmod.apply(flags)  # before the model exists, so compile sees them
+    record["flags"] = Flags.of(record["flags"]).but(applied=applied).to_json()
+    overrides = applied.get("tf32_env_overrides")
     if overrides:
         record["notes"].append(f"{', '.join(f'{k}={v}' for k, v in overrides.items())} set: CUDA math libraries "
                                "decide TF32 from it, whatever matmul_precision says")
@@ -173,8 +175,9 @@ def _fill_contention(record: dict, loop: Loop, busy_after: dict) -> None:
     """The contention section: how busy the machine was over the timed steps (null: never sampled)."""
     if loop.busy_before is None:
         return
-    threads = record["environment"]["threads"]["torch"]
-    record["contention"] = contention.window(loop.busy_before, busy_after, threads, envinfo.usable_cpus())
+    threads = Environment.of(record["environment"]).threads.torch
+    window = Contention.named(contention.window(loop.busy_before, busy_after, threads, envinfo.usable_cpus()))
+    record["contention"] = window.to_json()
     line = contention.describe(record["contention"])
     if line:
         record["notes"].append(f"measured under contention: {line}")
@@ -182,19 +185,21 @@ def _fill_contention(record: dict, loop: Loop, busy_after: dict) -> None:
 
 def _fill_steps_and_summary(record: dict, config: WorkloadConfig, device: torch.device, ms: list, loop: Loop) -> None:
     """The steps and summary sections: every step's time, loss and grad norm; the summary and the peak memory."""
-    record["steps"] = {"ms": ms, "loss": [float(x) for x in loop.losses],
-                       "grad_norm": [float(n) if n is not None else None for n in loop.norms]}
-    record["summary"] = {**summarize(config, ms, record["steps"]["loss"]), "peak_rss_bytes": peak_rss_bytes()}
+    steps = Steps(ms=ms, loss=[float(x) for x in loop.losses],
+                  grad_norm=[float(n) if n is not None else None for n in loop.norms])
+    memory = {}
     if device.type == "cuda":
-        record["summary"].update(peak_allocated_bytes=torch.cuda.max_memory_allocated(device),
-                                 peak_reserved_bytes=torch.cuda.max_memory_reserved(device),
-                                 device_used_bytes=envinfo.device_used_bytes(device))
+        memory = {"peak_allocated_bytes": torch.cuda.max_memory_allocated(device),
+                  "peak_reserved_bytes": torch.cuda.max_memory_reserved(device),
+                  "device_used_bytes": envinfo.device_used_bytes(device)}
+    summary = Summary.named({**summarize(config, ms, steps.loss), "peak_rss_bytes": peak_rss_bytes(), **memory})
+    record["steps"], record["summary"] = steps.to_json(), summary.to_json()
 
 
 def _judge(record: dict, config: WorkloadConfig, device: torch.device, loop: Loop) -> None:
     """The flags read back after the run, and the status: invalid if a flag changed at any step, oom if a CPU run
     went past its memory budget, else ok."""
-    record["flags"]["after"], record["flags"]["changes"] = loop.flags_now, loop.flag_changes
+    record["flags"] = Flags.of(record["flags"]).but(after=loop.flags_now, changes=loop.flag_changes).to_json()
     record["status"], record["reason"] = "ok", None
     if loop.flag_changes:
         more = f" (and {len(loop.flag_changes) - 2} more changes)" if len(loop.flag_changes) > 2 else ""
@@ -210,16 +215,17 @@ def _judge(record: dict, config: WorkloadConfig, device: torch.device, loop: Loo
 
 def _fill_explain(record: dict, trainer, config: WorkloadConfig, ms: list, sampler, calibration, run_dtype) -> None:
     """The explain section (harness/evidence/), after the timed steps: each part fails on its own, never the run."""
-    record["explain"] = capture(trainer, config, record["summary"], ms[config.warmup_steps:], sampler, calibration,
-                                run_dtype)
-    record["summary"]["mfu"] = summary_mfu(record["explain"]["mfu"])
-    power = record["explain"]["power"]
-    if power.get("throttled"):
-        throttles = [r for r in power["throttle_reasons"] if r in THROTTLING]
-        deficit = power.get("clock_deficit")
+    explain = Explain.named(capture(trainer, config, record["summary"], ms[config.warmup_steps:], sampler,
+                                    calibration, run_dtype))
+    summary = Summary.of(record["summary"]).but(mfu=summary_mfu(explain.mfu.to_json()))
+    record["explain"], record["summary"] = explain.to_json(), summary.to_json()
+    power = explain.power
+    if power.throttled:
+        throttles = [r for r in power.throttle_reasons or [] if r in THROTTLING]
+        deficit = power.clock_deficit
         record["notes"].append(f"GPU clocks were throttled during the timed steps: {', '.join(throttles)} "
-                               f"(SM clock mean {power.get('sm_clock_mhz_mean') or 0:.0f}, min "
-                               f"{power.get('sm_clock_mhz_min')} of max {power.get('sm_clock_mhz_max')} MHz"
+                               f"(SM clock mean {power.sm_clock_mhz_mean or 0:.0f}, min "
+                               f"{power.sm_clock_mhz_min} of max {power.sm_clock_mhz_max} MHz"
                                + (f", {deficit:.1%} below it)" if deficit is not None else ")"))
 
 
@@ -254,8 +260,8 @@ def measure(spec: WorkerSpec, step_hook=None, progress=None) -> dict:
     try:
         config, device = _prepare(spec, record, progress)
         # Measured GEMM peak for MFU: short, before the model exists, with the run's flags already applied.
-        run_dtype = gemm_calibration.gemm_dtype(config.precision, record["flags"]["applied"].get("matmul_precision"),
-                                                device.type)
+        applied = Flags.of(record["flags"]).applied
+        run_dtype = gemm_calibration.gemm_dtype(config.precision, applied.get("matmul_precision"), device.type)
         progress("calibrating")
         calibration = guarded(gemm_calibration.calibrate_gemm_peak, device, run_dtype)
         progress("building")
@@ -266,7 +272,7 @@ def measure(spec: WorkerSpec, step_hook=None, progress=None) -> dict:
         sampler = PowerSampler(device).start()  # NVML in its own thread; nothing is added to the loop
         gpu_index = nvml.torch_device_index(device) if device.type == "cuda" else None
         progress("compiling" if config.compile != "off" else "first step", steps=config.steps)
-        loop = timed_steps(trainer, config, timer, gpu_index, record["flags"]["applied"], progress, step_hook)
+        loop = timed_steps(trainer, config, timer, gpu_index, applied, progress, step_hook)
         ms = timer.elapsed_ms()  # syncs once
         busy_after = contention.sample(gpu_index)
         sampler.stop()
@@ -279,8 +285,8 @@ def measure(spec: WorkerSpec, step_hook=None, progress=None) -> dict:
         _fill_failure(record, exc)
     if sampler is not None:
         sampler.stop()  # a failed loop must not leave the sampling thread running
-    if record["summary"] == {}:
-        record["summary"] = {"peak_rss_bytes": peak_rss_bytes()}
+    if not Summary.of(record["summary"]):
+        record["summary"] = Summary.named({"peak_rss_bytes": peak_rss_bytes()}).to_json()
     record["finished_at"] = now()
     return record
 

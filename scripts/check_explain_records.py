@@ -33,52 +33,52 @@ def check_record(record: dict) -> tuple[str, list[str]]:
     """(summary line, problems) for one record."""
     r = RecordView(record)
     workload, explain = r.workload, r.explain
-    label = f"{r.rung} B={workload.get('batch_size')} ({r.run_id})"
+    label = f"{r.rung} B={workload.batch_size} ({r.run_id})"
     problems: list[str] = []
     if r.status != "ok":
         return label + f": status {r.status}", [f"{label}: status {r.status}: {r.reason}"]
-    if r.environment.get("device") != "cuda":
-        problems.append(f"{label}: ran on {r.environment.get('device')!r}, not cuda")
+    if r.environment.device != "cuda":
+        problems.append(f"{label}: ran on {r.environment.device!r}, not cuda")
 
-    def part(name: str) -> dict:
-        p = explain.get(name) or {}
-        if not p.get("available"):
-            problems.append(f"{label}: explain.{name} not available: {p.get('reason') or 'missing'}")
+    def part(name: str):
+        p = getattr(explain, name)
+        if not p.available:
+            problems.append(f"{label}: explain.{name} not available: {p.reason or 'missing'}")
         return p
 
     kernels = part("kernels")
-    lm_head = (kernels.get("lm_head_gemm") or {}) if kernels.get("available") else {}
-    if kernels.get("available") and not lm_head.get("name"):
+    lm_head = kernels.lm_head_gemm  # an absent Gemm (every field None) where there is none
+    if kernels.available and not lm_head.name:
         problems.append(f"{label}: explain.kernels.lm_head_gemm names no kernel (no GEMM with N = vocab_size, or vocab_size as the compiler pads it, was recorded)")
-    attention = kernels.get("attention_kernels") or []
-    backend = kernels.get("sdpa_backend")
-    if kernels.get("available") and workload.get("attention") == "sdpa":
+    attention = kernels.attention_kernels or []
+    backend = kernels.sdpa_backend
+    if kernels.available and workload.attention == "sdpa":
         if not attention:
             problems.append(f"{label}: attention=sdpa but explain.kernels.attention_kernels is empty (sdpa_backend {backend!r})")
-        wanted = workload.get("sdpa_backend")
+        wanted = workload.sdpa_backend
         if wanted not in (None, "auto") and backend != wanted:
             problems.append(f"{label}: sdpa_backend {wanted!r} was pinned but the profile says {backend!r}")
     split, power, mfu = part("memory_split"), part("power"), part("mfu")
 
-    if workload.get("attention") == "sdpa":
+    if workload.attention == "sdpa":
         att_text = f"attention {backend}: {'; '.join(attention) or 'none'}"
     else:
-        att_text = f"attention {workload.get('attention')} (no fused attention kernel expected)"
+        att_text = f"attention {workload.attention} (no fused attention kernel expected)"
     mfu_parts = []
-    if mfu.get("mfu_datasheet") is not None:
-        datasheet = mfu.get("datasheet") if isinstance(mfu.get("datasheet"), dict) else {}
-        mfu_parts.append(f"{Mfu(mfu['mfu_datasheet']).text()} of the {datasheet.get('gpu')} datasheet {mfu.get('dtype')} peak")
-    elif mfu.get("available"):
-        mfu_parts.append(f"no datasheet peak ({mfu.get('datasheet_reason')})")
-    if mfu.get("mfu_measured") is not None:
-        mfu_parts.append(f"{Mfu(mfu['mfu_measured']).text()} of the measured GEMM peak")  # above 100%: marked
-    mean_w, clock = power.get("mean_w"), power.get("sm_clock_mhz_mean")
-    padded = f", padded to {lm_head['padded_to']}" if lm_head.get("padded_to") else ""
-    line = (f"{label}: lm_head {lm_head.get('name')} [{lm_head.get('precision')}{padded}] | {att_text} | "
-            f"memory tensors {_gib(split.get('tensors_bytes'))}, cache {_gib(split.get('allocator_cache_bytes'))}, "
-            f"outside {_gib(split.get('outside_allocator_bytes'))} ({split.get('method') or '-'}) | "
+    if mfu.mfu_datasheet is not None:
+        datasheet = mfu.datasheet if isinstance(mfu.datasheet, dict) else {}
+        mfu_parts.append(f"{Mfu(mfu.mfu_datasheet).text()} of the {datasheet.get('gpu')} datasheet {mfu.dtype} peak")
+    elif mfu.available:
+        mfu_parts.append(f"no datasheet peak ({mfu.datasheet_reason})")
+    if mfu.mfu_measured is not None:
+        mfu_parts.append(f"{Mfu(mfu.mfu_measured).text()} of the measured GEMM peak")  # above 100%: marked
+    mean_w, clock = power.mean_w, power.sm_clock_mhz_mean
+    padded = f", padded to {lm_head.padded_to}" if lm_head.padded_to else ""
+    line = (f"{label}: lm_head {lm_head.name} [{lm_head.precision}{padded}] | {att_text} | "
+            f"memory tensors {_gib(split.tensors_bytes)}, cache {_gib(split.allocator_cache_bytes)}, "
+            f"outside {_gib(split.outside_allocator_bytes)} ({split.method or '-'}) | "
             f"power {'-' if mean_w is None else f'{mean_w:.0f} W'} mean, SM {'-' if clock is None else f'{clock:.0f} MHz'}"
-            f"{', THROTTLED' if power.get('throttled') else ''} | MFU {'; '.join(mfu_parts) or '-'}")
+            f"{', THROTTLED' if power.throttled else ''} | MFU {'; '.join(mfu_parts) or '-'}")
     return line, problems
 
 
@@ -93,8 +93,7 @@ def check(paths, out=print) -> int:
         line, found = check_record(record)
         out(line)
         problems += found
-        kernels = RecordView(record).explain.get("kernels") or {}
-        named_attention = named_attention or bool(kernels.get("attention_kernels"))
+        named_attention = named_attention or bool(RecordView(record).explain.kernels.attention_kernels)
     if not named_attention:
         problems.append("no record names an attention kernel (run an attention=sdpa rung, e.g. sdpa-flash)")
     for p in problems:

@@ -61,16 +61,16 @@ def spreads(groups: dict, warmup: int, timed: int) -> dict[str, stats.Noise | No
 
 
 def gpu(r: RecordView) -> str:
-    return r.environment.get("gpu", {}).get("name", "?").replace("NVIDIA ", "")
+    return (r.environment.gpu.name or "?").replace("NVIDIA ", "")
 
 
 def rows(records: list[RecordView]) -> list[dict]:
     groups = defaultdict(list)
     for r in records:
         groups[(gpu(r), r.workload_hash, r.flags_hash)].append(r)
-    by_rung = {(gpu(r), r.workload["batch_size"], r.rung): r for r in sorted(records, key=lambda r: r.run_id)}
-    b16 = np.median([r.summary.step_ms_median for r in records if r.workload["batch_size"] == 16])
-    b64 = np.median([r.summary.step_ms_median for r in records if r.workload["batch_size"] == 64])
+    by_rung = {(gpu(r), r.workload.batch_size, r.rung): r for r in sorted(records, key=lambda r: r.run_id)}
+    b16 = np.median([r.summary.step_ms_median for r in records if r.workload.batch_size == 16])
+    b64 = np.median([r.summary.step_ms_median for r in records if r.workload.batch_size == 64])
     out = []
     for w, n in CHOICES:
         noise = spreads(groups, w, n)

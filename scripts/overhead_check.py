@@ -99,7 +99,7 @@ def bare_round(record: RecordView) -> dict:
     """The bare loop of the record's workload and flags, in a fresh process."""
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "spec.json"
-        spec.write_text(json.dumps({"workload": dict(record.workload), "flags": dict(record.flags)}))
+        spec.write_text(json.dumps({"workload": record.workload.to_dict(), "flags": dict(record.flags)}))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
         proc = subprocess.run([sys.executable, __file__, "--bare", str(spec)], check=False, cwd=ROOT,
                               capture_output=True, text=True, env=env)
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         "check": "harness tokens/s vs a bare loop of the same workload and flags",
         "when": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": " ".join(["python", "scripts/overhead_check.py", *argv]),
-        "device": record.intended_device or record.environment.get("device"),
+        "device": record.intended_device or record.environment.device,
         "torch": record.torch_version,
         "rung": args.rung, "workload_hash": record.workload_hash,
         "rounds": rounds, **result,

@@ -57,9 +57,9 @@ def first(items, folder: str | None = None, **match) -> RecordView | None:
 
 def _get(record: RecordView, key: str):
     if key in ("batch_size", "vocab_size", "sdpa_backend"):
-        return record.workload.get(key)
+        return getattr(record.workload, key)
     if key in ("torch", "line"):
-        return record.reference.get(key)
+        return getattr(record.reference, key)
     return getattr(record, key)
 
 
@@ -77,10 +77,10 @@ def ladder_table(data: dict) -> list[str]:
     for rung in LADDER:
         cells = [rung]
         for b in (16, 64):
-            logged = [r for r in refs if r.rung == rung and r.workload.get("batch_size") == b and r.ok
-                      and r.workload.get("compile") != "off"]
-            logged.sort(key=lambda r: r.reference.get("line"))
-            cells.append("; ".join(f"{tok(r)}" + (f" torch {r.reference['torch']}" if r.reference.get("torch") else "")
+            logged = [r for r in refs if r.rung == rung and r.workload.batch_size == b and r.ok
+                      and r.workload.compile != "off"]
+            logged.sort(key=lambda r: r.reference.line)
+            cells.append("; ".join(f"{tok(r)}" + (f" torch {r.reference.torch}" if r.reference.torch else "")
                                    for r in logged) or "-")
             for gpu in ("H100", "H200"):
                 cells.append(tok(first(data[gpu], folder="ladder", rung=rung, batch_size=b)))
@@ -89,12 +89,12 @@ def ladder_table(data: dict) -> list[str]:
 
 
 def batch_table(data: dict) -> list[str]:
-    tries = sorted((r for f, r in data["H100"] if f == "batch-search"), key=lambda r: r.workload.get("batch_size"))
+    tries = sorted((r for f, r in data["H100"] if f == "batch-search"), key=lambda r: r.workload.batch_size)
     judged = [fit.judge(r) for r in tries]  # the batch search's own default headroom
     fits = [j.batch_size for j in judged if j.fits]
     knee = sweep.knee([(j.batch_size, j.tokens_per_s) for j in judged if j.fits])
-    logged = {r.workload.get("batch_size"): r for r in data["user-log"]
-              if r.sweep and r.sweep.get("field") == "batch_size" and r.ok}
+    logged = {r.workload.batch_size: r for r in data["user-log"]
+              if r.sweep and r.sweep.field == "batch_size" and r.ok}
     lines = ["| B | H100, torch 2.11 | fits with the default headroom | user's log (nightly) |", "|---|---|---|---|"]
     for j in judged:
         note = "yes" if j.fits else "no"
@@ -127,7 +127,7 @@ def overhead_lines(data: dict) -> list[str]:
 
 def peers(items) -> list[RecordView]:
     """The peer's runs: records of kind peer (results/transcribe_peers.py), in the order of their source lines."""
-    return sorted((r for _f, r in items if r.kind == "peer"), key=lambda r: r.peer.get("line"))
+    return sorted((r for _f, r in items if r.kind == "peer"), key=lambda r: r.peer.line)
 
 
 def peer_lines(data: dict) -> list[str]:
@@ -147,9 +147,9 @@ def sdpa_lines(data: dict) -> list[str]:
     auto = first(data["H200"], folder="beyond", rung="sdpa-auto")
     cudnn = first(data["H200"], folder="beyond", rung="sdpa-cudnn")
     flash = first(data["H200"], folder="ladder", rung="fused-adamw-clip", batch_size=64)
-    picked = auto.kernels["sdpa_backend"]
+    picked = auto.kernels.sdpa_backend
     return [(f"- H200, B=64, the seed ladder's last rung with SDPA left to choose (`auto`): it picked **{picked}** attention "
-            f"(`{auto.kernels['attention_kernels'][0][:60]}...`), {tok(auto)}; cuDNN forced: {tok(cudnn)}; "
+            f"(`{auto.kernels.attention_kernels[0][:60]}...`), {tok(auto)}; cuDNN forced: {tok(cudnn)}; "
             f"flash forced (the seed ladder's rung): {tok(flash)}.")]
 
 

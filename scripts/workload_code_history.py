@@ -85,10 +85,10 @@ def main(argv: list[str]) -> int:
             continue
         if not isinstance(raw, dict) or raw.get("schema_version") != 1 or raw.get("kind") != "measured":
             continue
-        made = RecordView(raw).made_by
-        commit, why = by_source.get(made.get("source_sha256")), "its recorded source_sha256"
-        if commit is None and made.get("commit") in trees and made.get("dirty") is False:
-            commit, why = made["commit"], "the clean commit it recorded"
+        made = RecordView(raw).environment.harness  # the code that made it (harness.envinfo.code_identity)
+        commit, why = by_source.get(made.source_sha256), "its recorded source_sha256"
+        if commit is None and made.commit in trees and made.dirty is False:
+            commit, why = made.commit, "the clean commit it recorded"
         if commit is None:
             continue
         files = trees[commit]

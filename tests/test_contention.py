@@ -117,3 +117,19 @@ def test_a_rung_beside_a_cpu_hog_is_recorded_warned_and_flagged_as_contended(tmp
     assert len(warning) == 1 and "fp32 #0: other processes kept" in warning[0] and "load " in warning[0]
     table = registry.build(Compare(load([out], warn=lambda line: None)), ["ladder"])[0]
     assert table.rows[0]["runs"].endswith("contended")
+
+
+def test_every_key_the_window_writes_is_a_field_of_the_records_contention_type():
+    """The record model names all of it (harness.record.sections.Contention; the schema is held equal to it): the
+    CPU part unmeasured, a GPU shared in another pid namespace, and a measured CPU part."""
+    from harness.record.sections import Contention
+
+    unread = contention.Sample(0, None, None, 0.5, [1.0, 1.0, 1.0], {77: 100, 78: 2**30})
+    boxed = contention.window(unread, contention.Sample(1, None, None, 1.5, [2.0, 1.0, 1.0], {77: 100}), 2, 2,
+                              own_pid=5)
+    assert {"cpu", "gpu_note", "gpu_other_processes"} <= set(boxed)
+    measured = contention.window(sample(0, 100.0, 10.0), sample(10, 125.0, 20.0), threads=2, usable=2)
+    for window in (boxed, measured):
+        read = Contention.of(window)
+        assert read.extra == {} and read.to_dict() == {**dict.fromkeys(Contention.names()), **window}
+        assert Contention.named(window).to_json() == window  # what the worker writes: the window, key for key

@@ -59,13 +59,13 @@ def analyse(tmp_path, records) -> tuple[Compare, fastest.Search]:
 
 def test_helped_winner_best_and_the_drifting_knob(tmp_path):
     cmp, s = analyse(tmp_path, session())
-    assert s.start.label == "start" and s.start.workload["batch_size"] == 16
+    assert s.start.label == "start" and s.start.workload.batch_size == 16
     assert [c.group.label for c in s.helped] == ["sdpa-auto", "inductor-coordinate-descent"]
     assert s.winner.group.label == "combined"
     liger = next(c for c in s.candidates if c.group.label == "lm-head-liger")
     assert liger.faster and not liger.equivalent and not liger.eligible  # faster, never chosen
     assert liger.parity_text(cmp.loss_tol).startswith("NOT EQUIVALENT: loss final +5.00%")
-    assert s.best.group.label == "combined [batch_size=48]" and s.best.partner.workload["batch_size"] == 48
+    assert s.best.group.label == "combined [batch_size=48]" and s.best.partner.workload.batch_size == 48
     assert s.unchecked is None
     fits = {c.group.label: c.fits for c in s.candidates}
     assert fits["combined [batch_size=56]"] is False and fits["combined [batch_size=48]"] is True

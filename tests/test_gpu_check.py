@@ -154,11 +154,11 @@ def test_the_nearest_record_stands_in_and_says_what_differs():
     # at the committed 50 steps nothing is taken off
     e = est.prior(Run("x", "beyond-ladder", "best-of-ladder", 64, True, "beyond", 50, 10))
     slowest = max(r.worker_seconds for r in h100_records()
-                  if r.rung == "fused-adamw-clip" and r.workload["batch_size"] == 64)
+                  if r.rung == "fused-adamw-clip" and r.workload.batch_size == 64)
     assert e.seconds == estimate.LAUNCH_S + slowest
     e = est.prior(Run("x", "beyond-ladder", "best-of-ladder", 24, False, "beyond"))
     slowest = max(estimate.LAUNCH_S + r.worker_seconds - max(len(r.step_ms) - 30, 0)
-                  * (r.summary.get("step_ms_median") or 0) / 1000 for r in h100_records())
+                  * (r.summary.step_ms_median or 0) / 1000 for r in h100_records())
     assert e.seconds == pytest.approx(slowest) and not e.measured
     assert e.basis == "no committed run at B=24: the slowest committed run"
     e = estimate.Estimator([], H100_NAME).prior(Run("x", "beyond-ladder", "best-of-ladder", 24, False, "beyond"))
@@ -178,7 +178,7 @@ def test_launch_time_is_what_the_committed_logs_say():
                                ("batch64.log", "batch-search", None)):
         lines = re.findall(r"^\[\d+/\d+\] (\S+).*\((\d+) s\)$", (H100 / "logs" / log).read_text(), re.MULTILINE)
         recs = sorted((r for r in estimate.load_gpu_records([H100 / folder])
-                       if batch is None or r.workload["batch_size"] == batch), key=lambda r: r.run_id)
+                       if batch is None or r.workload.batch_size == batch), key=lambda r: r.run_id)
         assert [rung for rung, _ in lines] == [r.rung for r in recs]
         gaps += [int(n) - r.worker_seconds for (_, n), r in zip(lines, recs)]
     assert len(gaps) == 17 and min(gaps) >= 5 and max(gaps) <= estimate.LAUNCH_S

@@ -133,3 +133,15 @@ def test_statuses_are_honest(tmp_path, overrides, status, reason):
 def test_tf32_on_cpu_says_it_has_no_effect(tmp_path):
     record = measure(spec_for(tmp_path, precision="tf32"))
     assert record["status"] == "ok" and any("on cpu this rung computes in fp32" in n for n in record["notes"])
+
+
+def test_a_key_the_record_model_does_not_name_fails_the_run_loudly(tmp_path, monkeypatch):
+    """The worker stores environment (and summary, contention, explain) through the model's types (Part.named): a
+    capture that grew a key the model lacks makes an error record naming it, never a silent free object."""
+    from harness import envinfo
+
+    real = envinfo.capture
+    monkeypatch.setattr(envinfo, "capture", lambda *a, **k: {**real(*a, **k), "gpu": {"name": "X", "clock_mhz": 1}})
+    record = validate(measure(spec_for(tmp_path)))
+    assert record["status"] == "error" and "Gpu.clock_mhz" in record["reason"], record["reason"]
+    assert "not in the record model" in record["reason"]

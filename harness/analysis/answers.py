@@ -83,8 +83,8 @@ def tf32_memory(cmp: Compare) -> Answer:
         for g, name in ((a, "fp32"), (b, "tf32")):
             split = g.memory_split
             label = f"{cell_label(cmp, gpu, env, g)} {name}"
-            if split.get("available"):
-                chart.panels.setdefault("", []).append((label, [((split.get(k) or 0) / GIB, part) for k, part in MEMORY_PARTS]))
+            if split.available:
+                chart.panels.setdefault("", []).append((label, [((getattr(split, k) or 0) / GIB, part) for k, part in MEMORY_PARTS]))
             elif g.memory_bytes is not None:
                 chart.panels.setdefault("", []).append((label, [(g.memory_bytes / GIB, g.memory[0])]))
     values = [d.value for d in deltas if d.value is not None]
@@ -109,7 +109,7 @@ def tf32_memory(cmp: Compare) -> Answer:
 def cell_label(cmp: Compare, gpu: str, env: str, g: Group) -> str:
     """'h100-80g B=16', with the env where the records hold several ('epyc / latest B=4')."""
     several = len(cmp.env_rank) > 1
-    return f"{cmp.name(gpu)}" + (f" / {env}" if several else "") + f" B={g.workload.get('batch_size')}"
+    return f"{cmp.name(gpu)}" + (f" / {env}" if several else "") + f" B={g.workload.batch_size}"
 
 
 def _split_change(pairs) -> list[tuple[str, float, float]]:
@@ -117,20 +117,21 @@ def _split_change(pairs) -> list[tuple[str, float, float]]:
     changes: dict[str, list[float]] = {}
     for _c, a, b in pairs:
         sa, sb = a.memory_split, b.memory_split
-        if not (sa.get("available") and sb.get("available")):
+        if not (sa.available and sb.available):
             continue
         for key, label in MEMORY_PARTS:
-            if sa.get(key) is not None and sb.get(key) is not None:
-                changes.setdefault(label, []).append((sb[key] - sa[key]) / GIB)
+            va, vb = getattr(sa, key), getattr(sb, key)
+            if va is not None and vb is not None:
+                changes.setdefault(label, []).append((vb - va) / GIB)
     ranked = sorted(changes.items(), key=lambda kv: -abs(sum(kv[1]) / len(kv[1])))
     return [(label, min(v), max(v)) for label, v in ranked]
 
 
 def vocab(cmp: Compare) -> Answer:
     q = "Why did padding the vocabulary 50257 -> 50304 give 30-40% on an H100 but 3% on an A100? Is it the GPU or the torch version?"
-    pairs = [p for p in measured_pairs(cmp, "vocab_size") if p[1].workload.get("vocab_size") == 50257
+    pairs = [p for p in measured_pairs(cmp, "vocab_size") if p[1].workload.vocab_size == 50257
              and findings.padding_setting(p[1]) == "default"]
-    refs = [p for p in reference_pairs(cmp, "vocab_size") if p[0].workload.get("vocab_size") == 50257]
+    refs = [p for p in reference_pairs(cmp, "vocab_size") if p[0].workload.vocab_size == 50257]
     deltas = [cmp.delta(a, b) for _c, a, b in pairs]
     ref_deltas = [stats.ratio(estimate(a), estimate(b), cmp.floor)[0] for a, b in refs]
     sentences, command = [], None
@@ -157,7 +158,7 @@ def vocab(cmp: Compare) -> Answer:
     chart = None
     if pairs or refs:
         bars = [delta_bar(cell_label(cmp, g, e, a), d) for ((g, e), a, _b), d in zip(pairs, deltas)]
-        bars += [delta_bar(f"user's log B={a.workload.get('batch_size')}", d, True) for (a, _b), d in zip(refs, ref_deltas)]
+        bars += [delta_bar(f"user's log B={a.workload.batch_size}", d, True) for (a, _b), d in zip(refs, ref_deltas)]
         values = [d.value for d in deltas if d.value is not None]
         verb = moves(deltas, "speeds up", "slows down")
         title = ("Vocab 50304 does not move tokens/s beyond noise here" if verb.endswith("beyond noise")
@@ -182,8 +183,8 @@ def versions(cmp: Compare) -> Answer:
     q = "Why did torch nightly use 30 GB less and run faster than 2.1.2 on the same H800 script? Which release changed it?"
     sentences, records, bars_tok, bars_mem = [], [], [], []
     logged: dict[tuple, dict[str, Group]] = {}
-    for r in sorted(ok_references(cmp), key=lambda g: g.first.reference.get("line") or 0):
-        key = (r.gpu, r.first.rung, r.workload.get("batch_size"), r.workload.get("seq_len"), r.workload.get("compile"))
+    for r in sorted(ok_references(cmp), key=lambda g: g.first.reference.line or 0):
+        key = (r.gpu, r.first.rung, r.workload.batch_size, r.workload.seq_len, r.workload.compile)
         if ref_torch(r) != "torch not stated":
             logged.setdefault(key, {}).setdefault(ref_torch(r), r)
     head = None
@@ -206,7 +207,7 @@ def versions(cmp: Compare) -> Answer:
                           f"{said(speed)}; which release changed it is not in these records.",
                           abs(mem.value or 0.0), tuple(run_ids(ra, rb)))
         beside = [g for g in cmp.ds.groups if g.in_ladder and rung in {r for _p, r, _i in g.rungs}
-                  and g.workload.get("batch_size") == b and g.workload.get("seq_len") == t]
+                  and g.workload.batch_size == b and g.workload.seq_len == t]
         if beside:
             sentences.append("Beside them, our runs of that rung and B use " + ", ".join(
                 f"{g.summary_median('device_used_bytes') / GIB:,.1f} GiB device memory at "

@@ -34,8 +34,8 @@ def batch(cmp: Compare) -> Answer:
         failed = [(v, s) for v, t, s in zip(c["values"], c["tokens_per_s"], c["statuses"]) if t is None]
         if not ran:
             continue
-        groups = {g.sweep.get("value"): g for g in cmp.ds.groups if g.sweep and g.sweep.get("field") == "batch_size"
-                  and g.gpu == c["device"] and g.env == c["env"] and str(g.sweep.get("name")) == str(c["sweep"])}
+        groups = {g.sweep.value: g for g in cmp.ds.groups if g.sweep and g.sweep.field == "batch_size"
+                  and g.gpu == c["device"] and g.env == c["env"] and str(g.sweep.name) == str(c["sweep"])}
         low, best = min(ran, key=lambda p: p[0]), max(ran, key=lambda p: p[1])
         d = cmp.delta(groups[low[0]], groups[best[0]]) if low[0] in groups and best[0] in groups else stats.Delta(None)
         text = (f"On {cmp.name(c['device'])} ({c['rung']}, torch {cmp.ds.env_versions.get(c['env']) or c['env']}) the "
@@ -55,14 +55,14 @@ def batch(cmp: Compare) -> Answer:
                               abs(d.value or 0.0), tuple(records))
     refs: dict[tuple, list[Group]] = {}
     for r in ok_references(cmp):
-        if r.sweep and r.sweep.get("field") == "batch_size":
+        if r.sweep and r.sweep.field == "batch_size":
             refs.setdefault((r.first.rung, r.gpu), []).append(r)
     for (rung, gpu), gs in refs.items():
-        gs.sort(key=lambda g: g.sweep.get("value") or 0)
+        gs.sort(key=lambda g: g.sweep.value or 0)
         sentences.append(f"The user's log ({gpu}, {rung}, single samples): " + ", ".join(
-            f"B={g.sweep.get('value')} {estimate(g).point:,.0f}" for g in gs) + " tokens/s.")
+            f"B={g.sweep.value} {estimate(g).point:,.0f}" for g in gs) + " tokens/s.")
         records += run_ids(*gs)
-        curves.append(BatchCurve(f"user's log, {gpu}", True, [(g.sweep.get("value"), estimate(g).point,
+        curves.append(BatchCurve(f"user's log, {gpu}", True, [(g.sweep.value, estimate(g).point,
                                  None if g.memory_bytes is None else g.memory_bytes / GIB) for g in gs], []))
     command = None
     if not any(not c.reference for c in curves):

@@ -43,7 +43,7 @@ def value_key(name: str, v) -> tuple:
 
 
 def field_diff(a: Group, b: Group) -> list[tuple[str, object, object]]:
-    wa, wb = knob_fields(a.workload), knob_fields(b.workload)
+    wa, wb = knob_fields(a.workload.to_dict()), knob_fields(b.workload.to_dict())
     # a field added after a record was written reads as its default there (lm_head_loss: plain)
     keys = sorted(set(wa) | set(wb))
     out = [(k, wa.get(k, ADDED_FIELD_DEFAULTS.get(k)), wb.get(k, ADDED_FIELD_DEFAULTS.get(k))) for k in keys]
@@ -72,7 +72,7 @@ def variant_labels(groups: list[Group]) -> list[str]:
         names |= {n for n, _va, _vb in field_diff(a, b)}
     labels = []
     for g in groups:
-        values = {**knob_fields(g.workload), **{f"flag:{k}": v for k, v in g.flags.items()}}
+        values = {**knob_fields(g.workload.to_dict()), **{f"flag:{k}": v for k, v in g.flags.items()}}
         parts = [f"{n.removeprefix('flag:')}={show_value(values.get(n))}" for n in sorted(names)]
         labels.append(", ".join(parts) or f"workload_hash {g.workload_hash[:8]}, flags hash {g.flags_hash[:8]}")
     return labels

@@ -50,7 +50,7 @@ def _row(ds: Dataset, role: str, env: str, path: Path, r: RecordView) -> tuple:
     w = r.workload
     return (r.run_id, role, r.kind, r.status, env, r.env, r.torch_version, r.device_label, ds.name(r.device_label),
             r.workload_hash, r.flags_hash, _text(r.plan), _text(r.rung), _int(r.rung_index), _int(r.repeat),
-            _int(w.get("batch_size")), _int(w.get("seq_len")), _int(r.tokens_per_step),
+            _int(w.batch_size), _int(w.seq_len), _int(r.tokens_per_step),
             r.summary_number("tokens_per_s"), memory, metric, r.contended, str(path))
 
 

@@ -118,7 +118,7 @@ def candidate(cmp: Compare, g: Group, plan: str) -> Candidate:
 
 def changes(start: Group, g: Group) -> str:
     """What g changes against start, batch size aside: workload fields, and flags that do not follow from them."""
-    wa, wb = knob_fields(start.workload), knob_fields(g.workload)
+    wa, wb = knob_fields(start.workload.to_dict()), knob_fields(g.workload.to_dict())
     def value(w: dict, k: str):
         return w.get(k, ADDED_FIELD_DEFAULTS.get(k))  # an added field is left out at its default
 

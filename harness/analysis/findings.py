@@ -159,7 +159,7 @@ def versions(cmp: Compare) -> list[Finding]:
     (measured envs against each other: the cross-version finding)."""
     out = []
     logged: dict[tuple, dict[str, Group]] = {}
-    for r in sorted(ok_references(cmp), key=lambda g: g.first.reference.get("line") or 0):
+    for r in sorted(ok_references(cmp), key=lambda g: g.first.reference.line or 0):
         key = (r.gpu, r.first.rung, r.workload.batch_size, r.workload.seq_len, r.workload.compile)
         logged.setdefault(key, {}).setdefault(ref_torch(r), r)
     for (gpu, rung, b, t, _c), builds in logged.items():
@@ -212,15 +212,15 @@ def batch(cmp: Compare) -> list[Finding]:
         out.append(Finding("batch", text, tuple(ids)))
     refs: dict[tuple, list[Group]] = {}
     for r in ok_references(cmp):
-        if r.sweep and r.sweep.get("field") == "batch_size":
-            refs.setdefault((r.sweep.get("name"), r.first.rung, r.gpu), []).append(r)
+        if r.sweep and r.sweep.field == "batch_size":
+            refs.setdefault((r.sweep.name, r.first.rung, r.gpu), []).append(r)
     for (name, rung, gpu), groups in refs.items():
-        groups.sort(key=lambda g: g.sweep.get("value") or 0)
+        groups.sort(key=lambda g: g.sweep.value or 0)
         best = max(groups, key=lambda g: estimate(g).point or 0)
         out.append(Finding("batch", (f"Batch size in the user's log ({name}), {rung} on {gpu}: "
-                                     + ", ".join(f"B={g.sweep.get('value')} {estimate(g).point:,.0f} tokens/s "
+                                     + ", ".join(f"B={g.sweep.value} {estimate(g).point:,.0f} tokens/s "
                                                  f"({mib(g.memory_bytes)} MiB)" for g in groups)
-                                     + f"; best B={best.sweep.get('value')} (single samples)."), tuple(run_ids(*groups))))
+                                     + f"; best B={best.sweep.value} (single samples)."), tuple(run_ids(*groups))))
     return out
 
 
@@ -231,8 +231,8 @@ def sdpa(cmp: Compare) -> list[Finding]:
         if auto is None:
             continue
         kernels = auto.kernels
-        chose = kernels.get("sdpa_backend")
-        names = kernels.get("attention_kernels") or []
+        chose = kernels.sdpa_backend
+        names = kernels.attention_kernels or []
         chose_text = f"auto ran {chose} attention" + (f" ({names[0][:70]}...)" if names else "") if chose else \
             "auto's backend is unknown (no kernel capture)"
         out.append(Finding("sdpa", (
@@ -271,12 +271,12 @@ def fastest(cmp: Compare) -> list[Finding]:
         if ov.tuned is None:
             text += "; no harness.tune run is in these records"
         others = ([("the user's best (their log)", ov.user_best)] if ov.user_best is not None else []) + \
-                 [(f"peer: {p.first.peer.get('name', p.label)}", p) for p in ov.peers]
+                 [(f"peer: {p.first.peer.name or p.label}", p) for p in ov.peers]
         others = [(name, g) for name, g in others if estimate(g).point is not None]
         if others:
             text += "; beside it: " + "; ".join(
                 f"{name} {estimate(g).point:,.0f} tokens/s ("
-                + (f"{g.label} (torch {g.first.reference.get('torch') or 'not stated'}), " if g.kind == "reference" else "")
+                + (f"{g.label} (torch {g.first.reference.torch or 'not stated'}), " if g.kind == "reference" else "")
                 + f"{g.batch})" for name, g in others)
         groups = [seed] + [c.group for c in (ov.beyond, ov.tuned) if c is not None] + [g for _n, g in others]
         out.append(Finding("fastest", text + ".", tuple(run_ids(*groups))))

@@ -14,13 +14,15 @@ import numpy as np
 
 from harness import contention
 from harness.analysis import stats
+from harness.record.parts import Gemm, Kernels, KernelTime, MemorySplit
+from harness.record.sections import Environment, Sweep, Workload
 from harness.record.view import RecordView
 
 
 def run_origin(record: RecordView) -> str:
     """Which job a run came from, as far as the record says: its plan and repeat, or the sweep it is a point of."""
     if record.sweep:
-        return f"sweep {record.sweep.get('name')} {record.sweep_point}"
+        return f"sweep {record.sweep.name} {record.sweep_point}"
     return f"plan {record.plan} repeat {record.repeat}"
 
 
@@ -68,7 +70,7 @@ class Group:
         return self.records[0]
 
     @property
-    def workload(self) -> dict:
+    def workload(self) -> Workload:
         return self.first.workload
 
     @property
@@ -76,11 +78,11 @@ class Group:
         return self.first.flags
 
     @property
-    def environment(self) -> dict:
+    def environment(self) -> Environment:
         return self.first.environment
 
     @property
-    def sweep(self) -> dict | None:
+    def sweep(self) -> Sweep | None:
         """The sweep this group is a point of (a plain rung run of the same workload may be merged in)."""
         return next((r.sweep for r in self.records if r.sweep), None)
 
@@ -99,13 +101,13 @@ class Group:
         names = sorted({r.rung for r in self.records}, key=str)
         text = "+".join(str(n) for n in names)
         if self.sweep and not self.in_ladder:
-            text += f" [{self.sweep.get('field')}={self.sweep.get('value')}]"
+            text += f" [{self.sweep.field}={self.sweep.value}]"
         return text
 
     @property
     def batch(self) -> str:
         w = self.workload
-        return f"B={w.get('batch_size')}, T={w.get('seq_len')}"
+        return f"B={w.batch_size}, T={w.seq_len}"
 
     @property
     def torch_version(self) -> str | None:
@@ -210,8 +212,8 @@ class Group:
         return next((read(r) for r in self.records if read(r)), read(self.first))
 
     @property
-    def kernels(self) -> dict:
-        """The kernel profile (explain.kernels) of its first run that has one, else {}."""
+    def kernels(self) -> Kernels:
+        """The kernel profile (explain.kernels) of its first run that has one, else an absent (false) one."""
         return self._with(lambda r: r.kernels)
 
     @property
@@ -219,21 +221,21 @@ class Group:
         return "available" if self.kernels else self.first.kernels_reason
 
     @property
-    def kernel_categories(self) -> dict:
-        """category -> {per_step_us, share} of that profile ({} without one)."""
+    def kernel_categories(self) -> dict[str, KernelTime]:
+        """category -> its time in that profile ({} without one)."""
         return self._with(lambda r: r.kernel_categories)
 
     @property
-    def vocab_gemms(self) -> list[dict]:
+    def vocab_gemms(self) -> tuple[Gemm, ...]:
         """The lm_head GEMMs of that profile (explain.kernels.vocab_gemms)."""
-        return self._with(lambda r: r.vocab_gemms) or []
+        return self._with(lambda r: r.vocab_gemms) or ()
 
     @property
     def mapped_libraries(self) -> dict:
         return self._with(lambda r: r.mapped_libraries)
 
     @property
-    def memory_split(self) -> dict:
+    def memory_split(self) -> MemorySplit:
         return self._with(lambda r: r.memory_split)
 
     def mfu(self, key: str) -> float | None:

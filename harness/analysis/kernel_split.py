@@ -28,13 +28,13 @@ def kernel_split(g: Group) -> dict | None:
     k = g.kernels
     if not k:
         return None
-    cats = {c: v.get("per_step_us") or 0.0 for c, v in g.kernel_categories.items()}
+    cats = {c: v.per_step_us or 0.0 for c, v in g.kernel_categories.items()}
     out = {
         "step_ms": g.ms_median,
-        "busy": k.get("busy_us_per_step") or sum(cats.values()),
+        "busy": k.busy_us_per_step or sum(cats.values()),
         "attention": cats.get("attention", 0.0),
         "gemm": cats.get("gemm", 0.0),
-        "lm_head_gemm": sum((v.get("per_step_us") or 0.0) for v in g.vocab_gemms),
+        "lm_head_gemm": sum((v.per_step_us or 0.0) for v in g.vocab_gemms),
         "lm_head_loss": cats.get("lm-head-loss", 0.0),
         "triton": cats.get("triton", 0.0) + cats.get(CPU_INDUCTOR, 0.0),
         "optimizer": cats.get("optimizer-fused", 0.0) + cats.get("optimizer-foreach", 0.0),
@@ -43,7 +43,7 @@ def kernel_split(g: Group) -> dict | None:
     out["rest"] = sum(v for c, v in cats.items() if c not in counted)
     # on a GPU one stream runs one kernel at a time, so the rest of the step is idle or went uncaptured; CPU op self
     # times come from several threads and do not add up to wall time
-    cuda = k.get("device") == "cuda"
+    cuda = k.device == "cuda"
     out["uncaptured"] = out["step_ms"] * 1000.0 - out["busy"] if cuda and out["step_ms"] is not None else None
-    out["device"] = k.get("device")
+    out["device"] = k.device
     return out

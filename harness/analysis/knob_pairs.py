@@ -15,6 +15,7 @@ from harness.analysis.context import Compare
 from harness.analysis.differ import knob_fields, value_key
 from harness.analysis.group import Group, estimate
 from harness.flags import flags_for
+from harness.record.parts import Gemm
 
 MIB = 2**20
 PADDING_FLAGS = ("inductor_shape_padding", "inductor_comprehensive_padding")  # the compiler's own padding (plan padding)
@@ -36,7 +37,7 @@ def overrides(g: Group, explicit_defaults: bool = True) -> dict:
     and so its flags hash, differ from a run that left it out); harness.analysis.fastest, which names what a run
     changes, leaves it out."""
     try:
-        implied = flags_for(g.workload).to_dict()
+        implied = flags_for(g.workload.to_dict()).to_dict()
     except ValueError:
         implied = {}
     if explicit_defaults:
@@ -55,14 +56,14 @@ def one_knob_pairs(groups: list[Group], field: str, before=None, after=None) -> 
     order of the field's values. before/after restrict the values (None: any)."""
     out = []
     for a, b in combinations(groups, 2):
-        wa, wb = knob_fields(a.workload), knob_fields(b.workload)
+        wa, wb = knob_fields(a.workload.to_dict()), knob_fields(b.workload.to_dict())
         if {k for k in wa.keys() | wb.keys() if wa.get(k) != wb.get(k)} != {field}:
             continue
         if overrides(a) != overrides(b):
             continue
-        if value_key(field, a.workload.get(field)) > value_key(field, b.workload.get(field)):
-            a, b = b, a
-        if (before is None or a.workload.get(field) == before) and (after is None or b.workload.get(field) == after):
+        if value_key(field, wa.get(field)) > value_key(field, wb.get(field)):
+            a, b, wa, wb = b, a, wb, wa
+        if (before is None or wa.get(field) == before) and (after is None or wb.get(field) == after):
             out.append((a, b))
     return out
 
@@ -73,13 +74,13 @@ def measured_pairs(cmp: Compare, field: str, before=None, after=None) -> list[tu
     for (gpu, env), groups in cmp.cells().items():
         for a, b in one_knob_pairs([g for g in groups if g.in_ladder], field, before, after):
             out.append(((gpu, env), a, b))
-    out.sort(key=lambda t: (cmp.gpu_rank[t[0][0]], cmp.env_rank[t[0][1]], t[1].workload.get("batch_size") or 0,
-                            t[1].workload.get("seq_len") or 0, padding_setting(t[1]) != "default", t[1].label))
+    out.sort(key=lambda t: (cmp.gpu_rank[t[0][0]], cmp.env_rank[t[0][1]], t[1].workload.batch_size or 0,
+                            t[1].workload.seq_len or 0, padding_setting(t[1]) != "default", t[1].label))
     return out
 
 
 def ref_torch(g: Group) -> str:
-    return g.first.reference.get("torch") or "torch not stated"
+    return g.first.reference.torch or "torch not stated"
 
 
 def ok_references(cmp: Compare) -> list[Group]:
@@ -90,15 +91,15 @@ def reference_pairs(cmp: Compare, field: str, before=None, after=None) -> list[t
     """One-knob pairs in the user's log, within one GPU class and one stated torch; of several logged
     repeats of a rung, the first line."""
     firsts: dict[tuple, Group] = {}
-    for r in sorted(ok_references(cmp), key=lambda g: g.first.reference.get("line") or 0):
-        key = (r.gpu, ref_torch(r), r.workload.get("batch_size"), r.workload.get("seq_len"), r.first.rung,
+    for r in sorted(ok_references(cmp), key=lambda g: g.first.reference.line or 0):
+        key = (r.gpu, ref_torch(r), r.workload.batch_size, r.workload.seq_len, r.first.rung,
                tuple(sorted(overrides(r).items())), bool(r.sweep))
         firsts.setdefault(key, r)
     by_build: dict[tuple, list[Group]] = {}
     for (gpu, torch, *_rest), r in firsts.items():
         by_build.setdefault((gpu, torch), []).append(r)
     pairs = [p for groups in by_build.values() for p in one_knob_pairs(groups, field, before, after)]
-    return sorted(pairs, key=lambda p: (p[0].workload.get("batch_size") or 0, p[0].label))
+    return sorted(pairs, key=lambda p: (p[0].workload.batch_size or 0, p[0].label))
 
 
 def where(cmp: Compare, gpu: str, env: str, g: Group) -> str:
@@ -130,9 +131,9 @@ def speed_text(cmp: Compare, a: Group, b: Group) -> str:
     return f"tokens/s {a.throughput.point:,.0f} -> {b.throughput.point:,.0f} ({Cell(cmp.delta(a, b)).brief()})"
 
 
-def lm_head_roles(g: Group) -> dict[str, dict]:
+def lm_head_roles(g: Group) -> dict[str, Gemm]:
     """role -> the kernel capture's lm_head GEMM entry (explain.kernels.vocab_gemms), when profiled."""
-    return {v.get("role"): v for v in g.vocab_gemms}
+    return {v.role: v for v in g.vocab_gemms}
 
 
 def lm_head_text(g: Group, label: str) -> str | None:
@@ -140,16 +141,16 @@ def lm_head_text(g: Group, label: str) -> str | None:
     if not g.kernels:
         return None
     roles = lm_head_roles(g)
-    vocab = g.workload.get("vocab_size")
+    vocab = g.workload.vocab_size
     seen = []
     for role in ("forward", "backward-input", "backward-weight"):
         v = roles.get(role)
         if v is None:
             seen.append(f"{role} not seen at {vocab}")
-        elif v.get("padded_to"):
-            seen.append(f"{role} padded to {v['padded_to']}")
-        elif v.get("row_stride"):
-            seen.append(f"{role} at {vocab} with row stride {v['row_stride']}")
+        elif v.padded_to:
+            seen.append(f"{role} padded to {v.padded_to}")
+        elif v.row_stride:
+            seen.append(f"{role} at {vocab} with row stride {v.row_stride}")
         else:
             seen.append(f"{role} at {vocab}")
     return f"{label}: " + ", ".join(seen)

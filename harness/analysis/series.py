@@ -108,8 +108,8 @@ def _ladder_charts(cmp: Compare) -> list[LadderChart]:
         refs: dict[tuple, Series] = {}
         for ref in cmp.ds.references:
             w = ref.workload
-            shape = (w.get("batch_size"), w.get("seq_len"))
-            if ref.first.plan != plan or not ref.first.ok or shape not in shapes or w.get("compile") == "off" or ref.sweep:
+            shape = (w.batch_size, w.seq_len)
+            if ref.first.plan != plan or not ref.first.ok or shape not in shapes or w.compile == "off" or ref.sweep:
                 continue
             s = refs.setdefault(shape, Series(f"user's log, {ref.gpu} (B={shape[0]}, T={shape[1]})", True,
                                               device=ref.gpu, batch_size=shape[0]))
@@ -178,7 +178,7 @@ MEMORY_PARTS = (("tensors_bytes", "live tensors"), ("allocator_cache_bytes", "al
 def _rung_order(g: Group) -> tuple:
     """Plan, rung order, then B and T: how the charts list a cell's groups."""
     plan, _rung, index = g.rungs[0]
-    return (str(plan), index if index is not None else 99, g.label, g.workload.get("batch_size") or 0, g.workload.get("seq_len") or 0)
+    return (str(plan), index if index is not None else 99, g.label, g.workload.batch_size or 0, g.workload.seq_len or 0)
 
 
 def memory_bars(cmp: Compare) -> list[tuple[str, list[float]]]:
@@ -186,9 +186,9 @@ def memory_bars(cmp: Compare) -> list[tuple[str, list[float]]]:
     out = []
     for g in sorted(cmp.ds.groups, key=lambda g: (cmp.gpu_rank[g.gpu], cmp.env_rank[g.env], *_rung_order(g))):
         split = g.memory_split
-        if split.get("available") and any(split.get(k) is not None for k, _l in MEMORY_PARTS):
+        if split.available and any(getattr(split, k) is not None for k, _l in MEMORY_PARTS):
             out.append((f"{cmp.name(g.gpu)} / {g.env} / {g.label} ({g.batch})",
-                        [(split.get(k) or 0) / 2**30 for k, _l in MEMORY_PARTS]))
+                        [(getattr(split, k) or 0) / 2**30 for k, _l in MEMORY_PARTS]))
     return out
 
 
@@ -211,7 +211,7 @@ def kernel_mix(cmp: Compare, max_cells: int = 6) -> KernelMix | None:
     for g in cmp.ds.groups:
         cats = g.kernel_categories
         if cats:
-            cells.setdefault((g.gpu, g.env), []).append((g, {c: (v.get("share") or 0) * 100 for c, v in cats.items()}))
+            cells.setdefault((g.gpu, g.env), []).append((g, {c: (v.share or 0) * 100 for c, v in cats.items()}))
     if not cells:
         return None
     categories = sorted({c for items in cells.values() for _g, shares in items for c in shares})
@@ -219,9 +219,9 @@ def kernel_mix(cmp: Compare, max_cells: int = 6) -> KernelMix | None:
     shown = []
     for key in keys:
         items = sorted(cells[key], key=lambda it: _rung_order(it[0]))
-        several_b = len({g.workload.get("batch_size") for g, _s in items}) > 1
+        several_b = len({g.workload.batch_size for g, _s in items}) > 1
         shown.append((f"{cmp.name(key[0])} / {key[1]}",
-                       [(g.label + (f" B={g.workload.get('batch_size')}" if several_b else ""), shares) for g, shares in items]))
+                       [(g.label + (f" B={g.workload.batch_size}" if several_b else ""), shares) for g, shares in items]))
     kinds = sorted({"CPU op" if gpu.startswith("cpu: ") else "GPU kernel" for gpu, _e in keys})
     return KernelMix(shown, categories, list(CATEGORIES) + [c for c in categories if c not in CATEGORIES], kinds, len(cells))
 
@@ -252,9 +252,9 @@ def sweep_lines(cmp: Compare) -> list[tuple[tuple[str, str], list[SweepLine]]]:
                       c["knee"], failed))
     refs: dict[tuple, dict[str, list]] = {}
     for g in (r for r in cmp.ds.references if r.first.ok and r.sweep):
-        key = (str(g.sweep.get("name")), str(g.sweep.get("field")))
+        key = (str(g.sweep.name), str(g.sweep.field))
         refs.setdefault(key, {}).setdefault(f"{cmp.name(g.gpu)} / {g.env} (user's log)", []).append(
-            (g.sweep.get("value"), estimate(g).point, None if g.memory_bytes is None else g.memory_bytes / 2**30))
+            (g.sweep.value, estimate(g).point, None if g.memory_bytes is None else g.memory_bytes / 2**30))
     for key, lines in refs.items():
         for label, pts in lines.items():
             by_sweep.setdefault(key, []).append(

@@ -81,9 +81,9 @@ def curve_key(record: RecordView | dict) -> tuple:
     """The curve a sweep record belongs to (CURVE_FIELDS): runs of one measurement but for the swept field, so two
     sweeps of one name made with other flags or another workload are two curves, never pooled as repeats."""
     r = RecordView.of(record)
-    field = str(r.sweep.get("field"))
-    measurement = f"{workload_hash(r.workload, without=(field,))[:12]}/{(r.flags_hash or '')[:12]}"
-    return (str(r.sweep.get("name")), field, str(r.plan), str(r.rung), str(r.env), r.device_label, measurement)
+    field = str(r.sweep.field)
+    measurement = f"{workload_hash(r.workload.to_dict(), without=(field,))[:12]}/{(r.flags_hash or '')[:12]}"
+    return (str(r.sweep.name), field, str(r.plan), str(r.rung), str(r.env), r.device_label, measurement)
 
 
 def _merge(records: list[RecordView]) -> dict:
@@ -124,12 +124,12 @@ def sweep_rows(records, tolerance: float = KNEE_TOLERANCE) -> list[dict]:
         if not r.sweep:
             continue
         by_value = curves.setdefault(curve_key(r), {})
-        by_value.setdefault(json.dumps(r.sweep.get("value"), sort_keys=True), []).append(r)
+        by_value.setdefault(json.dumps(r.sweep.value, sort_keys=True), []).append(r)
     rows = []
     for key in sorted(curves):
         points = []
         for group in curves[key].values():
-            points.append({**dict(zip(CURVE_FIELDS, key, strict=True)), "value": group[0].sweep.get("value"),
+            points.append({**dict(zip(CURVE_FIELDS, key, strict=True)), "value": group[0].sweep.value,
                            **_merge(group)})
         points.sort(key=lambda p: value_key(p["value"]))
         best = max((p["tokens_per_s"] for p in points if p["tokens_per_s"] is not None), default=None)

@@ -131,9 +131,9 @@ def underneath(a: Group, b: Group) -> str | None:
             what, va, vb, impact = max(kernels or rows, key=lambda r: abs(r[3]))
             return f"{what}: {va} -> {vb} ({impact:+,.0f} us/step)"
     sa, sb = a.memory_split, b.memory_split
-    if sa.get("available") and sb.get("available"):
-        moved = [(label, sa.get(key), sb.get(key)) for key, label in MEMORY_PARTS
-                 if sa.get(key) is not None and sb.get(key) is not None]
+    if sa.available and sb.available:
+        moved = [(label, getattr(sa, key), getattr(sb, key)) for key, label in MEMORY_PARTS
+                 if getattr(sa, key) is not None and getattr(sb, key) is not None]
         if moved:
             label, va, vb = max(moved, key=lambda m: abs(m[2] - m[1]))
             return f"{label}: {va / 2**30:,.2f} -> {vb / 2**30:,.2f} GiB at the peak"

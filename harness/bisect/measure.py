@@ -78,7 +78,7 @@ class Measurer:
             v = RecordView(rec)
             if (v.ok and v.rung == self.point.rung and v.set_key == self.key
                     and public(v.torch_version or "") == c.version
-                    and (v.machine or None) == (self.machine or None)
+                    and (v.environment.machine.to_json() if v.environment.machine else None) == (self.machine or None)
                     and v.torch_threads == self.threads
                     and (self.include_contended or not v.contended)):
                 out.append(rec)

@@ -234,7 +234,7 @@ class Matrix:
             if r.env != cell.env or r.plan != self.plan:
                 continue
             sweep = r.sweep.to_dict() if r.sweep else None
-            key = _point_key(r.rung, r.repeat, sweep, *r.set_key, run_length(r.workload))
+            key = _point_key(r.rung, r.repeat, sweep, *r.set_key, run_length(r.workload.to_dict()))
             if key not in wanted:
                 continue
             if r.status == "error":

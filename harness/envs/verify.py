@@ -33,7 +33,7 @@ IMAGE_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 def container_problem(name: str, rec: RecordView) -> str | None:
     """Why a record does not show it was made inside the image envs/NAME with its digest (None: it does)."""
-    image, digest = rec.container.get("image"), rec.container.get("digest")
+    image, digest = rec.environment.container.image, rec.environment.container.digest
     if image != f"envs/{name}":
         return f"environment.container.image is {image!r}, not 'envs/{name}'"
     if not isinstance(digest, str) or not IMAGE_DIGEST.fullmatch(digest):
@@ -63,7 +63,7 @@ def verify_matrix(directory: Path, names: list[str], warn=print, container: bool
                 if error:
                     problems.append(f"{name}: {path.name}: {error}")
                 else:
-                    images.add(f"{rec.container['image']}@{rec.container['digest'][:19]}")
+                    images.add(f"{rec.environment.container.image}@{rec.environment.container.digest[:19]}")
             version, cuda = rec.torch_version, rec.versions["cuda"]
             versions.add(f"{version} (CUDA {cuda or 'none'})")
             ok += rec.ok

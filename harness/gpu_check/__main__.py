@@ -176,7 +176,7 @@ def main(argv=None) -> int:
         return 1
     outcomes_done = budget.spend(tiers, runner.WorkerRunner(python, out), time.monotonic,
                                  t0 + args.budget_s - args.reserve_s, est, on_done=lambda o: (outcomes.append(o), save()))
-    committed = [x for x in paths if any(r.environment.get("gpu", {}).get("name") == gpu
+    committed = [x for x in paths if any(r.environment.gpu.name == gpu
                                          for r in estimate.load_gpu_records([x]))]
     reference = [ROOT / "results" / "reference"] if (ROOT / "results" / "reference").is_dir() else []
     summary.update(runner.closing(python, out, committed + reference, deadline=t0 + args.budget_s))

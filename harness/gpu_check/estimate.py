@@ -53,7 +53,7 @@ def load_gpu_records(paths: list[Path]) -> list[RecordView]:
 
 
 def gpu_names(records: list[RecordView]) -> list[str]:
-    return sorted({r.environment.get("gpu", {}).get("name") for r in records} - {None})
+    return sorted({r.environment.gpu.name for r in records} - {None})
 
 
 @cache
@@ -70,7 +70,7 @@ class Estimator:
 
     def __init__(self, records: list[RecordView], gpu: str, launch_s: float = LAUNCH_S):
         self.gpu, self.launch_s = gpu, launch_s
-        same = [r for r in records if r.environment.get("gpu", {}).get("name") == gpu]
+        same = [r for r in records if r.environment.gpu.name == gpu]
         self.fallback = not same  # no record of this GPU: the slowest of any GPU's, said in every basis
         self.records = same or records
         self.prior_sum = self.actual_sum = 0.0
@@ -84,7 +84,7 @@ class Estimator:
         want = measured_workload(planned_workload(run))
         candidates = []
         for r in self.records:
-            have = measured_workload(r.workload)
+            have = measured_workload(r.workload.to_dict())
             if any(have.get(k) != want.get(k) for k in SHAPE_FIELDS):
                 continue
             apart = sorted(k for k in want.keys() | have.keys() if want.get(k) != have.get(k))
@@ -95,7 +95,7 @@ class Estimator:
                 "the slowest committed run" if self.records else f"{UNKNOWN_RUN_S:.0f} s assumed"), measured=False)
         _n, neg_seconds, apart, r = min(candidates, key=lambda c: (c[0], c[1]))
         seconds, measured = -neg_seconds, True
-        basis = f"{r.rung} B={r.workload.get('batch_size')}" + ("" if r.ok else f" ({r.status})")
+        basis = f"{r.rung} B={r.workload.batch_size}" + ("" if r.ok else f" ({r.status})")
         basis += f"; other {', '.join(apart)}" if apart else ""
         mode = want.get("compile")
         if "compile" in apart and mode in UNMEASURED_COMPILE_S:
@@ -103,14 +103,14 @@ class Estimator:
             basis += f"; +{UNMEASURED_COMPILE_S[mode]:.0f} s assumed: no record has compile {mode}"
             measured = False
         if self.fallback:
-            basis += f"; no committed record of {self.gpu}: {r.environment.get('gpu', {}).get('name')}'s"
+            basis += f"; no committed record of {self.gpu}: {r.environment.gpu.name}'s"
         return Estimate(seconds, basis, measured)
 
     def _seconds(self, r: RecordView, steps: int) -> float:
         """This record's run time at `steps`: the launcher's start, the worker, less the steps left out."""
         seconds = self.launch_s + r.worker_seconds
         ran = len(r.step_ms)
-        median = r.summary.get("step_ms_median")
+        median = r.summary.step_ms_median
         if ran > steps and median:
             seconds -= (ran - steps) * median / 1000.0
         return seconds

@@ -4,6 +4,8 @@
                  each hash: workload_hash, flags_hash, measurement_key ("the same measurement")
     sections.py  each section as a type (Summary, Contention, Environment, Explain, Workload, ...), what RecordView
                  hands out; tests/test_record_schema.py holds the schema equal to them
+    parts.py     each object nested in a section as a type (Gpu, Cpu, Kernels and its rows, MemorySplit, Mfu, ...),
+                 and Part: how every section and object is read from its JSON (one place) and written back
     io.py        the one writer (atomic, never overwrites) and the one reader (defensive, migrated, validated)
     files.py     whole-file writes (fsynced, whole or not at all), for every writer of the harness
     migrate.py   older records read as the current schema version (1 -> 2: what v1 left to absence, said)

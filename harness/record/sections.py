@@ -1,56 +1,57 @@
-"""The record's sections as types: one frozen dataclass per section a worker writes (the model the schema is checked
-against, tests/test_record_schema.py), and what RecordView hands out instead of a sub-dict.
+"""The record's sections as types: one frozen dataclass per section a worker writes, and one per object nested in a
+section (environment.gpu, explain.kernels and its rows, ...): the model the schema is checked against
+(tests/test_record_schema.py), and what RecordView hands out instead of a sub-dict.
 
 Dataclasses, not pydantic: the record package runs where only the results are, under a bare Python (harness.envs
 verify-matrix reads records without the project's dependencies), so it takes nothing beyond the standard library;
 validation stays with the JSON schema (harness.record.io), which the tests hold equal to these fields.
 
-A section is read from its JSON with `of` (a field the record lacks, or a section that reads "not recorded", is None;
-`recorded` says which), written back with `to_dict`. `get(key, default)` reads a field by name, as the dict did, so
-readers move to attributes one at a time. Nested values (environment.gpu, explain.kernels, ...) stay as recorded.
-No torch import.
+Everything is read from its JSON here and in harness.record.parts (the objects nested in a section), with `of`,
+and written back with `to_json` (what the record holds) or `to_dict` (every field named). `of` never fails on the
+shape of an older record: a key the record lacks reads None; an object that is null, missing or "not recorded"
+(schema v2's word for what the harness that made the record did not record) reads as a Part whose fields are all
+None and which is false (`state` says which of the three it was). `named` is `of` for what a worker writes: it
+refuses a key the model does not name. Maps keyed by a name the record chooses (flags.requested,
+environment.packages.packages, explain.libraries.mapped, environment.env_vars, cpu.isa) stay dicts: their keys are
+data, not fields. Nothing is read by key (no `get`, no `[key]`). No torch import.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-from harness.record.model import NOT_RECORDED
+from harness.record.parts import (
+    RECORDED,
+    Container,
+    Cpu,
+    Driver,
+    Gpu,
+    Kernels,
+    Libraries,
+    Machine,
+    MadeBy,
+    MemorySplit,
+    Mfu,
+    Part,
+    Power,
+    Threads,
+    Torch,
+)
 
 
 @dataclass(frozen=True)
-class Section:
-    """A section of a record: its fields, whether it was recorded, and the keys the model does not name (a newer
-    harness's additions, kept so that nothing is lost)."""
+class Section(Part):
+    """A section of a record (a key at its top level)."""
 
-    recorded: bool = field(default=True, compare=False)
-    extra: dict = field(default_factory=dict, compare=False)
-
-    @classmethod
-    def names(cls) -> list[str]:
-        """The section's own fields, in the order they are written."""
-        return [f.name for f in fields(cls) if f.name not in ("recorded", "extra")]
-
-    @classmethod
-    def of(cls, value: Any):
-        """The section from its JSON: a dict, None (not measured) or "not recorded"."""
-        if not isinstance(value, dict):
-            return cls(recorded=value != NOT_RECORDED and value is not None)
-        own = cls.names()
-        return cls(**{k: value[k] for k in own if k in value}, extra={k: v for k, v in value.items() if k not in own})
-
-    def to_dict(self) -> dict:
-        return {**{name: getattr(self, name) for name in self.names()}, **self.extra}
-
-    def get(self, key: str, default=None):
-        """A field by name (None read as absent, as a reader of the dict had it); an unnamed key from `extra`."""
-        value = getattr(self, key) if key in self.names() else self.extra.get(key)
-        return default if value is None else value
+    @property
+    def recorded(self) -> bool:
+        return self.state == RECORDED
 
     def __bool__(self) -> bool:
-        return any(getattr(self, name) is not None for name in self.names()) or bool(self.extra)
+        """Whether the section holds anything (an empty object, or one of nulls, does not)."""
+        return any(v is not None and (not isinstance(v, Part) or v.state is not None)
+                   for v in (getattr(self, name) for name in self.names())) or bool(self.extra)
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,8 @@ class Contention(Section):
     steal_share: float | None = None
     loadavg_1min_max: float | None = None
     gpu_other_processes: list | None = None
+    gpu_note: str | None = None  # this process not among NVML's pids (another pid namespace): one taken to be it
+    cpu: str | None = None  # "not measured: /proc/stat unreadable"
     contended: bool | None = None
     reason: str | None = None
 
@@ -125,30 +128,33 @@ class Environment(Section):
     device: str | None = None
     python: dict | None = None
     os: dict | None = None
-    cpu: dict | None = None
-    machine: dict | str | None = None
+    cpu: Cpu = field(default_factory=Cpu.absent)
+    machine: Machine = field(default_factory=Machine.absent)
     host_ram_bytes: int | None = None
-    torch: dict | None = None
+    torch: Torch = field(default_factory=Torch.absent)
     triton: str | None = None
-    driver: dict | None = None
-    gpu: dict | None = None
-    container: dict | None = None
-    harness: dict | None = None
-    packages: dict | None = None
+    driver: Driver = field(default_factory=Driver.absent)
+    gpu: Gpu = field(default_factory=Gpu.absent)
+    container: Container = field(default_factory=Container.absent)
+    harness: MadeBy = field(default_factory=MadeBy.absent)
+    packages: dict | None = None  # sha256 and the `pip freeze` lines
     env_vars: dict | None = None
-    threads: dict | str | None = None
+    threads: Threads = field(default_factory=Threads.absent)
     torch_source: dict | None = None  # a torch installed from a wheel folder: folder, file, sha256, its dependencies'
+    NESTED: ClassVar[dict] = {"cpu": Cpu, "machine": Machine, "torch": Torch, "driver": Driver, "gpu": Gpu, "container": Container,
+              "harness": MadeBy, "threads": Threads}
 
 
 @dataclass(frozen=True)
 class Explain(Section):
     """harness.evidence: why a number is what it is (docs/explain.md); each part has available and reason."""
 
-    kernels: dict | None = None
-    libraries: dict | None = None
-    memory_split: dict | None = None
-    power: dict | None = None
-    mfu: dict | None = None
+    kernels: Kernels = field(default_factory=Kernels.absent)
+    libraries: Libraries = field(default_factory=Libraries.absent)
+    memory_split: MemorySplit = field(default_factory=MemorySplit.absent)
+    power: Power = field(default_factory=Power.absent)
+    mfu: Mfu = field(default_factory=Mfu.absent)
+    NESTED: ClassVar[dict] = {"kernels": Kernels, "libraries": Libraries, "memory_split": MemorySplit, "power": Power, "mfu": Mfu}
 
 
 @dataclass(frozen=True)
@@ -156,10 +162,53 @@ class Rerun(Section):
     command: str | None = None
 
 
-class Workload(Mapping):
-    """record.workload, read-only: gpt.config.WorkloadConfig's fields as attributes (None where the record lacks one,
-    tests/test_record_schema.py holds FIELDS equal to WorkloadConfig's), and a Mapping of what the record holds, so
-    readers that take it as a dict (workload_hash, knob comparisons, `.get`) read it unchanged."""
+@dataclass(frozen=True)
+class Reference(Section):
+    """A transcribed log line (kind reference, results/reference/transcribe.py): where it is, what it says, and what
+    the log does not give (assumed, unknown)."""
+
+    source: str | None = None
+    line: int | None = None
+    text: str | None = None
+    gpu_class: str | None = None
+    torch: str | None = None
+    torch_note: str | None = None
+    batch_size: int | None = None
+    seq_len: int | None = None
+    compiled: bool | None = None
+    step: int | None = None
+    memory_mib_nvidia_smi: float | None = None
+    watts: float | None = None
+    tokens_per_s_logged: float | None = None
+    dt_ms_logged: float | None = None
+    first_step_ms_logged: float | None = None
+    first_step_ms_meaning: str | None = None
+    assumed: Any = None
+    unknown: Any = None
+    also_in: str | None = None
+    notes: Any = None
+
+
+@dataclass(frozen=True)
+class Peer(Section):
+    """A peer program's reported numbers (kind peer, results/transcribe_peers.py)."""
+
+    name: str | None = None
+    program: str | None = None
+    source: str | None = None
+    line: int | None = None
+    text: str | None = None
+    reported: Any = None
+    readme: Any = None
+    known: Any = None
+    unknown: Any = None
+
+
+class Workload:
+    """record.workload, read-only: gpt.config.WorkloadConfig's fields as attributes (None where the record lacks one;
+    tests/test_record_schema.py holds FIELDS equal to WorkloadConfig's). Not a dict: `to_dict()` is what the record
+    holds, key for key, for the rules that hash or compare a workload as stored (workload_hash, knob_fields, run
+    lengths), where a field the record lacks must stay absent."""
 
     FIELDS = ("preset", "n_layer", "n_head", "n_embd", "vocab_size", "seq_len", "batch_size", "grad_accum", "precision",
               "attention", "sdpa_backend", "lm_head_loss", "compile", "optimizer", "grad_clip", "lr", "weight_decay",
@@ -177,17 +226,16 @@ class Workload(Mapping):
     def __setattr__(self, name: str, value) -> None:
         raise AttributeError("a record's workload is read-only")
 
-    def __getitem__(self, key: str):
-        return self._values[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
     def __repr__(self) -> str:
         return f"Workload({self._values!r})"
+
+    def to_dict(self) -> dict:
+        """The workload as the record holds it (a copy)."""
+        return dict(self._values)
+
+    def recorded(self, name: str) -> bool:
+        """Whether the record has the field (a field added after it was written does not)."""
+        return name in self._values
 
     @property
     def tokens_per_step(self) -> int | None:
@@ -200,4 +248,5 @@ class Workload(Mapping):
 # The record's sections that are objects, by their key: what the schema's properties are checked against.
 SECTIONS: dict[str, type[Section]] = {"flags": Flags, "steps": Steps, "summary": Summary, "sweep": Sweep,
                                       "contention": Contention, "environment": Environment, "explain": Explain,
+                                      "reference": Reference, "peer": Peer,
                                       "rerun": Rerun}

@@ -13,7 +13,19 @@ from datetime import datetime
 from types import MappingProxyType
 
 from harness.record.model import ADDED_FIELD_DEFAULTS
-from harness.record.sections import Contention, Environment, Explain, Flags, Steps, Summary, Sweep, Workload
+from harness.record.parts import Gemm, Kernels, KernelTime, MemorySplit
+from harness.record.sections import (
+    Contention,
+    Environment,
+    Explain,
+    Flags,
+    Peer,
+    Reference,
+    Steps,
+    Summary,
+    Sweep,
+    Workload,
+)
 
 # What decides CPU speed per precision, in a device label: the widest vector ISA, and whether bf16/fp16 have
 # native instructions (bf16 on a CPU without them is converted in software: tens of times slower).
@@ -31,24 +43,23 @@ def isa_tag(isa) -> str | None:
     return "+".join([base, *extras]) if extras else f"{base}, no native bf16"
 
 
-def device_label(environment: dict | None) -> str:
+def device_label(environment: Environment | dict | None) -> str:
     """Where a record ran, from its `environment`: the GPU's name, else `cpu: <model>`, else 'unknown device';
     then, on a CPU where the record has them, what tells two CPUs with that name apart: the ISA tag and the torch
     thread count. Records without them (older ones) keep the plain name. The one rule: compare's cells, sweeps and
     reports all group by this label, so runs on two CPUs that differ in ISA or threads are never pooled as repeats.
     The recorded machine id (environment.machine) is not part of it: VMs made from one image share /etc/machine-id
     (two hosts of this workplace with different CPU ISA had the same id), so it does not tell machines apart."""
-    env = environment or {}
-    gpu, cpu = env.get("gpu"), env.get("cpu")
+    env = environment if isinstance(environment, Environment) else Environment.of(environment)
+    gpu, cpu = env.gpu, env.cpu
     details = []
-    if isinstance(gpu, dict) and gpu.get("name"):
-        name = str(gpu["name"])
-    elif env.get("device") == "cpu" or isinstance(cpu, dict):
-        model = cpu.get("model") if isinstance(cpu, dict) else None
-        name = f"cpu: {model or 'unknown model'}"
-        if isinstance(cpu, dict):
-            threads = (env.get("threads") or {}).get("torch") if isinstance(env.get("threads"), dict) else None
-            details += [d for d in (isa_tag(cpu.get("isa")), f"{threads} threads" if threads else None) if d]
+    if gpu.name:
+        name = str(gpu.name)
+    elif env.device == "cpu" or cpu:
+        name = f"cpu: {cpu.model or 'unknown model'}"
+        if cpu:
+            threads = env.threads.torch
+            details += [d for d in (isa_tag(cpu.isa), f"{threads} threads" if threads else None) if d]
     else:
         return "unknown device"
     return f"{name} [{'; '.join(details)}]" if details else name
@@ -80,10 +91,16 @@ def _text(value) -> str | None:
 class RecordView:
     """Read-only accessors over one record dict (the dict itself is not copied; nothing here changes it)."""
 
-    __slots__ = ("_r",)
+    __slots__ = ("_r", "_read")
 
     def __init__(self, record: dict):
         self._r = record
+        self._read: dict = {}  # section key -> its type, read once (a kernel profile has hundreds of rows)
+
+    def _section(self, key: str, cls):
+        if key not in self._read:
+            self._read[key] = cls.of(self._r.get(key))
+        return self._read[key]
 
     @classmethod
     def of(cls, record: RecordView | dict) -> RecordView:
@@ -114,8 +131,8 @@ class RecordView:
         """The sweep point a run is (harness.record.sections.Sweep), None for a plan rung."""
         return Sweep.of(self._r["sweep"]) if isinstance(self._r.get("sweep"), dict) and self._r["sweep"] else None
 
-    reference = property(lambda self: _dict(self._r.get("reference")))  # a transcribed log line: source, line, torch, watts
-    peer = property(lambda self: _dict(self._r.get("peer")))  # a peer program's numbers: name, program, source, line
+    reference = property(lambda self: self._section("reference", Reference))  # a transcribed log line (false if none)
+    peer = property(lambda self: self._section("peer", Peer))  # a peer program's numbers: name, program, source, line
     ok = property(lambda self: self._r.get("status") == "ok")
 
     @property
@@ -125,29 +142,30 @@ class RecordView:
         return f"{s.field}={s.value}" if s else ""
 
     # What was measured
-    workload = property(lambda self: Workload(self._r.get("workload")))  # typed, read-only; a Mapping of the record's
+    workload = property(lambda self: Workload(self._r.get("workload")))  # typed, read-only; .to_dict(): as stored
     workload_hash = property(lambda self: self._r.get("workload_hash"))
 
     def workload_value(self, key: str):
         """One workload field; a field added after the record was written reads as the value every earlier record
         ran with (model.ADDED_FIELD_DEFAULTS: lm_head_loss "plain")."""
-        return self.workload.get(key, ADDED_FIELD_DEFAULTS.get(key))
+        workload = self.workload
+        return getattr(workload, key) if workload.recorded(key) else ADDED_FIELD_DEFAULTS.get(key)
 
     flags = property(lambda self: _dict(_dict(self._r.get("flags")).get("requested")))
     flags_hash = property(lambda self: _dict(self._r.get("flags")).get("hash"))
-    flags_section = property(lambda self: Flags.of(self._r.get("flags")))  # requested, applied, after, changes, hash
-    steps = property(lambda self: Steps.of(self._r.get("steps")))
+    flags_section = property(lambda self: self._section("flags", Flags))  # requested, applied, after, changes, hash
+    steps = property(lambda self: self._section("steps", Steps))
 
     @property
     def set_key(self) -> tuple[str, str]:
         """What must be equal for two runs to be comparable: (workload hash, flags hash). The one rule of every table."""
         return (self.workload_hash, self.flags_hash)
 
-    # Where it ran, and the sections as their types (harness.record.sections; .get(key) reads a field by name)
-    environment = property(lambda self: Environment.of(self._r.get("environment")))
-    summary = property(lambda self: Summary.of(self._r.get("summary")))
-    explain = property(lambda self: Explain.of(self._r.get("explain")))
-    contention = property(lambda self: Contention.of(self._r.get("contention")))
+    # Where it ran, and the sections as their types (harness.record.sections and .parts; read by attribute)
+    environment = property(lambda self: self._section("environment", Environment))
+    summary = property(lambda self: self._section("summary", Summary))
+    explain = property(lambda self: self._section("explain", Explain))
+    contention = property(lambda self: self._section("contention", Contention))
 
     @property
     def contention_reason(self) -> str | None:
@@ -162,22 +180,16 @@ class RecordView:
     @property
     def container_image(self) -> str | None:
         """The image the run was made in (HARNESS_IMAGE: envs/<name> or a cluster's image); None outside one."""
-        return _dict(self.environment.get("container")).get("image") or None
+        return self.environment.container.image or None
 
     @property
     def torch_version(self) -> str | None:
-        return _text(_dict(self.environment.get("torch")).get("version"))
+        return _text(self.environment.torch.version)
 
     @property
     def rerun_command(self) -> str | None:
         """The one command that reruns this run (record.rerun.command)."""
         return _dict(self._r.get("rerun")).get("command")
-
-    @property
-    def made_by(self) -> dict:
-        """environment.harness: the harness code that made the record (source_sha256 over gpt/ and harness/, the git
-        commit and whether its checkout was dirty); {} where not recorded."""
-        return _dict(self.environment.get("harness"))
 
     @property
     def workload_code(self) -> str:
@@ -187,52 +199,41 @@ class RecordView:
     @property
     def torch_threads(self) -> int | None:
         """The torch thread count the worker set (environment.threads.torch)."""
-        return _int(_dict(self.environment.get("threads")).get("torch"))
-
-    @property
-    def machine(self) -> dict:
-        """environment.machine: the hashed machine id and where it came from (recorded; not part of the label)."""
-        return _dict(self.environment.get("machine"))
+        return _int(self.environment.threads.torch)
 
     @property
     def is_cuda(self) -> bool:
-        return self.environment.get("device") == "cuda" or isinstance(self.environment.get("gpu"), dict)
+        return self.environment.device == "cuda" or bool(self.environment.gpu)
 
     @property
     def gpu_capability(self) -> float | None:
         """The GPU's compute capability (9.0 for an H100), None on a CPU or where not recorded."""
         try:
-            return float(_dict(self.environment.get("gpu")).get("capability"))
+            return float(self.environment.gpu.capability)
         except (TypeError, ValueError):
             return None
 
     @property
     def cpu_isa(self) -> dict:
         """environment.cpu.isa: the ISA flags that decide CPU speed per precision ({} on older records)."""
-        return _dict(_dict(self.environment.get("cpu")).get("isa"))
+        return _dict(self.environment.cpu.isa)
 
     @property
     def cpu_kernels(self) -> str | None:
         """The CPU kernel path torch picked (environment.cpu.torch_capability: AVX512, AVX2)."""
-        return _dict(self.environment.get("cpu")).get("torch_capability")
+        return _text(self.environment.cpu.torch_capability)
 
     @property
     def versions(self) -> dict:
         """The library and driver versions a report's environment table names."""
         env = self.environment
-        torch = _dict(env.get("torch"))
-        return {"torch": torch.get("version"), "cuda": torch.get("cuda"), "cudnn": torch.get("cudnn"),
-                "triton": env.get("triton"), "driver": _dict(_dict(env.get("driver")).get("nvml")).get("driver"),
-                "python": _dict(env.get("python")).get("version"), "cpu": _dict(env.get("cpu")).get("model")}
+        return {"torch": env.torch.version, "cuda": env.torch.cuda, "cudnn": env.torch.cudnn, "triton": env.triton,
+                "driver": env.driver.nvml.driver, "python": _dict(env.python).get("version"), "cpu": env.cpu.model}
 
     @property
     def packages(self) -> dict:
         """environment.packages: what `pip freeze` said (and its hash)."""
-        return _dict(self.environment.get("packages"))
-
-    @property
-    def container(self) -> dict:
-        return _dict(self.environment.get("container"))
+        return _dict(self.environment.packages)
 
     @property
     def device_label(self) -> str:
@@ -244,15 +245,14 @@ class RecordView:
         record says which: environment.gpu.name or environment.cpu.model. None when it does not (an early failure
         record that has only env_name, or only `device`)."""
         env = self.environment
-        gpu, cpu = env.get("gpu"), env.get("cpu")
-        if (isinstance(gpu, dict) and gpu.get("name")) or (isinstance(cpu, dict) and cpu.get("model")):
+        if env.gpu.name or env.cpu.model:
             return device_label(env)
         return None
 
     # The numbers
     def summary_number(self, name: str) -> float | None:
         """One numeric summary field (tokens_per_s, step_ms_median, first_step_ms, mfu, ...); None where absent."""
-        value = self.summary.get(name)
+        value = getattr(self.summary, name)
         return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
     @property
@@ -298,9 +298,9 @@ class RecordView:
         ms = self.steps.ms or []
         if self.kind == "reference":
             return [x for x in ms[1:] if x is not None]
-        warmup = self.workload.get("warmup_steps")
+        warmup = self.workload.warmup_steps
         if not isinstance(warmup, int):
-            timed = self.summary.get("timed_steps")
+            timed = self.summary.timed_steps
             warmup = len(ms) - timed if isinstance(timed, int) and 0 < timed <= len(ms) else 1
         return [x for x in ms[max(1, warmup) if len(ms) > 1 else 0:] if x is not None]
 
@@ -318,7 +318,7 @@ class RecordView:
 
     def memory(self, metric: str) -> int | None:
         """The bytes of one named metric of MEMORY_METRICS, None where the record has none."""
-        value = self.summary.get(_MEMORY_FIELD[metric])
+        value = getattr(self.summary, _MEMORY_FIELD[metric])
         return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
     @property
@@ -329,8 +329,8 @@ class RecordView:
         if budget:
             return int(budget * 2**30)
         if self.is_cuda:
-            return _dict(self.environment.get("gpu")).get("memory_bytes")
-        return self.environment.get("host_ram_bytes")
+            return self.environment.gpu.memory_bytes
+        return self.environment.host_ram_bytes
 
     def peak_memory(self, widest: bool = False) -> tuple[int | None, str]:
         """(bytes, metric name) of the memory a run used. The comparable metric (widest=False): a reference log
@@ -342,7 +342,7 @@ class RecordView:
             return next(((self.memory(name), name) for name in names if self.memory(name) is not None), (None, names[-1]))
         if self.kind == "reference":
             metric = "device used"
-        elif self.environment.get("device") == "cuda" or self.summary.get("peak_allocated_bytes") is not None:
+        elif self.environment.device == "cuda" or self.summary.peak_allocated_bytes is not None:
             metric = "peak alloc"
         else:
             metric = "peak RSS"
@@ -350,51 +350,51 @@ class RecordView:
 
     # Why: the evidence (record.explain, docs/explain.md)
     @property
-    def kernels(self) -> dict:
-        """explain.kernels when the profile is there (available), else {} (kernels_reason says why)."""
-        k = _dict(self.explain.get("kernels"))
-        return k if k.get("available") else {}
+    def kernels(self) -> Kernels:
+        """explain.kernels when the profile is there (available), else an absent (false) Kernels: kernels_reason says
+        why."""
+        k = self.explain.kernels
+        return k if k.available else Kernels.absent()
 
     @property
     def kernels_reason(self) -> str:
         """'available', or why the record has no kernel profile."""
-        k = _dict(self.explain.get("kernels"))
-        return "available" if k.get("available") else (k.get("reason") or "not profiled")
+        k = self.explain.kernels
+        return "available" if k.available else (k.reason or "not profiled")
 
     @property
-    def kernel_categories(self) -> dict:
-        """category -> {per_step_us, share} of the kernel profile ({} without one). On a CPU, Inductor emits C++ kernels,
-        not Triton: the profile's 'triton' category (harness.evidence.kernels) is named for what it holds there."""
-        cpu = self.kernels.get("device") == "cpu"
-        return {(CPU_INDUCTOR if cpu and c == "triton" else c): _dict(v)
-                for c, v in _dict(self.kernels.get("by_category")).items()}
+    def kernel_categories(self) -> dict[str, KernelTime]:
+        """category -> its time of the kernel profile ({} without one). On a CPU, Inductor emits C++ kernels, not
+        Triton: the profile's 'triton' category (harness.evidence.kernels) is named for what it holds there."""
+        cpu = self.kernels.device == "cpu"
+        return {(CPU_INDUCTOR if cpu and c == "triton" else c): v for c, v in (self.kernels.by_category or {}).items()}
 
     @property
-    def lm_head_gemm(self) -> dict:
-        return _dict(self.kernels.get("lm_head_gemm"))
+    def lm_head_gemm(self) -> Gemm:
+        return self.kernels.lm_head_gemm
 
     @property
     def lm_head_kernel(self) -> str | None:
         """The lm_head forward GEMM's kernel name from the kernel capture; None where there is none."""
-        name = self.lm_head_gemm.get("name")
+        name = self.lm_head_gemm.name
         return str(name) if name else None
 
     @property
-    def vocab_gemms(self) -> list[dict]:
-        return [v for v in self.kernels.get("vocab_gemms") or [] if isinstance(v, dict)]
+    def vocab_gemms(self) -> tuple[Gemm, ...]:
+        return self.kernels.vocab_gemms or ()
 
     def mfu(self, key: str) -> float | None:
         """explain.mfu's mfu_datasheet or mfu_measured."""
-        value = _dict(self.explain.get("mfu")).get(key)
+        value = getattr(self.explain.mfu, key)
         return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
     @property
     def mapped_libraries(self) -> dict:
         """library -> version of the libraries the worker process mapped (explain.libraries.mapped)."""
-        mapped = _dict(_dict(self.explain.get("libraries")).get("mapped"))
+        mapped = _dict(self.explain.libraries.mapped)
         return {lib: info["version"] for lib, info in mapped.items()
                 if isinstance(info, dict) and info.get("version") is not None}
 
     @property
-    def memory_split(self) -> dict:
-        return _dict(self.explain.get("memory_split"))
+    def memory_split(self) -> MemorySplit:
+        return self.explain.memory_split

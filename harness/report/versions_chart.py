@@ -67,7 +67,7 @@ def versions_charts(cmp: Compare) -> list[tuple[str, bytes, str]]:
         g = groups[0]
         first, last = series.torch_release(groups[0]), series.torch_release(groups[-1])
         title = f"{g.label} ({g.batch}) on {key[-1]}: {len(groups)} torch builds, {first} to {last}"
-        caption = (f"{g.label} ({g.batch}, preset {g.workload.get('preset')}) on {key[-1]} across torch {first}..{last}: "
+        caption = (f"{g.label} ({g.batch}, preset {g.workload.preset}) on {key[-1]} across torch {first}..{last}: "
                    f"tokens/s and peak memory ({stats.interval_name()}s from the run-to-run spread); hollow points were measured "
                    "under contention.")
         charts.append((f"versions-{n}.png", draw(series.version_points(groups), title), caption))

@@ -130,14 +130,14 @@ def overview_tables(cmp: Compare, ov: Overview) -> list[Table]:
     if user_best is not None:
         info = user_best.first.reference
         t.rows.append(_row(cmp, ov, USER_ROW, user_best,
-                           run=f"{user_best.label} (torch {info.get('torch') or 'not stated'})",
-                           source=f"{user_best.gpu}, {info.get('source', '?')}:{info.get('line', '?')}"))
+                           run=f"{user_best.label} (torch {info.torch or 'not stated'})",
+                           source=f"{user_best.gpu}, {info.source or '?'}:{info.line or '?'}"))
     else:
         t.rows.append(_row(cmp, ov, USER_ROW, None))
     for p in ov.peers:
         info = p.first.peer
-        t.rows.append(_row(cmp, ov, f"peer: {info.get('name', p.label)}", p, run=info.get("program") or p.label,
-                           source=f"{info.get('source', '?')}:{info.get('line', '?')} (torch {p.torch_version})"))
+        t.rows.append(_row(cmp, ov, f"peer: {info.name or p.label}", p, run=info.program or p.label,
+                           source=f"{info.source or '?'}:{info.line or '?'} (torch {p.torch_version})"))
     if not ov.peers:
         t.rows.append(_row(cmp, ov, "peer", None))
     t.notes += [

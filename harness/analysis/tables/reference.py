@@ -19,7 +19,7 @@ def reference_ladder_tables(cx: Compare) -> list[Table]:
     ladders: dict[tuple, list[Group]] = {}
     for ref in cx.ds.references:
         w = ref.workload
-        ladders.setdefault((ref.first.plan, w.get("batch_size"), w.get("seq_len"), w.get("compile")), []).append(ref)
+        ladders.setdefault((ref.first.plan, w.batch_size, w.seq_len, w.compile), []).append(ref)
     tables = []
     for (plan, b, t, comp), refs in sorted(ladders.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][3] == "off"), kv[0][1] or 0)):
         table = Table("reference", f"Reference ladder (the user's log, {refs[0].gpu}): plan {plan}, B={b}, T={t}, compile {comp}", [
@@ -28,9 +28,9 @@ def reference_ladder_tables(cx: Compare) -> list[Table]:
             ("vs_previous", "vs previous rung"), ("vs_first", "vs first rung")])
         first = previous = None
         rung_of = {}
-        for ref in sorted(refs, key=lambda g: (g.first.rung_index or 0, g.first.reference.get("line") or 0)):
+        for ref in sorted(refs, key=lambda g: (g.first.rung_index or 0, g.first.reference.line or 0)):
             info = ref.first.reference
-            row = {"rung": ref.label, "line": info.get("line"), "torch": info.get("torch") or "unknown"}
+            row = {"rung": ref.label, "line": info.line, "torch": info.torch or "unknown"}
             if not ref.first.ok:
                 table.rows.append({**row, "ms": ref.first.status})
                 continue
@@ -40,7 +40,7 @@ def reference_ladder_tables(cx: Compare) -> list[Table]:
             rung_of.setdefault(rung, ref)
             est = estimate(ref)
             row.update(ms=ref.ms_median, tokens_s=est.point, memory=ref.memory_bytes,
-                       first=ref.first.first_step_ms, watts=info.get("watts"),
+                       first=ref.first.first_step_ms, watts=info.watts,
                        vs_previous=Cell(stats.ratio(estimate(previous), est)[0], "ratio") if previous else None,
                        vs_first=Cell(stats.ratio(estimate(first), est)[0], "ratio") if first else None)
             table.rows.append(row)
@@ -58,8 +58,8 @@ def reference_table(cx: Compare) -> Table:
     for ref in cx.ds.references:
         r = ref.first
         info = r.reference
-        base = {"rung": r.rung, "batch": ref.batch, "source": f"{info.get('source', '?')}:{info.get('line', '?')}",
-                "torch": info.get("torch") or "unknown"}
+        base = {"rung": r.rung, "batch": ref.batch, "source": f"{info.source or '?'}:{info.line or '?'}",
+                "torch": info.torch or "unknown"}
         if not r.ok:
             table.rows.append({**base, "ref_ms": r.status})
             continue
@@ -92,12 +92,13 @@ def reference_conditions(ref: Group, g: Group) -> dict:
     classes = re.findall(r"[A-Z]\d{2,4}", ref.gpu)
     if classes and not any(c in g.gpu for c in classes):
         differ.append(("GPU", ref.gpu, g.gpu))
-    ref_torch = ref.first.reference.get("torch")
+    ref_torch = ref.first.reference.torch
     if ref_torch and not str(g.torch_version or "").startswith(ref_torch):
         differ.append(("torch", ref_torch, g.torch_version or "unknown"))
-    known = {k: v for k, v in ref.workload.items() if v is not None and k not in NOT_IN_WORKLOAD_HASH}
-    differ += [(k, v, g.workload.get(k)) for k, v in sorted(known.items()) if g.workload.get(k) != v]
-    unknown = sorted(k for k, v in ref.workload.items()
+    ref_workload, workload = ref.workload.to_dict(), g.workload.to_dict()
+    known = {k: v for k, v in ref_workload.items() if v is not None and k not in NOT_IN_WORKLOAD_HASH}
+    differ += [(k, v, workload.get(k)) for k, v in sorted(known.items()) if workload.get(k) != v]
+    unknown = sorted(k for k, v in ref_workload.items()
                      if v is None and k not in NOT_IN_WORKLOAD_HASH + ("memory_budget_gib",))
     return {"differ": differ, "unknown": unknown}
 

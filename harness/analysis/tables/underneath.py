@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from harness.analysis.cells import Table, fmt_pct, shorten
 from harness.analysis.group import Group
+from harness.record.parts import Gemm, KernelRow, KernelTime
 from harness.record.view import CPU_INDUCTOR
 
 if TYPE_CHECKING:
@@ -100,32 +101,30 @@ def _kernel_base(name: str) -> str:
     return shorten(base or text, 60)
 
 
-def _d(value) -> dict:
-    return value if isinstance(value, dict) else {}
+Timed = Gemm | KernelRow | KernelTime  # a profile's entry with a time per step (and a share of the kernel time)
 
 
-def _us(entry: dict | None, with_share: bool = True) -> str:
-    entry = _d(entry)
-    if entry.get("per_step_us") is None:
+def _us(entry: Timed | None, with_share: bool = True) -> str:
+    if entry is None or entry.per_step_us is None:
         return "-"
-    share = f" ({fmt_pct(entry['share'])})" if with_share and entry.get("share") is not None else ""
-    return f"{entry['per_step_us']:,.0f} us/step{share}"
+    share = f" ({fmt_pct(entry.share)})" if with_share and entry.share is not None else ""
+    return f"{entry.per_step_us:,.0f} us/step{share}"
 
 
-def _impact(a: dict | None, b: dict | None) -> float | None:
+def _impact(a: Timed | None, b: Timed | None) -> float | None:
     """B - A in us per step (a side without the entry counts 0); None when neither has it."""
-    a_us, b_us = _d(a).get("per_step_us"), _d(b).get("per_step_us")
+    a_us, b_us = (None if e is None else e.per_step_us for e in (a, b))
     return None if a_us is None and b_us is None else (b_us or 0.0) - (a_us or 0.0)
 
 
 def _fixed_rows(a: Group, b: Group) -> list[tuple]:
     """The rows every pair shows first: the lm_head GEMM, the attention kernels with their time, the SDPA backend."""
     ka, kb = a.kernels, b.kernels
-    la, lb = _d(ka.get("lm_head_gemm")), _d(kb.get("lm_head_gemm"))
-    name = lambda g: shorten(g.get("name") or "not identified", 70)
-    rows = [("lm_head GEMM" + (" (changed)" if la.get("name") != lb.get("name") else " (same kernel)"),
+    la, lb = ka.lm_head_gemm, kb.lm_head_gemm
+    name = lambda g: shorten(g.name or "not identified", 70)
+    rows = [("lm_head GEMM" + (" (changed)" if la.name != lb.name else " (same kernel)"),
              f"{name(la)}, {_us(la, False)}", f"{name(lb)}, {_us(lb, False)}", _impact(la, lb))]
-    att_a, att_b = ka.get("attention_kernels") or [], kb.get("attention_kernels") or []
+    att_a, att_b = ka.attention_kernels or [], kb.attention_kernels or []
     ca, cb = a.kernel_categories, b.kernel_categories
     same_att = set(att_a) == set(att_b)
     names = lambda ks: ", ".join(_kernel_base(k) for k in ks) or "none"
@@ -133,32 +132,32 @@ def _fixed_rows(a: Group, b: Group) -> list[tuple]:
                  f"{names(att_a)}; {_us(ca.get('attention'))}",
                  f"{'same kernels' if same_att and att_b else names(att_b)}; {_us(cb.get('attention'))}",
                  _impact(ca.get("attention"), cb.get("attention"))))
-    if ka.get("sdpa_backend") != kb.get("sdpa_backend"):
-        rows.append(("sdpa backend", ka.get("sdpa_backend"), kb.get("sdpa_backend"), None))
+    if ka.sdpa_backend != kb.sdpa_backend:
+        rows.append(("sdpa backend", ka.sdpa_backend, kb.sdpa_backend, None))
     return rows
 
 
 def _ranked_rows(a: Group, b: Group, share_min: float, change_min: float) -> list[tuple]:
     """Category shares that moved by 2 points or more, kernels that appeared, disappeared or changed, by impact."""
     ka, kb, ca, cb = a.kernels, b.kernels, a.kernel_categories, b.kernel_categories
-    cpu = ka.get("device") == "cpu"
-    cat_name = lambda entry: CPU_INDUCTOR if cpu and entry.get("category") == "triton" else entry.get("category")
+    cpu = ka.device == "cpu"
+    cat_name = lambda entry: CPU_INDUCTOR if cpu and entry.category == "triton" else entry.category
     ranked = []
     for cat in sorted(set(ca) | set(cb)):
-        sa, sb = _d(ca.get(cat)).get("share"), _d(cb.get(cat)).get("share")
+        sa, sb = (None if c.get(cat) is None else c[cat].share for c in (ca, cb))
         if cat != "attention" and (sa is None or sb is None or abs(sa - sb) >= 0.02):
             ranked.append((f"time in category {cat}", _us(ca.get(cat)), _us(cb.get(cat)), _impact(ca.get(cat), cb.get(cat))))
-    ta = {k["name"]: k for k in ka.get("top") or [] if k.get("name")}
-    tb = {k["name"]: k for k in kb.get("top") or [] if k.get("name")}
+    ta = {k.name: k for k in ka.top or () if k.name}
+    tb = {k.name: k for k in kb.top or () if k.name}
     for n in set(tb) - set(ta):
-        if (tb[n].get("share") or 0) >= share_min:
+        if (tb[n].share or 0) >= share_min:
             ranked.append((f"appeared [{cat_name(tb[n])}]: {shorten(n, 70)}", "-", _us(tb[n]), _impact(None, tb[n])))
     for n in set(ta) - set(tb):
-        if (ta[n].get("share") or 0) >= share_min:
+        if (ta[n].share or 0) >= share_min:
             ranked.append((f"disappeared [{cat_name(ta[n])}]: {shorten(n, 70)}", _us(ta[n]), "-", _impact(ta[n], None)))
     for n in set(ta) & set(tb):
-        a_us, b_us = ta[n].get("per_step_us") or 0, tb[n].get("per_step_us") or 0
-        if a_us and abs(b_us / a_us - 1) >= change_min and max(ta[n].get("share") or 0, tb[n].get("share") or 0) >= share_min:
+        a_us, b_us = ta[n].per_step_us or 0, tb[n].per_step_us or 0
+        if a_us and abs(b_us / a_us - 1) >= change_min and max(ta[n].share or 0, tb[n].share or 0) >= share_min:
             ranked.append((f"changed [{cat_name(ta[n])}]: {shorten(n, 70)}", _us(ta[n]), _us(tb[n]), _impact(ta[n], tb[n])))
     ranked.sort(key=lambda r: (-abs(r[3] or 0.0), r[0]))
     return ranked
