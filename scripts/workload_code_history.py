@@ -14,6 +14,7 @@ Its identity is harness.workload_code.identity_of over that commit's files.
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -70,7 +71,13 @@ def source_sha256(files: dict[str, str], blobs: Blobs) -> str:
 
 
 def main(argv: list[str]) -> int:
-    folders = argv or ["results", "tests/data"]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folders", nargs="*", default=["results", "tests/data"],
+                        help="folders of record files (default: results tests/data)")
+    folders = parser.parse_args(argv).folders
+    missing = [f for f in folders if not (ROOT / f).is_dir()]
+    if missing:  # before anything is written: an empty history would turn every committed record's identity unknown
+        parser.error(f"{', '.join(missing)}: no such folder under {ROOT}")
     blobs = Blobs()
     commits = git("rev-list", "HEAD").split()
     trees = {c: tree(c) for c in commits}

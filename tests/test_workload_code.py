@@ -71,3 +71,16 @@ def test_a_pool_of_runs_made_by_different_code_is_marked_not_pooled_silently():
     assert g.mixed_code and g.n_text.endswith(" mixed") and "2 versions of the workload code" in g.code_note
     b["workload_code"] = "1111"
     assert not g.mixed_code and g.code_note is None and "mixed" not in g.n_text
+
+
+def test_the_history_script_refuses_a_folder_that_is_not_there_and_writes_nothing():
+    """`--help` once read as a folder and wrote an empty history (every committed record's identity "unknown")."""
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    before = HISTORY_PATH.read_bytes()
+    for argv, code in ((["--help"], 0), (["no-such-folder"], 2)):
+        proc = subprocess.run([sys.executable, "scripts/workload_code_history.py", *argv], cwd=root, check=False,
+                              capture_output=True, text=True, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+        assert proc.returncode == code, proc.stderr
+    assert "no-such-folder: no such folder" in proc.stderr and HISTORY_PATH.read_bytes() == before
