@@ -286,16 +286,14 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
     env_text = lambda e: f"{e} (torch {versions.get(e) or '?'})"
     blocks = []
     compared = [p for p in v.pairs if p.rows]
-    per_device = Counter(p.same for p in compared if p.across == "env")
-    series = [d for d, n in per_device.items() if n > SERIES]  # in the pairs' device order
-    series_blocks = [_series_block([p for p in compared if p.across == "env" and p.same == device], name, env_text)
-                     for device in series]
-    compared = [p for p in compared if not (p.across == "env" and p.same in series)]
-    per_devices = Counter((p.base, p.other) for p in compared if p.across == "gpu")
-    device_series = [d for d, n in per_devices.items() if n > SERIES]
-    series_blocks += [_device_series_block([p for p in compared if p.across == "gpu" and (p.base, p.other) == d], name,
-                                           env_text) for d in device_series]
-    compared = [p for p in compared if not (p.across == "gpu" and (p.base, p.other) in device_series)]
+    # many pairs of one kind said as one block: a device's env pairs (a landscape's builds), or one pair of devices
+    # compared under many envs (a landscape at two thread counts); in the pairs' order
+    series_of = lambda p: ("env", p.same) if p.across == "env" else ("gpu", p.base, p.other)
+    per_series = Counter(map(series_of, compared))
+    series = [key for key, n in per_series.items() if n > SERIES]
+    block_of = {"env": _series_block, "gpu": _device_series_block}
+    series_blocks = [block_of[key[0]]([p for p in compared if series_of(p) == key], name, env_text) for key in series]
+    compared = [p for p in compared if series_of(p) not in series]
     shown = compared[:MAX_PAIRS]
     if not shown and not series:
         nothing = (f"Nothing compared: no rung ran ok under two envs on one {word} or on two {word}s under one env "
@@ -396,22 +394,28 @@ def noise_line(noise: list, name) -> tuple[str, list[str]] | None:
     return ("Noise: runs of one configuration differ by about (sd) " + "; ".join(parts), [])
 
 
+def _range(pairs: list) -> tuple:
+    """Over many pairs: the fastest and the slowest, and a line of their verdicts counted and the memory range."""
+    fastest = max(pairs, key=lambda p: p.speed.value if p.speed.value is not None else -1)
+    slowest = min(pairs, key=lambda p: p.speed.value if p.speed.value is not None else 1e9)
+    faster = sum(p.speed.beyond and p.speed.value > 0 for p in pairs)
+    slower = sum(p.speed.beyond and p.speed.value < 0 for p in pairs)
+    mem = [p.memory.value for p in pairs if p.memory is not None and p.memory.value is not None]
+    counted = (f"tokens/s beyond noise: {faster} faster, {slower} slower, {len(pairs) - faster - slower} within noise"
+               + (f"; {pairs[-1].memory_metric} {min(mem) * 100:+.1f}% to {max(mem) * 100:+.1f}%" if mem else ""))
+    return fastest, slowest, counted
+
+
 def _series_block(pairs: list, name, env_text) -> tuple[str, list[str]]:
     """Many torch builds on one device against the oldest (a bisect's or landscape's records): the newest, the
     fastest and the slowest against it in one block, instead of a block per build."""
     newest = pairs[-1]
-    fastest = max(pairs, key=lambda p: p.speed.value if p.speed.value is not None else -1)
-    slowest = min(pairs, key=lambda p: p.speed.value if p.speed.value is not None else 1e9)
+    fastest, slowest, counted = _range(pairs)
     head = (f"{name(newest.same)}: {len(pairs)} torch builds against {env_text(newest.base)}: newest "
             f"{env_text(newest.other)} {_times(newest.speed)}")
-    faster = sum(p.speed.beyond and p.speed.value > 0 for p in pairs)
-    slower = sum(p.speed.beyond and p.speed.value < 0 for p in pairs)
-    mem = [p.memory.value for p in pairs if p.memory is not None and p.memory.value is not None]
     details = [(f"fastest {env_text(fastest.other)} {_times(fastest.speed)}; slowest {env_text(slowest.other)} "
                 f"{_times(slowest.speed)}"),
-               f"tokens/s beyond noise: {faster} faster, {slower} slower, {len(pairs) - faster - slower} within noise"
-               + (f"; {newest.memory_metric} {min(mem) * 100:+.1f}% to {max(mem) * 100:+.1f}%" if mem else "")
-               + "; each build: --table versions; against the version: python -m harness.report (its chart)"]
+               counted + "; each build: --table versions; against the version: python -m harness.report (its chart)"]
     return head, details
 
 
@@ -419,18 +423,10 @@ def _device_series_block(pairs: list, name, env_text) -> tuple[str, list[str]]:
     """Two devices compared under many envs (a landscape measured at two thread counts, or on two CPUs): the range
     over the envs in one block, instead of a block per env."""
     first = pairs[0]
-    fastest = max(pairs, key=lambda p: p.speed.value if p.speed.value is not None else -1)
-    slowest = min(pairs, key=lambda p: p.speed.value if p.speed.value is not None else 1e9)
+    fastest, slowest, counted = _range(pairs)
     head = (f"{name(first.other)} vs {name(first.base)} under {len(pairs)} envs ({first.same} .. {pairs[-1].same}): "
             f"from {_times(slowest.speed)} under {env_text(slowest.same)}")
-    faster = sum(p.speed.beyond and p.speed.value > 0 for p in pairs)
-    slower = sum(p.speed.beyond and p.speed.value < 0 for p in pairs)
-    mem = [p.memory.value for p in pairs if p.memory is not None and p.memory.value is not None]
-    details = [f"to {_times(fastest.speed)} under {env_text(fastest.same)}",
-               f"tokens/s beyond noise: {faster} faster, {slower} slower, {len(pairs) - faster - slower} within noise"
-               + (f"; {first.memory_metric} {min(mem) * 100:+.1f}% to {max(mem) * 100:+.1f}%" if mem else "")
-               + "; each env: --table gpus"]
-    return head, details
+    return head, [f"to {_times(fastest.speed)} under {env_text(fastest.same)}", counted + "; each env: --table gpus"]
 
 
 def verdict_lines(v, name, word: str, versions: dict) -> list[str]:

@@ -162,3 +162,22 @@ def test_words_fit_the_device(tmp_path, capsys):
     assert "cublas" not in out and "torch.cuda" not in out
     _ds, cx = analyse(CompareOptions((path,)), lambda line: None)
     assert set(cx.ds.groups[0].kernel_categories) == {"inductor-cpp", "gemm"}
+
+
+def test_a_device_pair_under_many_envs_is_one_block_and_nothing_else_is_not_nothing_compared():
+    """Only device pairs, one pair of devices under 6 envs: one series block, and no "Nothing compared" beside it
+    (the check once looked at the env series only)."""
+    from collections import Counter
+
+    from harness.analysis.verdict import Pair, Verdict
+    from harness.render import verdict_blocks
+
+    pairs = []
+    for i in range(6):
+        p = Pair("gpu", f"env{i}", "cpu-1t", "cpu-2t", rows=[object()])
+        p.speed = stats.Delta(0.5 + i / 10, 0.2, 0.9, stats.BEYOND)
+        pairs.append(p)
+    v = Verdict(pairs, 0, [], Counter(), [], Counter(), [("cpu-1t", "cpu 1t"), ("cpu-2t", "cpu 2t")])
+    heads = [head for head, _details in verdict_blocks(v, lambda d: d, "CPU", {})]
+    assert sum(h.startswith("cpu-2t vs cpu-1t under 6 envs (env0 .. env5): from 1.50x faster") for h in heads) == 1
+    assert not any(h.startswith("Nothing compared") for h in heads)
