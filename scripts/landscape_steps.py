@@ -18,9 +18,8 @@ import itertools
 import sys
 from pathlib import Path
 
-from packaging.version import Version
-
 from harness.analysis import noise, stats
+from harness.analysis.dataset import torch_version_key
 from harness.analysis.group import Group
 from harness.bisect.search import METRICS, Metric, delta_text, group_of
 from harness.record.io import iter_records
@@ -37,7 +36,7 @@ def builds(folder: Path) -> dict[str, Group]:
     devices = {RecordView(rs[0]).device_label for rs in runs.values()}
     if len(devices) > 1:
         raise SystemExit(f"error: {folder} holds runs of {len(devices)} devices ({', '.join(sorted(devices))}): one a folder")
-    cells = {b: group_of(rs) for b, rs in sorted(runs.items(), key=lambda kv: Version(kv[0]))}
+    cells = {b: group_of(rs) for b, rs in sorted(runs.items(), key=lambda kv: torch_version_key(kv[0]))}
     noise.by_device(list(cells.values()), [])
     return cells
 

@@ -194,20 +194,20 @@ class Measurer:
     def release(self, venv: Path, heavy: list[str]) -> None:
         """A measured build's venv (and, with --free-disk, its heavy wheels in uv's cache): removed with
         --remove-venvs, once `keep` newer ones are measured."""
-        if not self.remove_venvs:
-            return
-        self.kept = [(v, h) for v, h in self.kept if v != venv] + [(venv, heavy)]
-        while len(self.kept) > self.keep:
+        if self.remove_venvs:
+            self.kept = [(v, h) for v, h in self.kept if v != venv] + [(venv, heavy)]
+            self._trim(self.keep)
+
+    def close(self) -> None:
+        """The search is over: remove the venvs still kept."""
+        self._trim(0)
+
+    def _trim(self, keep: int) -> None:
+        while len(self.kept) > keep:
             old, old_heavy = self.kept.pop(0)
             self.remove(old)
             if self.free_disk:
                 self.free_cache(old_heavy)
-
-    def close(self) -> None:
-        """The search is over: remove the venvs still kept."""
-        self.keep = 0
-        if self.kept:
-            self.release(*self.kept[-1])
 
     def remove(self, venv: Path) -> None:
         """Remove a candidate's venv (hard links into uv's cache: little disk of its own)."""
