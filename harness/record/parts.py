@@ -187,7 +187,15 @@ class MadeBy(Part):
     commit_note: str | None = None
 
 
-# explain's objects (harness.evidence; docs/explain.md): each has available and reason
+# explain's objects (harness.evidence; docs/explain.md)
+@dataclass(frozen=True)
+class Evidence(Part):
+    """What every piece of explain's evidence says first: whether it was gathered, and if not, why."""
+
+    available: bool | None = None
+    reason: str | None = None
+
+
 @dataclass(frozen=True)
 class KernelTime(Part):
     """A kernel category's time (explain.kernels.by_category[category])."""
@@ -265,11 +273,9 @@ class GemmSignature(Part):
 
 
 @dataclass(frozen=True)
-class Kernels(Part):
+class Kernels(Evidence):
     """explain.kernels: the kernel profile of a few steps after the timed ones (harness.evidence.profiling)."""
 
-    available: bool | None = None
-    reason: str | None = None
     device: str | None = None
     profiled_steps: int | None = None
     step_time_us: float | None = None
@@ -289,9 +295,7 @@ class Kernels(Part):
 
 
 @dataclass(frozen=True)
-class Libraries(Part):
-    available: bool | None = None
-    reason: str | None = None
+class Libraries(Evidence):
     mapped: dict | None = None  # library -> {path, version, version_raw}
     torch_reports: dict | None = None
     disagreements: list | None = None
@@ -299,9 +303,7 @@ class Libraries(Part):
 
 
 @dataclass(frozen=True)
-class MemorySplit(Part):
-    available: bool | None = None
-    reason: str | None = None
+class MemorySplit(Evidence):
     CUBLAS_WORKSPACE_CONFIG: str | None = None
     PYTORCH_CUDA_ALLOC_CONF: str | None = None
     PYTORCH_ALLOC_CONF: str | None = None
@@ -316,9 +318,7 @@ class MemorySplit(Part):
 
 
 @dataclass(frozen=True)
-class Power(Part):
-    available: bool | None = None
-    reason: str | None = None
+class Power(Evidence):
     samples: int | None = None
     samples_total: int | None = None
     interval_s: float | None = None
@@ -340,9 +340,7 @@ class Power(Part):
 
 
 @dataclass(frozen=True)
-class Mfu(Part):
-    available: bool | None = None
-    reason: str | None = None
+class Mfu(Evidence):
     formula: str | None = None
     n_params: int | None = None
     n_params_definition: str | None = None
