@@ -173,3 +173,11 @@ def test_report_2x2_uses_the_same_comparability_rule(tmp_path):
     md = (out / "report.md").read_text()
     assert "GPU factor" not in _findings(md) and not (out / "factors.png").exists()
     assert "not split: vocab_size 50257 -> 50304 at sdpa-flash (B=16, T=1024)" in md and "cudnn_benchmark=True" in md
+
+
+def test_the_thousands_axis_tells_a_cpus_ticks_apart():
+    """A CPU's ladder runs at 800-1,800 tokens/s: its ticks once all read 0, 1 or 2 (whole thousands)."""
+    from harness.report.charts import THOUSANDS
+
+    assert [THOUSANDS(v, 0) for v in (0, 200, 250, 1000, 1400, 150_000, 1_200_000)] == \
+        ["0", "0.2", "0.25", "1", "1.4", "150", "1,200"]
