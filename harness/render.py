@@ -14,6 +14,7 @@ from tabulate import tabulate
 from harness.analysis import stats
 from harness.analysis.cells import SHOWN_AS_TEXT, Cell, Memory, Mfu, Table, fmt_int, fmt_mib, fmt_ms, fmt_pct
 from harness.analysis.dataset import Dataset
+from harness.analysis.verdict import SERIES
 from harness.textsafe import csv_cell, csv_comment, markdown_cell, one_line
 from harness.textsafe import markdown as md
 
@@ -239,8 +240,6 @@ def header_lines(ds: Dataset, paths, legend: bool = True) -> list[str]:
 # ---------------------------------------------------------------- the verdict (harness.analysis.verdict), as lines
 
 MAX_PAIRS = 10  # pairs shown in the verdict; the rest are counted (every one is in --table versions / gpus)
-SERIES = 4  # a device with more env pairs than this (a bisect's or landscape's builds) is said as one series block;
-# so is a pair of devices compared under more envs than this (the same landscape at two thread counts)
 
 
 def _times(d: stats.Delta) -> str:

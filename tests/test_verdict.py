@@ -181,3 +181,17 @@ def test_a_device_pair_under_many_envs_is_one_block_and_nothing_else_is_not_noth
     heads = [head for head, _details in verdict_blocks(v, lambda d: d, "CPU", {})]
     assert sum(h.startswith("cpu-2t vs cpu-1t under 6 envs (env0 .. env5): from 1.50x faster") for h in heads) == 1
     assert not any(h.startswith("Nothing compared") for h in heads)
+
+
+def test_the_key_findings_say_a_pair_of_devices_under_many_envs_once():
+    """The two CPU landscapes (1 and 2 threads, 14 builds both measured): one key finding for the thread counts, not a
+    finding per build crowding the other findings out."""
+    from harness.analysis.answers import key_findings
+    from harness.analysis.options import CompareOptions, analyse
+
+    results = Path(__file__).resolve().parent.parent / "results"
+    _ds, cx = analyse(CompareOptions((results / "cpu-bisect" / "records", results / "cpu-bisect-2t" / "records")),
+                      lambda line: None)
+    texts = [k.text for k in key_findings(cx)]
+    about_threads = [t for t in texts if "against xeon-avx512bf16-1t" in t]
+    assert len(about_threads) == 1 and "under 14 envs" in about_threads[0] and "beyond noise under 13 of 14" in about_threads[0]

@@ -33,7 +33,7 @@ from harness.analysis.knob_pairs import measured_pairs, ok_references, ref_torch
 from harness.analysis.series import Point, throughput_point
 from harness.analysis.tables.knobs import splits
 from harness.analysis.tables.ladder import ladders
-from harness.analysis.verdict import verdict
+from harness.analysis.verdict import SERIES, verdict
 
 MEMORY_PARTS = (("tensors_bytes", "live tensors"), ("allocator_cache_bytes", "allocator cache"),
                 ("outside_allocator_bytes", "outside the allocator"))
@@ -277,14 +277,28 @@ def ladder_headlines(cmp: Compare) -> list[KeyFinding]:
 
 
 def device_headlines(cmp: Compare) -> list[KeyFinding]:
+    """A device pair's headline per env; a pair of devices compared under more than SERIES envs (a landscape at two
+    thread counts) is one headline, its range over the envs, as in the verdict."""
+    pairs = [p for p in verdict(cmp).pairs if p.across == "gpu" and p.rows]
+    by_devices: dict[tuple, list] = {}
+    for p in pairs:
+        by_devices.setdefault((p.base, p.other), []).append(p)
     out = []
-    for p in verdict(cmp).pairs:
-        if p.across != "gpu" or not p.rows:
+    for (base, other), ps in by_devices.items():
+        if len(ps) > SERIES:
+            known = [p for p in ps if p.speed.value is not None]
+            slow = min(known, key=lambda p: p.speed.value)
+            fast = max(known, key=lambda p: p.speed.value)
+            out.append(KeyFinding(f"{cmp.name(other)} against {cmp.name(base)} under {len(ps)} envs: tokens/s from "
+                                  f"{said(slow.speed, 'ratio')} (env {slow.same}) to {said(fast.speed, 'ratio')} (env "
+                                  f"{fast.same}); beyond noise under {sum(p.speed.beyond for p in ps)} of {len(ps)}.",
+                                  abs(fast.speed.value), tuple(i for p in ps for r in p.rows for i in r.run_ids)))
             continue
-        out.append(KeyFinding(f"{cmp.name(p.other)} against {cmp.name(p.base)} (env {p.same}): tokens/s "
-                              f"{said(p.speed, 'ratio')}, the geometric mean over {len(p.rows)} rungs"
-                              + (f"; most at {p.most.label} ({p.most.batch}), {said(p.most.d_tokens)}" if p.most else "")
-                              + _underneath(p) + ".", abs(p.speed.value or 0.0), tuple(i for r in p.rows for i in r.run_ids)))
+        out += [KeyFinding(f"{cmp.name(p.other)} against {cmp.name(p.base)} (env {p.same}): tokens/s "
+                           f"{said(p.speed, 'ratio')}, the geometric mean over {len(p.rows)} rungs"
+                           + (f"; most at {p.most.label} ({p.most.batch}), {said(p.most.d_tokens)}" if p.most else "")
+                           + _underneath(p) + ".", abs(p.speed.value or 0.0), tuple(i for r in p.rows for i in r.run_ids))
+                for p in ps]
     return out
 
 

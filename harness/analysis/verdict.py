@@ -27,6 +27,10 @@ MEMORY_PARTS = (("tensors_bytes", "live tensors"), ("allocator_cache_bytes", "al
                 ("outside_allocator_bytes", "memory outside the allocator"))
 
 
+SERIES = 4  # more pairs of one kind than this are said as one: a device's env pairs (a bisect's or landscape's
+# builds), or one pair of devices compared under many envs (the same landscape at two thread counts)
+
+
 @dataclass
 class Pair:
     """Two envs on one device (across "env") or two devices under one env (across "gpu"): other against base."""
