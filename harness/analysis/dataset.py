@@ -47,12 +47,19 @@ def _gpu_sort_key(record: RecordView, label: str) -> tuple:
 
 
 def _has_nonfinite(obj) -> bool:
+    known = getattr(obj, "has_nonfinite", None)  # a record read from the index (harness.record.index) knows
+    if known is not None:
+        return known
+    return _walk_nonfinite(obj)
+
+
+def _walk_nonfinite(obj) -> bool:
     if isinstance(obj, float):
         return not math.isfinite(obj)
     if isinstance(obj, dict):
-        return any(_has_nonfinite(v) for v in obj.values())
+        return any(_walk_nonfinite(v) for v in obj.values())
     if isinstance(obj, list):
-        return any(_has_nonfinite(v) for v in obj)
+        return any(_walk_nonfinite(v) for v in obj)
     return False
 
 
@@ -206,7 +213,6 @@ class _Sorting:
 
     def add(self, path: Path, r: RecordView, env_label: Callable[[RecordView], str]) -> None:
         gpu = r.device_label
-        where = f"{path.name} ({r.plan}/{r.rung}, {r.env}, {self.names[gpu]})"
         if r.kind in ("reference", "peer"):  # beside the measurements, never one of them
             g = Group(r.kind, *r.set_key, r.env, gpu, [r], [path], self.n_boot)
             (self.references if r.kind == "reference" else self.peers).append(g)
@@ -217,11 +223,11 @@ class _Sorting:
         if not r.ok:
             self._failed(path, r)
         elif not r.timed_ms:
-            self.left_out.append(LeftOut(where, "no timed step times", "no steps"))
+            self.left_out.append(LeftOut(self._where(path, r), "no timed step times", "no steps"))
         elif r.contended and not self.include_contended:
             self.contended.append((path, r))
-            self.left_out.append(LeftOut(where, f"contended ({r.contention_reason}): left out of every delta; rerun: "
-                                                f"{r.rerun_command or 'not recorded'}", "contended"))
+            why = f"contended ({r.contention_reason}): left out of every delta; rerun: {r.rerun_command or 'not recorded'}"
+            self.left_out.append(LeftOut(self._where(path, r), why, "contended"))
         elif r.plan == noise.CALIBRATION_PLAN:  # an A/A measurement of the machine: its spread, never a cell
             self.calibration.append(r)
         else:
@@ -231,9 +237,13 @@ class _Sorting:
             group.records.append(r)
             group.paths.append(path)
 
+    def _where(self, path: Path, r: RecordView) -> str:
+        """How a run left out is named in the list of what was left out."""
+        return f"{path.name} ({r.plan}/{r.rung}, {r.env}, {self.names[r.device_label]})"
+
     def _failed(self, path: Path, r: RecordView) -> None:
         self.failed.append((path, r))
-        where = f"{path.name} ({r.plan}/{r.rung}, {r.env}, {self.names[r.device_label]})"
+        where = self._where(path, r)
         why = f"status {r.status}: {r.reason or 'no reason given'}"
         if r.intended_device is None:  # an early death: its environment was never captured
             where = f"{path.name} ({r.plan}/{r.rung}, {r.env}, device not recorded)"
