@@ -208,14 +208,14 @@ def test_two_compares_at_once_leave_a_whole_index(tmp_path):
 
 def test_a_lazy_section_is_the_dict_it_stands_for():
     section = {"kernels": {"top": [{"name": "gemm", "share": 0.5}]}, "mfu": {"mfu_measured": 0.25}, "x": None}
-    blob = __import__("zlib").compress(idx.encode(section))
+    blob = idx.compress(idx.encode(section))
     assert dict(idx.LazySection(blob)) == section
     assert idx.LazySection(blob) == section and section == idx.LazySection(blob)
     assert json.dumps(dict(idx.LazySection(blob))) == json.dumps(section)
     lazy = idx.LazySection(blob)
     assert "mfu" in lazy and lazy.get("x", 1) is None and lazy["kernels"]["top"][0]["name"] == "gemm"
     assert list(lazy.items()) == list(section.items()) and len(lazy) == 3 and bool(idx.LazySection(blob))
-    assert not idx.LazySection(__import__("zlib").compress(idx.encode({})))
+    assert not idx.LazySection(idx.compress(idx.encode({})))
 
 
 def test_sections_round_trip_exactly():
@@ -228,12 +228,31 @@ def test_sections_round_trip_exactly():
 
 
 def test_nonfinite_is_what_the_dataset_walk_finds():
-    from harness.analysis.dataset import _has_nonfinite
+    from harness.analysis.dataset import _walk_nonfinite
 
     cases = [{"a": 1.0}, {"a": math.nan}, [1, [2, {"x": math.inf}]], {"v": [1e308, 1e308]}, {"v": [1e308, math.nan]},
              {"v": [10**400, 1.0]}, {"v": [math.inf, -math.inf]}, {"a": {"b": [None, True, 2.5]}},
              {"s": "x", "n": -math.inf}]
-    assert [idx._nonfinite(c) for c in cases] == [_has_nonfinite(c) for c in cases]
+    assert [idx._nonfinite(c) for c in cases] == [_walk_nonfinite(c) for c in cases]
+
+
+def test_a_warm_load_walks_no_record_and_opens_no_explain(tmp_path, monkeypatch):
+    """The index knows which records hold a NaN: a warm load never walks one (a merge once lost this, and the walk,
+    opening every record's explain section, was most of a warm compare's time); the verdict opens the explain
+    sections of the few runs whose kernels it compares, not every run's."""
+    from harness.analysis import dataset
+    from harness.analysis.options import CompareOptions, analyse
+    from harness.analysis.verdict import verdict
+
+    folder = _copy(ROOT / "results/cpu-amd-epyc-2core", tmp_path / "cpu")
+    analyse(CompareOptions(paths=(folder,)), warn=lambda _line: None)  # cold: the index built
+    opened, fill = set(), idx.LazySection._fill
+    monkeypatch.setattr(dataset, "_walk_nonfinite", lambda obj: pytest.fail("a record was walked"))
+    monkeypatch.setattr(idx.LazySection, "_fill", lambda self: opened.add(id(self)) or fill(self))
+    ds, cmp = analyse(CompareOptions(paths=(folder,)), warn=lambda _line: None)
+    assert ds.valid_records > 20 and not opened
+    verdict(cmp)
+    assert len(opened) < ds.valid_records / 4
 
 
 def test_read_json_fast_path_gives_what_json_gives(tmp_path):
@@ -327,14 +346,17 @@ def test_a_folder_copied_with_its_index_is_reindexed_quietly(tmp_path):
     assert notices == [] and index.stats["indexed"] == 0
 
 
-def test_the_text_says_when_no_nan_can_be_in_it():
-    """_may_be_nonfinite is False only for text that cannot parse to a NaN or an infinity (then the walk is saved)."""
+def test_only_json_parsed_text_can_hold_nan():
+    """parse_json says finite only where orjson parsed the text (it refuses NaN, infinity and numbers past a double):
+    the index walks a record for NaN only where json parsed it, and every text that parses to a NaN or an infinity
+    goes that way."""
+    from harness.record.io import parse_json
+
     for text in (b'[NaN]', b'[-Infinity]', b'[1e400]', b'[1E+309]', b'[1e0000000309]', b'[' + b'9' * 309 + b'.0]',
-                 b'{"a": 2e999}', b'[1e400 ]',
-                 b'[' + b'9' * 250 + b'e60]', b'{"note": "NaN in a string"}'):
-        assert idx._may_be_nonfinite(text), text
-        value = json.loads(text, parse_constant=float)
-        assert idx._nonfinite(value) or b"string" in text
-    for text in (b'[1.5e-300, 1e99, 123456789012345678901234567890]', b'{"a": [0.00044378077229848456, -2.5E+10]}',
-                 b'{"workload_hash": "3fe0123ab12e456", "h": "12e4567c"}'):
-        assert not idx._may_be_nonfinite(text) and not idx._nonfinite(json.loads(text))
+                 b'{"a": 2e999}', b'[1e400 ]', b'[' + b'9' * 250 + b'e60]'):
+        value, finite = parse_json(text)
+        assert not finite and idx._nonfinite(value), text
+    for text in (b'[1.5e-300, 1e99, 1e308]', b'{"a": [0.00044378077229848456, -2.5E+10]}', b'{"note": "NaN, 1e400"}',
+                 b'{"workload_hash": "3fe0123ab12e456", "h": "12e4567c"}', b'[1e-400]'):
+        value, finite = parse_json(text)
+        assert finite and not idx._nonfinite(value), text

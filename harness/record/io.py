@@ -258,6 +258,11 @@ def check_writable(out_dir: str | os.PathLike) -> None:
 def read_json(path: str | os.PathLike):
     """The JSON in a record file, read defensively: a regular file of at most MAX_RECORD_BYTES, UTF-8, at most
     MAX_RECORD_DEPTH deep, within Python's integer-size limit. Anything else: RecordError."""
+    return parse_json(file_bytes(path))[0]
+
+
+def file_bytes(path: str | os.PathLike) -> bytes:
+    """A record file's bytes: a regular file of at most MAX_RECORD_BYTES (RecordError for anything else)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO named *.json must not hang us
         with os.fdopen(fd, "rb") as f:
@@ -268,24 +273,29 @@ def read_json(path: str | os.PathLike):
         raise RecordError(f"unreadable: {exc.strerror or exc}") from None
     if len(data) > MAX_RECORD_BYTES:
         raise RecordError(f"larger than {MAX_RECORD_BYTES // 2**20} MiB, not read")
+    return data
+
+
+def parse_json(data: bytes) -> tuple[object, bool]:
+    """(the JSON in a record file's bytes, finite): finite when orjson parsed it, which refuses NaN, infinity and any
+    number past a double, so no float in it can be NaN or infinite (False: json parsed it, and it may hold some).
+    RecordError as read_json says."""
     value = _fast_loads(data)
-    if value is not _SLOW:
-        if _depth(value) > MAX_RECORD_DEPTH:
-            raise RecordError(f"not a record: JSON nested deeper than {MAX_RECORD_DEPTH} levels")
-        return value
-    try:
-        value = json.loads(data.decode("utf-8"), parse_constant=lambda c: float(c))
-    except UnicodeDecodeError as exc:
-        raise RecordError(f"unreadable: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise RecordError(f"not JSON (truncated?): {exc.msg} at line {exc.lineno}") from None
-    except RecursionError:
-        raise RecordError(f"not a record: JSON nested deeper than {MAX_RECORD_DEPTH} levels") from None
-    except ValueError as exc:  # an integer of more than sys.get_int_max_str_digits() digits
-        raise RecordError(f"not a record: {str(exc).split(';')[0]}") from None
+    finite = value is not _SLOW
+    if not finite:
+        try:
+            value = json.loads(data.decode("utf-8"), parse_constant=lambda c: float(c))
+        except UnicodeDecodeError as exc:
+            raise RecordError(f"unreadable: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        except json.JSONDecodeError as exc:
+            raise RecordError(f"not JSON (truncated?): {exc.msg} at line {exc.lineno}") from None
+        except RecursionError:
+            raise RecordError(f"not a record: JSON nested deeper than {MAX_RECORD_DEPTH} levels") from None
+        except ValueError as exc:  # an integer of more than sys.get_int_max_str_digits() digits
+            raise RecordError(f"not a record: {str(exc).split(';')[0]}") from None
     if _depth(value) > MAX_RECORD_DEPTH:
         raise RecordError(f"not a record: JSON nested deeper than {MAX_RECORD_DEPTH} levels")
-    return value
+    return value, finite
 
 
 _SLOW = object()  # _fast_loads' answer when the standard parser must decide
@@ -341,7 +351,13 @@ def _depth(value) -> int:
 def read_record(path: str | os.PathLike) -> dict:
     """The record in a file, read defensively, brought up to the current schema version, validated, and its
     measurements in range."""
-    return check_measurements(validate(migrate(read_json(path))))
+    return record_of(file_bytes(path))[0]
+
+
+def record_of(data: bytes) -> tuple[dict, bool]:
+    """(the record in a file's bytes, as read_record reads it; finite, as parse_json says)."""
+    value, finite = parse_json(data)
+    return check_measurements(validate(migrate(value))), finite
 
 
 def _out_of_range(key: str, value) -> str | None:
