@@ -325,7 +325,7 @@ class _Store:
             return {}
         except OSError as exc:
             raise IndexError_(f"unreadable ({exc.strerror or exc})") from None
-        body, trailer = data[:-len(MAGIC) - 32], data[-len(MAGIC) - 32:]
+        body, trailer = memoryview(data)[:-len(MAGIC) - 32], data[-len(MAGIC) - 32:]  # no copy of the body
         if not trailer.startswith(MAGIC):
             raise IndexError_("not a harness index")
         if not hmac.compare_digest(trailer[len(MAGIC):], hmac.new(self.key, body, "sha256").digest()):
