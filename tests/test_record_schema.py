@@ -77,6 +77,17 @@ def test_every_committed_record_reads_into_its_section_types_and_back():
     assert count >= 160
 
 
+def test_a_part_read_is_the_part_its_constructor_makes():
+    """Part.of builds a part without the dataclass constructor (harness.record.parts._made, for speed): every part of
+    every committed record, and of an object with keys the model lacks, is what the constructor makes of its fields,
+    those compare=False too (state, extra, keys)."""
+    values = [(key, cls, record.get(key)) for _path, record in committed_records() for key, cls in SECTIONS.items()]
+    values.append(("environment", SECTIONS["environment"], {"gpu": {"name": "X", "newer": 1}, "later": [1]}))
+    for key, cls, value in values:
+        for part in cls.of(value).parts():
+            assert vars(type(part)(**vars(part))) == vars(part), (key, type(part).__name__)
+
+
 def nested_schema(spec: dict, part: type[Part], where: str):
     """(where, the schema's properties of an object, the Part type the model reads it as), at every depth."""
     properties = object_properties(spec)

@@ -91,7 +91,7 @@ class Group:
         """Has at least one run made as a plan rung rather than as a sweep point."""
         return any(not r.sweep for r in self.records)
 
-    @property
+    @cached_property  # its records are all in once loaded (harness.analysis.dataset); read per row of every table
     def rungs(self) -> list[tuple[str, str, int | None]]:
         return sorted({(r.plan, r.rung, r.rung_index) for r in self.records},
                       key=lambda t: (str(t[0]), t[2] if t[2] is not None else 1 << 30, str(t[1])))
