@@ -143,8 +143,8 @@ def test_a_damaged_or_foreign_index_is_rebuilt_with_one_warning(tmp_path, damage
     _run(tmp_path, "harness.compare", folder)
     path = folder / idx.INDEX_DIR / "records.idx"
     data = bytearray(path.read_bytes())
-    if damage == "flip":
-        data[len(data) // 2] ^= 0x40
+    if damage == "flip":  # in the body, which the keyed hash covers
+        data[int.from_bytes(data[-idx.TRAILER:-idx.TRAILER + 8], "little") // 2] ^= 0x40
     elif damage == "truncate":
         data = data[:len(data) // 3]
     elif damage == "foreign":
@@ -166,12 +166,45 @@ def test_a_damaged_or_foreign_index_is_rebuilt_with_one_warning(tmp_path, damage
     assert again.stderr == direct.stderr  # rebuilt: read quietly now
 
 
+def test_a_damaged_explain_section_is_read_from_its_record_with_one_warning(tmp_path):
+    """The explain sections lie past what the keyed hash covers: each is checked against its hash when read. One
+    byte changed in every one: the output is what the records give, with one warning, and the next read rebuilds."""
+    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    direct = _run(tmp_path, "harness.compare", folder, "--no-index", "--detail")
+    _run(tmp_path, "harness.compare", folder)
+    path = folder / idx.INDEX_DIR / "records.idx"
+    rows = idx._Store(folder, path, idx._secret()).load()
+    blobs = [row[9] for row in rows.values() if row[9] is not None]
+    assert len(blobs) > 20
+    data = bytearray(path.read_bytes())
+    for blob in blobs:
+        data[blob.at + blob.length // 2] ^= 0x40
+    path.write_bytes(bytes(data))
+    proc = _run(tmp_path, "harness.compare", folder, "--detail")
+    assert proc.returncode == 0 and proc.stdout == direct.stdout and "Traceback" not in proc.stderr
+    extra = [line for line in proc.stderr.splitlines() if line not in direct.stderr.splitlines()]
+    assert len(extra) == 1 and extra[0].startswith(f"warning: {path}: damaged") and not path.exists()
+    again = _run(tmp_path, "harness.compare", folder, "--detail")
+    assert again.stdout == direct.stdout and again.stderr == direct.stderr and path.exists()
+
+
 def test_an_index_of_another_harness_version_is_rebuilt_quietly(tmp_path, monkeypatch):
     folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
     _read(folder)
     monkeypatch.setattr(idx, "code_identity", lambda: "a changed validation rule")
     index, _r, _w, notices = _read(folder)
     assert index.stats["indexed"] == 0 and notices == []
+
+
+def test_an_index_in_an_earlier_format_is_rebuilt_quietly(tmp_path):
+    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    _read(folder)
+    path = folder / idx.INDEX_DIR / "records.idx"
+    path.write_bytes(b"PAR1" + os.urandom(300) + b"PAR1" + idx.EARLIER_MAGICS[0] + os.urandom(32))
+    index, _r, _w, notices = _read(folder)
+    assert index.stats["indexed"] == 0 and notices == []
+    index, _r, _w, notices = _read(folder)
+    assert index.stats["read"] == 0 and notices == []
 
 
 def test_an_unwritable_index_is_one_warning_and_the_records_are_read(tmp_path):
@@ -299,6 +332,33 @@ def test_validation_by_sections_is_validation_whole(tmp_path):
             continue
         import jsonschema
         assert str(exc.value).endswith(jsonschema.exceptions.best_match(io._validator().iter_errors(bad)).message)
+
+
+def test_a_section_the_plain_check_passes_jsonschema_passes():
+    """io._plain_section's checks only save work: every value one passes, over a grid of JSON values of every type
+    (bool beside int, 1.0 beside 1, null, nested) and each committed record's own, jsonschema finds valid; and they
+    are what most of a record's sections go through."""
+    import itertools
+
+    from harness.record import io
+
+    scalars = [None, True, False, 0, 1, -3, 2**70, 1.0, 2.5, -0.0, "", "ok", "measured", "x" * 3, [], {}, ["a"], [1]]
+    records = [r for _p, r in iter_records([ROOT / "results"], lambda _line: None)]
+    checked = 0
+    for name in io.schema()["properties"]:
+        plain = io._plain_section(name)
+        if plain is None:
+            continue
+        validator = io._section_validator(name)
+        values = scalars + [r.get(name) for r in records]
+        if name == "summary":
+            keys = list(io.schema()["properties"]["summary"]["properties"])[:4] + ["not_in_the_schema"]
+            values += [dict(zip(keys, combo)) for combo in itertools.product(scalars[:9], repeat=2)]
+        for value in values:
+            if plain(value):
+                checked += 1
+                assert validator.is_valid(value), (name, value)
+    assert checked > 1000 and sum(io._plain_section(n) is not None for n in io.schema()["properties"]) >= 12
 
 
 def test_the_export_and_the_cluster_docs_query_give_the_verdicts_numbers(tmp_path):

@@ -96,7 +96,7 @@ class Group:
         return sorted({(r.plan, r.rung, r.rung_index) for r in self.records},
                       key=lambda t: (str(t[0]), t[2] if t[2] is not None else 1 << 30, str(t[1])))
 
-    @property
+    @cached_property
     def label(self) -> str:
         names = sorted({r.rung for r in self.records}, key=str)
         text = "+".join(str(n) for n in names)
@@ -125,7 +125,7 @@ class Group:
         mark = "" if not busy else " contended" if busy == len(self.records) else f" ({busy} contended)"
         return text + (" pooled" if self.pooled else "") + (" mixed" if self.mixed_code else "") + mark
 
-    @property
+    @cached_property
     def workload_codes(self) -> dict[str, list[str]]:
         """The workload code identity (record.workload_code, harness.workload_code) -> the run ids made by it."""
         out: dict[str, list[str]] = {}
@@ -193,7 +193,7 @@ class Group:
         pooled = [x for s in self.samples for x in s]
         return float(np.median(pooled)) if pooled else None
 
-    @property
+    @cached_property
     def memory(self) -> tuple[str, list]:
         metric = self.first.peak_memory()[1]
         return metric, [value for value, _m in (r.peak_memory() for r in self.records) if value is not None]

@@ -31,6 +31,7 @@ import hashlib
 import hmac
 import json
 import math
+import mmap
 import os
 import secrets
 import time
@@ -46,14 +47,18 @@ try:
 except ImportError:
     orjson = None
 
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2
 INDEX_DIR = ".harness-index"
 RACY_NS = 3 * 10**9  # a file changed this close to being indexed is also checked by content on every read
 SHARED = ("environment", "flags", "workload")  # sections stored once per distinct value
 LAZY = "explain"
-MAGIC = b"HARNESS-INDEX-1\n"  # then the 32-byte keyed hash, at the end of the file
+MAGIC = b"HARNESS-INDEX-2\n"  # the file ends with two lengths (8 bytes each), MAGIC and the 32-byte keyed hash
+EARLIER_MAGICS = (b"HARNESS-INDEX-1\n",)  # an earlier harness's layout: rebuilt quietly, as after a code change
+TRAILER = 16 + len(MAGIC) + 32
 PARALLEL_FROM = 256  # files to read before a process per CPU pays for itself
-COLUMNS = ("key", "size", "mtime_ns", "ctime_ns", "ino", "digest", "outcome", "why", "core", "explain")
+COLUMNS = ("key", "size", "mtime_ns", "ctime_ns", "ino", "digest", "outcome", "why", "core", "explain")  # a row
+# The body's columns: a row's core and explain sections are where they lie in the file
+STORED = (*COLUMNS[:-2], "core_at", "core_length", "explain_at", "explain_length", "explain_digest")
 
 
 def code_identity() -> str:
@@ -103,8 +108,8 @@ def encode(value) -> bytes:
     return b" " + json.dumps(value, ensure_ascii=True, allow_nan=False).encode()
 
 
-def decode(blob: bytes):
-    return json.loads(blob) if orjson is None or blob[:1] == b" " else orjson.loads(blob)
+def decode(blob: bytes | memoryview):
+    return json.loads(bytes(blob)) if orjson is None or blob[:1] == b" " else orjson.loads(blob)
 
 
 @cache
@@ -138,7 +143,7 @@ class LazySection(dict):
     def _fill(self) -> LazySection:
         if self._blob is not None:
             blob, self._blob = self._blob, None
-            dict.update(self, decode(decompress(blob)))
+            dict.update(self, blob.section() if isinstance(blob, StoredBlob) else decode(decompress(blob)))
         return self
 
     def __getitem__(self, key):
@@ -283,6 +288,27 @@ def _relative(path: Path, folder: Path) -> str:
     return path.relative_to(folder).as_posix()
 
 
+class StoredBlob:
+    """An explain section's compressed bytes where an index file keeps them: after the body, outside what the keyed
+    hash covers (at 100,000 records they are 450 MB, and a compare reads a few of them), each checked against the hash
+    of it the body holds when a reader asks for it. A mismatch (the file damaged since it was written) is one warning,
+    the section read from the record file itself, and the index removed to be rebuilt."""
+
+    __slots__ = ("at", "digest", "key", "length", "store")
+
+    def __init__(self, store: _Store, at: int, length: int, digest: bytes, key: str):
+        self.store, self.at, self.length, self.digest, self.key = store, at, length, digest, key
+
+    def view(self) -> memoryview:
+        return memoryview(self.store.mapped)[self.at:self.at + self.length]
+
+    def section(self) -> dict:
+        data = bytes(self.view())
+        if len(data) == self.length and hashlib.blake2b(data, digest_size=16).digest() == self.digest:
+            return decode(decompress(data))
+        return self.store.damaged(self.key)
+
+
 class IndexError_(Exception):
     """An index file that cannot be used (damaged, foreign, another harness's): rebuilt, with one warning."""
 
@@ -295,12 +321,19 @@ def index_path(folder: Path, where: Path | None) -> Path:
 
 
 class _Store:
-    """One folder's index file: its rows (COLUMNS, then one id per SHARED section into `blobs`) read and written."""
+    """One folder's index file: its rows (COLUMNS, then one id per SHARED section into `blobs`) read and written.
+    The file: a Parquet body (STORED columns: the small ones, and where each row's sections lie), the core sections
+    one after another, the explain sections one after another, the body's and the cores' lengths, MAGIC, and a keyed
+    hash of all but the explain sections (each of those is checked against its own hash in the body when read:
+    StoredBlob). A core section is read where it lies (orjson parses a view of the mapped file), not copied."""
 
-    def __init__(self, folder: Path, path: Path, key: bytes):
-        self.folder, self.path, self.key = folder, path, key
+    def __init__(self, folder: Path, path: Path, key: bytes, notice=print):
+        self.folder, self.path, self.key, self.notice = folder, path, key, notice
         self.blobs: list[bytes] = []  # distinct SHARED section values
         self.blob_ids: dict[bytes, int] = {}
+        self.mapped = None  # the index file read, mapped (its explain sections are read from it when asked for)
+        self.inode = None
+        self.warned = False
 
     def blob_id(self, blob: bytes | None) -> int:
         if blob is None:
@@ -313,22 +346,47 @@ class _Store:
     def meta(self) -> dict:
         return {"format": INDEX_FORMAT, "code": code_identity(), "folder": str(self.folder.resolve())}
 
+    def _mac(self, body, cores, lengths: bytes) -> bytes:
+        mac = hmac.new(self.key, body, "sha256")
+        for part in (cores, lengths):
+            mac.update(part)
+        return mac.digest()
+
+    def _map(self) -> mmap.mmap | None:
+        """The index file mapped read-only (None where there is none); IndexError_ where it cannot be read."""
+        try:
+            with open(self.path, "rb") as f:
+                st = os.fstat(f.fileno())
+                if st.st_size < TRAILER:
+                    raise IndexError_("not a harness index")
+                self.inode = st.st_ino
+                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except (FileNotFoundError, NotADirectoryError):  # none yet (where it cannot be written, save says so)
+            return None
+        except (OSError, ValueError) as exc:
+            raise IndexError_(f"unreadable ({getattr(exc, 'strerror', None) or exc})") from None
+
     def load(self) -> dict[str, tuple]:
         """key -> row of the stored index; {} where there is none or it is another harness code's (rebuilt quietly);
         IndexError_ for one that cannot be trusted."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        try:
-            data = self.path.read_bytes()
-        except (FileNotFoundError, NotADirectoryError):  # none yet (where it cannot be written, save says so)
+        mapped = self._map()
+        if mapped is None:
             return {}
-        except OSError as exc:
-            raise IndexError_(f"unreadable ({exc.strerror or exc})") from None
-        body, trailer = memoryview(data)[:-len(MAGIC) - 32], data[-len(MAGIC) - 32:]  # no copy of the body
-        if not trailer.startswith(MAGIC):
+        end = len(mapped) - TRAILER
+        magic = mapped[end + 16:end + 16 + len(MAGIC)]  # where every format has put its magic: before the hash
+        if magic in EARLIER_MAGICS:
+            return {}
+        if magic != MAGIC:
             raise IndexError_("not a harness index")
-        if not hmac.compare_digest(trailer[len(MAGIC):], hmac.new(self.key, body, "sha256").digest()):
+        lengths = mapped[end:end + 16]
+        body_length, cores_length = int.from_bytes(lengths[:8], "little"), int.from_bytes(lengths[8:], "little")
+        view = memoryview(mapped)
+        whole = body_length + cores_length <= end
+        body, cores = view[:body_length if whole else 0], view[body_length:body_length + cores_length if whole else 0]
+        if not whole or not hmac.compare_digest(mapped[-32:], self._mac(body, cores, lengths)):
             raise IndexError_("damaged, or made by another user or machine (its keyed hash does not match)")
         try:  # a file that passed the keyed hash was written by save(): failing here means a bug, said in one line
             table = pq.read_table(pa.py_buffer(body), read_dictionary=list(SHARED))
@@ -338,14 +396,33 @@ class _Store:
         if meta.get("format") != INDEX_FORMAT or meta.get("code") != code_identity() or \
                 meta.get("folder") != str(self.folder.resolve()):
             return {}  # ours, but made by another version of the harness or for the folder this one was copied from
-        columns = [table.column(name).to_pylist() for name in COLUMNS]
+        self.mapped = mapped
+        columns = [table.column(name).to_pylist() for name in STORED]
+        core_at, core_length, at, length, digest = columns[len(COLUMNS) - 2:]
+        explain_from = body_length + cores_length
+        columns[len(COLUMNS) - 2:] = [
+            [None if a is None else cores[a:a + n] for a, n in zip(core_at, core_length)],
+            [None if a is None else StoredBlob(self, explain_from + a, n, d, k)
+             for a, n, d, k in zip(at, length, digest, columns[0])]]
         for name in SHARED:
             ids = []
             for chunk in table.column(name).chunks:
                 local = [self.blob_id(blob) for blob in chunk.dictionary.to_pylist()]
                 ids += [-1 if i is None else local[i] for i in chunk.indices.to_pylist()]
             columns.append(ids)
+        del table, body
         return {row[0]: row for row in zip(*columns)}
+
+    @staticmethod
+    def _places(blobs, size) -> tuple[list, list]:
+        """(offsets, lengths) of the blobs laid one after another (None for a row without one)."""
+        at, lengths, offset = [], [], 0
+        for blob in blobs:
+            n = None if blob is None else size(blob)
+            at.append(None if n is None else offset)
+            lengths.append(n)
+            offset += n or 0
+        return at, lengths
 
     def save(self, rows: list[tuple]) -> None:
         """Write the rows as the folder's index: a temp file beside it, renamed over it (OSError if it cannot)."""
@@ -353,30 +430,62 @@ class _Store:
         import pyarrow.parquet as pq
 
         columns = list(zip(*rows)) if rows else [()] * (len(COLUMNS) + len(SHARED))
+        cores, explains = columns[len(COLUMNS) - 2], columns[len(COLUMNS) - 1]
+        core_at, core_lengths = self._places(cores, len)
+        at, lengths = self._places(explains, lambda b: b.length if isinstance(b, StoredBlob) else len(b))
+        digests = [None if b is None else b.digest if isinstance(b, StoredBlob) else
+                   hashlib.blake2b(b, digest_size=16).digest() for b in explains]
         types = (pa.string(), pa.int64(), pa.int64(), pa.int64(), pa.uint64(), pa.binary(), pa.string(), pa.string(),
-                 pa.binary(), pa.binary())
-        arrays = [pa.array(col, type=t) for col, t in zip(columns, types)]
+                 pa.int64(), pa.int64(), pa.int64(), pa.int64(), pa.binary())
+        stored_columns = [*columns[:len(COLUMNS) - 2], core_at, core_lengths, at, lengths, digests]
+        arrays = [pa.array(col, type=t) for col, t in zip(stored_columns, types)]
         dictionary = pa.array(self.blobs, type=pa.binary())
         for ids in columns[len(COLUMNS):]:
             arrays.append(pa.DictionaryArray.from_arrays(pa.array([None if i < 0 else i for i in ids], pa.int32()),
                                                          dictionary))
-        table = pa.table(arrays, names=[*COLUMNS, *SHARED]).replace_schema_metadata(
+        table = pa.table(arrays, names=[*STORED, *SHARED]).replace_schema_metadata(
             {"harness.index": json.dumps(self.meta())})
         sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression={name: "zstd" for name in [*COLUMNS, *SHARED] if name != LAZY},
-                       use_dictionary=list(SHARED))
+        pq.write_table(table, sink, compression="zstd", use_dictionary=list(SHARED))
         del table, arrays
-        body = memoryview(sink.getvalue())  # no copy: the file's bytes are large at 100,000 records
+        body = memoryview(sink.getvalue())
+        cores_length = sum(n for n in core_lengths if n)
+        lengths = len(body).to_bytes(8, "little") + cores_length.to_bytes(8, "little")
+        mac = hmac.new(self.key, body, "sha256")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".tmp-{secrets.token_hex(8)}.idx")
         try:
             with open(tmp, "wb") as f:
                 f.write(body)
-                f.write(MAGIC + hmac.new(self.key, body, "sha256").digest())
+                for core in cores:
+                    if core is not None:
+                        f.write(core)
+                        mac.update(core)
+                for blob in explains:
+                    if blob is not None:
+                        f.write(blob.view() if isinstance(blob, StoredBlob) else blob)
+                mac.update(lengths)
+                f.write(lengths + MAGIC + mac.digest())
             os.replace(tmp, self.path)
         finally:
             with contextlib.suppress(OSError):
                 tmp.unlink()
+
+    def damaged(self, key: str) -> dict:
+        """An explain section whose bytes do not match the hash the body holds: one warning; the index removed (when
+        it is still the file this one read), so the next read rebuilds it; the section read from the record file."""
+        if not self.warned:
+            self.warned = True
+            self.notice(f"warning: {self.path}: damaged (an explain section does not match its hash); the records' "
+                        "own files read for it, and the index rebuilt on the next read")
+            with contextlib.suppress(OSError):
+                if os.stat(self.path).st_ino == self.inode:
+                    self.path.unlink()
+        try:
+            explain = read_record(self.folder / key).get(LAZY)
+        except RecordError:
+            explain = None
+        return explain if isinstance(explain, dict) else {}
 
 
 class RecordIndex:
@@ -415,7 +524,7 @@ class RecordIndex:
         index = cls()
         for folder in dict.fromkeys(Path(p) for p in paths):
             if folder.is_dir():
-                index._update(_Store(folder, index_path(folder, Path(where) if where else None), key), notice)
+                index._update(_Store(folder, index_path(folder, Path(where) if where else None), key, notice), notice)
         return index
 
     def _update(self, store: _Store, notice) -> None:

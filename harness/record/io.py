@@ -171,6 +171,9 @@ def _valid_by_sections(record: dict) -> bool:
             if extra is False:
                 return False
             continue
+        plain = _plain_section(name)
+        if plain is not None and plain(value):
+            continue
         key = (name, hashlib.blake2b(_section_bytes(value), digest_size=16).digest())
         if key not in _VALID_SECTIONS:
             if next(_section_validator(name).iter_errors(value), None) is not None:
@@ -189,6 +192,47 @@ def _section_bytes(value) -> bytes:
         except (TypeError, _orjson.JSONEncodeError):  # an integer past 64 bits, a lone surrogate
             pass
     return json.dumps(value, ensure_ascii=True).encode()
+
+
+_DESCRIBING = {"description", "title"}
+
+
+def _types_of(spec) -> frozenset | None:
+    """The Python types a schema of only `type` (or `enum`/`const` of strings, or integers for const) surely
+    accepts (json and orjson make exactly these types): a value of one of them is valid; None for any other schema.
+    Integer is int alone here (jsonschema also takes 1.0: that goes to jsonschema), number is int and float (bool is
+    neither, as in JSON Schema)."""
+    if not isinstance(spec, dict) or not set(spec) - _DESCRIBING or not set(spec) - _DESCRIBING <= {"type"}:
+        return None
+    types = spec["type"] if isinstance(spec["type"], list) else [spec["type"]]
+    found = [_EXACT_TYPES.get(t) or {"object": {dict}, "array": {list}}.get(t) for t in types]
+    return None if None in found else frozenset().union(*found)
+
+
+@cache
+def _plain_section(name: str):
+    """A check that says a value of the record's top-level property `name` is surely valid, for the properties whose
+    schema is a type (run_id's string, the summary's numbers...), an enum of strings, a const, or an object of typed
+    properties and nothing else; None for any other (the hashed cache and jsonschema decide those). A value it does
+    not pass is left to them, so it can only save work, never pass what jsonschema refuses."""
+    spec = schema()["properties"][name]
+    rules = set(spec) - _DESCRIBING if isinstance(spec, dict) else {None}
+    types = _types_of(spec)
+    if types is not None:
+        return lambda value: type(value) in types
+    if rules == {"enum"} and all(isinstance(v, str) for v in spec["enum"]):
+        allowed = frozenset(spec["enum"])
+        return lambda value: type(value) is str and value in allowed
+    if rules == {"const"} and type(spec["const"]) in (str, int):
+        const = spec["const"]
+        return lambda value: type(value) is type(const) and value == const
+    if rules == {"type", "properties"}:
+        outer = _types_of({"type": spec["type"]})
+        inner = {key: _types_of(sub) for key, sub in spec["properties"].items()}
+        if outer is not None and None not in inner.values():
+            return lambda value: type(value) in outer and (
+                type(value) is not dict or all(type(value[k]) in allowed for k, allowed in inner.items() if k in value))
+    return None
 
 
 @cache
@@ -335,17 +379,19 @@ _CONTAINERS = frozenset((dict, list))  # what parsed JSON nests in (json and orj
 
 
 def _depth(value) -> int:
-    """Nesting depth of parsed JSON, without recursion."""
-    if not isinstance(value, (dict, list)):
+    """Nesting depth of parsed JSON, level by level, without recursion."""
+    if type(value) not in _CONTAINERS:
         return 0
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()  # only dicts and lists are pushed
-        deepest = max(deepest, depth)
-        children = item.values() if isinstance(item, dict) else item
-        if not _CONTAINERS.isdisjoint(map(type, children)):  # most lists hold only numbers: skipped at C speed
-            stack.extend((v, depth + 1) for v in children if isinstance(v, (dict, list)))
-    return deepest
+    level, depth = [value], 0
+    while level:
+        depth += 1
+        below = []
+        for item in level:  # only dicts and lists
+            children = item.values() if type(item) is dict else item
+            if not _CONTAINERS.isdisjoint(map(type, children)):  # most lists hold only numbers: skipped at C speed
+                below += [v for v in children if type(v) is dict or type(v) is list]
+        level = below
+    return depth
 
 
 def read_record(path: str | os.PathLike) -> dict:

@@ -257,7 +257,7 @@ class RecordView:
         record that has only env_name, or only `device`)."""
         env = self.environment
         if env.gpu.name or env.cpu.model:
-            return device_label(env)
+            return self.device_label
         return None
 
     # The numbers
@@ -283,8 +283,9 @@ class RecordView:
 
     @property
     def step_losses(self) -> list:
-        """Every step's loss as recorded (None where a step had none); [] for a record with only a summary."""
-        return list(self.steps.loss or [])
+        """Every step's loss as recorded (None where a step had none); [] for a record with only a summary. The same
+        list on every call: read it, never change it."""
+        return self._once("step_losses", lambda: list(self.steps.loss or []))
 
     @property
     def step_ms(self) -> list:
