@@ -6,8 +6,8 @@ Makes DIR/records/ (N records: the committed record files under results/, copied
 their step times and summary numbers scaled by up to 10% (another run's numbers), each file named after its run id;
 a record is ~20 KB, so 100,000 of them are ~2.4 GB: put DIR on a disk with room; it is deleted afterwards unless
 --keep), then runs `python -m harness.compare DIR/records` in a fresh interpreter each time: cold (no index yet:
-every file parsed, validated and indexed), warm (the index is current) and, with --no-index-too, reading the JSON
-directly. Prints each one's wall time, the part of it spent reading the records (the index brought up to date, then
+every file parsed, validated and indexed), warm (the index is current; --warm-runs times, their median printed) and,
+with --no-index-too, reading the JSON directly. Prints each one's wall time, the part of it spent reading the records (the index brought up to date, then
 the dataset loaded; the rest is the analysis), its CPU time (with the index's worker processes: on a shared machine
 the wall time says as much about the others' load), its peak memory (ru_maxrss of that process), and the machine's
 load average before and after. A benchmark, not a test: it asserts nothing.
@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -99,9 +100,13 @@ def main(argv=None) -> int:
     p.add_argument("--dir", type=Path, required=True, help="where to make them (DIR/records/); must not exist yet")
     p.add_argument("--from", dest="sources", type=Path, action="append", default=[], metavar="PATH",
                    help="records to copy (default: results/)")
+    p.add_argument("--warm-runs", type=int, default=3, metavar="N",
+                   help="how many warm compares to time (default 3: this kind of machine varies by 20%% run to run)")
     p.add_argument("--no-index-too", action="store_true", help="also time compare --no-index (the JSON read directly)")
     p.add_argument("--keep", action="store_true", help="keep DIR afterwards (default: deleted)")
     args = p.parse_args(argv)
+    if args.warm_runs < 0:
+        p.error("--warm-runs: 0 or more")
     if args.dir.exists():
         p.error(f"--dir {args.dir}: exists; give a new folder")
     records = args.dir / "records"
@@ -111,13 +116,17 @@ def main(argv=None) -> int:
         size = sum(f.stat().st_size for f in records.rglob("*.json"))
         print(f"made {args.records:,} records ({size / 1e9:.2f} GB) in {time.perf_counter() - start:.0f} s")
         print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
-        runs = [("cold (index built)", ()), ("warm (index current)", ())]
+        runs = [("cold (index built)", ())] + [(f"warm {i + 1} (index current)", ()) for i in range(args.warm_runs)]
         if args.no_index_too:
             runs.append(("--no-index (JSON read directly)", ("--no-index",)))
+        warm = []
         for name, extra in runs:
             seconds, read, cpu, peak, head = timed_compare(records, *extra)
+            warm += [seconds] if name.startswith("warm") else []
             print(f"{name:32} {seconds:6.1f} s (reading the records {read:6.1f} s; CPU {cpu:6.1f} s)   peak RSS "
-                  f"{peak / 2**30:5.2f} GiB")
+                  f"{peak / 2**30:5.2f} GiB", flush=True)
+        if warm:
+            print(f"warm: median {statistics.median(warm):.1f} s of {len(warm)} ({min(warm):.1f}-{max(warm):.1f} s)")
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print(f"compare's first lines:\n{head}")
     finally:

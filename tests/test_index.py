@@ -334,6 +334,31 @@ def test_validation_by_sections_is_validation_whole(tmp_path):
         assert str(exc.value).endswith(jsonschema.exceptions.best_match(io._validator().iter_errors(bad)).message)
 
 
+def test_the_listing_is_what_rglob_finds(tmp_path, monkeypatch):
+    """io.record_files lists with one scandir per folder: the same paths, in the same order, as rglob("*.json") gives
+    (hidden files, a folder named *.json, a linked folder not followed, links to files and nowhere, .JSON not)."""
+    from harness.record import io
+
+    root = tmp_path / "t"
+    for folder in ("a/b", ".hid", "d.json", "real"):
+        (root / folder).mkdir(parents=True)
+    for name in ("x.json", ".y.json", "a/z.json", "a/b/w.JSON", "a/b/v.json", ".hid/h.json", "d.json/in.json",
+                 ".tmp-1.json", "bisect-x.json", "a/b.txt", "real/r.json"):
+        (root / name).write_text("{}")
+    (root / "a" / "link").symlink_to(root / "real")
+    (root / "sl.json").symlink_to(root / "real" / "r.json")
+    (root / "broken.json").symlink_to(tmp_path / "nowhere")
+
+    def by_rglob(folder):
+        return sorted((p for p in folder.rglob("*.json") if not p.name.startswith(io.TEMP_PREFIX)
+                       and not any(p.match(pattern) for pattern in io.NOT_RECORDS)), key=lambda p: p.parts)
+
+    for folder in (root, ROOT / "results", ROOT / "tests" / "data"):
+        assert io.record_files(folder) == by_rglob(folder) and io.record_files(folder)
+    monkeypatch.chdir(root)
+    assert io.record_files(Path(".")) == by_rglob(Path(".")) and len(by_rglob(Path("."))) == 10
+
+
 def test_a_section_the_plain_check_passes_jsonschema_passes():
     """io._plain_section's checks only save work: every value one passes, over a grid of JSON values of every type
     (bool beside int, 1.0 beside 1, null, nested) and each committed record's own, jsonschema finds valid; and they

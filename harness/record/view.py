@@ -88,6 +88,9 @@ def _text(value) -> str | None:
     return value if isinstance(value, str) else None
 
 
+_UNREAD = object()  # what RecordView._once has not read yet (None is a value it may read)
+
+
 class RecordView:
     """Read-only accessors over one record dict (the dict itself is not copied; nothing here changes it)."""
 
@@ -97,21 +100,24 @@ class RecordView:
         self._r = record
         self._read: dict = {}  # what was read or derived once (a kernel profile has hundreds of rows)
 
-    def _once(self, name, make, section: str | None = None):
-        """make() read once per view; where it comes from one section that the record index shares between records
-        (harness.record.index.SharedSection), once for all those records (100,000 records, a few environments)."""
-        if name not in self._read:
+    def _once(self, name, make, *args, section: str | None = None):
+        """make(*args), read once per view; where it comes from one section that the record index shares between
+        records (harness.record.index.SharedSection), once for all those records (100,000 records, a few environments)."""
+        value = self._read.get(name, _UNREAD)
+        if value is _UNREAD:
             shared = getattr(self._r.get(section), "typed", None) if section else None
             if shared is None:
-                self._read[name] = make()
+                value = make(*args)
             else:
-                if name not in shared:
-                    shared[name] = make()
-                self._read[name] = shared[name]
-        return self._read[name]
+                value = shared.get(name, _UNREAD)
+                if value is _UNREAD:
+                    value = shared[name] = make(*args)
+            self._read[name] = value
+        return value
 
     def _section(self, key: str, cls):
-        return self._once(cls, lambda: cls.of(self._r.get(key)), section=key)
+        value = self._read.get(cls, _UNREAD)  # read for every property of every record: the cached one first
+        return value if value is not _UNREAD else self._once(cls, cls.of, self._r.get(key), section=key)
 
     @classmethod
     def of(cls, record: RecordView | dict) -> RecordView:
@@ -352,7 +358,7 @@ class RecordView:
         has nvidia-smi's "device used"; a CUDA run (or any run with an allocator peak) "peak alloc"; a CPU run
         "peak RSS". widest=True: the most inclusive metric the record has: on a CUDA run device used, else peak
         reserved, else peak alloc; on a CPU run peak RSS; (None, the last of those) when it has none."""
-        return self._once(("peak_memory", widest), lambda: self._peak_memory(widest))
+        return self._once(("peak_memory", widest), self._peak_memory, widest)
 
     def _peak_memory(self, widest: bool) -> tuple[int | None, str]:
         if widest:  # a CUDA run's memory is the device's: the host process's RSS never stands in for it
