@@ -69,7 +69,8 @@ def test_a_pool_of_runs_made_by_different_code_is_marked_not_pooled_silently():
     a["workload_code"], b["workload_code"] = "1111", "2222"
     g = Group("measured", a["workload_hash"], a["flags"]["hash"], "torch212", "h100", [RecordView(a), RecordView(b)])
     assert g.mixed_code and g.n_text.endswith(" mixed") and "2 versions of the workload code" in g.code_note
-    b["workload_code"] = "1111"
+    b["workload_code"] = "1111"  # a group is made of its records once loaded (it reads them once): a new one
+    g = Group("measured", a["workload_hash"], a["flags"]["hash"], "torch212", "h100", [RecordView(a), RecordView(b)])
     assert not g.mixed_code and g.code_note is None and "mixed" not in g.n_text
 
 
