@@ -249,6 +249,29 @@ def test_a_lazy_section_is_the_dict_it_stands_for():
     assert "mfu" in lazy and lazy.get("x", 1) is None and lazy["kernels"]["top"][0]["name"] == "gemm"
     assert list(lazy.items()) == list(section.items()) and len(lazy) == 3 and bool(idx.LazySection(blob))
     assert not idx.LazySection(idx.compress(idx.encode({})))
+    lazy = idx.LazySection(blob)
+    assert lazy.peek("mfu") == section["mfu"] and lazy.peek("none", 7) == 7 and lazy._blob is not None  # left unread
+    assert lazy["x"] is None and lazy.peek("mfu") == section["mfu"]
+
+
+def test_a_runs_mfu_read_through_the_index_is_its_records_and_leaves_explain_unread(tmp_path):
+    """RecordView.mfu reads explain's mfu object alone (LazySection.peek): the same numbers as the whole section
+    gives, for every committed record, and no record's explain section is read whole for it."""
+    from harness.record.view import RecordView
+
+    folder = _copy(ROOT / "results", tmp_path / "results")
+    _read(folder)
+    _index, records, _w, _n = _read(folder)
+    direct = dict(iter_records([folder], lambda _line: None))
+    found = 0
+    for path, record in records:
+        view = RecordView(record)
+        for key in ("mfu_measured", "mfu_datasheet"):
+            value = view.mfu(key)
+            assert value == getattr(RecordView(direct[path]).explain.mfu, key), (path, key)
+            found += value is not None
+        assert not isinstance(record.get("explain"), idx.LazySection) or record["explain"]._blob is not None
+    assert found > 50
 
 
 def test_sections_round_trip_exactly():

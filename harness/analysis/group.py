@@ -188,7 +188,7 @@ class Group:
         device = self.noise.memory_noise(metric) if self.noise is not None else None
         return stats.memory(values, key="memory " + repr(self.key), n_boot=self.n_boot, device=device)
 
-    @property
+    @cached_property  # a reference table reads it once per reference it stands beside
     def ms_median(self) -> float | None:
         pooled = [x for s in self.samples for x in s]
         return float(np.median(pooled)) if pooled else None
@@ -204,8 +204,15 @@ class Group:
         return float(np.median(values)) if values else None
 
     def summary_median(self, name: str) -> float | None:
-        values = [v for v in (r.summary_number(name) for r in self.records) if v is not None]
-        return float(np.median(values)) if values else None
+        """The median over its runs of one summary number (each name computed once: a reference table asks per row)."""
+        if name not in self._summary_medians:
+            values = [v for v in (r.summary_number(name) for r in self.records) if v is not None]
+            self._summary_medians[name] = float(np.median(values)) if values else None
+        return self._summary_medians[name]
+
+    @cached_property
+    def _summary_medians(self) -> dict:
+        return {}
 
     def _with(self, read):
         """The first of its runs for which read(run) is non-empty (the evidence of one run stands for the group)."""

@@ -140,6 +140,15 @@ class LazySection(dict):
         super().__init__()
         self._blob = blob
 
+    def peek(self, key: str, default=None):
+        """One key's value, the section left unread where it is (a reader of one small object of every run's explain
+        does not hold every run's kernel profile)."""
+        if self._blob is None:
+            return dict.get(self, key, default)
+        blob = self._blob
+        section = blob.section() if isinstance(blob, StoredBlob) else decode(decompress(blob))
+        return section.get(key, default)
+
     def _fill(self) -> LazySection:
         if self._blob is not None:
             blob, self._blob = self._blob, None

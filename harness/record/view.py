@@ -13,7 +13,7 @@ from datetime import datetime
 from types import MappingProxyType
 
 from harness.record.model import ADDED_FIELD_DEFAULTS
-from harness.record.parts import Gemm, Kernels, KernelTime, MemorySplit
+from harness.record.parts import Gemm, Kernels, KernelTime, MemorySplit, Mfu
 from harness.record.sections import (
     Contention,
     Environment,
@@ -408,9 +408,21 @@ class RecordView:
         return self.kernels.vocab_gemms or ()
 
     def mfu(self, key: str) -> float | None:
-        """explain.mfu's mfu_datasheet or mfu_measured."""
-        value = getattr(self.explain.mfu, key)
+        """explain.mfu's mfu_datasheet or mfu_measured (read for every run of a cell: explain's mfu object alone, not
+        its kernel profile)."""
+        value = getattr(self._explain_part("mfu", Mfu), key)
         return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    def _explain_part(self, name: str, cls):
+        """One object of explain as its type, read without the rest where the record index keeps explain unread (its
+        kernel profile is most of a record's bytes; the median of a cell's MFU reads every run's)."""
+        def read():
+            if Explain in self._read:
+                return getattr(self.explain, name)
+            explain = self._r.get("explain")
+            peek = getattr(explain, "peek", None)  # harness.record.index.LazySection: one key, the section left unread
+            return cls.of(peek(name) if peek is not None else _dict(explain).get(name))
+        return self._once(("explain", name), read)
 
     @property
     def mapped_libraries(self) -> dict:
