@@ -11,17 +11,19 @@ the index does not hold, or whose identity differs, is read again through read_r
 dropped. The index also names the harness code that made it (the schema and every module of this package): when
 the rules of reading or validating change, it is rebuilt, so nothing stale is ever used.
 
-Engine: Apache Parquet through pyarrow (docs/architecture.md says why). One file per folder,
-FOLDER/.harness-index/records.idx (or, with --index DIR, DIR/<hash of the folder's path>.idx): a Parquet table, then
-a keyed hash of it under a key only this user can read (~/.cache/gpt-harness/index-key). An index that is damaged,
-made by another user or machine, or not an index at all fails that check, and is rebuilt with one warning line: it
-is never trusted. It is written whole to a temp file and renamed over the old one, so two compares at once each read
-a complete index (the later rename wins; the other's new entries are read again next time).
+Engine: Apache Parquet through pyarrow for the table (docs/architecture.md says why). One file per folder,
+FOLDER/.harness-index/records.idx (or, with --index DIR, DIR/<hash of the folder's path>.idx), mapped when read: a
+Parquet body, the records' core sections, their explain sections, and a keyed hash of all but the explain sections
+under a key only this user can read (~/.cache/gpt-harness/index-key); each explain section is checked against its
+own hash in the body when it is read (StoredBlob). An index that is damaged, made by another user or machine, or not
+an index at all fails a check, and is rebuilt with one warning line: it is never trusted. It is written whole to a
+temp file and renamed over the old one, so two compares at once each read a complete index (the later rename wins;
+the other's new entries are read again next time).
 
 A record's sections that repeat across runs (environment, flags, workload) are stored once per distinct value and
-shared, read-only, by the records that have them; its explain section (most of its bytes, read by a few tables for a
-few runs) stays compressed until a reader asks for it (LazySection). No torch import; pyarrow only when an index is
-used (without it, the records are read directly, as with --no-index).
+shared, read-only, by the records that have them (SharedSection); its explain section (most of its bytes, read by a
+few tables for a few runs) stays unread until a reader asks for it (LazySection). No torch import; pyarrow only when
+an index is used (without it, the records are read directly, as with --no-index).
 """
 
 from __future__ import annotations
@@ -262,7 +264,7 @@ def index_file(job: tuple[str, str]) -> tuple[tuple | None, tuple]:
     except OSError:
         before = None
     racy = before is not None and time.time_ns() - max(before.st_mtime_ns, before.st_ctime_ns) < RACY_NS
-    data = digest = None
+    digest = None
     try:
         data = file_bytes(path)
         digest = hashlib.blake2b(data, digest_size=16).digest() if racy else None
