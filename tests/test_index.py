@@ -196,6 +196,20 @@ def test_an_index_of_another_harness_version_is_rebuilt_quietly(tmp_path, monkey
     assert index.stats["indexed"] == 0 and notices == []
 
 
+def test_an_index_that_cannot_be_mapped_is_read(tmp_path, monkeypatch):
+    """A filesystem that cannot map files (some network and FUSE ones): the index is read whole instead, quietly."""
+    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    _index, records, _w, _n = _read(folder)
+
+    def refuse(*_args, **_kw):
+        raise OSError(19, "No such device")
+
+    monkeypatch.setattr(idx.mmap, "mmap", refuse)
+    index, again, _w, notices = _read(folder)
+    assert notices == [] and index.stats["read"] == 0 and again == records
+    assert all(dict(r.get("explain") or {}) == dict(r0.get("explain") or {}) for (_p, r), (_q, r0) in zip(again, records))
+
+
 def test_an_index_in_an_earlier_format_is_rebuilt_quietly(tmp_path):
     folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
     _read(folder)

@@ -363,15 +363,19 @@ class _Store:
             mac.update(part)
         return mac.digest()
 
-    def _map(self) -> mmap.mmap | None:
-        """The index file mapped read-only (None where there is none); IndexError_ where it cannot be read."""
+    def _map(self) -> mmap.mmap | bytes | None:
+        """The index file mapped read-only, or read whole where its filesystem cannot map it (None where there is
+        none); IndexError_ where it cannot be read."""
         try:
             with open(self.path, "rb") as f:
                 st = os.fstat(f.fileno())
                 if st.st_size < TRAILER:
                     raise IndexError_("not a harness index")
                 self.inode = st.st_ino
-                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                try:
+                    return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                except (OSError, ValueError):  # some network and FUSE filesystems: the same bytes, read
+                    return f.read()
         except (FileNotFoundError, NotADirectoryError):  # none yet (where it cannot be written, save says so)
             return None
         except (OSError, ValueError) as exc:
