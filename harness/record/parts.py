@@ -103,7 +103,7 @@ def _defaults(cls) -> dict:
 
 def _made(cls, values: dict):
     """cls(**values) with every field in values, less the frozen dataclass __init__'s one object.__setattr__ per field:
-    a compare of 100,000 records makes some 200,000 parts (tests/test_record_parts.py holds the two equal)."""
+    a compare of 100,000 records makes some 200,000 parts (tests/test_record_schema.py holds the two equal)."""
     part = object.__new__(cls)
     part.__dict__.update(values)
     return part
