@@ -107,6 +107,11 @@ def test_a_new_changed_or_removed_file_is_noticed(tmp_path):
     assert by_path[victim]["summary"]["tokens_per_s"] == raw["summary"]["tokens_per_s"]
     assert files[2] not in by_path and folder / "new.json" in by_path
     assert len(idx._Store(folder, idx.index_path(folder, None), idx._secret()).load()) == len(files)
+    # The rewritten index carried the kept rows' sections over from the old file: read back, they are the records'.
+    index, kept, _w, notices = _read(folder)
+    assert index.stats["read"] == 0 and kept == list(iter_records([folder], lambda _line: None))
+    assert sum(isinstance(r.get("explain"), idx.LazySection) for _p, r in kept) > 20
+    assert notices == []  # no section read back from its record for want of a whole copy
 
 
 def test_a_file_changed_as_it_was_indexed_is_checked_by_its_bytes(tmp_path):
