@@ -147,14 +147,16 @@ class LazySection(dict):
         does not hold every run's kernel profile)."""
         if self._blob is None:
             return dict.get(self, key, default)
-        blob = self._blob
-        section = blob.section() if isinstance(blob, StoredBlob) else decode(decompress(blob))
-        return section.get(key, default)
+        return self._opened().get(key, default)
+
+    def _opened(self) -> dict:
+        """The section, from where it is kept: in the index file (checked then), or in memory (read just now)."""
+        return self._blob.section() if isinstance(self._blob, StoredBlob) else decode(decompress(self._blob))
 
     def _fill(self) -> LazySection:
         if self._blob is not None:
-            blob, self._blob = self._blob, None
-            dict.update(self, blob.section() if isinstance(blob, StoredBlob) else decode(decompress(blob)))
+            section, self._blob = self._opened(), None
+            dict.update(self, section)
         return self
 
     def __getitem__(self, key):
@@ -358,9 +360,11 @@ class _Store:
         return {"format": INDEX_FORMAT, "code": code_identity(), "folder": str(self.folder.resolve())}
 
     def _mac(self, body, cores, lengths: bytes) -> bytes:
+        """The keyed hash of the body, the core sections (an iterable of their bytes, in file order) and the lengths."""
         mac = hmac.new(self.key, body, "sha256")
-        for part in (cores, lengths):
-            mac.update(part)
+        for core in cores:
+            mac.update(core)
+        mac.update(lengths)
         return mac.digest()
 
     def _map(self) -> mmap.mmap | bytes | None:
@@ -401,7 +405,7 @@ class _Store:
         view = memoryview(mapped)
         whole = body_length + cores_length <= end
         body, cores = view[:body_length if whole else 0], view[body_length:body_length + cores_length if whole else 0]
-        if not whole or not hmac.compare_digest(mapped[-32:], self._mac(body, cores, lengths)):
+        if not whole or not hmac.compare_digest(mapped[-32:], self._mac(body, (cores,), lengths)):
             raise IndexError_("damaged, or made by another user or machine (its keyed hash does not match)")
         try:  # a file that passed the keyed hash was written by save(): failing here means a bug, said in one line
             table = pq.read_table(pa.py_buffer(body), read_dictionary=list(SHARED))
@@ -466,21 +470,17 @@ class _Store:
         body = memoryview(sink.getvalue())
         cores_length = sum(n for n in core_lengths if n)
         lengths = len(body).to_bytes(8, "little") + cores_length.to_bytes(8, "little")
-        mac = hmac.new(self.key, body, "sha256")
+        cores = [core for core in cores if core is not None]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".tmp-{secrets.token_hex(8)}.idx")
         try:
             with open(tmp, "wb") as f:
                 f.write(body)
-                for core in cores:
-                    if core is not None:
-                        f.write(core)
-                        mac.update(core)
+                f.writelines(cores)
                 for blob in explains:
                     if blob is not None:
                         f.write(blob.view() if isinstance(blob, StoredBlob) else blob)
-                mac.update(lengths)
-                f.write(lengths + MAGIC + mac.digest())
+                f.write(lengths + MAGIC + self._mac(body, cores, lengths))
             os.replace(tmp, self.path)
         finally:
             with contextlib.suppress(OSError):

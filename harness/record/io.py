@@ -198,8 +198,8 @@ _DESCRIBING = {"description", "title"}
 
 
 def _types_of(spec) -> frozenset | None:
-    """The Python types a schema of only `type` (or `enum`/`const` of strings, or integers for const) surely
-    accepts (json and orjson make exactly these types): a value of one of them is valid; None for any other schema.
+    """The Python types a schema of only `type` (and words that describe it) surely accepts (json and orjson make
+    exactly these types): a value of one of them is valid; None for any other schema.
     Integer is int alone here (jsonschema also takes 1.0: that goes to jsonschema), number is int and float (bool is
     neither, as in JSON Schema)."""
     if not isinstance(spec, dict) or not set(spec) - _DESCRIBING or not set(spec) - _DESCRIBING <= {"type"}:
