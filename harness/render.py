@@ -14,7 +14,7 @@ from tabulate import tabulate
 from harness.analysis import stats
 from harness.analysis.cells import SHOWN_AS_TEXT, Cell, Memory, Mfu, Table, fmt_int, fmt_mib, fmt_ms, fmt_pct
 from harness.analysis.dataset import Dataset
-from harness.analysis.verdict import SERIES
+from harness.analysis.verdict import SERIES, extremes
 from harness.textsafe import csv_cell, csv_comment, markdown_cell, one_line
 from harness.textsafe import markdown as md
 
@@ -395,8 +395,7 @@ def noise_line(noise: list, name) -> tuple[str, list[str]] | None:
 
 def _range(pairs: list) -> tuple:
     """Over many pairs: the fastest and the slowest, and a line of their verdicts counted and the memory range."""
-    fastest = max(pairs, key=lambda p: p.speed.value if p.speed.value is not None else -1)
-    slowest = min(pairs, key=lambda p: p.speed.value if p.speed.value is not None else 1e9)
+    slowest, fastest = extremes(pairs)
     faster = sum(p.speed.beyond and p.speed.value > 0 for p in pairs)
     slower = sum(p.speed.beyond and p.speed.value < 0 for p in pairs)
     mem = [p.memory.value for p in pairs if p.memory is not None and p.memory.value is not None]

@@ -33,7 +33,7 @@ from harness.analysis.knob_pairs import measured_pairs, ok_references, ref_torch
 from harness.analysis.series import Point, throughput_point
 from harness.analysis.tables.knobs import splits
 from harness.analysis.tables.ladder import ladders
-from harness.analysis.verdict import SERIES, verdict
+from harness.analysis.verdict import SERIES, extremes, verdict
 
 MEMORY_PARTS = (("tensors_bytes", "live tensors"), ("allocator_cache_bytes", "allocator cache"),
                 ("outside_allocator_bytes", "outside the allocator"))
@@ -286,13 +286,11 @@ def device_headlines(cmp: Compare) -> list[KeyFinding]:
     out = []
     for (base, other), ps in by_devices.items():
         if len(ps) > SERIES:
-            known = [p for p in ps if p.speed.value is not None]
-            slow = min(known, key=lambda p: p.speed.value)
-            fast = max(known, key=lambda p: p.speed.value)
+            slow, fast = extremes(ps)
             out.append(KeyFinding(f"{cmp.name(other)} against {cmp.name(base)} under {len(ps)} envs: tokens/s from "
                                   f"{said(slow.speed, 'ratio')} (env {slow.same}) to {said(fast.speed, 'ratio')} (env "
                                   f"{fast.same}); beyond noise under {sum(p.speed.beyond for p in ps)} of {len(ps)}.",
-                                  abs(fast.speed.value), tuple(i for p in ps for r in p.rows for i in r.run_ids)))
+                                  abs(fast.speed.value or 0.0), tuple(i for p in ps for r in p.rows for i in r.run_ids)))
             continue
         out += [KeyFinding(f"{cmp.name(p.other)} against {cmp.name(p.base)} (env {p.same}): tokens/s "
                            f"{said(p.speed, 'ratio')}, the geometric mean over {len(p.rows)} rungs"

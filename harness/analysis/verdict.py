@@ -13,6 +13,7 @@ baselines and the left-out runs of those tables.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -61,6 +62,14 @@ class Verdict:
     not_ok: Counter  # status -> count of the runs not ok
     devices: list[tuple[str, str]]  # (alias, full label), in the device order
     noise: list = field(default_factory=list)  # DeviceNoise of each compared device, in the device order
+
+
+def extremes(pairs: list[Pair]) -> tuple[Pair, Pair]:
+    """(slowest, fastest) of many pairs by their tokens/s (a pair without a number is neither, unless none has one):
+    what a series of pairs is said by, in the verdict and in the report's key findings."""
+    slowest = min(pairs, key=lambda p: p.speed.value if p.speed.value is not None else math.inf)
+    fastest = max(pairs, key=lambda p: p.speed.value if p.speed.value is not None else -math.inf)
+    return slowest, fastest
 
 
 def verdict(cx: Compare) -> Verdict:
