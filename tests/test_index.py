@@ -293,6 +293,32 @@ def test_a_runs_mfu_read_through_the_index_is_its_records_and_leaves_explain_unr
     assert found > 50
 
 
+def test_a_record_from_the_index_brings_what_its_view_derives(tmp_path, monkeypatch):
+    """The values every run's view derives for compare (view.INDEXED: timed steps, losses, memory, contention, MFU)
+    come with a record read from the index, made by the view when it was indexed: for every committed record the
+    same values, of the same types, as a view of the record read directly derives, and none of the sections they
+    are derived from is read for them on a warm read."""
+    from harness.record import parts
+    from harness.record.view import INDEXED, RecordView
+
+    folder = _copy(ROOT / "results", tmp_path / "results")
+    _read(folder)
+    direct = dict(iter_records([folder], lambda _line: None))
+    made = []
+    monkeypatch.setattr(parts.Part, "of", classmethod(lambda cls, value: made.append(cls) or pytest.fail("derived")))
+    _index, records, _w, _n = _read(folder)
+    views = [(path, RecordView(record)) for path, record in records]
+    read = {name: [repr(view._once(name, pytest.fail)) for _path, view in views] for name in INDEXED}
+    monkeypatch.undo()
+    assert len(views) > 200 and not made
+    for i, (path, _view) in enumerate(views):
+        fresh = RecordView(direct[path])
+        fresh.indexed()
+        assert {name: read[name][i] for name in INDEXED} == {name: repr(fresh._read[name]) for name in INDEXED}, path
+    assert any(v.timed_ms for _p, v in views) and any(v.mfu("mfu_datasheet") for _p, v in views)
+    assert {type(RecordView(r).peak_memory()) for _p, r in records} == {tuple}
+
+
 def test_sections_round_trip_exactly():
     """What the index stores decodes to the value read_record gave: long integers, surrogates, -0.0, key order."""
     for value in ({"b": 1, "a": [1.0, -0.0, 1e-300, 2**70, -(2**65)], "s": "\ud800 \U0001f600 é"},

@@ -22,8 +22,11 @@ the other's new entries are read again next time).
 
 A record's sections that repeat across runs (environment, flags, workload) are stored once per distinct value and
 shared, read-only, by the records that have them (SharedSection); its explain section (most of its bytes, read by a
-few tables for a few runs) stays unread until a reader asks for it (LazySection). No torch import; pyarrow only when
-an index is used (without it, the records are read directly, as with --no-index).
+few tables for a few runs) stays unread until a reader asks for it (LazySection). Beside each record's core the
+index keeps what its RecordView derived when it was indexed (harness.record.view.INDEXED: timed steps, losses, peak
+memory, contention, MFU): a record read back brings them (IndexedRecord.known), so a warm compare derives nothing per
+run. No torch import; pyarrow only when an index is used (without it, the records are read directly, as with
+--no-index).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from pathlib import Path
 
 from harness.record.io import file_bytes, read_record, record_files, record_of
 from harness.record.model import SCHEMA_VERSION, RecordError
+from harness.record.view import RecordView
 
 try:
     import orjson
@@ -213,9 +217,10 @@ class SharedSection(dict):
 
 
 class IndexedRecord(dict):
-    """A record read from the index; has_nonfinite says what harness.analysis.dataset would find walking it."""
+    """A record read from the index; has_nonfinite says what harness.analysis.dataset would find walking it, known
+    what its RecordView derived when it was indexed (view.INDEXED: the view starts with them)."""
 
-    __slots__ = ("has_nonfinite",)
+    __slots__ = ("has_nonfinite", "known")
 
 
 _NUMBERS = frozenset((int, float, bool, type(None)))
@@ -284,7 +289,7 @@ def index_file(job: tuple[str, str]) -> tuple[tuple | None, tuple]:
         outcome = ("nonfinite", None, None, None, (None,) * len(SHARED))
     else:
         split = {name: encode(record[name]) for name in (*SHARED, LAZY) if isinstance(record.get(name), dict)}
-        core = encode({k: (None if k in split else v) for k, v in record.items()})
+        core = encode([{k: (None if k in split else v) for k, v in record.items()}, RecordView(record).indexed()])
         explain = compress(split[LAZY]) if LAZY in split else None
         outcome = ("record", None, core, explain, tuple(split.get(name) for name in SHARED))
     if not stable or (racy and digest is None):
@@ -601,8 +606,11 @@ class RecordIndex:
             raise RecordError(why)
         record = IndexedRecord()
         record.has_nonfinite = kind == "nonfinite"
+        record.known = None
         if kind == "record":
-            record.update(decode(core))
+            fields, known = decode(core)
+            record.update(fields)
+            record.known = RecordView.known_values(known)
             for name, blob in zip(SHARED, shared):
                 if blob is not None:
                     if blob not in self.shared:

@@ -90,6 +90,13 @@ def _text(value) -> str | None:
 
 _UNREAD = object()  # what RecordView._once has not read yet (None is a value it may read)
 
+# What the record index (harness.record.index) keeps of each record's view beside the record: the values compare
+# derives for every run, made by this class when the record is indexed and handed back with the record (its `known`),
+# so a warm compare of 100,000 records derives none of them again. Each is read through _once under its name; the
+# index's code identity covers this file, so a change to a rule here rebuilds every index.
+INDEXED = ("timed_ms", "step_losses", "tokens_per_step", "peak_memory", "contended", "contention_reason",
+           "mfu:mfu_datasheet", "mfu:mfu_measured", "kernels_reason")
+
 
 class RecordView:
     """Read-only accessors over one record dict (the dict itself is not copied; nothing here changes it)."""
@@ -98,7 +105,23 @@ class RecordView:
 
     def __init__(self, record: dict):
         self._r = record
-        self._read: dict = {}  # what was read or derived once (a kernel profile has hundreds of rows)
+        # What was read or derived once (a kernel profile has hundreds of rows). A record from the index brings its
+        # INDEXED values, made for it alone: every view of it shares them (each value is the record's, not the view's).
+        known = getattr(record, "known", None)
+        self._read: dict = known if known is not None else {}
+
+    def indexed(self) -> dict:
+        """The INDEXED values by name (what the record index keeps as JSON; known_values reads them back): each
+        accessor read once, and what it keeps under its name taken."""
+        self.timed_ms, self.step_losses, self.tokens_per_step, self.contended, self.contention_reason  # noqa: B018
+        self.peak_memory(), self.mfu("mfu_datasheet"), self.mfu("mfu_measured"), self.kernels_reason
+        return {name: self._read[name] for name in INDEXED}
+
+    @staticmethod
+    def known_values(values: dict) -> dict:
+        """indexed()'s JSON back as the values the accessors return (a record's `known`: RecordView reads them)."""
+        values["peak_memory"] = tuple(values["peak_memory"])
+        return values
 
     def _once(self, name, make, *args, section: str | None = None):
         """make(*args), read once per view; where it comes from one section that the record index shares between
@@ -187,12 +210,12 @@ class RecordView:
     @property
     def contention_reason(self) -> str | None:
         """Why a contended run was called so (harness.contention's words), None for a clean one."""
-        return self.contention.reason if self.contended else None
+        return self._once("contention_reason", lambda: self.contention.reason if self.contended else None)
 
     @property
     def contended(self) -> bool:
         """Measured under contention (older records do not say, and are not flagged)."""
-        return bool(self.contention.contended)
+        return self._once("contended", lambda: bool(self.contention.contended))
 
     @property
     def container_image(self) -> str | None:
@@ -328,6 +351,9 @@ class RecordView:
     @property
     def tokens_per_step(self) -> int | None:
         """summary.tokens_per_step, else batch_size x seq_len x grad_accum from the workload."""
+        return self._once("tokens_per_step", self._tokens_per_step)
+
+    def _tokens_per_step(self) -> int | None:
         tps = _int(self.summary.tokens_per_step)  # guarded: a wrong-typed field reads as absent, never a crash
         if tps:
             return tps
@@ -358,7 +384,7 @@ class RecordView:
         has nvidia-smi's "device used"; a CUDA run (or any run with an allocator peak) "peak alloc"; a CPU run
         "peak RSS". widest=True: the most inclusive metric the record has: on a CUDA run device used, else peak
         reserved, else peak alloc; on a CPU run peak RSS; (None, the last of those) when it has none."""
-        return self._once(("peak_memory", widest), self._peak_memory, widest)
+        return self._once("peak_memory_widest" if widest else "peak_memory", self._peak_memory, widest)
 
     def _peak_memory(self, widest: bool) -> tuple[int | None, str]:
         if widest:  # a CUDA run's memory is the device's: the host process's RSS never stands in for it
@@ -382,7 +408,10 @@ class RecordView:
 
     @property
     def kernels_reason(self) -> str:
-        """'available', or why the record has no kernel profile."""
+        """'available' (kernels is the profile), or why the record has no kernel profile."""
+        return self._once("kernels_reason", self._kernels_reason)
+
+    def _kernels_reason(self) -> str:
         k = self.explain.kernels
         return "available" if k.available else (k.reason or "not profiled")
 
@@ -410,6 +439,9 @@ class RecordView:
     def mfu(self, key: str) -> float | None:
         """explain.mfu's mfu_datasheet or mfu_measured (read for every run of a cell: explain's mfu object alone, not
         its kernel profile)."""
+        return self._once(f"mfu:{key}", self._mfu, key)
+
+    def _mfu(self, key: str) -> float | None:
         value = getattr(self._explain_part("mfu", Mfu), key)
         return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
