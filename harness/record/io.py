@@ -17,7 +17,7 @@ import os
 import secrets
 import stat
 from functools import cache, lru_cache
-from pathlib import Path
+from pathlib import Path, PurePath
 
 try:
     import orjson as _orjson
@@ -470,15 +470,21 @@ class BadFile(str):
 NOT_RECORDS = ("bisect-*.json", "landscape-*.json", "gpu-check.json")
 
 
-_NOT_RECORDS_PREFIXED = [(pattern.split("*")[0].lower(), pattern) for pattern in NOT_RECORDS]  # Path.match is slow
+# The names that may be left out start with one of these (a name's start is tested first: Path.match is slow)
+_LEFT_OUT_STARTS = (TEMP_PREFIX, *(pattern.split("*")[0] for pattern in NOT_RECORDS))
 
 
 def record_files(folder: Path) -> list[Path]:
     """The record files under a folder, in the order they are read: every *.json, recursively, less the writer's temp
     files and NOT_RECORDS."""
-    return sorted((p for p in map(Path, _json_entries(folder)) if not p.name.startswith(TEMP_PREFIX)
-                   and not any(p.name.lower().startswith(prefix) and p.match(pattern)
-                               for prefix, pattern in _NOT_RECORDS_PREFIXED)), key=lambda p: p.parts)  # as Paths sort
+    return sorted(map(Path, filter(_is_record_name, _json_entries(folder))), key=lambda p: p.parts)  # as Paths sort
+
+
+def _is_record_name(path: str) -> bool:
+    name = os.path.basename(path)
+    if not name.lower().startswith(_LEFT_OUT_STARTS):
+        return True
+    return not name.startswith(TEMP_PREFIX) and not any(PurePath(name).match(pattern) for pattern in NOT_RECORDS)
 
 
 def _json_entries(folder: Path) -> list[str]:
