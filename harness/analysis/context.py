@@ -73,7 +73,11 @@ class Compare:
     def failed_runs(self) -> list[tuple[RecordView, str, str]]:
         """(record, device label, env label) of every run not ok whose record says which device it was meant
         for (the others are only in "left out"), and of every contended run left out whose cell has no clean run:
-        tables show its outcome (harness.analysis.dataset.outcome) where its number would be."""
+        tables show its outcome (harness.analysis.dataset.outcome) where its number would be. Computed once (read,
+        never changed, by several tables)."""
+        return self.cached("failed_runs", Compare._failed_runs)
+
+    def _failed_runs(self) -> list[tuple[RecordView, str, str]]:
         out = []
         for _path, r in self.ds.failed:
             if r.intended_device is not None:

@@ -253,7 +253,17 @@ class Group:
         return float(np.median(values)) if values else None
 
     def losses(self, upto: int | None = None, start: int | None = None) -> tuple[float | None, float | None]:
-        """(loss at step upto-1, mean over steps start..upto-1) averaged over repeats; defaults: all steps, own warm-up."""
+        """(loss at step upto-1, mean over steps start..upto-1) averaged over repeats; defaults: all steps, own warm-up.
+        Each (upto, start) computed once: a comparison set's baseline is asked once per cell of the set."""
+        if (upto, start) not in self._losses:
+            self._losses[upto, start] = self._losses_over(upto, start)
+        return self._losses[upto, start]
+
+    @cached_property
+    def _losses(self) -> dict:
+        return {}
+
+    def _losses_over(self, upto: int | None, start: int | None) -> tuple[float | None, float | None]:
         finals, means = [], []
         for r in self.records:
             loss = r.step_losses
