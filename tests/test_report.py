@@ -181,3 +181,46 @@ def test_the_thousands_axis_tells_a_cpus_ticks_apart():
 
     assert [THOUSANDS(v, 0) for v in (0, 200, 250, 1000, 1400, 150_000, 1_200_000)] == \
         ["0", "0.2", "0.25", "1", "1.4", "150", "1,200"]
+
+
+def test_a_year_of_results_reads_as_a_report_not_a_log():
+    """At a year's scale a table has thousands of rows and a section rests on thousands of runs: the report shows a
+    table's first SHOWN_ROWS rows and SHOWN_NOTES notes, says how many more and which compare command lists them all,
+    and cites a section's first CITED_IDS runs and how many more; a smaller table is shown whole."""
+    from harness.analysis.cells import Table
+    from harness.report import document
+
+    big = Table("reference", "big", [("a", "a")], rows=[{"a": f"row{i}"} for i in range(250)],
+                notes=[f"note {i}" for i in range(45)])
+    small = Table("answer-x", "small", [("a", "a")], rows=[{"a": "only"}], notes=["one note"])
+    doc = document.Doc(every_row=lambda name: f"python -m harness.compare 'my results' --table {name} --format csv")
+    doc.table(big)
+    doc.table(small)
+    doc.cite([f"run{i}" for i in range(document.CITED_IDS + 7)])
+    for text in (document.to_markdown(doc), document.to_html(doc)):
+        assert "row99" in text and "row100" not in text and "only" in text and "one note" in text
+        assert "note 29" in text and "note 30" not in text and "and 15 more notes" in text
+        assert f"The first {document.SHOWN_ROWS} of its 250 rows" in text
+        assert "python -m harness.compare &#x27;my results&#x27; --table reference" in text or \
+            "python -m harness.compare 'my results' --table reference --format csv" in text
+        assert f"run{document.CITED_IDS - 1}," not in text and "and 7 more" in text
+    assert len(big.rows) == 250 and len(big.notes) == 45  # the table itself is left whole for its other readers
+
+
+def test_a_rung_that_fails_every_night_is_one_row_of_a_ladder(tmp_path):
+    """A ladder's runs of one rung that gave no number for one reason are one row and one note counting them; a cell
+    of many pooled runs names its first LISTED_RUNS and counts the rest."""
+    from harness.analysis.context import Compare
+    from harness.analysis.dataset import load
+    from harness.analysis.group import LISTED_RUNS
+    from harness.analysis.tables.ladder import ladder_tables
+
+    records = [make_record(rung="fp32", repeat=0) for _night in range(LISTED_RUNS + 4)]  # one repeat 0 a night
+    records += [make_record(rung="bf16", repeat=0, status="error", reason="out of memory") for _night in range(5)]
+    (table,) = ladder_tables(Compare(load([write(tmp_path, records)], warn=lambda _line: None)))
+    bf16 = [row for row in table.rows if row["rung"] == "bf16"]
+    assert len(bf16) == 1 and bf16[0]["runs"] == "error (5 runs)" and len(bf16[0]["run_ids"]) == 5
+    assert [n for n in table.notes if n.startswith("bf16")] == ["bf16: error: out of memory (5 runs)"]
+    pooled = next(n for n in table.notes if "pooled" in n)
+    assert pooled.count("(plan seed-ladder repeat 0)") == LISTED_RUNS
+    assert pooled.endswith("; and 4 more (--export-parquet lists every run)")

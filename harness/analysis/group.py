@@ -18,6 +18,8 @@ from harness.record.parts import Gemm, Kernels, KernelTime, MemorySplit
 from harness.record.sections import Environment, Sweep, Workload
 from harness.record.view import RecordView
 
+LISTED_RUNS = 10  # a note names this many runs, then counts the rest (a year of nightly repeats: hundreds a cell)
+
 
 def run_origin(record: RecordView) -> str:
     """Which job a run came from, as far as the record says: its plan and repeat, or the sweep it is a point of."""
@@ -170,8 +172,10 @@ class Group:
     def pooled_note(self) -> str | None:
         if not self.pooled:
             return None
+        listed = "; ".join(f"{r.run_id} ({run_origin(r)})" for r in self.records[:LISTED_RUNS])
+        more = len(self.records) - LISTED_RUNS
         return (f"{self.label} ({self.batch}): {len(self.records)} runs from separate invocations pooled (same workload "
-                f"and flags): " + "; ".join(f"{r.run_id} ({run_origin(r)})" for r in self.records))
+                f"and flags): {listed}" + (f"; and {more} more (--export-parquet lists every run)" if more > 0 else ""))
 
     @cached_property
     def throughput(self) -> stats.Estimate:

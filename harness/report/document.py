@@ -6,13 +6,15 @@ from __future__ import annotations
 import base64
 import html
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tabulate import tabulate
 
 from harness.analysis.cells import Table
 from harness.analysis.findings import Finding
+from harness.analysis.tables.registry import TABLES
 from harness.output import write_files
 from harness.render import display_rows
 from harness.textsafe import markdown, markdown_cell, terminal
@@ -25,6 +27,7 @@ class Doc:
 
     blocks: list = field(default_factory=list)
     images: dict = field(default_factory=dict)  # file name -> PNG bytes
+    every_row: Callable[[str], str] | None = None  # table name -> the command that lists that compare table whole
 
     def h(self, level: int, text: str):
         self.blocks.append(("h", level, text))
@@ -41,10 +44,11 @@ class Doc:
             self.blocks.append(("findings", list(items), numbered))
 
     def cite(self, records):
-        """The run ids a section rests on, folded."""
+        """The run ids a section rests on, folded (the first CITED_IDS of them, and how many more)."""
         ids = list(dict.fromkeys(records))
         if ids:
-            self.blocks.append(("cite", ids))
+            self.blocks.append(("cite", len(ids), ", ".join(ids[:CITED_IDS])
+                                + (f" and {len(ids) - CITED_IDS:,} more" if len(ids) > CITED_IDS else "")))
 
     def fold(self, summary: str):
         """What follows, until unfold(), is folded behind `summary` (<details>, in both renderings)."""
@@ -54,8 +58,19 @@ class Doc:
         self.blocks.append(("unfold",))
 
     def table(self, t: Table, folded: bool | None = None):
-        """A table; folded (None: when it has more than FOLD_ROWS rows) behind a one-line summary."""
-        self.blocks.append(("table", t, len(t.rows) > FOLD_ROWS if folded is None else folded))
+        """A table; folded (None: when it has more than FOLD_ROWS rows) behind a one-line summary; past SHOWN_ROWS
+        rows or SHOWN_NOTES notes, those first and a line that says how many more and which command lists them."""
+        self.blocks.append(("table", self._shown(t), len(t.rows) > FOLD_ROWS if folded is None else folded))
+
+    def _shown(self, t: Table) -> Table:
+        rows_over, notes_over = len(t.rows) - SHOWN_ROWS, len(t.notes) - SHOWN_NOTES
+        if rows_over <= 0 and notes_over <= 0:
+            return t
+        where = f": `{self.every_row(t.name)}` lists every one" if self.every_row and t.name in TABLES else ""
+        notes = t.notes[:SHOWN_NOTES] + ([f"... and {notes_over:,} more notes{where}"] if notes_over > 0 else [])
+        if rows_over > 0:
+            notes.insert(0, f"The first {SHOWN_ROWS} of its {len(t.rows):,} rows{where}.")
+        return replace(t, rows=t.rows[:SHOWN_ROWS], notes=notes)
 
     def answer(self, blocks: list[tuple[str, list[str]]]):
         """The verdict: (head, details) items as a nested list."""
@@ -73,6 +88,9 @@ class Doc:
 
 
 FOLD_ROWS = 12  # a table longer than this is folded (<details>) so the page reads top to bottom
+# A year of results makes tables of thousands of rows (every reference, every run left out): past these, a table
+# shows its first rows and notes and says which command lists them all; a section cites its first CITED_IDS runs.
+SHOWN_ROWS, SHOWN_NOTES, CITED_IDS = 100, 30, 50
 
 
 def _headers(t: Table) -> list[str]:
@@ -93,8 +111,7 @@ def to_markdown(doc: Doc) -> str:
             out.append("\n".join(f"{f'{i}.' if b[2] else '-'} {markdown(f.text)}"
                                  + (f" <sub>{markdown(f.cited())}</sub>" if f.records else "") for i, f in enumerate(b[1], 1)))
         elif b[0] == "cite":
-            out.append(f"<details><summary>The {len(b[1])} records it rests on</summary>\n\n"
-                       + markdown(", ".join(b[1])) + "\n\n</details>")
+            out.append(f"<details><summary>The {b[1]} records it rests on</summary>\n\n{markdown(b[2])}\n\n</details>")
         elif b[0] == "fold":
             out.append(f"<details><summary>{markdown(b[1])}</summary>")
         elif b[0] == "unfold":
@@ -170,8 +187,7 @@ def to_html(doc: Doc) -> str:
                 f" <details class='cite'><summary>records</summary>{_text(f.cited())}</details>" if f.records else "")
                 + "</li>" for f in b[1]) + f"</{tag}>")
         elif b[0] == "cite":
-            out.append(f"<details class='cite'><summary>The {len(b[1])} records it rests on</summary>"
-                       f"{_text(', '.join(b[1]))}</details>")
+            out.append(f"<details class='cite'><summary>The {b[1]} records it rests on</summary>{_text(b[2])}</details>")
         elif b[0] == "fold":
             out.append(f"<details class='appendix'><summary>{_text(b[1])}</summary>")
         elif b[0] == "unfold":

@@ -4,6 +4,7 @@ harness.compare has, and the environments and the method last; and what it says 
 
 from __future__ import annotations
 
+import shlex
 from datetime import datetime, timezone
 
 from harness.analysis import answers, findings, series, stats
@@ -78,7 +79,8 @@ def _tables(doc: Doc, tables: list[Table]) -> None:
 def build(cmp: Compare, paths, command: str) -> Doc:
     """The answers first: key findings, the seed ladder beside the user's numbers, one section per user question;
     then every other finding and table folded in an appendix; environments and method last."""
-    doc = Doc()
+    every = " ".join(shlex.quote(str(p)) for p in paths)
+    doc = Doc(every_row=lambda name: f"python -m harness.compare {every} --table {name} --format csv")
     ds = cmp.ds
     tables = tables_by_name(cmp)
     doc.h(1, TITLE.format(word=cmp.word))

@@ -104,6 +104,39 @@ def _ladders(cx: Compare) -> list[Ladder]:
     return out
 
 
+class _FailedRuns:
+    """A ladder's runs that gave no number: one row per rung and outcome, where its first run fell, and one note per
+    distinct note text, each counting its runs where there are several (a year of nightly runs: a rung that fails
+    every night is one row, not hundreds)."""
+
+    def __init__(self, table: Table):
+        self.table, self.rows, self.notes = table, {}, {}  # (rung, outcome) -> row; note -> [its index, runs]
+
+    def add(self, rung: str, f: RecordView) -> None:
+        key = (rung, outcome(f))
+        if key not in self.rows:
+            self.rows[key] = {"rung": rung, "runs": outcome(f), "run_ids": []}
+            self.table.rows.append(self.rows[key])
+        self.rows[key]["run_ids"].append(f.run_id)
+        if outcome(f) == "contended":
+            note = f"{rung}: contended ({f.contention_reason}): no number; rerun: {f.rerun_command}"
+        else:
+            note = f"{rung}: {f.status}: {_brief_reason(f.reason)}"
+        if note not in self.notes:
+            self.notes[note] = [len(self.table.notes), 0]
+            self.table.notes.append(note)
+        self.notes[note][1] += 1
+
+    def count(self) -> None:
+        """Say how many runs a row and a note stand for, where more than one."""
+        for (_rung, what), row in self.rows.items():
+            if len(row["run_ids"]) > 1:
+                row["runs"] = f"{what} ({len(row['run_ids'])} runs)"
+        for note, (at, runs) in self.notes.items():
+            if runs > 1:
+                self.table.notes[at] = f"{note} ({runs} runs)"
+
+
 def ladder_tables(cx: Compare) -> list[Table]:
     tables = []
     for ladder in ladders(cx):
@@ -112,15 +145,11 @@ def ladder_tables(cx: Compare) -> list[Table]:
             ("rung", "rung"), ("runs", "runs"), ("ms", "ms/step"), ("tokens_s", "tokens/s"),
             ("memory", _mem_header(groups) if groups else "memory MiB"), ("mfu", _mfu_header(groups)),
             ("vs_previous", "vs previous rung"), ("vs_first", "vs first rung")])
+        failed = _FailedRuns(table)
         for step in ladder.steps:
             g, rung = step.group, step.rung
             if g is None:
-                f = step.failed
-                table.rows.append({"rung": rung, "runs": outcome(f), "run_ids": [f.run_id]})
-                if outcome(f) == "contended":
-                    table.notes.append(f"{rung}: contended ({f.contention_reason}): no number; rerun: {f.rerun_command}")
-                else:
-                    table.notes.append(f"{rung}: {f.status}: {_brief_reason(f.reason)}")
+                failed.add(rung, step.failed)
                 continue
             mfu = g.summary_median("mfu")
             table.rows.append({"rung": rung if rung == g.label else f"{rung} (= {g.label})", "runs": g.n_text,
@@ -132,6 +161,7 @@ def ladder_tables(cx: Compare) -> list[Table]:
                 if note and note not in table.notes:
                     table.notes.append(note)
             table.notes += [n for n in g.contended_notes if n not in table.notes]
+        failed.count()
         if any(isinstance(r.get("mfu"), Mfu) and r["mfu"].suspect for r in table.rows):
             table.notes.append(MFU_SUSPECT_NOTE)
         if any(g.contended for g in groups):
