@@ -13,7 +13,7 @@ from datetime import datetime
 from types import MappingProxyType
 
 from harness.record.model import ADDED_FIELD_DEFAULTS
-from harness.record.parts import Gemm, Kernels, KernelTime, MemorySplit, Mfu
+from harness.record.parts import Evidence, Gemm, Kernels, KernelTime, MemorySplit, Mfu
 from harness.record.sections import (
     Contention,
     Environment,
@@ -412,7 +412,7 @@ class RecordView:
         return self._once("kernels_reason", self._kernels_reason)
 
     def _kernels_reason(self) -> str:
-        k = self.explain.kernels
+        k = self._explain_part("kernels", Evidence)  # whether and why, its rows left as they are (read per record)
         return "available" if k.available else (k.reason or "not profiled")
 
     @property
@@ -454,7 +454,7 @@ class RecordView:
             explain = self._r.get("explain")
             peek = getattr(explain, "peek", None)  # harness.record.index.LazySection: one key, the section left unread
             return cls.of(peek(name) if peek is not None else _dict(explain).get(name))
-        return self._once(("explain", name), read)
+        return self._once(("explain", name, cls), read)
 
     @property
     def mapped_libraries(self) -> dict:
