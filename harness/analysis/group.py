@@ -222,12 +222,17 @@ class Group:
         """The first of its runs for which read(run) is non-empty (the evidence of one run stands for the group)."""
         return next((read(r) for r in self.records if read(r)), read(self.first))
 
+    def _profiled(self, read):
+        """read(run) of the first of its runs with a kernel profile for which it is non-empty, else of its first run
+        (what read takes from a run without a profile is empty). Which runs have one is known without reading their
+        explain (kernels_reason comes with a record from the index): a cell of hundreds of runs without a profile
+        opens none of them."""
+        return next((read(r) for r in self.records if r.kernels_reason == "available" and read(r)), read(self.first))
+
     @property
     def kernels(self) -> Kernels:
-        """The kernel profile (explain.kernels) of its first run that has one, else an absent (false) one. Which runs
-        have one is known without reading their explain (kernels_reason comes with a record from the index): a cell
-        of hundreds of runs without a profile opens none of them."""
-        return next((r.kernels for r in self.records if r.kernels_reason == "available"), self.first.kernels)
+        """The kernel profile (explain.kernels) of its first run that has one, else an absent (false) one."""
+        return self._profiled(lambda r: r.kernels)
 
     @property
     def kernels_reason(self) -> str:
@@ -236,12 +241,12 @@ class Group:
     @property
     def kernel_categories(self) -> dict[str, KernelTime]:
         """category -> its time in that profile ({} without one)."""
-        return self._with(lambda r: r.kernel_categories)
+        return self._profiled(lambda r: r.kernel_categories)
 
     @property
     def vocab_gemms(self) -> tuple[Gemm, ...]:
         """The lm_head GEMMs of that profile (explain.kernels.vocab_gemms)."""
-        return self._with(lambda r: r.vocab_gemms) or ()
+        return self._profiled(lambda r: r.vocab_gemms) or ()
 
     @property
     def mapped_libraries(self) -> dict:

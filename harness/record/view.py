@@ -95,7 +95,7 @@ _UNREAD = object()  # what RecordView._once has not read yet (None is a value it
 # so a warm compare of 100,000 records derives none of them again. Each is read through _once under its name; the
 # index's code identity covers this file, so a change to a rule here rebuilds every index.
 INDEXED = ("timed_ms", "step_losses", "tokens_per_step", "peak_memory", "contended", "contention_reason",
-           "mfu:mfu_datasheet", "mfu:mfu_measured", "kernels_reason")
+           "mfu:mfu_datasheet", "mfu:mfu_measured", "kernels_reason", "lm_head_kernel")
 
 
 class RecordView:
@@ -114,7 +114,7 @@ class RecordView:
         """The INDEXED values by name (what the record index keeps as JSON; known_values reads them back): each
         accessor read once, and what it keeps under its name taken."""
         self.timed_ms, self.step_losses, self.tokens_per_step, self.contended, self.contention_reason  # noqa: B018
-        self.peak_memory(), self.mfu("mfu_datasheet"), self.mfu("mfu_measured"), self.kernels_reason
+        self.peak_memory(), self.mfu("mfu_datasheet"), self.mfu("mfu_measured"), self.kernels_reason, self.lm_head_kernel
         return {name: self._read[name] for name in INDEXED}
 
     @staticmethod
@@ -429,7 +429,13 @@ class RecordView:
     @property
     def lm_head_kernel(self) -> str | None:
         """The lm_head forward GEMM's kernel name from the kernel capture; None where there is none."""
-        name = self.lm_head_gemm.name
+        return self._once("lm_head_kernel", self._lm_head_kernel)
+
+    def _lm_head_kernel(self) -> str | None:
+        if self.kernels_reason != "available":  # no profile, no name
+            return None
+        # the one GEMM read, not the whole profile typed (the index asks it of every record): what Kernels.of makes of it
+        name = Gemm.of(_dict(self._explain_object("kernels")).get("lm_head_gemm")).name
         return str(name) if name else None
 
     @property
@@ -449,12 +455,14 @@ class RecordView:
         """One object of explain as its type, read without the rest where the record index keeps explain unread (its
         kernel profile is most of a record's bytes; the median of a cell's MFU reads every run's)."""
         def read():
-            if Explain in self._read:
-                return getattr(self.explain, name)
-            explain = self._r.get("explain")
-            peek = getattr(explain, "peek", None)  # harness.record.index.LazySection: one key, the section left unread
-            return cls.of(peek(name) if peek is not None else _dict(explain).get(name))
+            return getattr(self.explain, name) if Explain in self._read else cls.of(self._explain_object(name))
         return self._once(("explain", name, cls), read)
+
+    def _explain_object(self, name: str):
+        """One object of explain as its JSON holds it."""
+        explain = self._r.get("explain")
+        peek = getattr(explain, "peek", None)  # harness.record.index.LazySection: one key, the section left unread
+        return peek(name) if peek is not None else _dict(explain).get(name)
 
     @property
     def mapped_libraries(self) -> dict:
