@@ -160,7 +160,7 @@ class Group:
         return [f"contended: {self.label} ({self.batch}) / {self.env}, {r.run_id}: "
                 f"{contention.describe(r.contention.to_dict())}" for r in self.contended]
 
-    @property
+    @cached_property  # read per row of several tables; a cell's runs are all in once loaded
     def pooled(self) -> bool:
         """Its runs are not the repeats of one invocation: repeat numbers recur, or plans or sweeps differ.
         They are still merged (same workload and flags); the tables say so and pooled_note lists them."""
@@ -238,12 +238,12 @@ class Group:
     def kernels_reason(self) -> str:
         return "available" if self.kernels else self.first.kernels_reason
 
-    @property
+    @cached_property
     def kernel_categories(self) -> dict[str, KernelTime]:
         """category -> its time in that profile ({} without one)."""
         return self._profiled(lambda r: r.kernel_categories)
 
-    @property
+    @cached_property  # a profile without vocab GEMMs makes it look through every profiled run
     def vocab_gemms(self) -> tuple[Gemm, ...]:
         """The lm_head GEMMs of that profile (explain.kernels.vocab_gemms)."""
         return self._profiled(lambda r: r.vocab_gemms) or ()

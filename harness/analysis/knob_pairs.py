@@ -7,6 +7,8 @@ like TF32 with precision, may differ); the run with the earlier value (harness.c
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
 from itertools import combinations
 
 from harness.analysis import stats
@@ -36,13 +38,20 @@ def overrides(g: Group, explicit_defaults: bool = True) -> dict:
     workload does not imply but that was requested as "default" counts when explicit_defaults (its requested flags,
     and so its flags hash, differ from a run that left it out); harness.analysis.fastest, which names what a run
     changes, leaves it out."""
-    try:
-        implied = flags_for(g.workload.to_dict()).to_dict()
-    except ValueError:
-        implied = {}
+    implied = _implied_flags(json.dumps(g.workload.to_dict(), sort_keys=True))
     if explicit_defaults:
         return {k: v for k, v in g.flags.items() if implied.get(k, v) != v or k not in implied}
     return {k: v for k, v in g.flags.items() if implied.get(k, "default") != v}
+
+
+@lru_cache(maxsize=4096)
+def _implied_flags(workload: str) -> dict:
+    """The flags a workload (its JSON) implies ({} for one flags_for refuses); once per distinct workload (the
+    user's log has thousands of lines and a few workloads). Read, never changed, by its callers."""
+    try:
+        return flags_for(json.loads(workload)).to_dict()
+    except ValueError:
+        return {}
 
 
 def padding_setting(g: Group) -> str:

@@ -169,7 +169,7 @@ class RecordView:
     @property
     def sweep(self) -> Sweep | None:
         """The sweep point a run is (harness.record.sections.Sweep), None for a plan rung."""
-        return Sweep.of(self._r["sweep"]) if isinstance(self._r.get("sweep"), dict) and self._r["sweep"] else None
+        return self._once("sweep", lambda: Sweep.of(self._r["sweep"]) if _dict(self._r.get("sweep")) else None)
 
     reference = property(lambda self: self._section("reference", Reference))  # a transcribed log line (false if none)
     peer = property(lambda self: self._section("peer", Peer))  # a peer program's numbers: name, program, source, line

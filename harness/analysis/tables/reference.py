@@ -55,6 +55,10 @@ def reference_table(cx: Compare) -> Table:
         ("ref_tokens_s", "ref tokens/s"), ("ref_mem", "ref MiB (nvidia-smi)"), ("measured", "measured on"),
         ("ms", "ms/step"), ("tokens_s", "tokens/s"), ("mem", "device used MiB"), ("d_tokens_s", "measured vs ref tokens/s"),
         ("differs", "conditions that differ")])
+    measured: dict[tuple, list[Group]] = {}  # (rung, B, T) -> the measured groups that ran it, in their order
+    for g in cx.ds.groups:
+        for rung in dict.fromkeys(rung for _p, rung, _i in g.rungs):
+            measured.setdefault((rung, g.workload.batch_size, g.workload.seq_len), []).append(g)
     for ref in cx.ds.references:
         r = ref.first
         info = r.reference
@@ -65,10 +69,7 @@ def reference_table(cx: Compare) -> Table:
             continue
         ref_est = estimate(ref)
         base.update(ref_ms=ref.ms_median, ref_tokens_s=ref_est.point, ref_mem=ref.memory_bytes)
-        matches = [g for g in cx.ds.groups
-                   if r.rung in {rung for _p, rung, _i in g.rungs}
-                   and g.workload.batch_size == ref.workload.batch_size
-                   and g.workload.seq_len == ref.workload.seq_len]
+        matches = measured.get((r.rung, ref.workload.batch_size, ref.workload.seq_len), [])
         if not matches:
             table.rows.append({**base, "measured": "(none)"})
         for g in matches:
