@@ -24,9 +24,9 @@ A record's sections that repeat across runs (environment, flags, workload) are s
 shared, read-only, by the records that have them (SharedSection); its explain section (most of its bytes, read by a
 few tables for a few runs) stays unread until a reader asks for it (LazySection). Beside each record's core the
 index keeps what its RecordView derived when it was indexed (harness.record.view.INDEXED: timed steps, losses, peak
-memory, contention, MFU): a record read back brings them (IndexedRecord.known), so a warm compare derives nothing per
-run. No torch import; pyarrow only when an index is used (without it, the records are read directly, as with
---no-index).
+memory, contention, MFU, whether it has a kernel profile): a record read back brings them (IndexedRecord.known), so a
+warm compare derives nothing per run. No torch import; pyarrow only when an index is used (without it, the records
+are read directly, as with --no-index).
 """
 
 from __future__ import annotations
