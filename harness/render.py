@@ -360,10 +360,14 @@ def _left_out_blocks(v, name) -> list[tuple[str, list[str]]]:
     if left or not v.contended:
         blocks.append(("Left out: " + ("; ".join(left) if left else "nothing") + " (--table left-out)", []))
     if v.contended:
-        reruns = [f"{r.rung} / {r.env} on {name(r.device_label)}: {r.rerun_command or 'no rerun command'}"
-                  for r in v.contended[:3]]
-        if len(v.contended) > 3:
-            reruns.append(f"... and {len(v.contended) - 3} more (--table left-out)")
+        runs: dict[tuple, int] = {}  # (which cell, its rerun command) -> how many runs: one line each, counted
+        for r in v.contended:
+            key = (f"{r.rung} / {r.env} on {name(r.device_label)}", r.rerun_command or "no rerun command")
+            runs[key] = runs.get(key, 0) + 1
+        shown = list(runs.items())[:3]
+        reruns = [f"{where}{f' ({n} runs)' if n > 1 else ''}: {command}" for (where, command), n in shown]
+        if len(v.contended) > sum(n for _key, n in shown):
+            reruns.append(f"... and {len(v.contended) - sum(n for _key, n in shown)} more (--table left-out)")
         head = (f"Left out as contended (timed while other work kept the CPUs busy; in no delta unless "
                 f"--include-contended): {len(v.contended)} run(s); rerun:")
         blocks.append((head, reruns))

@@ -133,3 +133,23 @@ def test_every_key_the_window_writes_is_a_field_of_the_records_contention_type()
         read = Contention.of(window)
         assert read.extra == {} and read.to_dict() == {**dict.fromkeys(Contention.names()), **window}
         assert Contention.named(window).to_json() == window  # what the worker writes: the window, key for key
+
+
+def test_the_verdicts_rerun_lines_name_each_command_once_and_count_every_run():
+    """A year of runs contended in one cell repeats one rerun command: the verdict names each (cell, command) once
+    with its count, and what it counts plus "and N more" is every contended run (results/ has 34, two pairs alike)."""
+    import re
+    from pathlib import Path
+
+    from harness.analysis.options import CompareOptions, analyse
+    from harness.analysis.verdict import verdict
+    from harness.render import _left_out_blocks
+
+    results = Path(__file__).resolve().parent.parent / "results"
+    ds, cx = analyse(CompareOptions((results,)), lambda line: None)
+    (lines,) = [lines for head, lines in _left_out_blocks(verdict(cx), cx.name) if head.startswith("Left out as")]
+    named = [line for line in lines if not line.startswith("... and")]
+    assert len(named) == 3 and len(set(named)) == 3
+    counted = sum(int(m.group(1)) if (m := re.search(r"\((\d+) runs\):", line)) else 1 for line in named)
+    more = int(re.search(r"and (\d+) more", lines[-1]).group(1))
+    assert counted > 3 and counted + more == len(ds.contended) > 3
