@@ -83,3 +83,29 @@ def test_the_gpu_records_answer_with_their_numbers():
     assert [r["MFU, datasheet"] for r in by_key["mfu"].table] == ["40.9%", "44.8%"]
     keys = answers.key_findings(cmp)
     assert 1 <= len(keys) <= answers.MAX_KEY_FINDINGS and keys == sorted(keys, key=lambda k: -k.size)
+
+
+def test_a_batch_size_logged_many_times_is_one_point_with_its_median_and_range(tmp_path):
+    """A year of the user's log holds one B many times: the batch answer, its chart and the finding give each B once,
+    the median of its lines with their count and range (a B logged once reads as before)."""
+    import json
+    import shutil
+
+    from harness.analysis import answers_batch, findings
+
+    refs = shutil.copytree(ROOT / "results" / "reference", tmp_path / "reference", ignore=shutil.ignore_patterns("*.py"))
+    line = json.loads((refs / "ref-000-L061-fused-adamw-clip-b96.json").read_text())
+    logged = line["summary"]["tokens_per_s"]
+    for i, factor in enumerate((0.98, 1.02)):  # two more lines of B=96, either side of the first
+        copy = dict(line, run_id=f"{line['run_id']}-again{i}", summary=dict(line["summary"], tokens_per_s=logged * factor))
+        (refs / f"again{i}.json").write_text(json.dumps(copy))
+    cmp = Compare(load([refs], warn=lambda _line: None))
+    expected = f"B=96 {logged:,.0f} (median of 3 lines, {logged * 0.98:,.0f}-{logged * 1.02:,.0f})"
+    answer = answers_batch.batch(cmp)
+    (sentence,) = [s for s in answer.sentences if s.startswith("The user's log")]
+    assert f"B=64 443,161, {expected}, B=104 448,431 tokens/s." in sentence
+    (curve,) = [c for curves in answer.chart.panels.values() for c in curves if getattr(c, "reference", False)]
+    assert [p[0] for p in curve.points] == [64, 96, 104] and curve.points[1][1] == pytest.approx(logged)
+    (finding,) = [f for f in findings.batch(cmp) if f.text.startswith("Batch size in the user's log")]
+    assert f"B=96 {logged:,.0f} tokens/s (median of 3 lines, {logged * 0.98:,.0f}-{logged * 1.02:,.0f}; " in finding.text
+    assert "B=64 443,161 tokens/s (48,007 MiB)" in finding.text and finding.text.endswith("best B=96 (single samples).")

@@ -17,8 +17,8 @@ from harness.analysis.answer_types import (
 )
 from harness.analysis.context import Compare
 from harness.analysis.fastest import overviews
-from harness.analysis.group import Group, estimate, run_ids
-from harness.analysis.knob_pairs import ok_references
+from harness.analysis.group import Group, run_ids
+from harness.analysis.knob_pairs import logged_points, ok_references
 from harness.analysis.tables.sweeps import sweep_records
 
 BATCH_SEARCH = "python -m harness.batch_search --preset gpt2-124m --rung fused-adamw-clip"
@@ -58,12 +58,12 @@ def batch(cmp: Compare) -> Answer:
         if r.sweep and r.sweep.field == "batch_size":
             refs.setdefault((r.first.rung, r.gpu), []).append(r)
     for (rung, gpu), gs in refs.items():
-        gs.sort(key=lambda g: g.sweep.value or 0)
-        sentences.append(f"The user's log ({gpu}, {rung}, single samples): " + ", ".join(
-            f"B={g.sweep.value} {estimate(g).point:,.0f}" for g in gs) + " tokens/s.")
+        points = [p for p in logged_points(gs) if p.tokens_per_s is not None]
+        sentences.append(f"The user's log ({gpu}, {rung}, single samples): " + ", ".join(p.text() for p in points)
+                         + " tokens/s.")
         records += run_ids(*gs)
-        curves.append(BatchCurve(f"user's log, {gpu}", True, [(g.sweep.value, estimate(g).point,
-                                 None if g.memory_bytes is None else g.memory_bytes / GIB) for g in gs], []))
+        curves.append(BatchCurve(f"user's log, {gpu}", True, [(p.value, p.tokens_per_s,
+                                 None if p.memory_bytes is None else p.memory_bytes / GIB) for p in points], []))
     command = None
     if not any(not c.reference for c in curves):
         sentences.insert(0, "No batch search ran in these records.")

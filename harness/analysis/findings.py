@@ -34,6 +34,7 @@ from harness.analysis.kernel_split import kernel_split
 from harness.analysis.knob_pairs import (
     MIB,
     lm_head_text,
+    logged_points,
     measured_pairs,
     memory_text,
     mib,
@@ -215,12 +216,13 @@ def batch(cmp: Compare) -> list[Finding]:
         if r.sweep and r.sweep.field == "batch_size":
             refs.setdefault((r.sweep.name, r.first.rung, r.gpu), []).append(r)
     for (name, rung, gpu), groups in refs.items():
-        groups.sort(key=lambda g: g.sweep.value or 0)
-        best = max(groups, key=lambda g: estimate(g).point or 0)
+        points = [p for p in logged_points(groups) if p.tokens_per_s is not None]
+        if not points:
+            continue
+        best = max(points, key=lambda p: p.tokens_per_s)
         out.append(Finding("batch", (f"Batch size in the user's log ({name}), {rung} on {gpu}: "
-                                     + ", ".join(f"B={g.sweep.value} {estimate(g).point:,.0f} tokens/s "
-                                                 f"({mib(g.memory_bytes)} MiB)" for g in groups)
-                                     + f"; best B={best.sweep.value} (single samples)."), tuple(run_ids(*groups))))
+                                     + ", ".join(p.text(memory=True) for p in points)
+                                     + f"; best B={best.value} (single samples)."), tuple(run_ids(*groups))))
     return out
 
 

@@ -8,6 +8,8 @@ like TF32 with precision, may differ); the run with the earlier value (harness.c
 from __future__ import annotations
 
 import json
+import statistics
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations
 
@@ -94,6 +96,43 @@ def ref_torch(g: Group) -> str:
 
 def ok_references(cmp: Compare) -> list[Group]:
     return [r for r in cmp.ds.references if r.first.ok]
+
+
+@dataclass(frozen=True)
+class LoggedPoint:
+    """One value of a sweep in the user's log (a B of their batch-size lines): its tokens/s and memory, the median of
+    its lines where they logged it more than once (a log of a year has many), with their range."""
+
+    value: object
+    tokens_per_s: float | None
+    memory_bytes: float | None
+    lines: int
+    low: float | None
+    high: float | None
+
+    def text(self, memory: bool = False) -> str:
+        """'B=64 443,161' (with memory: 'B=64 443,161 tokens/s (48,007 MiB)'); several lines: their median, then
+        '(median of 217 lines, 443,161-482,160)'."""
+        head = f"B={self.value} {self.tokens_per_s:,.0f}" + (" tokens/s" if memory else "")
+        more = [f"median of {self.lines} lines, {self.low:,.0f}-{self.high:,.0f}"] if self.lines > 1 else []
+        more += [f"{mib(self.memory_bytes)} MiB"] if memory else []
+        return head + (f" ({'; '.join(more)})" if more else "")
+
+
+def logged_points(groups: list[Group]) -> list[LoggedPoint]:
+    """The user's logged sweep lines (reference groups of one sweep, rung and GPU) as one point per value, in value
+    order."""
+    by_value: dict = {}
+    for g in sorted(groups, key=lambda g: g.sweep.value or 0):
+        by_value.setdefault(g.sweep.value, []).append(g)
+    out = []
+    for value, gs in by_value.items():
+        speeds = [t for t in (estimate(g).point for g in gs) if t is not None]
+        memory = [m for m in (g.memory_bytes for g in gs) if m is not None]
+        out.append(LoggedPoint(value, statistics.median(speeds) if speeds else None,
+                               statistics.median(memory) if memory else None, len(gs),
+                               min(speeds, default=None), max(speeds, default=None)))
+    return out
 
 
 def reference_pairs(cmp: Compare, field: str, before=None, after=None) -> list[tuple[Group, Group]]:
