@@ -22,6 +22,7 @@ The pairs of runs that differ in one knob, and the phrases that describe a pair:
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 from harness.analysis import stats
@@ -276,12 +277,26 @@ def fastest(cmp: Compare) -> list[Finding]:
                  [(f"peer: {p.first.peer.name or p.label}", p) for p in ov.peers]
         others = [(name, g) for name, g in others if estimate(g).point is not None]
         if others:
-            text += "; beside it: " + "; ".join(
-                f"{name} {estimate(g).point:,.0f} tokens/s ("
-                + (f"{g.label} (torch {g.first.reference.torch or 'not stated'}), " if g.kind == "reference" else "")
-                + f"{g.batch})" for name, g in others)
+            text += "; beside it: " + "; ".join(_beside(others))
         groups = [seed] + [c.group for c in (ov.beyond, ov.tuned) if c is not None] + [g for _n, g in others]
         out.append(Finding("fastest", text + ".", tuple(run_ids(*groups))))
+    return out
+
+
+def _beside(others: list[tuple[str, Group]]) -> list[str]:
+    """The logged numbers a device's fastest run stands beside, one entry per name and workload: the median of its
+    lines with their count and range where there are several (a peer logged every night)."""
+    lines: dict[tuple[str, str], list[float]] = {}
+    for name, g in others:
+        where = (f"{g.label} (torch {g.first.reference.torch or 'not stated'}), " if g.kind == "reference" else "") + g.batch
+        lines.setdefault((name, where), []).append(estimate(g).point)
+    out = []
+    for (name, where), speeds in lines.items():
+        if len(speeds) == 1:
+            out.append(f"{name} {speeds[0]:,.0f} tokens/s ({where})")
+        else:
+            out.append(f"{name} {statistics.median(speeds):,.0f} tokens/s (median of {len(speeds)} lines, "
+                       f"{min(speeds):,.0f}-{max(speeds):,.0f}; {where})")
     return out
 
 
