@@ -22,7 +22,6 @@ The pairs of runs that differ in one knob, and the phrases that describe a pair:
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 
 from harness.analysis import stats
@@ -35,6 +34,7 @@ from harness.analysis.kernel_split import kernel_split
 from harness.analysis.knob_pairs import (
     MIB,
     lm_head_text,
+    logged_number,
     logged_points,
     measured_pairs,
     memory_text,
@@ -292,11 +292,8 @@ def _beside(others: list[tuple[str, Group]]) -> list[str]:
         lines.setdefault((name, where), []).append(estimate(g).point)
     out = []
     for (name, where), speeds in lines.items():
-        if len(speeds) == 1:
-            out.append(f"{name} {speeds[0]:,.0f} tokens/s ({where})")
-        else:
-            out.append(f"{name} {statistics.median(speeds):,.0f} tokens/s (median of {len(speeds)} lines, "
-                       f"{min(speeds):,.0f}-{max(speeds):,.0f}; {where})")
+        speed, said = logged_number(speeds)
+        out.append(f"{name} {speed:,.0f} tokens/s ({f'{said}; ' if said else ''}{where})")
     return out
 
 

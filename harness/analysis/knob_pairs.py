@@ -98,23 +98,29 @@ def ok_references(cmp: Compare) -> list[Group]:
     return [r for r in cmp.ds.references if r.first.ok]
 
 
+def logged_number(values: list[float]) -> tuple[float, str | None]:
+    """What a number logged on several lines reads as: their median, and the words that say so ('median of 3 lines,
+    443,161-482,160'); a number logged once: itself, and None."""
+    if len(values) == 1:
+        return values[0], None
+    return statistics.median(values), f"median of {len(values)} lines, {min(values):,.0f}-{max(values):,.0f}"
+
+
 @dataclass(frozen=True)
 class LoggedPoint:
     """One value of a sweep in the user's log (a B of their batch-size lines): its tokens/s and memory, the median of
-    its lines where they logged it more than once (a log of a year has many), with their range."""
+    its lines where they logged it more than once (a log of a year has many; `lines` says so)."""
 
     value: object
     tokens_per_s: float | None
     memory_bytes: float | None
-    lines: int
-    low: float | None
-    high: float | None
+    lines: str | None  # logged_number's words, where there are several lines
 
     def text(self, memory: bool = False) -> str:
         """'B=64 443,161' (with memory: 'B=64 443,161 tokens/s (48,007 MiB)'); several lines: their median, then
         '(median of 217 lines, 443,161-482,160)'."""
         head = f"B={self.value} {self.tokens_per_s:,.0f}" + (" tokens/s" if memory else "")
-        more = [f"median of {self.lines} lines, {self.low:,.0f}-{self.high:,.0f}"] if self.lines > 1 else []
+        more = [self.lines] if self.lines else []
         more += [f"{mib(self.memory_bytes)} MiB"] if memory else []
         return head + (f" ({'; '.join(more)})" if more else "")
 
@@ -129,9 +135,8 @@ def logged_points(groups: list[Group]) -> list[LoggedPoint]:
     for value, gs in by_value.items():
         speeds = [t for t in (estimate(g).point for g in gs) if t is not None]
         memory = [m for m in (g.memory_bytes for g in gs) if m is not None]
-        out.append(LoggedPoint(value, statistics.median(speeds) if speeds else None,
-                               statistics.median(memory) if memory else None, len(gs),
-                               min(speeds, default=None), max(speeds, default=None)))
+        speed, lines = logged_number(speeds) if speeds else (None, None)
+        out.append(LoggedPoint(value, speed, statistics.median(memory) if memory else None, lines))
     return out
 
 
