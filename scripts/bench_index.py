@@ -7,10 +7,10 @@ their step times and summary numbers scaled by up to 10% (another run's numbers)
 a record is ~20 KB, so 100,000 of them are ~2.4 GB: put DIR on a disk with room; it is deleted afterwards unless
 --keep), then runs `python -m harness.compare DIR/records` in a fresh interpreter each time: cold (no index yet:
 every file parsed, validated and indexed), warm (the index is current; --warm-runs times, their median printed) and,
-with --no-index-too, reading the JSON directly. Prints each one's wall time, the part of it spent reading the records (the index brought up to date, then
-the dataset loaded; the rest is the analysis), its CPU time (with the index's worker processes: on a shared machine
-the wall time says as much about the others' load), its peak memory (ru_maxrss of that process), and the machine's
-load average before and after. A benchmark, not a test: it asserts nothing.
+with --no-index-too, reading the JSON directly. Prints each one's wall time, the part of it spent reading the records
+(the index brought up to date, then the dataset loaded; the rest is the analysis), its CPU time (with the index's
+worker processes: on a shared machine the wall time says as much about the others' load), its peak memory (ru_maxrss
+of that process), and the machine's load average before and after. A benchmark, not a test: it asserts nothing.
 """
 
 from __future__ import annotations
