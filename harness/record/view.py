@@ -94,8 +94,8 @@ _UNREAD = object()  # what RecordView._once has not read yet (None is a value it
 # derives for every run, made by this class when the record is indexed and handed back with the record (its `known`),
 # so a warm compare of 100,000 records derives none of them again. Each is read through _once under its name; the
 # index's code identity covers this file, so a change to a rule here rebuilds every index.
-INDEXED = ("timed_ms", "step_losses", "tokens_per_step", "peak_memory", "contended", "contention_reason",
-           "mfu:mfu_datasheet", "mfu:mfu_measured", "kernels_reason", "lm_head_kernel")
+INDEXED = ("timed_ms", "step_losses", "tokens_per_step", "summary_numbers", "peak_memory", "contended",
+           "contention_reason", "mfu:mfu_datasheet", "mfu:mfu_measured", "kernels_reason", "lm_head_kernel")
 
 
 class RecordView:
@@ -113,7 +113,8 @@ class RecordView:
     def indexed(self) -> dict:
         """The INDEXED values by name (what the record index keeps as JSON; known_values reads them back): each
         accessor read once, and what it keeps under its name taken."""
-        self.timed_ms, self.step_losses, self.tokens_per_step, self.contended, self.contention_reason  # noqa: B018
+        self.timed_ms, self.step_losses, self.tokens_per_step, self.summary_numbers, self.contended  # noqa: B018
+        self.contention_reason  # noqa: B018
         self.peak_memory(), self.mfu("mfu_datasheet"), self.mfu("mfu_measured"), self.kernels_reason, self.lm_head_kernel
         return {name: self._read[name] for name in INDEXED}
 
@@ -290,10 +291,16 @@ class RecordView:
         return None
 
     # The numbers
+    @property
+    def summary_numbers(self) -> dict:
+        """The summary's fields that hold a number, by name (a group's medians read them for each of its runs)."""
+        return self._once("summary_numbers", lambda: {
+            name: value for name in Summary.names()
+            if isinstance(value := getattr(self.summary, name), (int, float)) and not isinstance(value, bool)})
+
     def summary_number(self, name: str) -> float | None:
         """One numeric summary field (tokens_per_s, step_ms_median, first_step_ms, mfu, ...); None where absent."""
-        value = getattr(self.summary, name)
-        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        return self.summary_numbers.get(name)
 
     @property
     def tokens_per_s(self) -> float | None:
