@@ -230,3 +230,19 @@ def test_bisect_refuses_bad_auto_options(tmp_path):
                           "--out", tmp_path / "b", timeout=120)
         assert proc.returncode == 2 and message in proc.stderr.strip().splitlines()[-1]
         assert not (tmp_path / "b").exists()
+
+
+def test_the_median_is_numpys_to_the_bit():
+    """stats.median (Python's, for speed on short lists) gives np.median's value: every cell's point rests on it."""
+    import random
+
+    import numpy as np
+
+    rng = random.Random(7)
+    for n in [*range(1, 40), 1000, 4097]:
+        for scale in (1e-3, 1.0, 1e6):
+            floats = [rng.uniform(0.1, 1e4) * scale for _ in range(n)]
+            ints = [rng.randrange(1, 2**40) for _ in range(n)]
+            assert stats.median(floats) == float(np.median(floats))
+            assert stats.median(ints) == float(np.median(ints))
+    assert stats.median([]) is None

@@ -10,8 +10,6 @@ import json
 from dataclasses import dataclass, field
 from functools import cached_property
 
-import numpy as np
-
 from harness import contention
 from harness.analysis import stats
 from harness.record.parts import Gemm, Kernels, KernelTime, MemorySplit
@@ -194,8 +192,7 @@ class Group:
 
     @cached_property  # a reference table reads it once per reference it stands beside
     def ms_median(self) -> float | None:
-        pooled = [x for s in self.samples for x in s]
-        return float(np.median(pooled)) if pooled else None
+        return stats.median([x for s in self.samples for x in s])
 
     @cached_property
     def memory(self) -> tuple[str, list]:
@@ -204,14 +201,13 @@ class Group:
 
     @property
     def memory_bytes(self) -> float | None:
-        values = self.memory[1]
-        return float(np.median(values)) if values else None
+        return stats.median(self.memory[1])
 
     def summary_median(self, name: str) -> float | None:
         """The median over its runs of one summary number (each name computed once: a reference table asks per row)."""
         if name not in self._summary_medians:
             values = [v for v in (r.summary_number(name) for r in self.records) if v is not None]
-            self._summary_medians[name] = float(np.median(values)) if values else None
+            self._summary_medians[name] = stats.median(values)
         return self._summary_medians[name]
 
     @cached_property
@@ -258,8 +254,7 @@ class Group:
 
     def mfu(self, key: str) -> float | None:
         """explain.mfu's key (mfu_datasheet or mfu_measured), the median over its runs."""
-        values = [v for v in (r.mfu(key) for r in self.records) if v is not None]
-        return float(np.median(values)) if values else None
+        return stats.median([v for v in (r.mfu(key) for r in self.records) if v is not None])
 
     def losses(self, upto: int | None = None, start: int | None = None) -> tuple[float | None, float | None]:
         """(loss at step upto-1, mean over steps start..upto-1) averaged over repeats; defaults: all steps, own warm-up.

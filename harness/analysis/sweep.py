@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-
 from harness.analysis import stats
 from harness.record.model import workload_hash
 from harness.record.view import RecordView
@@ -102,7 +100,7 @@ def _merge(records: list[RecordView]) -> dict:
         "status": status,
         "runs": len(records),
         "tokens_per_s": stats.throughput(samples, tokens, key=json.dumps(curve_key(records[0]))).point,
-        "step_ms": float(np.median(pooled)) if pooled else None,
+        "step_ms": stats.median(pooled),
         "peak_memory_bytes": peak,
         "memory_source": source,
         "usable_memory_bytes": records[0].usable_memory_bytes,
