@@ -81,12 +81,12 @@ class Group:
     def environment(self) -> Environment:
         return self.first.environment
 
-    @property
+    @cached_property  # its records are all in once loaded; read for every run of a ladder
     def sweep(self) -> Sweep | None:
         """The sweep this group is a point of (a plain rung run of the same workload may be merged in)."""
         return next((r.sweep for r in self.records if r.sweep), None)
 
-    @property
+    @cached_property
     def in_ladder(self) -> bool:
         """Has at least one run made as a plan rung rather than as a sweep point."""
         return any(not r.sweep for r in self.records)

@@ -183,7 +183,8 @@ class RecordView:
         return f"{s.field}={s.value}" if s else ""
 
     # What was measured
-    workload = property(lambda self: Workload(self._r.get("workload")))  # typed, read-only; .to_dict(): as stored
+    # typed, read-only; .to_dict(): as stored. Made once: tables ask a cell's first run for it per row
+    workload = property(lambda self: self._once("workload", Workload, self._r.get("workload")))
     workload_hash = property(lambda self: self._r.get("workload_hash"))
 
     def workload_value(self, key: str):
@@ -447,7 +448,15 @@ class RecordView:
 
     @property
     def vocab_gemms(self) -> tuple[Gemm, ...]:
-        return self.kernels.vocab_gemms or ()
+        """The lm_head GEMMs of the kernel profile (explain.kernels.vocab_gemms), () without one."""
+        return self._once("vocab_gemms", self._vocab_gemms)
+
+    def _vocab_gemms(self) -> tuple[Gemm, ...]:
+        if self.kernels_reason != "available":
+            return ()
+        # that list read, not the whole profile typed (a cell looks through its profiled runs for one that has it)
+        raw = _dict(self._explain_object("kernels")).get("vocab_gemms")
+        return tuple(Gemm.of(v) for v in raw) if isinstance(raw, list) else ()
 
     def mfu(self, key: str) -> float | None:
         """explain.mfu's mfu_datasheet or mfu_measured (read for every run of a cell: explain's mfu object alone, not
