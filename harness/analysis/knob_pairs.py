@@ -143,6 +143,14 @@ def logged_points(groups: list[Group]) -> list[LoggedPoint]:
 def reference_pairs(cmp: Compare, field: str, before=None, after=None) -> list[tuple[Group, Group]]:
     """One-knob pairs in the user's log, within one GPU class and one stated torch; of several logged
     repeats of a rung, the first line."""
+    builds = cmp.cached("reference builds", _reference_builds)
+    pairs = [p for groups in builds.values() for p in one_knob_pairs(groups, field, before, after)]
+    return sorted(pairs, key=lambda p: (p[0].workload.batch_size or 0, p[0].label))
+
+
+def _reference_builds(cmp: Compare) -> dict[tuple, list[Group]]:
+    """(GPU class, stated torch) -> the user's logged rungs under it, the first line of each (once per compare: the
+    findings and answers ask for pairs of several knobs, and a year of logs has thousands of lines)."""
     firsts: dict[tuple, Group] = {}
     for r in sorted(ok_references(cmp), key=lambda g: g.first.reference.line or 0):
         key = (r.gpu, ref_torch(r), r.workload.batch_size, r.workload.seq_len, r.first.rung,
@@ -151,8 +159,7 @@ def reference_pairs(cmp: Compare, field: str, before=None, after=None) -> list[t
     by_build: dict[tuple, list[Group]] = {}
     for (gpu, torch, *_rest), r in firsts.items():
         by_build.setdefault((gpu, torch), []).append(r)
-    pairs = [p for groups in by_build.values() for p in one_knob_pairs(groups, field, before, after)]
-    return sorted(pairs, key=lambda p: (p[0].workload.batch_size or 0, p[0].label))
+    return by_build
 
 
 def where(cmp: Compare, gpu: str, env: str, g: Group) -> str:
