@@ -3,6 +3,7 @@
   outline.py   what the report says, in which order: sections, findings per topic, which tables and charts
   document.py  the document model (headings, paragraphs, findings, tables, images) and its Markdown and HTML
   charts.py    the matplotlib charts, drawn from harness.compare's typed rows and groups
+  drawing.py   the charts drawn in worker processes (one per CPU) while the outline writes the text
   __main__.py  the command line
 
 The findings are harness.analysis.findings; the tables are harness.compare's (and harness.analysis.fastest's, through it).

@@ -10,9 +10,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from harness.analysis.answers import Chart
-from harness.report.charts import NARROW, WIDE, _png, fonts, sweep_chart  # noqa: F401 (NARROW: the outline's)
+from harness.report.charts import NARROW, WIDE, _png, fonts, sweep_chart
 
 OURS, USERS = "tab:blue", "tab:gray"
+
+
+def charts_of(key: str, chart: Chart | None) -> list[tuple]:
+    """An answer's chart as the report places it: [(file name, PNG, caption, the PNG drawn for a phone)], or []."""
+    png = draw(chart)
+    return [] if png is None else [(f"answer-{key}.png", png, chart.title + ".", draw(chart, NARROW))]
 
 
 def draw(chart: Chart | None, width: float = WIDE) -> bytes | None:

@@ -5,6 +5,7 @@ harness.compare has, and the environments and the method last; and what it says 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 from harness.analysis import answers, findings, series, stats
@@ -13,7 +14,7 @@ from harness.analysis.context import COMPARABLE_RULE, Compare
 from harness.analysis.tables import cross, knobs, registry
 from harness.analysis.verdict import verdict
 from harness.render import VERDICT_HOW, VERDICT_TITLE, verdict_blocks
-from harness.report import answer_charts, charts, versions_chart
+from harness.report import answer_charts, charts, drawing, versions_chart
 from harness.report.document import Doc
 
 TITLE = "GPT-2 training on {word}s: the users' questions, answered from the records"
@@ -76,9 +77,35 @@ def _tables(doc: Doc, tables: list[Table]) -> None:
         doc.table(t)
 
 
+def chart_jobs(cmp: Compare) -> dict[str, Callable[[], list[charts.Chart]]]:
+    """Every chart the report has but the answers', by key: a function that draws it from the records
+    (harness.report.drawing draws them in worker processes while the text is written). The costliest first: the
+    workers take them in this order."""
+    name = cmp.ds.name
+    return {
+        "ladder": lambda: charts.ladder_charts(cmp),
+        "cross-version": lambda: _some(charts.heatmap_chart(cross.cross(cmp, "env"), name)),
+        "cross-gpu": lambda: _some(charts.cross_gpu_chart(cross.cross(cmp, "gpu"), name)),
+        "kernel-mix": lambda: _some(charts.kernel_mix_chart(cmp)),
+        "versions": lambda: versions_chart.versions_charts(cmp),  # one rung under 3+ torch builds (bisect --landscape)
+        "factors": lambda: _some(charts.factors_chart(knobs.splits(cmp), name)),
+        "memory": lambda: _some(charts.memory_chart(cmp)),
+        "sweeps": lambda: charts.sweep_charts(cmp),
+    }
+
+
 def build(cmp: Compare, paths, command: str) -> Doc:
     """The answers first: key findings, the seed ladder beside the user's numbers, one section per user question;
-    then every other finding and table folded in an appendix; environments and method last."""
+    then every other finding and table folded in an appendix; environments and method last. The charts are drawn
+    meanwhile (harness.report.drawing): the answers' as soon as they are computed, each from its chart's data."""
+    with drawing.Drawings(chart_jobs(cmp)) as drawn:
+        answered = answers.compute(cmp)
+        for a in answered:
+            drawn.add(f"answer-{a.key}", answer_charts.charts_of, a.key, a.chart)
+        return _document(cmp, paths, command, answered, drawn)
+
+
+def _document(cmp: Compare, paths, command: str, answered: list[answers.Answer], drawn: drawing.Drawings) -> Doc:
     every = " ".join(shlex.quote(str(p)) for p in paths)
     doc = Doc(every_row=lambda name: f"python -m harness.compare {every} --table {name} --format csv")
     ds = cmp.ds
@@ -95,21 +122,20 @@ def build(cmp: Compare, paths, command: str) -> Doc:
     if not keys:
         doc.p("No measured runs yet: nothing to find.")
 
-    ladder = charts.ladder_charts(cmp)
+    ladder = drawn.take("ladder")
     seed = [c for c in ladder if c[0].startswith("ladder-seed-ladder")]
     users = any(s.reference for lc in series.ladder_charts(cmp) if lc.plan == "seed-ladder" for s in lc.series)
     doc.h(2, "The seed ladder: the user's numbers beside ours" if users else
           "The seed ladder (the user's log has no run at these B and T to put beside it)")
     _charts(doc, seed, "No seed-ladder chart: no measured run of plan seed-ladder.")
 
-    for a in answers.compute(cmp):
+    for a in answered:
         doc.h(2, a.question)
         doc.p(" ".join(a.sentences))
         if a.command:
             doc.p(f"What would answer it: `{a.command}`")
-        png = answer_charts.draw(a.chart)
-        if png is not None:
-            doc.img(f"answer-{a.key}.png", png, a.chart.title + ".", answer_charts.draw(a.chart, answer_charts.NARROW))
+        for chart in drawn.take(f"answer-{a.key}"):
+            doc.img(*chart)
         if a.table:
             t = Table(f"answer-{a.key}", "", [(k, k) for k in a.table[0]])
             t.rows = a.table
@@ -117,7 +143,7 @@ def build(cmp: Compare, paths, command: str) -> Doc:
         doc.cite(a.records)
 
     doc.fold("Appendix: every other finding, chart and table")
-    _appendix(doc, cmp, tables, [c for c in ladder if c not in seed])
+    _appendix(doc, cmp, tables, [c for c in ladder if c not in seed], drawn)
     doc.unfold()
 
     doc.h(2, "Environments")
@@ -139,7 +165,7 @@ def build(cmp: Compare, paths, command: str) -> Doc:
     return doc
 
 
-def _appendix(doc: Doc, cmp: Compare, tables: dict, ladder: list) -> None:
+def _appendix(doc: Doc, cmp: Compare, tables: dict, ladder: list, drawn: drawing.Drawings) -> None:
     ds = cmp.ds
     doc.h(2, "A1. The verdict per pair")
     title = VERDICT_TITLE.format(word=cmp.word).removeprefix("Verdict: ")
@@ -165,28 +191,28 @@ def _appendix(doc: Doc, cmp: Compare, tables: dict, ladder: list) -> None:
 
     doc.h(2, f"A5. Torch versions and {cmp.word}s")
     versions, gpus = tables["versions"][0], tables["gpus"][0]
-    _charts(doc, _some(charts.heatmap_chart(cross.cross(cmp, "env"), cmp.ds.name)), "No cross-version heatmap: no rung ran under two envs on the same GPU.")
+    _charts(doc, drawn.take("cross-version"), "No cross-version heatmap: no rung ran under two envs on the same GPU.")
     doc.table(versions)
-    for chart in versions_chart.versions_charts(cmp):  # one rung under 3+ torch builds (harness.bisect --landscape)
+    for chart in drawn.take("versions"):
         doc.img(*chart)
-    _charts(doc, _some(charts.cross_gpu_chart(cross.cross(cmp, "gpu"), cmp.ds.name)), f"No cross-{cmp.word} chart: no rung ran on two {cmp.word}s under the same env.")
+    _charts(doc, drawn.take("cross-gpu"), f"No cross-{cmp.word} chart: no rung ran on two {cmp.word}s under the same env.")
     doc.table(gpus)
 
     doc.h(2, "A6. Knob effects: the GPU or the torch version?")
     _tables(doc, tables["knobs"])
     factors = tables["factors"][0]
-    _charts(doc, _some(charts.factors_chart(knobs.splits(cmp), cmp.ds.name)), "No 2x2 chart: no knob was measured with comparable runs on 2 GPUs x 2 envs.")
+    _charts(doc, drawn.take("factors"), "No 2x2 chart: no knob was measured with comparable runs on 2 GPUs x 2 envs.")
     doc.table(factors)
 
     doc.h(2, "A7. Memory")
-    _charts(doc, _some(charts.memory_chart(cmp)), "No memory-split chart: no record has explain.memory_split (it needs a CUDA run).")
+    _charts(doc, drawn.take("memory"), "No memory-split chart: no record has explain.memory_split (it needs a CUDA run).")
 
     doc.h(2, "A8. What changed underneath")
-    _charts(doc, _some(charts.kernel_mix_chart(cmp)), "No kernel-mix chart: no record has a kernel profile (explain.kernels).")
+    _charts(doc, drawn.take("kernel-mix"), "No kernel-mix chart: no record has a kernel profile (explain.kernels).")
     _tables(doc, tables["underneath"])
 
     doc.h(2, "A9. Sweeps")
-    _charts(doc, charts.sweep_charts(cmp), "No sweep chart: no record has a sweep field.")
+    _charts(doc, drawn.take("sweeps"), "No sweep chart: no record has a sweep field.")
     _tables(doc, tables["sweeps"])
 
     doc.h(2, "A10. Loss parity")
