@@ -1,4 +1,4 @@
-"""Benchmark of compare at scale: make N records from the committed ones, then time compare cold and warm.
+"""Benchmark of compare and report at scale: make N records from the committed ones, then time them cold and warm.
 
     PYTHONPATH=. python scripts/bench_index.py --records 100000 --dir /tmp/bench100k
 
@@ -7,10 +7,12 @@ their step times and summary numbers scaled by up to 10% (another run's numbers)
 a record is ~20 KB, so 100,000 of them are ~2.4 GB: put DIR on a disk with room; it is deleted afterwards unless
 --keep), then runs `python -m harness.compare DIR/records` in a fresh interpreter each time: cold (no index yet:
 every file parsed, validated and indexed), warm (the index is current; --warm-runs times, their median printed) and,
-with --no-index-too, reading the JSON directly. Prints each one's wall time, the part of it spent reading the records
-(the index brought up to date, then the dataset loaded; the rest is the analysis), its CPU time (with the index's
-worker processes: on a shared machine the wall time says as much about the others' load), its peak memory (ru_maxrss
-of that process), and the machine's load average before and after. A benchmark, not a test: it asserts nothing.
+with --no-index-too, reading the JSON directly; then, with --report-runs, `python -m harness.report DIR/records -o
+DIR/report` (the index current). Prints each one's wall time, the part of it spent reading the records (the index
+brought up to date, then the dataset loaded; the rest is the analysis), its CPU time (with its worker processes': the
+index's, the report's chart drawers'; on a shared machine the wall time says as much about the others' load), its peak
+memory (ru_maxrss of that process, and of its largest worker), and the machine's load average before and after. A
+benchmark, not a test: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -30,11 +32,11 @@ sys.path.insert(0, str(ROOT))
 
 from harness.record.io import iter_records, read_json
 
-# Run one compare in this interpreter; print how long reading the records took (the index brought up to date, then
-# dataset.load) and its own peak RSS (KiB on Linux) on the last lines of stderr.
+# Run one compare or report (the module named first) in this interpreter; print how long reading the records took
+# (the index brought up to date, then dataset.load), the CPU time with its worker processes', its own peak RSS and its
+# largest worker's (KiB on Linux: the index's when it is built, the report's chart drawers) on the last lines of stderr.
 CHILD = """
-import resource, sys, time
-from harness import compare
+import importlib, resource, sys, time
 from harness.analysis import options
 spent = {"read": 0.0}
 def timed(fn):
@@ -48,13 +50,14 @@ def timed(fn):
 options.load = timed(options.load)
 options.RecordIndex.open = timed(options.RecordIndex.open)
 try:
-    compare.main(sys.argv[1:])
+    importlib.import_module(sys.argv[1]).main(sys.argv[2:])
 except SystemExit:
     pass
 me, pool = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 print("cpu_s", me.ru_utime + me.ru_stime + pool.ru_utime + pool.ru_stime, file=sys.stderr)
 print("read_s", spent["read"], file=sys.stderr)
 print("maxrss_kib", me.ru_maxrss, file=sys.stderr)
+print("worker_maxrss_kib", pool.ru_maxrss, file=sys.stderr)
 """
 
 
@@ -82,16 +85,16 @@ def make_records(sources: list[Path], out: Path, n: int) -> None:
         (folder / f"{copy['run_id']}.json").write_text(json.dumps(copy, indent=1))
 
 
-def timed_compare(records: Path, *extra: str) -> tuple[float, float, float, int, str]:
-    """(seconds, of which reading the records, CPU seconds (its own and its index workers'), peak RSS in bytes, the
-    first lines of its output) of one compare in a fresh interpreter."""
+def timed(module: str, *args: str) -> tuple[float, float, float, int, int, str]:
+    """(seconds, of which reading the records, CPU seconds (its own and its workers'), its peak RSS and its largest
+    worker's in bytes, the first lines of its output) of one `python -m MODULE ARGS` in a fresh interpreter."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", CHILD, str(records), *extra], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", CHILD, module, *args], capture_output=True, text=True,
                           cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
     seconds = time.perf_counter() - start
-    last = {line.split()[0]: float(line.split()[1]) for line in done.stderr.splitlines()[-3:] if len(line.split()) == 2}
+    last = {line.split()[0]: float(line.split()[1]) for line in done.stderr.splitlines()[-4:] if len(line.split()) == 2}
     return (seconds, last.get("read_s", 0.0), last.get("cpu_s", 0.0), int(last.get("maxrss_kib", 0)) * 1024,
-            "\n".join(done.stdout.splitlines()[:3]))
+            int(last.get("worker_maxrss_kib", 0)) * 1024, "\n".join(done.stdout.splitlines()[:3]))
 
 
 def main(argv=None) -> int:
@@ -103,10 +106,12 @@ def main(argv=None) -> int:
     p.add_argument("--warm-runs", type=int, default=3, metavar="N",
                    help="how many warm compares to time (default 3: this kind of machine varies by 20%% run to run)")
     p.add_argument("--no-index-too", action="store_true", help="also time compare --no-index (the JSON read directly)")
+    p.add_argument("--report-runs", type=int, default=0, metavar="N",
+                   help="then time `python -m harness.report` N times, the index current (default 0: not timed)")
     p.add_argument("--keep", action="store_true", help="keep DIR afterwards (default: deleted)")
     args = p.parse_args(argv)
-    if args.warm_runs < 0:
-        p.error("--warm-runs: 0 or more")
+    if args.warm_runs < 0 or args.report_runs < 0:
+        p.error("--warm-runs, --report-runs: 0 or more")
     if args.dir.exists():
         p.error(f"--dir {args.dir}: exists; give a new folder")
     records = args.dir / "records"
@@ -116,19 +121,25 @@ def main(argv=None) -> int:
         size = sum(f.stat().st_size for f in records.rglob("*.json"))
         print(f"made {args.records:,} records ({size / 1e9:.2f} GB) in {time.perf_counter() - start:.0f} s")
         print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
-        runs = [("cold (index built)", ())] + [(f"warm {i + 1} (index current)", ()) for i in range(args.warm_runs)]
-        if args.no_index_too:
-            runs.append(("--no-index (JSON read directly)", ("--no-index",)))
-        warm = []
-        for name, extra in runs:
-            seconds, read, cpu, peak, head = timed_compare(records, *extra)
-            warm += [seconds] if name.startswith("warm") else []
+        compare = ("harness.compare", str(records))
+        report = ("harness.report.__main__", str(records), "-o", str(args.dir / "report"))
+        runs = [("cold (index built)", compare)]
+        runs += [(f"warm {i + 1} (index current)", compare) for i in range(args.warm_runs)]
+        runs += [("--no-index (JSON read directly)", (*compare, "--no-index"))] if args.no_index_too else []
+        runs += [(f"report {i + 1} (index current)", report) for i in range(args.report_runs)]
+        times: dict[str, list[float]] = {"warm": [], "report": []}
+        heads = {}
+        for name, command in runs:
+            seconds, read, cpu, peak, worker, heads[command[0]] = timed(*command)
+            times.get(name.split()[0], []).append(seconds)
             print(f"{name:32} {seconds:6.1f} s (reading the records {read:6.1f} s; CPU {cpu:6.1f} s)   peak RSS "
-                  f"{peak / 2**30:5.2f} GiB", flush=True)
-        if warm:
-            print(f"warm: median {statistics.median(warm):.1f} s of {len(warm)} ({min(warm):.1f}-{max(warm):.1f} s)")
+                  f"{peak / 2**30:5.2f} GiB (largest worker {worker / 2**30:4.2f} GiB)", flush=True)
+        for what, seconds in times.items():
+            if seconds:
+                print(f"{what}: median {statistics.median(seconds):.1f} s of {len(seconds)} "
+                      f"({min(seconds):.1f}-{max(seconds):.1f} s)")
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        print(f"compare's first lines:\n{head}")
+        print(f"compare's first lines:\n{heads['harness.compare']}")
     finally:
         if not args.keep:
             shutil.rmtree(args.dir, ignore_errors=True)
