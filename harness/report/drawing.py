@@ -29,11 +29,13 @@ _JOBS: dict[str, Callable[[], list]] = {}  # what a forked worker draws: set bef
 def _quiet_worker() -> None:
     # Ctrl-C (or a closed terminal) reaches the whole process group: the report says so in one line
     # (harness.output.run_main), and a worker just ends, printing no traceback of its own. Its GC leaves the inherited
-    # objects alone (frozen), so it does not copy the pages of records it never reads.
+    # objects alone (frozen), so it does not copy the pages of records it never reads. Where CPUs are few, the text
+    # goes first (the report waits for it; the charts are usually done before it is): a worker yields (nice 10).
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # held since the fork (Drawings.__enter__)
     gc.freeze()
+    os.nice(10)
 
 
 def _draw(key: str) -> list:
