@@ -1,11 +1,12 @@
 """The report's charts, drawn in worker processes while its text is written.
 
-Drawing is most of a report's own time: about two dozen PNGs at 0.2-0.5 s each on this project's 2-core machine,
-whether there are 159 records or 100,000, and none of the text needs them. So the charts are named first (a key and a
+Drawing is most of a report's own time: about two dozen PNGs at 0.1-0.5 s each on this project's 2-core machine,
+whether there are 200 records or 100,000, and none of the text needs them. So the charts are named first (a key and a
 function that draws them, returning a list of harness.report.charts.Chart), a pool of worker processes is forked then,
 one per CPU, which inherits those functions and the loaded records (nothing is pickled but a key and the PNG bytes),
-and the outline writes the text meanwhile and takes each chart where it goes. Where fork is not the way processes start
-(macOS, Windows) or there is one CPU, each chart is drawn in this process when it is taken: the same bytes, later.
+and the outline writes the text meanwhile and takes each chart where it goes; the answers' charts, named once the
+answers are computed, are sent to the workers with their data. Where fork is not the way processes start (macOS,
+Windows) or there is one CPU, each chart is drawn in this process when it is taken: the same bytes, later.
 """
 
 from __future__ import annotations
