@@ -219,14 +219,15 @@ class RecordView:
         """Measured under contention (older records do not say, and are not flagged)."""
         return self._once("contended", lambda: bool(self.contention.contended))
 
+    # Read for every run (its env label) and the same for every run of an environment: made once per environment
     @property
     def container_image(self) -> str | None:
         """The image the run was made in (HARNESS_IMAGE: envs/<name> or a cluster's image); None outside one."""
-        return self.environment.container.image or None
+        return self._once("container_image", lambda: self.environment.container.image or None, section="environment")
 
     @property
     def torch_version(self) -> str | None:
-        return _text(self.environment.torch.version)
+        return self._once("torch_version", lambda: _text(self.environment.torch.version), section="environment")
 
     @property
     def rerun_command(self) -> str | None:
