@@ -316,14 +316,16 @@ def test_a_record_from_the_index_brings_what_its_view_derives(tmp_path, monkeypa
         fresh.indexed()
         assert {name: read[name][i] for name in INDEXED} == {name: repr(fresh._read[name]) for name in INDEXED}, path
     assert any(v.timed_ms for _p, v in views) and any(v.mfu("mfu_datasheet") for _p, v in views)
-    # kernels_reason and lm_head_kernel read one object of explain: what the whole profile typed says
+    # kernels_reason, lm_head_kernel and vocab_gemms read one object of explain: what the whole profile typed says
     for record in direct.values():
         whole = RecordView(record).explain.kernels
         fresh = RecordView(record)
         assert fresh.kernels_reason == ("available" if whole.available else whole.reason or "not profiled")
         name = whole.lm_head_gemm.name if whole.available else None
         assert fresh.lm_head_kernel == (str(name) if name else None)
+        assert fresh.vocab_gemms == ((whole.vocab_gemms or ()) if whole.available else ())
     assert any(RecordView(r).lm_head_kernel for r in direct.values())
+    assert any(RecordView(r).vocab_gemms for r in direct.values())
     assert {type(RecordView(r).peak_memory()) for _p, r in records} == {tuple}
 
 
