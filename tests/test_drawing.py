@@ -52,3 +52,62 @@ def test_a_charts_error_is_raised_as_itself_and_a_dead_worker_leaves_its_chart_h
         with pytest.raises(ValueError, match="cannot be drawn"):
             drawn.take("fails")
         assert drawn.take("dies") == [("drawn-here.png", b"png", "drawn by the report's own process")]
+
+
+@pytest.mark.parametrize("error", [OSError(38, "Function not implemented"), NotImplementedError("no sem_open")])
+def test_without_worker_processes_the_charts_are_drawn_here(monkeypatch, error):
+    """Where no pool can start (no /dev/shm for its semaphores, no process left to fork), every chart is drawn by the
+    report's own process, as where fork is not the way processes start."""
+    def refused(*_args, **_kwargs):
+        raise error
+
+    monkeypatch.setattr(drawing, "ProcessPoolExecutor", refused)
+    with drawing.Drawings({"here": _dies_in_a_worker}, processes=2) as drawn:
+        drawn.add("added", _dies_in_a_worker)
+        assert drawn.processes == 1 and drawn._pool is None
+        here = [("drawn-here.png", b"png", "drawn by the report's own process")]
+        assert drawn.take("here") == drawn.take("added") == here
+
+
+@needs_fork
+@pytest.mark.parametrize("signum, group", [(signal.SIGINT, True), (signal.SIGTERM, False)])
+def test_a_stop_signal_while_charts_are_drawn_ends_the_workers_too(tmp_path, signum, group):
+    """Ctrl-C (to the whole process group, as a terminal sends it) or SIGTERM to the report alone, while its workers
+    draw: one line, exit 128 + the signal, no traceback, no file, and no worker left behind."""
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parent.parent
+    report = subprocess.Popen([sys.executable, "-m", "harness.report", str(RESULTS), "-o", str(tmp_path / "out"),
+                               "--no-index"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True, env={**os.environ, "PYTHONPATH": str(root)})
+    deadline = time.monotonic() + 120
+    while len(_children(report.pid)) < 2:  # the workers are there only while the charts are drawn
+        assert report.poll() is None and time.monotonic() < deadline, report.communicate()
+        time.sleep(0.02)
+    os.killpg(report.pid, signum) if group else os.kill(report.pid, signum)
+    stopped = time.monotonic()
+    _out, err = report.communicate(timeout=60)
+    assert report.returncode == 128 + signum and "Traceback" not in err, err
+    # at once: not after the charts being drawn are finished (which took 4 s here when SIGTERM reached the report alone)
+    assert time.monotonic() - stopped < 3.0
+    assert err.strip().splitlines()[-1] == (f"python -m harness.report: stopped by {signal.Signals(signum).name}; "
+                                            "no output file is left half-written")
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):  # nothing of its process group is left
+        os.killpg(report.pid, 0)
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def _children(pid: int) -> list[str]:
+    """The pids whose parent is pid (/proc/N/stat: the parent's pid is the second field after the name)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):  # gone meanwhile
+            continue
+        if fields[1] == str(pid):
+            kids.append(stat.parent.name)
+    return kids

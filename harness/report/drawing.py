@@ -60,20 +60,26 @@ class Drawings:
 
     def __enter__(self) -> Self:
         if self.processes > 1:
-            _JOBS.clear()
-            _JOBS.update(self.jobs)
-            # fork: every worker starts at the first submit, so all of them inherit the jobs just set; a stop signal
-            # waits until they are started, so none arrives in a worker before _quiet_worker has set it to end it
-            self._pool = ProcessPoolExecutor(self.processes, multiprocessing.get_context("fork"),
-                                             initializer=_quiet_worker)
-            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-            before = set(multiprocessing.active_children())
             try:
-                self._pending = {key: self._pool.submit(_draw, key) for key in self.jobs}
-            finally:
-                self._workers = [p for p in multiprocessing.active_children() if p not in before]
-                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+                self._start()
+            except (OSError, NotImplementedError, ImportError):  # no semaphores (no /dev/shm), no process left to fork
+                self._end(failed=True)
+                self.processes, self._pool, self._pending = 1, None, {}  # drawn here, as where fork is not the way
         return self
+
+    def _start(self) -> None:
+        _JOBS.clear()
+        _JOBS.update(self.jobs)
+        # fork: every worker starts at the first submit, so all of them inherit the jobs just set; a stop signal waits
+        # until they are started, so none arrives in a worker before _quiet_worker has set it to end it
+        self._pool = ProcessPoolExecutor(self.processes, multiprocessing.get_context("fork"), initializer=_quiet_worker)
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        before = set(multiprocessing.active_children())
+        try:
+            self._pending = {key: self._pool.submit(_draw, key) for key in self.jobs}
+        finally:
+            self._workers = [p for p in multiprocessing.active_children() if p not in before]
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
     def add(self, key: str, draw: Callable[..., list], *args) -> None:
         """One more job, named after the workers started: draw(*args), sent to a worker (draw a module's function,
@@ -94,10 +100,12 @@ class Drawings:
         return self.jobs[key]()
 
     def __exit__(self, *exc) -> None:
-        if self._pool is None:
-            return
-        if exc[0] is not None:  # an error or a stop signal (SIGTERM may reach this process alone): the workers end now
+        self._end(failed=exc[0] is not None)
+
+    def _end(self, failed: bool) -> None:
+        if failed:  # an error or a stop signal (SIGTERM may reach this process alone): the workers end now
             for worker in self._workers:
                 worker.terminate()
-        self._pool.shutdown(wait=exc[0] is None, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=not failed, cancel_futures=True)
         _JOBS.clear()
