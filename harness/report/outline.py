@@ -195,7 +195,8 @@ def _appendix(doc: Doc, cmp: Compare, tables: dict, ladder: list, drawn: drawing
     doc.table(versions)
     for chart in drawn.take("versions"):
         doc.img(*chart)
-    _charts(doc, drawn.take("cross-gpu"), f"No cross-{cmp.word} chart: no rung ran on two {cmp.word}s under the same env.")
+    _charts(doc, drawn.take("cross-gpu"),
+            f"No cross-{cmp.word} chart: no rung ran on two {cmp.word}s under the same env.")
     doc.table(gpus)
 
     doc.h(2, "A6. Knob effects: the GPU or the torch version?")
@@ -205,7 +206,8 @@ def _appendix(doc: Doc, cmp: Compare, tables: dict, ladder: list, drawn: drawing
     doc.table(factors)
 
     doc.h(2, "A7. Memory")
-    _charts(doc, drawn.take("memory"), "No memory-split chart: no record has explain.memory_split (it needs a CUDA run).")
+    _charts(doc, drawn.take("memory"),
+            "No memory-split chart: no record has explain.memory_split (it needs a CUDA run).")
 
     doc.h(2, "A8. What changed underneath")
     _charts(doc, drawn.take("kernel-mix"), "No kernel-mix chart: no record has a kernel profile (explain.kernels).")
