@@ -287,12 +287,12 @@ class Group:
         avg = lambda xs: sum(xs) / len(xs) if xs else None
         return avg(finals), avg(means)
 
-    @property
+    @cached_property  # its records are all in once loaded; the loss rule asks each cell of a set, per set
     def loss_steps(self) -> int | None:
         lengths = [len(r.step_losses) for r in self.records]
         return min(lengths) if lengths and min(lengths) else None
 
-    @property
+    @cached_property
     def warmup_steps(self) -> int:
         """The longest warm-up among its runs (the loss rule starts its mean after the longer warm-up of a pair)."""
         return max(r.warmup_steps for r in self.records)
