@@ -20,7 +20,7 @@ from harness.bisect import candidates as cmod
 from harness.bisect.candidates import Candidate, CandidateError, candidates_between, env_name_for, newest_patches
 from harness.bisect.explain import answer_lines, points_table, underneath, write_state
 from harness.bisect.search import METRICS, CandidateFailed, Search
-from harness.report.versions_chart import draw, versions_charts
+from harness.report.versions_chart import draw, landscapes, versions_charts
 
 ROOT = Path(__file__).resolve().parent.parent
 VERSIONS = ["2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1"]
@@ -178,7 +178,7 @@ def test_landscape_measures_every_candidate_and_draws(tmp_path):
     cx = Compare(load([tmp_path / "records"], warn=lambda line: None))
     series = version_series(cx)
     assert len(series) == 1 and len(series[0][1]) == len(VERSIONS)
-    charts = versions_charts(cx)
+    charts = versions_charts(landscapes(cx))
     assert charts[0][1][:8] == b"\x89PNG\r\n\x1a\n"
     assert draw(version_points(series[0][1]), "t", boundary=("2.4.1", "2.5.1"))[:4] == b"\x89PNG"
 

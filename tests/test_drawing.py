@@ -1,5 +1,6 @@
-"""harness.report.drawing: the report's charts drawn in forked worker processes are the charts drawn here, byte for
-byte; a chart's error is raised as itself; a worker that dies leaves its chart to this process."""
+"""harness.report.drawing: the report's charts drawn in forked worker processes, from their data sent there, are the
+charts drawn here, byte for byte; a chart's error is raised as itself; a worker that dies leaves its chart to this
+process; a stop signal ends the workers with the report."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from harness.report import answer_charts, drawing, outline
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 PARENT = os.getpid()
-needs_fork = pytest.mark.skipif(drawing._processes() < 2, reason="one CPU or no fork here: nothing is drawn apart")
+needs_fork = pytest.mark.skipif(drawing._workers() < 1, reason="one CPU or no fork here: nothing is drawn apart")
 
 
 @needs_fork
@@ -24,13 +25,15 @@ def test_charts_drawn_by_workers_are_the_charts_drawn_here():
     _ds, cmp = analyse(options, warn=lambda line: None)
     jobs, answered = outline.chart_jobs(cmp), answers.compute(cmp)
     drawn = {}
-    for processes in (1, 2):
-        with drawing.Drawings(jobs, processes=processes) as drawings:
-            for a in answered:  # sent to a worker with their data, not inherited
+    for workers in (0, 2):
+        with drawing.Drawings(workers=workers) as drawings:
+            assert drawings.workers == workers and len(drawings._workers) == workers
+            for key, (draw, *data) in jobs.items():
+                drawings.add(key, draw, *data)
+            for a in answered:
                 drawings.add(f"answer-{a.key}", answer_charts.charts_of, a.key, a.chart)
-            assert drawings.processes == processes and bool(drawings._workers) == (processes > 1)
-            drawn[processes] = {key: drawings.take(key) for key in reversed(drawings.jobs)}
-    mine, theirs = drawn[1], drawn[2]
+            drawn[workers] = {key: drawings.take(key) for key in reversed(drawings.jobs)}
+    mine, theirs = drawn[0], drawn[2]
     # two ladders, three answers, cross-GPU, kernel mix, memory split, a sweep: each with its PNG (and a narrow one)
     assert sum(len(charts) for charts in mine.values()) == 9
     assert theirs == mine
@@ -48,7 +51,9 @@ def _dies_in_a_worker():
 
 @needs_fork
 def test_a_charts_error_is_raised_as_itself_and_a_dead_worker_leaves_its_chart_here():
-    with drawing.Drawings({"fails": _fails, "dies": _dies_in_a_worker}, processes=2) as drawn:
+    with drawing.Drawings(workers=2) as drawn:
+        drawn.add("fails", _fails)
+        drawn.add("dies", _dies_in_a_worker)
         with pytest.raises(ValueError, match="cannot be drawn"):
             drawn.take("fails")
         assert drawn.take("dies") == [("drawn-here.png", b"png", "drawn by the report's own process")]
@@ -62,9 +67,10 @@ def test_without_worker_processes_the_charts_are_drawn_here(monkeypatch, error):
         raise error
 
     monkeypatch.setattr(drawing, "ProcessPoolExecutor", refused)
-    with drawing.Drawings({"here": _dies_in_a_worker}, processes=2) as drawn:
+    with drawing.Drawings(workers=2) as drawn:
+        drawn.add("here", _dies_in_a_worker)
         drawn.add("added", _dies_in_a_worker)
-        assert drawn.processes == 1 and drawn._pool is None
+        assert drawn.workers == 0 and drawn._pool is None
         here = [("drawn-here.png", b"png", "drawn by the report's own process")]
         assert drawn.take("here") == drawn.take("added") == here
 
@@ -83,7 +89,7 @@ def test_a_stop_signal_while_charts_are_drawn_ends_the_workers_too(tmp_path, sig
                                "--no-index"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               start_new_session=True, env={**os.environ, "PYTHONPATH": str(root)})
     deadline = time.monotonic() + 120
-    while len(_children(report.pid)) < 2:  # the workers are there only while the charts are drawn
+    while not _children(report.pid):  # the workers are there only while the charts are drawn
         assert report.poll() is None and time.monotonic() < deadline, report.communicate()
         time.sleep(0.02)
     os.killpg(report.pid, signum) if group else os.kill(report.pid, signum)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness.compare import analyse_or_exit, common_parser
 from harness.output import OutputError, emit, fail, path_text, run_main
-from harness.report import document, outline
+from harness.report import document, drawing, outline
 from harness.textsafe import terminal
 
 
@@ -26,8 +26,9 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     p = parser()
     args = p.parse_args(argv)
-    _ds, cmp = analyse_or_exit(p, args, lambda line: print(terminal(line), file=sys.stderr))
-    doc = outline.build(cmp, args.paths, "python -m harness.report " + " ".join(argv))
+    with drawing.Drawings() as drawn:  # its workers forked now, before the records are read: they stay small
+        _ds, cmp = analyse_or_exit(p, args, lambda line: print(terminal(line), file=sys.stderr))
+        doc = outline.build(cmp, args.paths, "python -m harness.report " + " ".join(argv), drawn)
     try:
         emit("".join(f"{terminal(path)}\n" for path in document.write(doc, Path(args.out))))
     except OutputError as exc:

@@ -20,8 +20,8 @@ import numpy as np
 
 from harness.analysis import series, stats
 from harness.analysis.cells import Cell
-from harness.analysis.context import Compare
 from harness.analysis.series import KNEE_TOLERANCE, MEMORY_DEFINITION
+from harness.analysis.stats import Delta
 from harness.analysis.tables.cross import Cross
 from harness.analysis.tables.knobs import Splits
 from harness.textsafe import chart_text, file_part
@@ -70,12 +70,12 @@ def series_colors(n: int) -> list:
     return list(plt.get_cmap("tab10" if n <= 10 else "tab20").colors)[:n]
 
 
-def ladder_charts(cmp: Compare) -> list[Chart]:
+def ladder_charts(ladders: list[series.LadderChart]) -> list[Chart]:
     """One grouped bar chart per plan (harness.analysis.series.ladder_charts): tokens/s per rung, one bar per
     (device, env, B, T), the user's logged numbers hatched beside; a rung that did not run says so where its bar is.
     Each comes with a narrow version (horizontal bars, rungs down the page) for a phone."""
     charts, names = [], set()
-    for whole in series.ladder_charts(cmp):
+    for whole in ladders:
         parts = [whole.series[i:i + MAX_SERIES] for i in range(0, len(whole.series), MAX_SERIES)]  # a colour a series
         for part_no, part in enumerate(parts):
             lc = dataclasses.replace(whole, series=part)
@@ -144,12 +144,17 @@ def _file_name(stem: str, taken: set[str]) -> str:
     return name
 
 
-def heatmap_chart(result: Cross, name=str) -> Chart | None:
-    """Cross-version delta in tokens/s: rows (GPU, rung, B), columns env vs its baseline."""
+def heatmap_cells(result: Cross, name=str) -> dict[tuple[str, str], Delta]:
+    """What the cross-version heatmap shows: (GPU | rung | B, env vs its baseline) -> its delta in tokens/s."""
     cells = {}
     for r in result.rows:
         if r.d_tokens is not None and r.d_tokens.value is not None:
             cells[(f"{name(r.gpu)} | {r.label} | {r.batch}", f"{r.env} vs {r.base_env}")] = r.d_tokens
+    return cells
+
+
+def heatmap_chart(cells: dict[tuple[str, str], Delta]) -> Chart | None:
+    """Cross-version delta in tokens/s (heatmap_cells): rows (GPU, rung, B), columns env vs its baseline."""
     if not cells:
         return None
     rows = list(dict.fromkeys(k[0] for k in cells))
@@ -185,16 +190,21 @@ def _delta_errors(deltas: list) -> np.ndarray | None:
                      [max(0.0, (d.high - d.value) * 100) if d.high is not None else 0.0 for d in deltas]])
 
 
-def cross_gpu_chart(result: Cross, name=str) -> Chart | None:
-    """Cross-GPU delta in tokens/s with its interval, one bar per rung and B (the table's order), one colour
-    per GPU pair; a rung whose baseline run failed is written where its bar would be, not left out."""
-    items = []  # (row label, series, Delta)
+def cross_gpu_items(result: Cross, name=str) -> list[tuple[str, str, Delta]]:
+    """What the cross-GPU chart shows: (rung and B, GPU pair, its delta in tokens/s), in the table's order."""
+    items = []
     envs = {r.env for r in result.rows}
     for r in result.rows:
         if r.is_baseline:
             continue
         label = f"{r.label}, B={r.batch_size}" + (f" / {r.env}" if len(envs) > 1 else "")
         items.append((label, f"{name(r.gpu)} vs {name(r.base_gpu)}", r.d_tokens))
+    return items
+
+
+def cross_gpu_chart(items: list[tuple[str, str, Delta]]) -> Chart | None:
+    """Cross-GPU delta in tokens/s with its interval (cross_gpu_items), one bar per rung and B, one colour per GPU
+    pair; a rung whose baseline run failed is written where its bar would be, not left out."""
     if not any(d.value is not None for _l, _s, d in items):
         return None
     labels = list(dict.fromkeys(i[0] for i in items))
@@ -277,8 +287,8 @@ def factors_chart(result: Splits, name=str) -> Chart | None:
     return ("factors.png", _png(fig), caption)
 
 
-def memory_chart(cmp: Compare) -> Chart | None:
-    bars = series.memory_bars(cmp)
+def memory_chart(bars: list[tuple[str, list[float]]]) -> Chart | None:
+    """harness.analysis.series.memory_bars as stacked bars."""
     if not bars:
         return None
     fig, ax = plt.subplots(figsize=(8.0, max(2.5, 0.42 * len(bars) + 1.8)))
@@ -297,8 +307,8 @@ def memory_chart(cmp: Compare) -> Chart | None:
                                             "the allocator (explain.memory_split), in GiB."))
 
 
-def kernel_mix_chart(cmp: Compare) -> Chart | None:
-    mix = series.kernel_mix(cmp)
+def kernel_mix_chart(mix: series.KernelMix | None) -> Chart | None:
+    """harness.analysis.series.kernel_mix: a panel per (device, env) cell, a stacked bar per rung."""
     if mix is None:
         return None
     most = max(len(bars) for _t, bars in mix.cells)  # wide enough that each bar's label has its own room
@@ -367,10 +377,10 @@ def _sweep_figure(lines: list, fieldname: str, title: str, width: float) -> byte
     return _png(fig)
 
 
-def sweep_charts(cmp: Compare) -> list[Chart]:
+def sweep_charts(sweeps: list[tuple[tuple[str, str], list[series.SweepLine]]]) -> list[Chart]:
     """One chart per sweep (name, field) of harness.analysis.series.sweep_lines."""
     charts = []
-    for i, ((name, fieldname), lines) in enumerate(series.sweep_lines(cmp)):
+    for i, ((name, fieldname), lines) in enumerate(sweeps):
         charts.append((f"sweep-{i}.png", sweep_chart(lines, fieldname, f"Sweep {name}: tokens/s and memory against {fieldname}"),
                        (f"Sweep {name}: tokens/s and peak memory against {fieldname}, one line per rung, device and env; "
                         f"star = the knee (smallest value within {KNEE_TOLERANCE:.0%} of the line's best tokens/s); x = a "

@@ -5,7 +5,6 @@ harness.compare has, and the environments and the method last; and what it says 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
 from datetime import datetime, timezone
 
 from harness.analysis import answers, findings, series, stats
@@ -77,32 +76,43 @@ def _tables(doc: Doc, tables: list[Table]) -> None:
         doc.table(t)
 
 
-def chart_jobs(cmp: Compare) -> dict[str, Callable[[], list[charts.Chart]]]:
-    """Every chart the report has but the answers', by key: a function that draws it from the records
-    (harness.report.drawing draws them in worker processes while the text is written). The costliest first: the
-    workers take them in this order."""
-    name = cmp.ds.name
+def chart_jobs(cmp: Compare) -> dict[str, tuple]:
+    """Every chart the report has but the answers', by key: (the function that draws it, what it draws). What each
+    shows is computed here, over the runs (harness.report.drawing sends it to a worker process, which draws it while
+    the text is written). The costliest first: the workers take them in this order."""
+    names = {label: cmp.name(label) for label in cmp.ds.gpus()}
     return {
-        "ladder": lambda: charts.ladder_charts(cmp),
-        "cross-version": lambda: _some(charts.heatmap_chart(cross.cross(cmp, "env"), name)),
-        "cross-gpu": lambda: _some(charts.cross_gpu_chart(cross.cross(cmp, "gpu"), name)),
-        "kernel-mix": lambda: _some(charts.kernel_mix_chart(cmp)),
-        "versions": lambda: versions_chart.versions_charts(cmp),  # one rung under 3+ torch builds (bisect --landscape)
-        "factors": lambda: _some(charts.factors_chart(knobs.splits(cmp), name)),
-        "memory": lambda: _some(charts.memory_chart(cmp)),
-        "sweeps": lambda: charts.sweep_charts(cmp),
+        "ladder": (charts.ladder_charts, series.ladder_charts(cmp)),
+        "cross-version": (_listed, charts.heatmap_chart, charts.heatmap_cells(cross.cross(cmp, "env"), cmp.name)),
+        "cross-gpu": (_listed, charts.cross_gpu_chart, charts.cross_gpu_items(cross.cross(cmp, "gpu"), cmp.name)),
+        "kernel-mix": (_listed, charts.kernel_mix_chart, series.kernel_mix(cmp)),
+        # one rung under 3+ torch builds (harness.bisect --landscape)
+        "versions": (versions_chart.versions_charts, versions_chart.landscapes(cmp)),
+        "factors": (_listed, charts.factors_chart, knobs.splits(cmp), names.__getitem__),
+        "memory": (_listed, charts.memory_chart, series.memory_bars(cmp)),
+        "sweeps": (charts.sweep_charts, series.sweep_lines(cmp)),
     }
 
 
-def build(cmp: Compare, paths, command: str) -> Doc:
+def _listed(draw, *data) -> list[charts.Chart]:
+    """draw(*data)'s chart as a list: none where it had nothing to draw."""
+    return _some(draw(*data))
+
+
+def build(cmp: Compare, paths, command: str, drawn: drawing.Drawings | None = None) -> Doc:
     """The answers first: key findings, the seed ladder beside the user's numbers, one section per user question;
     then every other finding and table folded in an appendix; environments and method last. The charts are drawn
-    meanwhile (harness.report.drawing): the answers' as soon as they are computed, each from its chart's data."""
-    with drawing.Drawings(chart_jobs(cmp)) as drawn:
-        answered = answers.compute(cmp)
-        for a in answered:
-            drawn.add(f"answer-{a.key}", answer_charts.charts_of, a.key, a.chart)
-        return _document(cmp, paths, command, answered, drawn)
+    meanwhile, by `drawn`'s workers (harness.report.drawing; forked before the records were read) or, without, by
+    workers forked here."""
+    if drawn is None:
+        with drawing.Drawings() as workers:
+            return build(cmp, paths, command, workers)
+    for key, (draw, *data) in chart_jobs(cmp).items():
+        drawn.add(key, draw, *data)
+    answered = answers.compute(cmp)
+    for a in answered:
+        drawn.add(f"answer-{a.key}", answer_charts.charts_of, a.key, a.chart)
+    return _document(cmp, paths, command, answered, drawn)
 
 
 def _document(cmp: Compare, paths, command: str, answered: list[answers.Answer], drawn: drawing.Drawings) -> Doc:
