@@ -22,6 +22,7 @@ from concurrent.futures.process import BrokenProcessPool
 from functools import partial
 from typing import Self
 
+from harness.envinfo import usable_cpus
 from harness.signals import STOP_SIGNALS
 
 
@@ -37,8 +38,7 @@ def _quiet_worker() -> None:
 
 def _workers() -> int:
     """One per CPU but the one the report's own process writes the text on; none but on Linux (fork)."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return cpus - 1 if sys.platform.startswith("linux") else 0
+    return usable_cpus() - 1 if sys.platform.startswith("linux") else 0
 
 
 class Drawings:
