@@ -265,6 +265,8 @@ def results_folder(tmp_path) -> Path:
     (out / "logs").mkdir()
     (out / "logs" / "padding-tf32.log").write_text("=== padding/tf32-50257-no-pad@B16\n")
     (out / "compare.txt").write_text("tables\n")
+    (out / ".harness-index").mkdir()  # compare's index, keyed to this machine: never packed
+    (out / ".harness-index" / "records.idx").write_bytes(b"index")
     return out
 
 

@@ -21,6 +21,9 @@ from pathlib import Path
 TOP = "gpu-check"  # the archive's one top folder
 SUMMARY = "gpu-check.json"  # the summary inside the results folder (and so inside the archive)
 MAX_FILE_BYTES = 16 * 2**20  # what one file back from a device call may weigh
+# compare's index of a folder (harness.record.index.INDEX_DIR): keyed to the machine that made it, so another one
+# rebuilds it with a warning; it is neither packed nor unpacked
+INDEX_DIR = ".harness-index"
 
 
 class PackError(ValueError):
@@ -54,7 +57,7 @@ def pack(results: Path, summary: dict, summary_text: str, into: Path) -> list[Pa
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for path in sorted(results.rglob("*")):
-            if path.is_file() and not path.name.startswith(".tmp-"):
+            if path.is_file() and not path.name.startswith(".tmp-") and INDEX_DIR not in path.relative_to(results).parts:
                 tar.add(path, arcname=f"{TOP}/{path.relative_to(results).as_posix()}")
     data = buf.getvalue()
     archive = into / archive_name(summary)
@@ -89,7 +92,8 @@ def unpack(archive: Path, results_root: Path = Path("results"), into: Path | Non
     if target.exists():
         raise PackError(f"{target} exists; records are never overwritten: name another folder with --into")
     with tarfile.open(archive, "r:gz") as tar:
-        members = [m for m in tar.getmembers() if m.name.startswith(f"{TOP}/") and (m.isfile() or m.isdir())]
+        members = [m for m in tar.getmembers() if m.name.startswith(f"{TOP}/") and (m.isfile() or m.isdir())
+                   and INDEX_DIR not in m.name.split("/")]
         target.mkdir(parents=True)
         for m in members:
             m.name = m.name[len(TOP) + 1:]
