@@ -85,6 +85,30 @@ def test_the_gpu_records_answer_with_their_numbers():
     assert 1 <= len(keys) <= answers.MAX_KEY_FINDINGS and keys == sorted(keys, key=lambda k: -k.size)
 
 
+def test_the_h100_padding_calls_say_how_much_is_the_compilers_padding():
+    """The budgeted H100 calls of 2026-11-26 ran the padding A/B: TF32's +2.7 GiB is all Inductor's padding (none with
+    it off), and the vocab pad's +4.6% at torch's default is +49.4% with the compiler's padding off. Both answers and
+    their key findings say so, and the key findings cite the runs with the padding off."""
+    from harness.analysis import answers
+
+    folders = ["gpu-h100-80gb-hbm3", *(f"gpu-h100-80gb-hbm3-20261126-call{n}" for n in (1, 2, 3)), "reference"]
+    cmp = Compare(load([ROOT / "results" / d for d in folders], warn=lambda line: None))
+    by_key = {a.key: a for a in answers.compute(cmp)}
+    off = "inductor_shape_padding off, inductor_comprehensive_padding off"
+    tf32 = " ".join(by_key["tf32"].sentences)
+    assert (f"+2,782.2 MiB with the compiler's padding at torch's default, +0.0 MiB with {off}: the difference, "
+            "+2,782.2 MiB, is the compiler's padding.") in tf32, tf32
+    assert by_key["tf32"].command is None  # the A/B is here: no command to get it
+    vocab = " ".join(by_key["vocab"].sentences)
+    assert (f"+4.6% with the compiler's padding at torch's default, +49.4% with {off}: the difference, -44.9 pp, is "
+            "the compiler's padding.") in vocab, vocab
+    heads = {k.text.split(" ")[0]: k for k in answers.key_findings(cmp)}
+    assert f"; with {off}: +0 MiB against +2,782 MiB at torch's default." in heads["TF32"].text
+    assert f"; with {off}: +49.4%;" in heads["Vocab"].text
+    no_pad = {"20261126T102016Z-local-padding-bf16-50257-no-pad-r0-646a3e", "20261126T102055Z-local-padding-bf16-50304-no-pad-r0-808cad"}
+    assert no_pad <= set(heads["Vocab"].records) and no_pad <= set(by_key["vocab"].records)
+
+
 def test_a_batch_size_logged_many_times_is_one_point_with_its_median_and_range(tmp_path):
     """A year of the user's log holds one B many times: the batch answer, its chart and the finding give each B once,
     the median of its lines with their count and range (a B logged once reads as before)."""

@@ -71,10 +71,10 @@ def tf32_memory(cmp: Compare) -> Answer:
         sentences.append(f"At the peak the change is mostly in {parts[0][0]} ({gib_span(*parts[0][1:])}); "
                          + ", ".join(f"{label} {gib_span(lo, hi)}" for label, lo, hi in parts[1:])
                          + " (explain.memory_split).")
-    ab = [f for f in findings.padding_ab(cmp, pairs, "TF32's memory rise", findings._delta_bytes, "MiB") if f.records]
+    effects = findings.padding_effects(cmp, pairs, findings._delta_bytes)
     command = None
-    if ab:
-        sentences.append(ab[0].text)
+    if effects:
+        sentences.append(findings.padding_ab_finding(effects[0], "TF32's memory rise", " MiB").text)
     else:
         command = PADDING_AB
         sentences.append("Whether Inductor's own padding causes it, these records cannot say (no padding A/B).")
@@ -97,7 +97,10 @@ def tf32_memory(cmp: Compare) -> Answer:
     if deltas:
         head = KeyFinding(f"TF32 on changes {metric} by {span(deltas)} over {len(deltas)} measured pair(s)"
                           + (f"; the user's log {span(ref_deltas)}" if refs else "")
-                          + (f"; mostly {parts[0][0]}" if parts else "") + ".", max((abs(v) for v in values), default=0.0), ids)
+                          + (f"; mostly {parts[0][0]}" if parts else "")
+                          + "".join(f"; with {e.setting}: {e.off:+,.0f} MiB against {e.default:+,.0f} MiB at torch's default"
+                                    for e in effects) + ".", max((abs(v) for v in values), default=0.0),
+                          tuple(dict.fromkeys([*ids, *(i for e in effects for i in e.records)])))
     else:
         head = KeyFinding(f"TF32 on: the user's log shows {span(ref_deltas)}; no measured pair here.",
                           max((abs(d.value) for d in ref_deltas if d.value is not None), default=0.0),
@@ -129,8 +132,9 @@ def _split_change(pairs) -> list[tuple[str, float, float]]:
 
 def vocab(cmp: Compare) -> Answer:
     q = "Why did padding the vocabulary 50257 -> 50304 give 30-40% on an H100 but 3% on an A100? Is it the GPU or the torch version?"
-    pairs = [p for p in measured_pairs(cmp, "vocab_size") if p[1].workload.vocab_size == 50257
-             and findings.padding_setting(p[1]) == "default"]
+    every = [p for p in measured_pairs(cmp, "vocab_size") if p[1].workload.vocab_size == 50257]
+    pairs = [p for p in every if findings.padding_setting(p[1]) == "default"]
+    effects = findings.padding_effects(cmp, every, findings._delta_speed(cmp))
     refs = [p for p in reference_pairs(cmp, "vocab_size") if p[0].workload.vocab_size == 50257]
     deltas = [cmp.delta(a, b) for _c, a, b in pairs]
     ref_deltas = [stats.ratio(estimate(a), estimate(b), cmp.floor)[0] for a, b in refs]
@@ -145,6 +149,7 @@ def vocab(cmp: Compare) -> Answer:
         sentences = [sentences[0] + "; " + text + "."] if sentences else [text[0].upper() + text[1:] + "."]
     elif sentences:
         sentences[0] += "."
+    sentences += [findings.padding_ab_finding(e, "The vocab-padding speed-up in tokens/s", "%", " pp").text for e in effects]
     split = [r for r in splits(cmp).rows if r.knob.startswith("vocab_size")]
     if split:
         sentences.append(f"Split over 2 {cmp.word}s x 2 torch builds: {split[0].verdict(cmp.name)}.")
@@ -170,12 +175,15 @@ def vocab(cmp: Compare) -> Answer:
     if pairs:
         head = KeyFinding(f"Vocab 50257 -> 50304 changes tokens/s by {span(deltas)} on our {cmp.word}s"
                           + (f", against {span(ref_deltas)} in the user's log" if refs else "")
+                          + "".join(f"; with {e.setting}: {e.off:+.1f}%" for e in effects)
                           + ("" if split else f"; {cmp.word} against torch version not separable in these records") + ".",
-                          max(abs(d.value) for d in deltas if d.value is not None), tuple(run_ids(*[g for _c, a, b in pairs for g in (a, b)])))
+                          max(abs(d.value) for d in deltas if d.value is not None),
+                          tuple(dict.fromkeys([*run_ids(*[g for _c, a, b in pairs for g in (a, b)]),
+                                               *(i for e in effects for i in e.records)])))
     if not pairs and not refs:
         sentences = ["No two runs here differ in the vocabulary size alone."]
         command = "python -m harness.run --plan seed-ladder --preset gpt2-124m --rungs sdpa-flash,vocab-50304"
-    return Answer("vocab", q, sentences, tuple(i for _c, a, b in pairs for i in run_ids(a, b))
+    return Answer("vocab", q, sentences, tuple(i for _c, a, b in every for i in run_ids(a, b))
                   + tuple(i for a, b in refs for i in run_ids(a, b)), command, chart, headline=head)
 
 

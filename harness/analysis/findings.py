@@ -97,7 +97,7 @@ def tf32_memory(cmp: Compare) -> list[Finding]:
     summary = (f"Memory with TF32 on against IEEE fp32, same rung otherwise: higher in {rose} and lower in {fell} of "
                f"{len(pairs) + len(refs)} pair(s) ({len(pairs)} measured" + (f", {len(refs)} from the user's log" if refs else "") + ").")
     out.insert(0, Finding("tf32-memory", summary, tuple(i for f in out for i in f.records)))
-    out += padding_ab(cmp, pairs, "TF32's memory rise", lambda a, b: _delta_bytes(a, b), "MiB")
+    out += padding_ab(cmp, pairs, "TF32's memory rise", _delta_bytes, " MiB")
     return out
 
 
@@ -111,9 +111,19 @@ def _delta_speed(cmp: Compare):
     return delta
 
 
-def padding_ab(cmp: Compare, pairs, what: str, measure, unit: str) -> list[Finding]:
+@dataclass(frozen=True)
+class PaddingEffect:
+    """One knob's effect in one cell with the compiler's padding at torch's default and with a padding setting."""
+    where: str
+    setting: str  # e.g. 'inductor_shape_padding off, inductor_comprehensive_padding off'
+    default: float
+    off: float
+    records: tuple[str, ...]
+
+
+def padding_effects(cmp: Compare, pairs, measure) -> list[PaddingEffect]:
     """The same knob's effect with the compiler's padding at torch's default and with it switched off (plan
-    `padding`): how much of the effect is the compiler's own padding."""
+    `padding`), per cell and padding setting."""
     by_cell: dict[tuple, dict[str, tuple]] = {}
     for cell, a, b in pairs:  # the same two workloads, once per padding setting
         by_cell.setdefault((cell, a.workload_hash, b.workload_hash), {})[padding_setting(a)] = (a, b)
@@ -126,11 +136,22 @@ def padding_ab(cmp: Compare, pairs, what: str, measure, unit: str) -> list[Findi
         for setting, (a, b) in settings.items():
             if setting == "default" or base is None or measure(a, b) is None:
                 continue
-            off = measure(a, b)
-            out.append(Finding("padding-ab", (
-                f"{what} on {where(cmp, *cell, a0)}: {base:+,.1f} {unit} with the compiler's padding at torch's default, "
-                f"{off:+,.1f} {unit} with {setting}: the compiler's padding accounts for {base - off:+,.1f} {unit} of it."),
-                tuple(run_ids(a0, b0, a, b))))
+            out.append(PaddingEffect(where(cmp, *cell, a0), setting, base, measure(a, b), tuple(run_ids(a0, b0, a, b))))
+    return out
+
+
+def padding_ab_finding(e: PaddingEffect, what: str, unit: str, diff_unit: str | None = None) -> Finding:
+    """How much of an effect is the compiler's own padding: its value at torch's default against its value with the
+    padding off. `unit` follows each value ('%', ' MiB'), `diff_unit` their difference ('pp' for percentages)."""
+    return Finding("padding-ab", (
+        f"{what} on {e.where}: {e.default:+,.1f}{unit} with the compiler's padding at torch's default, "
+        f"{e.off:+,.1f}{unit} with {e.setting}: the difference, {e.default - e.off:+,.1f}{diff_unit or unit}, is the "
+        "compiler's padding."), e.records)
+
+
+def padding_ab(cmp: Compare, pairs, what: str, measure, unit: str, diff_unit: str | None = None) -> list[Finding]:
+    """Every padding A/B of these pairs as a finding; one that says how to get it where the records have none."""
+    out = [padding_ab_finding(e, what, unit, diff_unit) for e in padding_effects(cmp, pairs, measure)]
     if pairs and not out:
         out.append(Finding("padding-ab", (
             f"No padding A/B among these records for {what}: `python -m harness.run --plan padding --preset gpt2-124m` "
@@ -152,7 +173,7 @@ def vocab(cmp: Compare) -> list[Finding]:
     for a, b in refs:
         out.append(Finding("vocab", (f"Vocab {a.workload.vocab_size} -> {b.workload.vocab_size} at {a.label} in "
                                      f"{ref_where(a)}: {speed_text(cmp, a, b)}; {memory_text(a, b)}."), tuple(run_ids(a, b))))
-    out += padding_ab(cmp, pairs, "the vocab-padding speed-up", _delta_speed(cmp), "% tokens/s") if pairs else []
+    out += padding_ab(cmp, pairs, "the vocab-padding speed-up in tokens/s", _delta_speed(cmp), "%", " pp") if pairs else []
     return out
 
 
