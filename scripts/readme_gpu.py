@@ -32,6 +32,8 @@ GPU_DOC = ROOT / "docs" / "gpu.md"
 START, END = "<!-- gpu-section:start (python scripts/readme_gpu.py --write) -->", "<!-- gpu-section:end -->"
 DOC_START, DOC_END = "<!-- gpu-details:start (python scripts/readme_gpu.py --write) -->", "<!-- gpu-details:end -->"
 GPUS = (("H100", ROOT / "results/gpu-h100-80gb-hbm3"), ("H200", ROOT / "results/gpu-h200"))
+# The budgeted calls of `python -m harness.gpu_check` on a lent H100 (docs/gpu-check.md), one folder per call
+H100_CALLS = tuple(ROOT / f"results/gpu-h100-80gb-hbm3-20261126-call{n}" for n in (1, 2, 3))
 REFERENCE = ROOT / "results/reference"
 LADDER = ("fp32", "tf32", "bf16", "sdpa-flash", "vocab-50304", "fused-adamw-clip")
 MIB = 2**20
@@ -67,7 +69,75 @@ def load() -> dict:
     """(sub-folder, record) of each GPU folder (ladder, explain, ...) and the references."""
     data = {gpu: [(path.parent.name, RecordView(r)) for path, r in iter_records([folder], warn=_fail)] for gpu, folder in GPUS}
     data["user-log"] = [RecordView(r) for _path, r in iter_records([REFERENCE], warn=_fail)]
+    data["H100 calls"] = [(path.parents[1].name, RecordView(r)) for path, r in iter_records(list(H100_CALLS), warn=_fail)]
     return data
+
+
+def alloc(record: RecordView | None) -> str:
+    """tokens/s and the allocator's peak: what the padding A/B is about (NVML's device used moves with the cache)."""
+    if record is None:
+        return "-"
+    if not record.ok:
+        return record.status
+    return f"{record.summary_number('tokens_per_s'):,.0f} ({record.memory('peak alloc') / MIB:,.0f} MiB)"
+
+
+def pct(a: RecordView, b: RecordView) -> str:
+    return f"{b.summary_number('tokens_per_s') / a.summary_number('tokens_per_s') - 1:+.1%}"
+
+
+def padding_lines(data: dict) -> list[str]:
+    """The compiler-padding A/B of the first H100 call: each rung at torch's default, shape_padding off, both off."""
+    call = [(f, r) for f, r in data["H100 calls"] if f == H100_CALLS[0].name or r.rung.endswith("-no-shape-pad")]
+    lines = ["| rung (H100, B=16) | torch's default padding | shape_padding off | shape and comprehensive padding off |",
+             "|---|---|---|---|"]
+    for rung in ("fp32-50257", "tf32-50257", "bf16-50257", "bf16-50304"):
+        cells = [alloc(first(call, rung=rung + suffix)) for suffix in ("", "-no-shape-pad", "-no-pad")]
+        lines.append(f"| {rung} | " + " | ".join(cells) + " |")
+    run = {rung: first(call, rung=rung) for rung in ("fp32-50257", "tf32-50257", "fp32-50257-no-pad", "tf32-50257-no-pad",
+                                                     "bf16-50257", "bf16-50304", "bf16-50257-no-pad", "bf16-50304-no-pad")}
+    shape_off = first(call, rung="tf32-50257-no-shape-pad")
+    rise = {k: (run[f"tf32-50257{k}"].memory("peak alloc") - run[f"fp32-50257{k}"].memory("peak alloc")) / MIB for k in ("", "-no-pad")}
+    rise_shape_off = (shape_off.memory("peak alloc") - run["fp32-50257"].memory("peak alloc")) / MIB
+    return lines + ["", (
+        f"TF32 raises the allocator's peak by {rise['']:+,.0f} MiB at torch's default and by {rise['-no-pad']:+,.0f} MiB with "
+        f"Inductor's padding off ({rise_shape_off:+,.0f} MiB with shape_padding alone off, against the default fp32 run): "
+        f"the rise is the compiler's shape padding. The vocab pad 50257 -> 50304 gives "
+        f"{pct(run['bf16-50257'], run['bf16-50304'])} tokens/s at torch's default and "
+        f"{pct(run['bf16-50257-no-pad'], run['bf16-50304-no-pad'])} with the padding off: the kernel capture of "
+        f"bf16-50257 finds its lm_head GEMMs at torch's default: {padded(run['bf16-50257'])}; with the padding off: "
+        f"{padded(run['bf16-50257-no-pad'])}. One run each, 5 warm-up + 25 timed steps; the report reads them with the "
+        "noise rule.")]
+
+
+def padded(record: RecordView) -> str:
+    """'forward and backward-input padded to N = 50264' from a run's kernel capture of its lm_head GEMMs."""
+    sizes = {}
+    for g in record.vocab_gemms:
+        sizes.setdefault(g.padded_to or record.workload.vocab_size, []).append(g.role)
+    def names(roles: list[str]) -> str:
+        return ", ".join(roles[:-1]) + " and " + roles[-1] if len(roles) > 1 else roles[0]
+    return ", ".join(f"{names(roles)} {'padded to' if n != record.workload.vocab_size else 'at'} N = {n}"
+                     for n, roles in sorted(sizes.items(), reverse=True))
+
+
+def fastest_lines(data: dict) -> list[str]:
+    """The fastest-step tier of the H100 calls: the seed ladder's best rung against cuDNN attention, twice."""
+    def runs(rung: str) -> list[RecordView]:
+        return sorted((r for _f, r in data["H100 calls"] if r.rung == rung), key=lambda r: r.run_id)
+
+    def tokens(records: list[RecordView]) -> str:
+        return " / ".join(f"{r.summary_number('tokens_per_s'):,.0f}" for r in records)
+
+    base, cudnn, auto = runs("best-of-ladder"), runs("sdpa-cudnn"), runs("sdpa-auto")
+    line = (f"- H100, B=64 (10 + 40 steps; two calls, one run each): the seed ladder's best rung (SDPA flash) "
+            f"{tokens(base)} tokens/s; cuDNN attention forced {tokens(cudnn)} "
+            + "(" + ", ".join(pct(a, b) for a, b in zip(base, cudnn)) + "); SDPA left to choose (`auto`, no kernel "
+            f"capture) {tokens(auto)}.")
+    for r in runs("inductor-coordinate-descent"):
+        line += f" Inductor's coordinate-descent tuning: {r.status}, {r.reason} (its compile outlasted the budget left)."
+    return [line]
+
 
 
 def ladder_table(data: dict) -> list[str]:
@@ -136,7 +206,8 @@ def peer_lines(data: dict) -> list[str]:
     for gpu, _folder in GPUS:
         runs = peers(data[gpu])
         peer = " / ".join(f"{p.summary_number('tokens_per_s'):,.0f}" for p in runs)
-        ours_auto = first(data[gpu], folder="beyond", rung="sdpa-auto")
+        ours_auto = first(data[gpu], folder="beyond", rung="sdpa-auto") or (
+            first(data["H100 calls"], rung="sdpa-auto") if gpu == "H100" else None)
         ours = first(data[gpu], folder="ladder", rung="fused-adamw-clip", batch_size=64)
         out.append(f"| {runs[0].device_label} | {peer} tokens/s ({len(runs)} run{'s' if len(runs) > 1 else ''}) | "
                    f"{tok(ours_auto) if ours_auto else 'not run'} | {tok(ours)} |")
@@ -150,7 +221,7 @@ def sdpa_lines(data: dict) -> list[str]:
     picked = auto.kernels.sdpa_backend
     return [(f"- H200, B=64, the seed ladder's last rung with SDPA left to choose (`auto`): it picked **{picked}** attention "
             f"(`{auto.kernels.attention_kernels[0][:60]}...`), {tok(auto)}; cuDNN forced: {tok(cudnn)}; "
-            f"flash forced (the seed ladder's rung): {tok(flash)}.")]
+            f"flash forced (the seed ladder's rung): {tok(flash)}."), *fastest_lines(data)]
 
 
 def provenance(data: dict) -> str:
@@ -159,8 +230,9 @@ def provenance(data: dict) -> str:
             f"H200, driver {versions['driver']}, torch {versions['torch']}, Python {versions['python']} (env `local`). "
             "gpt2-124m, T=1024, synthetic data, `torch.compile` default, 50 steps of which 10 warm-up, one worker process "
             "and one run per rung. Records, logs and how they were made: `results/gpu-h100-80gb-hbm3/` and "
-            "`results/gpu-h200/` (their READMEs). The user's numbers are their own log (`results/reference/`, H100/H800 "
-            "class, single samples).")
+            "`results/gpu-h200/` (their READMEs). On 2026-11-26 three budgeted calls on a lent H100 (the same driver and "
+            "torch) added the compiler-padding A/B and the fastest step: `results/gpu-h100-80gb-hbm3-20261126-call{1,2,3}/`. "
+            "The user's numbers are their own log (`results/reference/`, H100/H800 class, single samples).")
 
 
 def section(data: dict) -> str:
@@ -171,9 +243,9 @@ def section(data: dict) -> str:
         "",
         provenance(data),
         "",
-        ("To measure more in one lent call of at most 9 minutes (the compiler-padding A/B, the fastest step): "
-         "`GPU_CHECK_STEPS=quick bash scripts/gpu_check.sh`, planned on any machine by `python -m harness.gpu_check "
-         "--dry-run` (docs/gpu-check.md)."),
+        ("To measure more in one lent call of at most 9 minutes (the compiler-padding A/B, the fastest step, the rest in "
+         "order of value): `GPU_CHECK_STEPS=quick bash scripts/gpu_check.sh`, planned on any machine by `python -m "
+         "harness.gpu_check --dry-run` (docs/gpu-check.md); its first calls' results are in docs/gpu.md."),
         "",
         ("**The seed ladder** (cumulative rungs; tokens/s from the median timed step, and NVML device-used memory; the "
         "user's memory is nvidia-smi's):"),
@@ -189,14 +261,21 @@ def section(data: dict) -> str:
 
 
 def details(data: dict) -> str:
-    """docs/gpu.md's part: the batch search, the SDPA backend, the overhead check and the peer."""
+    """docs/gpu.md's part: the padding A/B, the batch search, the SDPA backend and the fastest step, the overhead check
+    and the peer."""
     parts = [
         DOC_START,
         provenance(data),
         "",
         ("This part is generated from those files by `python scripts/readme_gpu.py --write`; `tests/test_readme_gpu.py` "
          "fails when a number here disagrees with them. The rendered report: `docs/report-gpu/report.html` "
-         "(`python -m harness.report results/gpu-h100-80gb-hbm3 results/gpu-h200 results/reference -o docs/report-gpu`)."),
+         f"(`python -m harness.report results/gpu-h100-80gb-hbm3 {' '.join(f'results/{c.name}' for c in H100_CALLS)} "
+         "results/gpu-h200 results/reference -o docs/report-gpu`)."),
+        "",
+        ("**The compiler's own padding** (`python -m harness.gpu_check`, plan `padding`: Inductor's shape_padding and "
+         "comprehensive_padding at torch's default and off; tokens/s and the allocator's peak):"),
+        "",
+        *padding_lines(data),
         "",
         ("**Batch search** on the H100 (`python -m harness.batch_search ... --rung fused-adamw-clip --start 64`; "
         f"headroom {fit.GPU_HEADROOM_GIB:.0f} GiB), beside the user's own B sweep:"),

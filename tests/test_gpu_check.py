@@ -220,12 +220,15 @@ def test_dry_run_for_an_h100_reads_at_120_columns(capsys):
     assert out.startswith(f"gpu_check dry run for {H100_NAME}: budget 480 s")
     rows = [line for line in out.splitlines() if re.match(r"\d+ +\S+ +\S+ +\d+ ", line)]
     assert len(rows) == 21
-    # by the committed H100 times the two padding tiers fit in 480 s and the fastest pair does not
+    # by the committed H100 times (the first calls' runs among them) the two padding tiers and the fastest pair fit in
+    # 480 s, and the default pair does not
     assert "padding-vocab (plan padding; 4 of 4 runs, complete)" in out
-    assert re.search(r"fastest \(plan beyond-ladder; 0 of 2 runs, not started: tier fastest needs ~\d+ s, \d+ s left\)", out)
-    # a larger budget reaches it
-    assert cli.main(["--dry-run", "--budget-s", "540"]) == 0
-    assert "fastest (plan beyond-ladder; 2 of 2 runs, complete)" in capsys.readouterr().out
+    assert "fastest (plan beyond-ladder; 2 of 2 runs, complete)" in out
+    assert re.search(r"default-pair \(plan padding; 0 of 2 runs, not started: tier default-pair needs ~\d+ s, \d+ s left\)", out)
+    # a smaller budget does not reach the fastest pair
+    assert cli.main(["--dry-run", "--budget-s", "420"]) == 0
+    assert re.search(r"fastest \(plan beyond-ladder; 0 of 2 runs, not started: tier fastest needs ~\d+ s, \d+ s left\)",
+                     capsys.readouterr().out)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -354,7 +357,9 @@ def test_the_call_runs_the_budget_closes_and_packs(tmp_path, monkeypatch, capsys
     assert calls[:2] == ["beyond-ladder/best-of-ladder@B64", "beyond-ladder/sdpa-cudnn@B64"] and len(calls) == 9
     summary = json.loads((tmp_path / "OUT" / "summary.json").read_text())
     assert [r["status"] for r in summary["runs"]].count("ok") == 8 and summary["gpu"] == H100_NAME
-    assert summary["compare"]["paths"][1:] == [str(H100), str(ROOT / "results" / "reference")]  # same GPU only
+    h100_folders = sorted(ROOT.glob("results/gpu-h100-80gb-hbm3*/"))  # the 2026-11-23 records and the calls since
+    assert H100 in h100_folders and len(h100_folders) > 1
+    assert summary["compare"]["paths"][1:] == [*map(str, h100_folders), str(ROOT / "results" / "reference")]  # same GPU only
     text = (tmp_path / "OUT" / "summary.txt").read_text()
     assert max(map(len, text.splitlines())) <= 120 and "9 of 9 runs started" in text
     assert re.search(r"^1 +fastest +best-of-ladder +64 +55 +0 +ok +463,975 +48,571", text, re.MULTILINE)
@@ -399,7 +404,8 @@ def test_the_steps_evidence_from_the_committed_records(capsys):
     spec = importlib.util.spec_from_file_location("gpu_steps_evidence", ROOT / "scripts" / "gpu_steps_evidence.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.main([]) == 0
+    # the folders docs/gpu-check.md's table was made from (the calls since ran 5+25 steps, or 10+40 once per rung)
+    assert module.main([str(H100), str(ROOT / "results" / "gpu-h200")]) == 0
     out = capsys.readouterr().out
     assert out.startswith("31 committed GPU runs of 50 steps (H100 80GB HBM3, H200)")
     assert re.search(r"^ 10\+40\s+0\.00%\s+0\.00%.*8 of 8\s+0\.0\s+0\.0$", out, re.MULTILINE)
