@@ -570,3 +570,21 @@ def test_real_gpu_records_read_as_a_person_would():
     assert per_pair, "no underneath rows: the two all() below would pass on nothing"
     assert all(len(rows) <= 2 + compare.TOP_UNDERNEATH for rows in per_pair.values())
     assert all(rows[0]["what"].startswith("lm_head GEMM") and rows[1]["what"].startswith("attention") for rows in per_pair.values())
+
+
+def test_the_output_does_not_depend_on_the_hash_seed():
+    """Every table of the committed records, printed by two processes with other hash seeds, is the same text: the
+    knob table once took its pairs from a set, so which cell's label named a knob's row, and the rows' order, changed
+    from one run to the next."""
+    import os
+    import subprocess
+    import sys
+
+    outs = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.run([sys.executable, "-m", "harness.compare", str(ROOT / "results"), "--table", "knobs",
+                               "--no-index"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        outs.append(proc.stdout)
+    assert "precision fp32 ->" in outs[0] and outs[0] == outs[1]

@@ -36,19 +36,20 @@ def knob_effects(cx: Compare) -> dict[tuple, dict]:
 
 
 def _knob_effects(cx: Compare) -> dict[tuple, dict]:
-    pairs: set[tuple] = set()
+    pairs: dict[tuple, None] = {}  # in the order found: a set's order changes with the hash seed, and the first
+    # pair of a (knob, context) names its entry's 'at'
     for (_plan, _gpu, _env, _b, _t), rows in cx.ladders():
         groups = [g for _i, _r, g in rows if isinstance(g, Group)]
         for a, b in pairwise(groups):
             if a is not b:
-                pairs.add((a.key, b.key))
+                pairs[(a.key, b.key)] = None
     for groups in cx.cells().values():
         plain = [g for g in groups if g.in_ladder]
         for a, b in combinations(plain, 2):
             wdiff = [d for d in field_diff(a, b) if not d[0].startswith("flag:")]
             if len(wdiff) == 1 or (not wdiff and a.flags_hash != b.flags_hash):
                 a2, b2 = _knob_order(cx, a, b)
-                pairs.add((a2.key, b2.key))
+                pairs[(a2.key, b2.key)] = None
     by_key = {g.key: g for g in cx.ds.groups}
     out: dict[tuple, dict] = {}
     for ka, kb in pairs:
