@@ -137,6 +137,7 @@ class Gpu(Part):
     sm_count: int | None = None
     count_visible: int | None = None
     l2_cache_bytes: int | None = None
+    source: str | None = None  # "nvml (runner)" where the runner, not the worker, read it (a failure record)
 
 
 @dataclass(frozen=True)

@@ -125,6 +125,7 @@ class Environment(Section):
     """harness.envinfo.capture, in the worker process (a failure record: what the runner knew)."""
 
     env_name: str | None = None
+    captured_by: str | None = None  # in a failure record: who wrote this section (the runner, not the worker)
     device: str | None = None
     python: dict | None = None
     os: dict | None = None
