@@ -102,7 +102,7 @@ def test_every_table_fits_the_width_on_the_shipped_records(capsys):
     assert compare.main([str(ROOT / "results"), "--detail"]) == 0
     out = capsys.readouterr().out
     assert [line for line in out.splitlines() if len(line) > WIDTH] == []
-    assert all(n in out for n in ("50,123", "148,592", "278,132", "385,453", "414,290", "431,878"))
+    assert all(n in out for n in ("50,130", "148,463", "277,908", "385,453", "414,290", "431,878"))  # B=16: the first three pool the padding calls
     assert "- sweep: batch-search (batch_size); rung: fused-adamw-clip; device: h100-80g" in out
 
 
