@@ -162,12 +162,21 @@ def vocab(cmp: Compare) -> Answer:
         command = f"{TWO_BUILDS}   # on each of two {cmp.word}s, then: python -m harness.compare results/ --table factors"
     chart = None
     if pairs or refs:
-        bars = [delta_bar(cell_label(cmp, g, e, a), d) for ((g, e), a, _b), d in zip(pairs, deltas)]
+        def label(g: str, e: str, a: Group) -> str:  # 'h100-80g B=16 bf16': a cell may hold several rungs' pairs
+            return f"{cell_label(cmp, g, e, a)} {a.label.split('+')[0]}"
+        bars = [delta_bar(label(g, e, a), d) for ((g, e), a, _b), d in zip(pairs, deltas)]
+        # the same pair with the compiler's padding off (plan padding): the size of the gain it hides
+        unpadded = [(c, a, b) for c, a, b in every if findings.padding_setting(b) != "default"]
+        bars += [delta_bar(f"{cell_label(cmp, g, e, a)} {a.workload.precision}, padding off", cmp.delta(a, b))
+                 for (g, e), a, b in unpadded]
         bars += [delta_bar(f"user's log B={a.workload.batch_size}", d, True) for (a, _b), d in zip(refs, ref_deltas)]
         values = [d.value for d in deltas if d.value is not None]
         verb = moves(deltas, "speeds up", "slows down")
         title = ("Vocab 50304 does not move tokens/s beyond noise here" if verb.endswith("beyond noise")
                  else verb_title("Vocab 50304", verb, "tokens/s", title_range(values)) + " here" if values else "Vocab 50304")
+        off = [cmp.delta(a, b).value for _c, a, b in unpadded if cmp.delta(a, b).value is not None]
+        if off:
+            title += f", {title_range(off)} with Inductor's padding off"
         if ref_deltas:
             title += f"; the user logged {title_range([d.value for d in ref_deltas])}"
         chart = Chart("delta", title, {"": bars}, {"": "change in tokens/s (%); grey: the user's single samples"})
