@@ -166,15 +166,14 @@ def vocab(cmp: Compare) -> Answer:
             return f"{cell_label(cmp, g, e, a)} {a.label.split('+')[0]}"
         bars = [delta_bar(label(g, e, a), d) for ((g, e), a, _b), d in zip(pairs, deltas)]
         # the same pair with the compiler's padding off (plan padding): the size of the gain it hides
-        unpadded = [(c, a, b) for c, a, b in every if findings.padding_setting(b) != "default"]
-        bars += [delta_bar(f"{cell_label(cmp, g, e, a)} {a.workload.precision}, padding off", cmp.delta(a, b))
-                 for (g, e), a, b in unpadded]
+        unpadded = [(c, a, cmp.delta(a, b)) for c, a, b in every if findings.padding_setting(b) != "default"]
+        bars += [delta_bar(f"{cell_label(cmp, g, e, a)} {a.workload.precision}, padding off", d) for (g, e), a, d in unpadded]
         bars += [delta_bar(f"user's log B={a.workload.batch_size}", d, True) for (a, _b), d in zip(refs, ref_deltas)]
         values = [d.value for d in deltas if d.value is not None]
         verb = moves(deltas, "speeds up", "slows down")
         title = ("Vocab 50304 does not move tokens/s beyond noise here" if verb.endswith("beyond noise")
                  else verb_title("Vocab 50304", verb, "tokens/s", title_range(values)) + " here" if values else "Vocab 50304")
-        off = [cmp.delta(a, b).value for _c, a, b in unpadded if cmp.delta(a, b).value is not None]
+        off = [d.value for _c, _a, d in unpadded if d.value is not None]
         if off:
             title += f", {title_range(off)} with Inductor's padding off"
         if ref_deltas:
