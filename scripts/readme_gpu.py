@@ -4,10 +4,12 @@
     python scripts/readme_gpu.py --write    # replace them in README.md and docs/gpu.md (between their markers)
     python scripts/readme_gpu.py --check    # exit 1 when either differs from the records
 
-The README keeps the headline (the seed ladder beside the user's numbers); docs/gpu.md the batch search, the SDPA
-backend, the overhead check and the peer. tests/test_readme_gpu.py runs --check, so a number in either that
-disagrees with the records fails the tests. Sources: results/gpu-h100-80gb-hbm3/ and results/gpu-h200/ (records, the peer's records transcribed from its
-JSON lines, overhead YAML and logs) and results/reference/ (the user's logged numbers). No torch import.
+The README keeps the headline (the seed ladder beside the user's numbers); docs/gpu.md the padding A/B, the batch
+search, the SDPA backend and the fastest step, the overhead check and the peer. tests/test_readme_gpu.py runs --check,
+so a number in either that disagrees with the records fails the tests. Sources: results/gpu-h100-80gb-hbm3/,
+results/gpu-h200/ and the H100 calls' results/gpu-h100-80gb-hbm3-20261126-call{1,2,3}/ (records, the peer's records
+transcribed from its JSON lines, overhead YAML and logs) and results/reference/ (the user's logged numbers). No torch
+import.
 """
 
 from __future__ import annotations
@@ -115,6 +117,7 @@ def padded(record: RecordView) -> str:
     sizes = {}
     for g in record.vocab_gemms:
         sizes.setdefault(g.padded_to or record.workload.vocab_size, []).append(g.role)
+
     def names(roles: list[str]) -> str:
         return ", ".join(roles[:-1]) + " and " + roles[-1] if len(roles) > 1 else roles[0]
     return ", ".join(f"{names(roles)} {'padded to' if n != record.workload.vocab_size else 'at'} N = {n}"
@@ -137,7 +140,6 @@ def fastest_lines(data: dict) -> list[str]:
     for r in runs("inductor-coordinate-descent"):
         line += f" Inductor's coordinate-descent tuning: {r.status}, {r.reason} (its compile outlasted the budget left)."
     return [line]
-
 
 
 def ladder_table(data: dict) -> list[str]:
