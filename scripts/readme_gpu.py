@@ -45,12 +45,14 @@ def _fail(line: str) -> None:
     raise SystemExit(f"readme_gpu: {line}")  # a bad record here is a broken checkout, not something to skip
 
 
-def tok(record: RecordView | None) -> str:
+def tok(record: RecordView | None, memory: str = "device used") -> str:
+    """'464,440 (48,571 MiB)': tokens/s and a memory metric (NVML's device used; the padding A/B reads the allocator's
+    peak, since device used moves with the allocator's cache)."""
     if record is None:
         return "-"
     if not record.ok:
         return record.status
-    return f"{record.summary_number('tokens_per_s'):,.0f} ({record.memory('device used') / MIB:,.0f} MiB)"
+    return f"{record.summary_number('tokens_per_s'):,.0f} ({record.memory(memory) / MIB:,.0f} MiB)"
 
 
 def first(items, folder: str | None = None, **match) -> RecordView | None:
@@ -75,15 +77,6 @@ def load() -> dict:
     return data
 
 
-def alloc(record: RecordView | None) -> str:
-    """tokens/s and the allocator's peak: what the padding A/B is about (NVML's device used moves with the cache)."""
-    if record is None:
-        return "-"
-    if not record.ok:
-        return record.status
-    return f"{record.summary_number('tokens_per_s'):,.0f} ({record.memory('peak alloc') / MIB:,.0f} MiB)"
-
-
 def pct(a: RecordView, b: RecordView) -> str:
     return f"{b.summary_number('tokens_per_s') / a.summary_number('tokens_per_s') - 1:+.1%}"
 
@@ -94,7 +87,7 @@ def padding_lines(data: dict) -> list[str]:
     lines = ["| rung (H100, B=16) | torch's default padding | shape_padding off | shape and comprehensive padding off |",
              "|---|---|---|---|"]
     for rung in ("fp32-50257", "tf32-50257", "bf16-50257", "bf16-50304"):
-        cells = [alloc(first(call, rung=rung + suffix)) for suffix in ("", "-no-shape-pad", "-no-pad")]
+        cells = [tok(first(call, rung=rung + suffix), "peak alloc") for suffix in ("", "-no-shape-pad", "-no-pad")]
         lines.append(f"| {rung} | " + " | ".join(cells) + " |")
     run = {rung: first(call, rung=rung) for rung in ("fp32-50257", "tf32-50257", "fp32-50257-no-pad", "tf32-50257-no-pad",
                                                      "bf16-50257", "bf16-50304", "bf16-50257-no-pad", "bf16-50304-no-pad")}
