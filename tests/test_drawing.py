@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,32 @@ def test_charts_drawn_by_workers_are_the_charts_drawn_here():
     # two ladders, three answers, cross-GPU, kernel mix, memory split, a sweep: each with its PNG (and a narrow one)
     assert sum(len(charts) for charts in mine.values()) == 9
     assert theirs == mine
+
+
+def _slow_pid(seconds: float, n: int, log: Path) -> list:
+    time.sleep(seconds)
+    with log.open("a") as f:
+        f.write(f"{n}\n")
+    return [os.getpid(), n]
+
+
+@needs_fork
+def test_a_chart_no_worker_has_started_is_drawn_here_rather_than_waited_for(tmp_path):
+    """One worker, six half-second charts taken at once (the text already done): rather than wait for the worker, the
+    report's own process draws the charts no worker has started, the last first; each take is still its own chart,
+    each drawn once."""
+    with drawing.Drawings(workers=1) as drawn:
+        for n in range(6):
+            drawn.add(f"c{n}", _slow_pid, 0.5, n, tmp_path / "drawn")
+        for _ in range(100):  # until the worker has taken the first (the executor hands jobs over from a thread)
+            if drawn._claims[0]:
+                break
+            time.sleep(0.05)
+        taken = [drawn.take(f"c{n}") for n in range(6)]
+    assert [n for _pid, n in taken] == list(range(6))
+    pids = [pid for pid, _n in taken]
+    assert pids[0] != PARENT and pids[-1] == PARENT and set(pids) == {PARENT, pids[0]}
+    assert sorted(map(int, (tmp_path / "drawn").read_text().split())) == list(range(6))  # each drawn once
 
 
 def _fails():

@@ -6,8 +6,10 @@ is written on, are forked first, before the records are read (a forked worker co
 it touches: forked after a cold read of 100,000 records, one grew by 1 GB); the outline computes what each chart shows
 (the analysis, over the runs, in the report's own process) and hands it over with the function that draws it
 (`add(key, draw, *data)`: a module's function and the chart's data, pickled: kilobytes), and takes each chart where it
-goes (`take`) while it writes the text. Where fork is not the way processes start (macOS, Windows) or there is one CPU,
-each chart is drawn in this process when it is taken: the same bytes, later.
+goes (`take`) while it writes the text. A chart no worker has started when it is taken is drawn here, and while it
+waits for one that a worker draws, it draws the last ones no worker has started (once the text is done, it draws beside
+the workers rather than wait for them). Where fork is not the way processes
+start (macOS, Windows) or there is one CPU, each chart is drawn in this process when it is taken: the same bytes, later.
 """
 
 from __future__ import annotations
@@ -24,6 +26,32 @@ from typing import Self
 
 from harness.envinfo import usable_cpus
 from harness.signals import STOP_SIGNALS
+
+# One flag per job, shared with the workers by inheritance (set before they are forked): whoever sets a job's flag first
+# draws it, a worker or, rather than wait for one, the report's own process (Future.cancel would leave the pool's
+# manager thread a cancelled future to fail on when the workers are ended by a stop signal: Python 3.11)
+MAX_CLAIMED_JOBS = 256  # more charts than a report has; past it a job is left to the workers alone
+_claims = None
+
+
+def _claim(claims, index: int) -> bool:
+    """Take job `index` for this process: False where another already took it (or holds the lock past a second: a
+    worker killed while holding it; its job is then drawn here when the pool says the worker died)."""
+    lock = claims.get_lock()
+    if not lock.acquire(timeout=1.0):
+        return False
+    try:
+        if claims[index]:
+            return False
+        claims[index] = 1
+        return True
+    finally:
+        lock.release()
+
+
+def _draw_if_unclaimed(index: int, draw: Callable[..., list], *data) -> list | None:
+    """In a worker: draw the job unless the report's own process took it (None, then)."""
+    return draw(*data) if _claim(_claims, index) else None
 
 
 def _quiet_worker() -> None:
@@ -49,7 +77,9 @@ class Drawings:
         self.workers = _workers() if workers is None else workers  # 0: drawn in this process
         self.jobs: dict[str, Callable[[], list]] = {}
         self._pool = None
-        self._pending: dict = {}
+        self._pending: dict = {}  # key -> (its claim flag's index, the worker's future), in the order added
+        self._claims = None
+        self._drawn_here: dict[str, list] = {}  # key -> the charts of a job this process took over
         self._workers: list = []
 
     def __enter__(self) -> Self:
@@ -64,7 +94,10 @@ class Drawings:
     def _start(self) -> None:
         # fork: every worker starts at the first submit, made here, so that they are forked now, small; a stop signal
         # waits until they are, so none arrives in a worker before _quiet_worker has set it to end it
-        self._pool = ProcessPoolExecutor(self.workers, multiprocessing.get_context("fork"), initializer=_quiet_worker)
+        global _claims
+        context = multiprocessing.get_context("fork")
+        self._claims = _claims = context.Array("b", MAX_CLAIMED_JOBS)  # before the fork: the workers inherit it
+        self._pool = ProcessPoolExecutor(self.workers, context, initializer=_quiet_worker)
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         before = set(multiprocessing.active_children())
         try:
@@ -77,19 +110,38 @@ class Drawings:
     def add(self, key: str, draw: Callable[..., list], *data) -> None:
         """Start drawing draw(*data) (draw a module's function, data what pickle carries: a chart's, not records)."""
         if self._pool is not None:
-            self._pending[key] = self._pool.submit(draw, *data)
+            index = len(self.jobs)
+            if index < MAX_CLAIMED_JOBS:
+                self._pending[key] = (index, self._pool.submit(_draw_if_unclaimed, index, draw, *data))
+            else:
+                self._pending[key] = (None, self._pool.submit(draw, *data))
         self.jobs[key] = partial(draw, *data)
 
     def take(self, key: str) -> list:
-        """The charts of one job: drawn by a worker (waited for) or, without workers, here and now. A chart's error is
-        raised here as the error it was; where a worker died (killed for memory, say), the job is drawn here."""
-        pending = self._pending.pop(key, None)
-        if pending is not None:
+        """The charts of one job: drawn by a worker (waited for) or, without workers, here and now. Where no worker has
+        started it, this process draws it; while a worker draws it, this process draws the last jobs no worker has
+        started (the text is written: rather than wait, it draws beside the workers). A chart's error is raised here
+        as the error it was; where a worker died (killed for memory, say), the job is drawn here."""
+        index, pending = self._pending.pop(key, (None, None))
+        if key in self._drawn_here:
+            return self._drawn_here.pop(key)
+        if pending is not None and (index is None or not _claim(self._claims, index)):
+            while not pending.done() and self._draw_one_here():
+                pass
             try:
                 return pending.result()
             except BrokenProcessPool:
                 pass
         return self.jobs[key]()
+
+    def _draw_one_here(self) -> bool:
+        """Draw the last job that no worker has started; False when the workers have started every one."""
+        for key, (index, _future) in reversed(self._pending.items()):
+            if index is not None and _claim(self._claims, index):
+                del self._pending[key]
+                self._drawn_here[key] = self.jobs[key]()  # a chart's error is raised now, as itself
+                return True
+        return False
 
     def __exit__(self, *exc) -> None:
         self._end(failed=exc[0] is not None)
