@@ -224,3 +224,23 @@ def test_a_rung_that_fails_every_night_is_one_row_of_a_ladder(tmp_path):
     pooled = next(n for n in table.notes if "pooled" in n)
     assert pooled.count("(plan seed-ladder repeat 0)") == LISTED_RUNS
     assert pooled.endswith("; and 4 more (--export-parquet lists every run)")
+
+
+def test_a_ladder_chart_keeps_gpu_and_cpu_series_apart():
+    """A GPU's hundreds of thousands of tokens/s and a CPU's few thousand in one part leave the CPU bars flat: the
+    parts of a ladder chart hold the GPUs' series (the user's log with them) apart from the CPUs', each part its own
+    scale, and say which series of all each holds."""
+    from harness.analysis.series import LadderChart, Point, Series
+    from harness.report import charts
+
+    def series(label: str, tokens: float, on_cpu: bool = False, reference: bool = False) -> Series:
+        return Series(label, reference, {"fp32": Point(tokens, None, None), "bf16": Point(2 * tokens, None, None)},
+                      on_cpu=on_cpu)
+
+    whole = LadderChart("seed-ladder", ["fp32", "bf16"], [
+        series("h100 / local", 50_000), series("epyc / latest", 1_500, on_cpu=True), series("h200 / local", 52_000),
+        series("xeon / latest", 1_200, on_cpu=True), series("user's log", 48_000, reference=True)])
+    drawn = charts.ladder_charts([whole])
+    assert [alt.split(") (")[1].split(")")[0] for _name, _png, alt, _narrow in drawn] == ["series 1-3 of 5",
+                                                                                          "series 4-5 of 5"]
+    assert all("GPUs apart from CPUs" in alt for _name, _png, alt, _narrow in drawn)

@@ -52,6 +52,7 @@ class Series:
     failed: dict[str, str] = field(default_factory=dict)  # rung -> outcome, where it did not run ok
     device: str = ""
     batch_size: int | None = None
+    on_cpu: bool = False  # tokens/s a hundred times smaller than a GPU's: a chart keeps the two apart
 
 
 @dataclass
@@ -93,7 +94,8 @@ def _ladder_charts(cmp: Compare) -> list[LadderChart]:
         for (p, gpu, env, b, t), rows in ladders:
             if p != plan:
                 continue
-            s = Series(f"{cmp.name(gpu)} / {env} (B={b}, T={t})", False, device=cmp.name(gpu), batch_size=b)
+            s = Series(f"{cmp.name(gpu)} / {env} (B={b}, T={t})", False, device=cmp.name(gpu), batch_size=b,
+                       on_cpu=gpu.startswith("cpu: "))
             for idx, rung, g in rows:
                 rung_index.setdefault(rung, idx if idx is not None else 99)
                 if isinstance(g, Group) and rung not in s.points and g.throughput.point is not None:

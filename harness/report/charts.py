@@ -76,13 +76,17 @@ def ladder_charts(ladders: list[series.LadderChart]) -> list[Chart]:
     Each comes with a narrow version (horizontal bars, rungs down the page) for a phone."""
     charts, names = [], set()
     for whole in ladders:
-        parts = [whole.series[i:i + MAX_SERIES] for i in range(0, len(whole.series), MAX_SERIES)]  # a colour a series
-        for part_no, part in enumerate(parts):
+        # parts of MAX_SERIES (a colour a series), the GPUs' (and the user's log) apart from the CPUs': beside a GPU's
+        # hundreds of thousands of tokens/s, a CPU's few thousand are flat bars
+        kinds = ([s for s in whole.series if not s.on_cpu], [s for s in whole.series if s.on_cpu])
+        parts = [kind[i:i + MAX_SERIES] for kind in kinds for i in range(0, len(kind), MAX_SERIES)]
+        first = 1
+        for part in parts:
             lc = dataclasses.replace(whole, series=part)
-            of = (f" (series {part_no * MAX_SERIES + 1}-{part_no * MAX_SERIES + len(part)} of {len(whole.series)})"
-                  if len(parts) > 1 else "")
-            more = (f" More than {MAX_SERIES} series are drawn in parts of {MAX_SERIES}, so each colour names one."
-                    if len(parts) > 1 else "")
+            of = (f" (series {first}-{first + len(part) - 1} of {len(whole.series)})" if len(parts) > 1 else "")
+            first += len(part)
+            more = (f" Drawn in parts of at most {MAX_SERIES} series, GPUs apart from CPUs, so each colour names one "
+                    "and each part has its own scale." if len(parts) > 1 else "")
             charts.append((_file_name(f"ladder-{file_part(lc.plan)}", names), _ladder(lc, WIDE), (
                 f"Tokens/s per rung of plan {lc.plan}, one bar per device / env and B (whiskers: "
                 f"{stats.interval_name()}, absent where too few samples give none; hatched: the user's logged single "
