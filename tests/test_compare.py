@@ -584,7 +584,8 @@ def test_the_output_does_not_depend_on_the_hash_seed():
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
         proc = subprocess.run([sys.executable, "-m", "harness.compare", str(ROOT / "results"), "--table", "knobs",
-                               "--no-index"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+                               "--no-index"], check=False, capture_output=True, text=True, env=env, cwd=ROOT,
+                              timeout=300)
         assert proc.returncode == 0, proc.stderr
         outs.append(proc.stdout)
     assert "precision fp32 ->" in outs[0] and outs[0] == outs[1]
