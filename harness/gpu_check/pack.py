@@ -18,12 +18,13 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from harness.record.index import INDEX_DIR
+
 TOP = "gpu-check"  # the archive's one top folder
 SUMMARY = "gpu-check.json"  # the summary inside the results folder (and so inside the archive)
 MAX_FILE_BYTES = 16 * 2**20  # what one file back from a device call may weigh
-# compare's index of a folder (harness.record.index.INDEX_DIR): keyed to the machine that made it, so another one
-# rebuilds it with a warning; it is neither packed nor unpacked
-INDEX_DIR = ".harness-index"
+# INDEX_DIR, compare's index of a folder, is keyed to the machine that made it (another rebuilds it with a warning):
+# neither packed nor unpacked
 
 
 class PackError(ValueError):
