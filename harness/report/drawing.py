@@ -8,8 +8,8 @@ it touches: forked after a cold read of 100,000 records, one grew by 1 GB); the 
 (`add(key, draw, *data)`: a module's function and the chart's data, pickled: kilobytes), and takes each chart where it
 goes (`take`) while it writes the text. A chart no worker has started when it is taken is drawn here, and while it
 waits for one that a worker draws, it draws the last ones no worker has started (once the text is done, it draws beside
-the workers rather than wait for them). Where fork is not the way processes
-start (macOS, Windows) or there is one CPU, each chart is drawn in this process when it is taken: the same bytes, later.
+the workers rather than wait for them). Where fork is not the way processes start (macOS, Windows) or there is one
+CPU, each chart is drawn in this process when it is taken: the same bytes, later.
 """
 
 from __future__ import annotations
