@@ -66,6 +66,18 @@ def test_a_chart_no_worker_has_started_is_drawn_here_rather_than_waited_for(tmp_
     assert sorted(map(int, (tmp_path / "drawn").read_text().split())) == list(range(6))  # each drawn once
 
 
+@needs_fork
+def test_jobs_past_the_claim_flags_are_left_to_the_workers(tmp_path, monkeypatch):
+    """More jobs than claim flags (a bound no report reaches): those past it are drawn by the workers, once each."""
+    monkeypatch.setattr(drawing, "MAX_CLAIMED_JOBS", 2)
+    with drawing.Drawings(workers=1) as drawn:
+        for n in range(4):
+            drawn.add(f"c{n}", _slow_pid, 0.1, n, tmp_path / "drawn")
+        taken = [drawn.take(f"c{n}") for n in range(4)]
+    assert [n for _pid, n in taken] == list(range(4)) and all(pid != PARENT for pid, _n in taken[2:])
+    assert sorted(map(int, (tmp_path / "drawn").read_text().split())) == list(range(4))
+
+
 def _fails():
     raise ValueError("a chart that cannot be drawn")
 
