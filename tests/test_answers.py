@@ -85,6 +85,22 @@ def test_the_gpu_records_answer_with_their_numbers():
     assert 1 <= len(keys) <= answers.MAX_KEY_FINDINGS and keys == sorted(keys, key=lambda k: -k.size)
 
 
+def test_the_batch_answer_rests_on_the_sweep_it_reads():
+    """The batch answer and its key finding name the H100 batch search's numbers: they cite its runs (they cited the
+    user's log alone: the curve's key was matched against one field short, so no run ever matched)."""
+    from harness.analysis import answers, findings
+
+    cmp = Compare(load([ROOT / "results" / d for d in ("gpu-h100-80gb-hbm3", "reference")], warn=lambda line: None))
+    sweep = {r.run_id for g in cmp.ds.groups for r in g.records if r.sweep and r.sweep.field == "batch_size"}
+    sweep |= {r.run_id for r, _gpu, _env in cmp.failed_runs() if r.sweep and r.sweep.field == "batch_size"}
+    assert len(sweep) == 5  # B=64, 96, 104 ran; 112 and 128 oom
+    batch = next(a for a in answers.compute(cmp) if a.key == "batch")
+    assert "the fastest B is 104" in batch.sentences[0] and sweep <= set(batch.records)
+    assert sweep == set(batch.headline.records)
+    (finding,) = [f for f in findings.batch(cmp) if f.text.startswith("Batch size, ")]
+    assert set(finding.records) == sweep
+
+
 def test_the_h100_padding_calls_say_how_much_is_the_compilers_padding():
     """The budgeted H100 calls of 2026-11-26 ran the padding A/B: TF32's +2.7 GiB is all Inductor's padding (none with
     it off), and the vocab pad's +4.6% at torch's default is +49.4% with the compiler's padding off. Both answers and

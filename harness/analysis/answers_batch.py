@@ -19,15 +19,14 @@ from harness.analysis.context import Compare
 from harness.analysis.fastest import overviews
 from harness.analysis.group import Group, run_ids
 from harness.analysis.knob_pairs import logged_points, ok_references
-from harness.analysis.tables.sweeps import sweep_records
+from harness.analysis.tables.sweeps import sweep_curves
 
 BATCH_SEARCH = "python -m harness.batch_search --preset gpt2-124m --rung fused-adamw-clip"
 
 def batch(cmp: Compare) -> Answer:
     q = "Should B go past 64, to a size that is not a power of two, and how far?"
     sentences, records, curves, head, title = [], [], [], None, None
-    recs = sweep_records(cmp)
-    for c in sweepmod.sweep_curves(recs):
+    for c in sweep_curves(cmp):
         if c["field"] != "batch_size":
             continue
         ran = [(v, t, m) for v, t, m in zip(c["values"], c["tokens_per_s"], c["peak_memory_bytes"]) if t is not None]
@@ -43,7 +42,7 @@ def batch(cmp: Compare) -> Answer:
         text += (f"; {', '.join(f'B={v}' for v, _s in failed)} did not run ({', '.join(sorted({s for _v, s in failed}))})"
                  if failed else "")
         sentences.append(text + f"; the knee (the smallest B within {sweepmod.KNEE_TOLERANCE:.0%} of the best) is B={c['knee']}.")
-        records += [r.run_id for r in recs if sweepmod.curve_key(r) == tuple(c[k] for k in ("sweep", "field", "plan", "rung", "env", "device"))]
+        records += c["run_ids"]
         curves.append(BatchCurve(f"{c['rung']}, {cmp.name(c['device'])} / {c['env']}", False,
                                  [(v, t, None if m is None else m / GIB) for v, t, m in ran], failed, c["knee"]))
         if head is None:

@@ -51,7 +51,7 @@ from harness.analysis.tables.cross import cross as cross_result
 from harness.analysis.tables.knobs import knob_effects, splits
 from harness.analysis.tables.ladder import ladders
 from harness.analysis.tables.loss import parity_rows
-from harness.analysis.tables.sweeps import sweep_records
+from harness.analysis.tables.sweeps import sweep_curves
 
 MAX_CITED = 6  # run ids cited per finding before "and N more"
 
@@ -215,8 +215,7 @@ def _matching_groups(cmp: Compare, rung, b, t) -> list[Group]:
 def batch(cmp: Compare) -> list[Finding]:
     """How far B grows: every batch_size sweep (batch searches, and the user's logged B sweep)."""
     out = []
-    records = sweep_records(cmp)
-    for curve in sweepmod.sweep_curves(records):
+    for curve in sweep_curves(cmp):
         if curve["field"] != "batch_size":
             continue
         points = list(zip(curve["values"], curve["tokens_per_s"], curve["peak_memory_bytes"], curve["statuses"], strict=True))
@@ -230,9 +229,7 @@ def batch(cmp: Compare) -> list[Finding]:
                 + (f"; did not run: {', '.join(failed)}" if failed else "")
                 + f"; largest that ran: B={largest[0]} ({mib(largest[2])} MiB {sweepmod.MEMORY_NAME});"
                 f" knee B={curve['knee']} ({sweepmod.KNEE_TOLERANCE:.0%} of the best).")
-        key = tuple(curve[k] for k in sweepmod.CURVE_FIELDS)
-        ids = [r.run_id for r in records if sweepmod.curve_key(r) == key]
-        out.append(Finding("batch", text, tuple(ids)))
+        out.append(Finding("batch", text, tuple(curve["run_ids"])))
     refs: dict[tuple, list[Group]] = {}
     for r in ok_references(cmp):
         if r.sweep and r.sweep.field == "batch_size":

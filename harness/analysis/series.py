@@ -240,11 +240,10 @@ class SweepLine:
 def sweep_lines(cmp: Compare) -> list[tuple[tuple[str, str], list[SweepLine]]]:
     """Per sweep (name, field): a line per curve of harness.analysis.sweep (one rung in one env on one device), and the
     user's logged points of the same sweep."""
-    from harness.analysis import sweep as sweepmod
-    from harness.analysis.tables.sweeps import sweep_records
+    from harness.analysis.tables.sweeps import sweep_curves
 
     by_sweep: dict[tuple, list[SweepLine]] = {}
-    for c in sweepmod.sweep_curves(sweep_records(cmp)):
+    for c in sweep_curves(cmp):
         pts = [(v, t, None if m is None else m / 2**30) for v, t, m in
                zip(c["values"], c["tokens_per_s"], c["peak_memory_bytes"], strict=True) if isinstance(v, (int, float))]
         failed = [(v, st) for v, t, st in zip(c["values"], c["tokens_per_s"], c["statuses"], strict=True)

@@ -117,12 +117,21 @@ def sweep_rows(records, tolerance: float = KNEE_TOLERANCE) -> list[dict]:
     (tokens/s / the curve's best), peak_memory_bytes, memory_source, usable_memory_bytes, lm_head_kernel
     ('-' where no kernel capture), kernel_changed (lm_head kernel differs from the previous value's),
     is_best, is_knee, mark (text of the last three), reason, run_ids. Records without a sweep are ignored."""
+    return _rows(_by_curve(records), tolerance)
+
+
+def _by_curve(records) -> dict[tuple, dict[str, list[RecordView]]]:
+    """curve_key -> swept value (as JSON) -> its records, each in the order given."""
     curves: dict[tuple, dict] = {}
     for r in map(RecordView.of, records):
         if not r.sweep:
             continue
         by_value = curves.setdefault(curve_key(r), {})
         by_value.setdefault(json.dumps(r.sweep.value, sort_keys=True), []).append(r)
+    return curves
+
+
+def _rows(curves: dict[tuple, dict[str, list[RecordView]]], tolerance: float) -> list[dict]:
     rows = []
     for key in sorted(curves):
         points = []
@@ -149,15 +158,20 @@ def sweep_rows(records, tolerance: float = KNEE_TOLERANCE) -> list[dict]:
 
 def sweep_curves(records, tolerance: float = KNEE_TOLERANCE) -> list[dict]:
     """One dict per curve, for plots: label, CURVE_FIELDS, values, tokens_per_s,
-    peak_memory_bytes, statuses, lm_head_kernels (lists aligned with values; None where unknown), knee."""
+    peak_memory_bytes, statuses, lm_head_kernels (lists aligned with values; None where unknown), knee, and run_ids
+    (every run of the curve, in the order given: what a sentence about the curve rests on)."""
+    records = [r for r in map(RecordView.of, records) if r.sweep]
+    curves = _by_curve(records)
+    order = {id(r): i for i, r in enumerate(records)}
     out: list[dict] = []
-    for row in sweep_rows(records, tolerance):
+    for row in _rows(curves, tolerance):
         key = tuple(row[k] for k in CURVE_FIELDS)
         if not out or out[-1]["_key"] != key:
             out.append({"_key": key, "label": f"{row['sweep']} ({row['field']}): {row['rung']}, {row['env']}, {row['device']}",
                         **{k: row[k] for k in CURVE_FIELDS},
                         "values": [], "tokens_per_s": [], "peak_memory_bytes": [], "statuses": [], "lm_head_kernels": [],
-                        "knee": None})
+                        "knee": None, "run_ids": [r.run_id for r in sorted(
+                            (r for by_value in curves[key].values() for r in by_value), key=lambda r: order[id(r)])]})
         c = out[-1]
         c["values"].append(row["value"])
         c["tokens_per_s"].append(row["tokens_per_s"])

@@ -14,7 +14,17 @@ if TYPE_CHECKING:
 
 def sweep_records(cx: Compare) -> list[RecordView]:
     """Every measured record that belongs to a sweep, ok or not (the filters applied); a failed one that does
-    not say its device is under "left out" only, as everywhere."""
+    not say its device is under "left out" only, as everywhere. Found once per Compare (read, never changed, by the
+    table, the findings, the answers and the charts)."""
+    return cx.cached("sweep-records", _sweep_records)
+
+
+def sweep_curves(cx: Compare) -> list[dict]:
+    """harness.analysis.sweep's curves of sweep_records, computed once per Compare (read, never changed)."""
+    return cx.cached("sweep-curves", lambda cx: sweepmod.sweep_curves(sweep_records(cx)))
+
+
+def _sweep_records(cx: Compare) -> list[RecordView]:
     records = [r for g in cx.ds.groups for r in g.records] + [r for r, _gpu, _env in cx.failed_runs() if not r.ok]
     return [r for r in records if r.sweep]
 
