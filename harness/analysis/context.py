@@ -96,7 +96,11 @@ class Compare:
         return dict(sorted(out.items(), key=lambda kv: (self.gpu_rank[kv[0][0]], self.env_rank[kv[0][1]])))
 
     def ladders(self) -> list[tuple[tuple, list]]:
-        """[(plan, gpu, env, B, T), rows]: rows are groups (or failed records) in rung order."""
+        """[(plan, gpu, env, B, T), rows]: rows are groups (or failed records) in rung order. Found once (read, never
+        changed, by the ladder and knob tables and the charts)."""
+        return self.cached("ladder-rows", Compare._ladder_rows)
+
+    def _ladder_rows(self) -> list[tuple[tuple, list]]:
         out: dict[tuple, list] = {}
         for g in self.ds.groups:
             if not g.in_ladder:

@@ -38,7 +38,7 @@ def estimate(g: Group) -> stats.Estimate:
 
 def run_ids(*groups: Group) -> list[str]:
     """The run ids a table row rests on (rows carry them beside their columns; renderers show only columns)."""
-    return [r.run_id for g in groups for r in g.records]
+    return [run_id for g in groups for run_id in g.ids]
 
 
 @dataclass
@@ -69,7 +69,7 @@ class Group:
     def first(self) -> RecordView:
         return self.records[0]
 
-    @property
+    @cached_property  # read per row of every table; a cell's runs are all in (and in order) once loaded
     def workload(self) -> Workload:
         return self.first.workload
 
@@ -117,7 +117,7 @@ class Group:
     def samples(self) -> list[list[float]]:
         return [r.timed_ms for r in self.records]
 
-    @property
+    @cached_property  # read per row of several tables; a cell's runs are all in once loaded
     def n_text(self) -> str:
         counts = [len(s) for s in self.samples]
         text = f"{len(counts)}x{counts[0]}" if len(set(counts)) == 1 else "+".join(str(c) for c in counts)
@@ -148,7 +148,12 @@ class Group:
                 "unknown: neither recorded nor in git history), pooled all the same: "
                 + "; ".join(f"{code}: {len(ids)} run(s)" for code, ids in self.workload_codes.items()))
 
-    @property
+    @cached_property  # read per row of several tables; a cell's runs are all in once loaded
+    def ids(self) -> tuple[str, ...]:
+        """Its runs' ids, in its order (what a row citing it carries: run_ids)."""
+        return tuple(r.run_id for r in self.records)
+
+    @cached_property  # read per row of several tables (n_text); a cell's runs are all in once loaded
     def contended(self) -> list[RecordView]:
         """Its runs measured under contention (record.contention; older records do not say, and are not flagged)."""
         return [r for r in self.records if r.contended]
