@@ -93,8 +93,7 @@ class Filters:
     def keep(self, record: RecordView) -> bool:
         if self.envs and record.env not in self.envs and record.kind not in ("reference", "peer"):
             return False
-        gpu = record.device_label.lower()
-        if self.gpus and not any(g.lower() in gpu for g in self.gpus):
+        if self.gpus and not any(g.lower() in record.device_label.lower() for g in self.gpus):
             return False
         if self.plans and record.plan not in self.plans:
             return False

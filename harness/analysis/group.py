@@ -52,7 +52,7 @@ class Group:
     env: str  # env label (env name, or name@torch-version where one name has several versions)
     gpu: str
     records: list[RecordView] = field(default_factory=list)
-    paths: list = field(default_factory=list)
+    paths: list = field(default_factory=list)  # its record files (path strings), in the order of records
     n_boot: int = stats.N_BOOT
     noise: object = None  # its device's run-to-run spreads (harness.analysis.noise.DeviceNoise), set when loaded
 
@@ -168,7 +168,7 @@ class Group:
         """Its runs are not the repeats of one invocation: repeat numbers recur, or plans or sweeps differ.
         They are still merged (same workload and flags); the tables say so and pooled_note lists them."""
         repeats = [r.repeat for r in self.records]
-        origins = {(r.plan, json.dumps(r.sweep and r.sweep.to_dict(), sort_keys=True)) for r in self.records}
+        origins = {(r.plan, json.dumps(r.sweep.to_dict(), sort_keys=True) if r.sweep else None) for r in self.records}
         return len(self.records) > 1 and (len(set(repeats)) < len(repeats) or len(origins) > 1)
 
     @property
