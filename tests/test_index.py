@@ -18,7 +18,7 @@ from hostile import write_hostile
 from module_cli import ROOT
 
 from harness.record import index as idx
-from harness.record.io import RecordError, iter_records, read_record
+from harness.record.io import RecordError, iter_records, read_record, record_files, record_names
 
 pytest.importorskip("pyarrow")
 
@@ -78,7 +78,8 @@ def _read(folder: Path, **kw) -> tuple[idx.RecordIndex, list]:
     notices = []
     index = idx.RecordIndex.open([folder], notice=notices.append, **kw)
     warnings = []
-    records = list(iter_records([folder], warnings.append, index.read, index.files))
+    # the index lists path strings (io.record_names); as Paths here, beside what the direct listing yields
+    records = [(Path(p), r) for p, r in iter_records([folder], warnings.append, index.read, index.files)]
     return index, records, warnings, notices
 
 
@@ -523,3 +524,15 @@ def test_only_json_parsed_text_can_hold_nan():
                  b'{"workload_hash": "3fe0123ab12e456", "h": "12e4567c"}', b'[1e-400]'):
         value, finite = parse_json(text)
         assert finite and not idx._nonfinite(value), text
+
+
+def test_the_listing_as_strings_is_in_the_order_of_the_paths(tmp_path):
+    """io.record_names (the index's listing) sorts by path components as Paths do, not as strings do: 'a/x.json'
+    before 'a-b/y.json' before 'a.json' ('-' and '.' sort before '/' as characters)."""
+    for name in ("a.json", "a/x.json", "a-b/y.json", "a/b/z.json", "b.json"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("{}")
+    names = record_names(tmp_path)
+    assert names == [str(p) for p in record_files(tmp_path)] == [str(tmp_path / n) for n in (
+        "a/b/z.json", "a/x.json", "a-b/y.json", "a.json", "b.json")]
+    assert names != sorted(names)  # as plain strings they would sort otherwise

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -159,6 +160,7 @@ class _Reading:
             if root.is_dir() and not any(p for p in root.rglob("*.json") if not p.name.startswith(".tmp-")):
                 self.leave_out(root, "no *.json records in this directory", "empty", skipped=False)
         for path, raw in iter_records(paths, self.unreadable, read, files):
+            path = os.fspath(path)  # a Path, or a string of an index's listing: kept as the string either way
             if _has_nonfinite(raw):
                 self.leave_out(path, "contains NaN or infinity (the harness writes null for those)", "unreadable")
                 continue
@@ -210,7 +212,7 @@ class _Sorting:
     env_of: dict = field(default_factory=dict)
     calibration: list = field(default_factory=list)
 
-    def add(self, path: Path, r: RecordView, env_label: Callable[[RecordView], str]) -> None:
+    def add(self, path: str, r: RecordView, env_label: Callable[[RecordView], str]) -> None:
         gpu = r.device_label
         if r.kind in ("reference", "peer"):  # beside the measurements, never one of them
             g = Group(r.kind, *r.set_key, r.env, gpu, [r], [path], self.n_boot)
@@ -236,16 +238,16 @@ class _Sorting:
             group.records.append(r)
             group.paths.append(path)
 
-    def _where(self, path: Path, r: RecordView) -> str:
+    def _where(self, path: str, r: RecordView) -> str:
         """How a run left out is named in the list of what was left out."""
-        return f"{path.name} ({r.plan}/{r.rung}, {r.env}, {self.names[r.device_label]})"
+        return f"{os.path.basename(path)} ({r.plan}/{r.rung}, {r.env}, {self.names[r.device_label]})"
 
-    def _failed(self, path: Path, r: RecordView) -> None:
+    def _failed(self, path: str, r: RecordView) -> None:
         self.failed.append((path, r))
         where = self._where(path, r)
         why = f"status {r.status}: {r.reason or 'no reason given'}"
         if r.intended_device is None:  # an early death: its environment was never captured
-            where = f"{path.name} ({r.plan}/{r.rung}, {r.env}, device not recorded)"
+            where = f"{os.path.basename(path)} ({r.plan}/{r.rung}, {r.env}, device not recorded)"
             why += "; listed here only: the record does not say which device it was meant for"
         self.left_out.append(LeftOut(where, why, "not ok"))
 

@@ -45,7 +45,7 @@ def _text(value) -> str | None:
     return None if value is None else str(value)
 
 
-def _row(ds: Dataset, role: str, env: str, path: Path, r: RecordView) -> tuple:
+def _row(ds: Dataset, role: str, env: str, path: str, r: RecordView) -> tuple:
     memory, metric = r.peak_memory()
     w = r.workload
     return (r.run_id, role, r.kind, r.status, env, r.env, r.torch_version, r.device_label, ds.name(r.device_label),

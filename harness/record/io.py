@@ -477,7 +477,13 @@ _LEFT_OUT_STARTS = (TEMP_PREFIX, *(pattern.split("*")[0] for pattern in NOT_RECO
 def record_files(folder: Path) -> list[Path]:
     """The record files under a folder, in the order they are read: every *.json, recursively, less the writer's temp
     files and NOT_RECORDS."""
-    return sorted(map(Path, filter(_is_record_name, _json_entries(folder))), key=lambda p: p.parts)  # as Paths sort
+    return list(map(Path, record_names(folder)))
+
+
+def record_names(folder: Path) -> list[str]:
+    """record_files as path strings, in the same order (each shares the folder's prefix, so its components sort as the
+    Paths' parts do): a listing of 100,000 files without 100,000 Paths made, sorted and turned back into strings."""
+    return sorted(filter(_is_record_name, _json_entries(folder)), key=lambda name: name.split(os.sep))
 
 
 def _is_record_name(path: str) -> bool:
@@ -512,7 +518,8 @@ def iter_records(paths, warn=print, read=read_record, files=record_files):
     """(path, record) for every valid *.json under the paths (recursively); one BadFile to `warn` per bad file
     (print writes its line) for the first MAX_SKIP_WARNINGS, then one BadFile.more line with how many more (a folder
     of 10,000 other JSON files is not 10,000 lines). read=read_json gives the raw JSON of every readable file,
-    unvalidated; files(folder) lists a folder's record files (record_files, or the listing an index just made)."""
+    unvalidated; files(folder) lists a folder's record files (record_files, or record_names: the listing an index
+    just made, path strings; each path is yielded as files gives it)."""
     skipped = 0
     for root in map(Path, paths):
         if not root.exists():
