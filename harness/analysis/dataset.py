@@ -232,7 +232,8 @@ class _Sorting:
         elif r.plan == noise.CALIBRATION_PLAN:  # an A/A measurement of the machine: its spread, never a cell
             self.calibration.append(r)
         else:
-            self.gpu_keys.setdefault(gpu, _gpu_sort_key(r, gpu))
+            if gpu not in self.gpu_keys:  # one key per device, from its first run (not made for every run)
+                self.gpu_keys[gpu] = _gpu_sort_key(r, gpu)
             key = (*r.set_key, label, gpu)
             group = self.groups.setdefault(key, Group("measured", *key, n_boot=self.n_boot))
             group.records.append(r)
