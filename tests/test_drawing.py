@@ -24,7 +24,7 @@ needs_fork = pytest.mark.skipif(drawing._workers() < 1, reason="one CPU or no fo
 def test_charts_drawn_by_workers_are_the_charts_drawn_here():
     options = CompareOptions(paths=(RESULTS / "gpu-h100-80gb-hbm3", RESULTS / "gpu-h200"), use_index=False)
     _ds, cmp = analyse(options, warn=lambda line: None)
-    jobs, answered = outline.chart_jobs(cmp), answers.compute(cmp)
+    jobs, answered = dict(outline.chart_jobs(cmp)), answers.compute(cmp)
     drawn = {}
     for workers in (0, 2):
         with drawing.Drawings(workers=workers) as drawings:

@@ -5,6 +5,7 @@ harness.compare has, and the environments and the method last; and what it says 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterator
 from datetime import datetime, timezone
 
 from harness.analysis import answers, findings, series, stats
@@ -76,22 +77,21 @@ def _tables(doc: Doc, tables: list[Table]) -> None:
         doc.table(t)
 
 
-def chart_jobs(cmp: Compare) -> dict[str, tuple]:
-    """Every chart the report has but the answers', by key: (the function that draws it, what it draws). What each
+def chart_jobs(cmp: Compare) -> Iterator[tuple[str, tuple]]:
+    """Every chart the report has but the answers': (key, (the function that draws it, what it draws)). What each
     shows is computed here, over the runs (harness.report.drawing sends it to a worker process, which draws it while
-    the text is written). The costliest first: the workers take them in this order."""
+    the text is written), one at a time: a worker starts drawing the first while the next is computed. The costliest
+    first: the workers take them in this order."""
     names = {label: cmp.name(label) for label in cmp.ds.gpus()}
-    return {
-        "ladder": (charts.ladder_charts, series.ladder_charts(cmp)),
-        "cross-version": (_listed, charts.heatmap_chart, charts.heatmap_cells(cross.cross(cmp, "env"), cmp.name)),
-        "cross-gpu": (_listed, charts.cross_gpu_chart, charts.cross_gpu_items(cross.cross(cmp, "gpu"), cmp.name)),
-        "kernel-mix": (_listed, charts.kernel_mix_chart, series.kernel_mix(cmp)),
-        # one rung under 3+ torch builds (harness.bisect --landscape)
-        "versions": (versions_chart.versions_charts, versions_chart.landscapes(cmp)),
-        "factors": (_listed, charts.factors_chart, knobs.splits(cmp), names.__getitem__),
-        "memory": (_listed, charts.memory_chart, series.memory_bars(cmp)),
-        "sweeps": (charts.sweep_charts, series.sweep_lines(cmp)),
-    }
+    yield "ladder", (charts.ladder_charts, series.ladder_charts(cmp))
+    yield "cross-version", (_listed, charts.heatmap_chart, charts.heatmap_cells(cross.cross(cmp, "env"), cmp.name))
+    yield "cross-gpu", (_listed, charts.cross_gpu_chart, charts.cross_gpu_items(cross.cross(cmp, "gpu"), cmp.name))
+    yield "kernel-mix", (_listed, charts.kernel_mix_chart, series.kernel_mix(cmp))
+    # one rung under 3+ torch builds (harness.bisect --landscape)
+    yield "versions", (versions_chart.versions_charts, versions_chart.landscapes(cmp))
+    yield "factors", (_listed, charts.factors_chart, knobs.splits(cmp), names.__getitem__)
+    yield "memory", (_listed, charts.memory_chart, series.memory_bars(cmp))
+    yield "sweeps", (charts.sweep_charts, series.sweep_lines(cmp))
 
 
 def _listed(draw, *data) -> list[charts.Chart]:
@@ -107,7 +107,7 @@ def build(cmp: Compare, paths, command: str, drawn: drawing.Drawings | None = No
     if drawn is None:
         with drawing.Drawings() as workers:
             return build(cmp, paths, command, workers)
-    for key, (draw, *data) in chart_jobs(cmp).items():
+    for key, (draw, *data) in chart_jobs(cmp):
         drawn.add(key, draw, *data)
     answered = answers.compute(cmp)
     for a in answered:
