@@ -14,7 +14,7 @@ from tabulate import tabulate
 from harness.analysis import stats
 from harness.analysis.cells import SHOWN_AS_TEXT, Cell, Memory, Mfu, Table, fmt_int, fmt_mib, fmt_ms, fmt_pct
 from harness.analysis.dataset import Dataset
-from harness.analysis.verdict import SERIES, extremes
+from harness.analysis.verdict import SERIES, by_series, extremes, series_key
 from harness.textsafe import csv_cell, csv_comment, markdown_cell, one_line
 from harness.textsafe import markdown as md
 
@@ -287,12 +287,11 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
     compared = [p for p in v.pairs if p.rows]
     # many pairs of one kind said as one block: a device's env pairs (a landscape's builds), or one pair of devices
     # compared under many envs (a landscape at two thread counts); in the pairs' order
-    series_of = lambda p: ("env", p.same) if p.across == "env" else ("gpu", p.base, p.other)
-    per_series = Counter(map(series_of, compared))
-    series = [key for key, n in per_series.items() if n > SERIES]
+    grouped = by_series(compared)
+    series = [key for key, ps in grouped.items() if len(ps) > SERIES]
     block_of = {"env": _series_block, "gpu": _device_series_block}
-    series_blocks = [block_of[key[0]]([p for p in compared if series_of(p) == key], name, env_text) for key in series]
-    compared = [p for p in compared if series_of(p) not in series]
+    series_blocks = [block_of[key[0]](grouped[key], name, env_text) for key in series]
+    compared = [p for p in compared if series_key(p) not in series]
     shown = compared[:MAX_PAIRS]
     if not shown and not series:
         nothing = (f"Nothing compared: no rung ran ok under two envs on one {word} or on two {word}s under one env "

@@ -33,7 +33,7 @@ from harness.analysis.knob_pairs import measured_pairs, ok_references, ref_torch
 from harness.analysis.series import Point, throughput_point
 from harness.analysis.tables.knobs import splits
 from harness.analysis.tables.ladder import ladders
-from harness.analysis.verdict import SERIES, extremes, verdict
+from harness.analysis.verdict import SERIES, by_series, extremes, verdict
 
 MEMORY_PARTS = (("tensors_bytes", "live tensors"), ("allocator_cache_bytes", "allocator cache"),
                 ("outside_allocator_bytes", "outside the allocator"))
@@ -296,11 +296,8 @@ def device_headlines(cmp: Compare) -> list[KeyFinding]:
     """A device pair's headline per env; a pair of devices compared under more than SERIES envs (a landscape at two
     thread counts) is one headline, its range over the envs, as in the verdict."""
     pairs = [p for p in verdict(cmp).pairs if p.across == "gpu" and p.rows]
-    by_devices: dict[tuple, list] = {}
-    for p in pairs:
-        by_devices.setdefault((p.base, p.other), []).append(p)
     out = []
-    for (base, other), ps in by_devices.items():
+    for (_across, base, other), ps in by_series(pairs).items():
         if len(ps) > SERIES:
             slow, fast = extremes(ps)
             out.append(KeyFinding(f"{cmp.name(other)} against {cmp.name(base)} under {len(ps)} envs: tokens/s from "

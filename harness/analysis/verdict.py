@@ -72,6 +72,21 @@ def extremes(pairs: list[Pair]) -> tuple[Pair, Pair]:
     return slowest, fastest
 
 
+def series_key(p: Pair) -> tuple:
+    """The series a pair is one of: a device's env pairs ("env", device), or one pair of devices under its envs ("gpu",
+    base, other)."""
+    return ("env", p.same) if p.across == "env" else ("gpu", p.base, p.other)
+
+
+def by_series(pairs: list[Pair]) -> dict[tuple, list[Pair]]:
+    """The pairs by series_key, each series in the pairs' order: one of more than SERIES pairs is said as one (the
+    verdict's blocks, the report's key findings)."""
+    out: dict[tuple, list[Pair]] = {}
+    for p in pairs:
+        out.setdefault(series_key(p), []).append(p)
+    return out
+
+
 def verdict(cx: Compare) -> Verdict:
     """Computed once per Compare."""
     return cx.cached("verdict", _verdict)
