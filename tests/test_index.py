@@ -526,7 +526,7 @@ def test_only_json_parsed_text_can_hold_nan():
         assert finite and not idx._nonfinite(value), text
 
 
-def test_the_listing_as_strings_is_in_the_order_of_the_paths(tmp_path):
+def test_the_listing_as_strings_is_in_the_order_of_the_paths(tmp_path, monkeypatch):
     """io.record_names (the index's listing) sorts by path components as Paths do, not as strings do: 'a/x.json'
     before 'a-b/y.json' before 'a.json' ('-' and '.' sort before '/' as characters)."""
     for name in ("a.json", "a/x.json", "a-b/y.json", "a/b/z.json", "b.json"):
@@ -536,3 +536,6 @@ def test_the_listing_as_strings_is_in_the_order_of_the_paths(tmp_path):
     assert names == [str(p) for p in record_files(tmp_path)] == [str(tmp_path / n) for n in (
         "a/b/z.json", "a/x.json", "a-b/y.json", "a.json", "b.json")]
     assert names != sorted(names)  # as plain strings they would sort otherwise
+    monkeypatch.chdir(tmp_path)  # the folder named as "." (compare .): names as Paths say them, "a/x.json"
+    assert record_names(Path(".")) == [str(p) for p in record_files(Path("."))] == [
+        "a/b/z.json", "a/x.json", "a-b/y.json", "a.json", "b.json"]

@@ -483,7 +483,10 @@ def record_files(folder: Path) -> list[Path]:
 def record_names(folder: Path) -> list[str]:
     """record_files as path strings, in the same order (each shares the folder's prefix, so its components sort as the
     Paths' parts do): a listing of 100,000 files without 100,000 Paths made, sorted and turned back into strings."""
-    return sorted(filter(_is_record_name, _json_entries(folder)), key=lambda name: name.split(os.sep))
+    names = filter(_is_record_name, _json_entries(folder))
+    if os.fspath(folder) == os.curdir:  # scandir's "./x.json" is Path's "x.json"
+        names = (name[len(os.curdir + os.sep):] for name in names)
+    return sorted(names, key=lambda name: name.split(os.sep))
 
 
 def _is_record_name(path: str) -> bool:
