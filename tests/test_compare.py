@@ -589,3 +589,21 @@ def test_the_output_does_not_depend_on_the_hash_seed():
         assert proc.returncode == 0, proc.stderr
         outs.append(proc.stdout)
     assert "precision fp32 ->" in outs[0] and outs[0] == outs[1]
+
+
+def _rows_a(cx):
+    return ["a"]
+
+
+def _rows_b(cx):
+    return ["b"]
+
+
+def test_a_memo_name_is_one_analysiss():
+    """Compare.cached: the same function asking again reads its one result; another function asking for that name is
+    told at once (a second analysis named 'ladders' once read the ladder table's results as its own rows)."""
+    cx = Compare(load([ROOT / "results" / "cpu-amd-epyc-2core"], warn=lambda line: None))
+    first = cx.cached("rows", _rows_a)
+    assert cx.cached("rows", _rows_a) is first == ["a"]
+    with pytest.raises(RuntimeError, match="'rows' is .*_rows_a's, asked for by .*_rows_b"):
+        cx.cached("rows", _rows_b)

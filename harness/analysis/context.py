@@ -49,10 +49,14 @@ class Compare:
 
     def cached(self, name: str, make):
         """make(self), computed once per Compare: the typed result one analysis returns, read by its table, the
-        findings, the verdict and the report alike."""
+        findings, the verdict and the report alike. A name is one analysis's: another function asking for it is a
+        mistake, said at once (it would otherwise read the first one's result as its own)."""
+        maker = f"{make.__module__}.{make.__qualname__}"
         if name not in self._memo:
-            self._memo[name] = make(self)
-        return self._memo[name]
+            self._memo[name] = (maker, make(self))
+        elif self._memo[name][0] != maker:
+            raise RuntimeError(f"Compare.cached: {name!r} is {self._memo[name][0]}'s, asked for by {maker}")
+        return self._memo[name][1]
 
     # --- shared by several tables
     def delta(self, a: Group, b: Group) -> stats.Delta:
