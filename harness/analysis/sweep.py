@@ -120,22 +120,23 @@ def sweep_rows(records, tolerance: float = KNEE_TOLERANCE) -> list[dict]:
     return _rows(_by_curve(records), tolerance)
 
 
-def _by_curve(records) -> dict[tuple, dict[str, list[RecordView]]]:
-    """curve_key -> swept value (as JSON) -> its records, each in the order given."""
-    curves: dict[tuple, dict] = {}
+def _by_curve(records) -> dict[tuple, list[RecordView]]:
+    """curve_key -> its records, in the order given (records without a sweep left out)."""
+    curves: dict[tuple, list] = {}
     for r in map(RecordView.of, records):
-        if not r.sweep:
-            continue
-        by_value = curves.setdefault(curve_key(r), {})
-        by_value.setdefault(json.dumps(r.sweep.value, sort_keys=True), []).append(r)
+        if r.sweep:
+            curves.setdefault(curve_key(r), []).append(r)
     return curves
 
 
-def _rows(curves: dict[tuple, dict[str, list[RecordView]]], tolerance: float) -> list[dict]:
+def _rows(curves: dict[tuple, list[RecordView]], tolerance: float) -> list[dict]:
     rows = []
     for key in sorted(curves):
+        by_value: dict[str, list[RecordView]] = {}
+        for r in curves[key]:
+            by_value.setdefault(json.dumps(r.sweep.value, sort_keys=True), []).append(r)
         points = []
-        for group in curves[key].values():
+        for group in by_value.values():
             points.append({**dict(zip(CURVE_FIELDS, key, strict=True)), "value": group[0].sweep.value,
                            **_merge(group)})
         points.sort(key=lambda p: value_key(p["value"]))
@@ -160,9 +161,7 @@ def sweep_curves(records, tolerance: float = KNEE_TOLERANCE) -> list[dict]:
     """One dict per curve, for plots: label, CURVE_FIELDS, values, tokens_per_s,
     peak_memory_bytes, statuses, lm_head_kernels (lists aligned with values; None where unknown), knee, and run_ids
     (every run of the curve, in the order given: what a sentence about the curve rests on)."""
-    records = [r for r in map(RecordView.of, records) if r.sweep]
     curves = _by_curve(records)
-    order = {id(r): i for i, r in enumerate(records)}
     out: list[dict] = []
     for row in _rows(curves, tolerance):
         key = tuple(row[k] for k in CURVE_FIELDS)
@@ -170,8 +169,7 @@ def sweep_curves(records, tolerance: float = KNEE_TOLERANCE) -> list[dict]:
             out.append({"_key": key, "label": f"{row['sweep']} ({row['field']}): {row['rung']}, {row['env']}, {row['device']}",
                         **{k: row[k] for k in CURVE_FIELDS},
                         "values": [], "tokens_per_s": [], "peak_memory_bytes": [], "statuses": [], "lm_head_kernels": [],
-                        "knee": None, "run_ids": [r.run_id for r in sorted(
-                            (r for by_value in curves[key].values() for r in by_value), key=lambda r: order[id(r)])]})
+                        "knee": None, "run_ids": [r.run_id for r in curves[key]]})
         c = out[-1]
         c["values"].append(row["value"])
         c["tokens_per_s"].append(row["tokens_per_s"])
