@@ -14,6 +14,11 @@ CPU_FAMILIES = ("xeon", "epyc", "threadripper", "ryzen", "opteron", "core", "gra
                 "atom", "celeron", "pentium")
 
 
+def is_cpu(label: str) -> bool:
+    """A CPU's device label ('cpu: <model> [...]', harness.record.view.device_label), not a GPU's."""
+    return label.startswith("cpu: ")
+
+
 def _cpu_alias(label: str) -> str:
     model, _sep, details = label.removeprefix("cpu: ").partition(" [")
     words = re.findall(r"[A-Za-z]+|\d+[A-Za-z]*", re.sub(r"\(\w+\)|@.*$", " ", model))
@@ -46,7 +51,7 @@ def _gpu_alias(label: str) -> str:
 def device_alias(label: str) -> str:
     """'NVIDIA H100 80GB HBM3' -> 'h100-80g'; 'cpu: AMD EPYC 7763 64-Core Processor [AVX2, no native bf16; 8 threads]'
     -> 'epyc-7763-avx2-8t'; 'cpu: AMD EPYC' -> 'epyc'."""
-    if label.startswith("cpu: "):
+    if is_cpu(label):
         return _cpu_alias(label)
     if label == "unknown device":
         return "unknown"
@@ -66,5 +71,5 @@ def aliases(labels) -> dict[str, str]:
 
 def device_word(labels) -> str:
     """What to call a column of these devices: 'CPU' or 'GPU' when all are one kind, else 'device'."""
-    kinds = {"CPU" if label.startswith("cpu: ") else "GPU" for label in labels}
+    kinds = {"CPU" if is_cpu(label) else "GPU" for label in labels}
     return kinds.pop() if len(kinds) == 1 else "device"

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from harness.analysis import stats
 from harness.analysis.context import Compare
 from harness.analysis.dataset import outcome, torch_version_key
+from harness.analysis.devices import is_cpu
 from harness.analysis.group import Group, estimate
 from harness.analysis.sweep import KNEE_TOLERANCE, MEMORY_DEFINITION  # noqa: F401 (the sweep charts' caption)
 
@@ -95,7 +96,7 @@ def _ladder_charts(cmp: Compare) -> list[LadderChart]:
             if p != plan:
                 continue
             s = Series(f"{cmp.name(gpu)} / {env} (B={b}, T={t})", False, device=cmp.name(gpu), batch_size=b,
-                       on_cpu=gpu.startswith("cpu: "))
+                       on_cpu=is_cpu(gpu))
             for idx, rung, g in rows:
                 rung_index.setdefault(rung, idx if idx is not None else 99)
                 if isinstance(g, Group) and rung not in s.points and g.throughput.point is not None:
@@ -224,7 +225,7 @@ def kernel_mix(cmp: Compare, max_cells: int = 6) -> KernelMix | None:
         several_b = len({g.workload.batch_size for g, _s in items}) > 1
         shown.append((f"{cmp.name(key[0])} / {key[1]}",
                        [(g.label + (f" B={g.workload.batch_size}" if several_b else ""), shares) for g, shares in items]))
-    kinds = sorted({"CPU op" if gpu.startswith("cpu: ") else "GPU kernel" for gpu, _e in keys})
+    kinds = sorted({"CPU op" if is_cpu(gpu) else "GPU kernel" for gpu, _e in keys})
     return KernelMix(shown, categories, list(CATEGORIES) + [c for c in categories if c not in CATEGORIES], kinds, len(cells))
 
 
