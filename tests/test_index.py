@@ -107,7 +107,7 @@ def test_a_new_changed_or_removed_file_is_noticed(tmp_path):
     by_path = dict(records)
     assert by_path[victim]["summary"]["tokens_per_s"] == raw["summary"]["tokens_per_s"]
     assert files[2] not in by_path and folder / "new.json" in by_path
-    assert len(idx._Store(folder, idx.index_path(folder, None), idx._secret()).load()) == len(files)
+    assert len(idx._Store(folder, idx.index_path(folder, None), idx.user_key()).load()) == len(files)
     # The rewritten index carried the kept rows' sections over from the old file: read back, they are the records'.
     index, kept, _w, notices = _read(folder)
     assert index.stats["read"] == 0 and kept == list(iter_records([folder], lambda _line: None))
@@ -138,7 +138,7 @@ def test_what_validation_leaves_out_the_index_leaves_out(tmp_path):
         assert warnings == direct and len(warnings) == 3
         nan = dict(records)[folder / "nan.json"]
         assert nan.has_nonfinite and not nan  # left out by load, with its own warning; nothing of it is kept
-    rows = idx._Store(folder, idx.index_path(folder, None), idx._secret()).load()
+    rows = idx._Store(folder, idx.index_path(folder, None), idx.user_key()).load()
     assert sorted(row[6] for row in rows.values()) == ["bad", "bad", "bad", "nonfinite"]
 
 
@@ -179,7 +179,7 @@ def test_a_damaged_explain_section_is_read_from_its_record_with_one_warning(tmp_
     direct = _run(tmp_path, "harness.compare", folder, "--no-index", "--detail")
     _run(tmp_path, "harness.compare", folder)
     path = folder / idx.INDEX_DIR / "records.idx"
-    rows = idx._Store(folder, path, idx._secret()).load()
+    rows = idx._Store(folder, path, idx.user_key()).load()
     blobs = [row[9] for row in rows.values() if row[9] is not None]
     assert len(blobs) > 20
     data = bytearray(path.read_bytes())

@@ -81,7 +81,7 @@ def _key_file() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpt-harness" / "index-key"
 
 
-def _secret() -> bytes:
+def user_key() -> bytes:
     """This user's key for the index's keyed hash, made once (mode 0600; linked into place whole)."""
     path = _key_file()
     with contextlib.suppress(FileNotFoundError):
@@ -538,7 +538,7 @@ class RecordIndex:
             notice("note: this pyarrow has no LZ4 codec: records read without an index (pip install pyarrow)")
             return None
         try:
-            key = _secret()
+            key = user_key()
         except OSError as exc:
             notice(f"note: no index key ({_key_file()}: {exc.strerror or exc}): records read without an index")
             return None

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness.compare import analyse_or_exit, common_parser
 from harness.output import OutputError, emit, fail, path_text, run_main
-from harness.report import document, drawing, outline
+from harness.report import chart_cache, document, drawing, outline
 from harness.textsafe import terminal
 
 
@@ -22,12 +22,17 @@ def parser():
     return p
 
 
+def _say(line: str) -> None:
+    print(terminal(line), file=sys.stderr)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     p = parser()
     args = p.parse_args(argv)
-    with drawing.Drawings() as drawn:  # its workers forked now, before the records are read: they stay small
-        _ds, cmp = analyse_or_exit(p, args, lambda line: print(terminal(line), file=sys.stderr))
+    kept = None if args.no_index else chart_cache.ChartCache.beside_index(args.paths, args.index, _say)
+    with drawing.Drawings(kept=kept) as drawn:  # its workers forked now, before the records are read: they stay small
+        _ds, cmp = analyse_or_exit(p, args, _say)
         doc = outline.build(cmp, args.paths, "python -m harness.report " + " ".join(argv), drawn)
     try:
         emit("".join(f"{terminal(path)}\n" for path in document.write(doc, Path(args.out))))

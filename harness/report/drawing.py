@@ -9,7 +9,9 @@ it touches: forked after a cold read of 100,000 records, one grew by 1 GB); the 
 goes (`take`) while it writes the text. A chart no worker has started when it is taken is drawn here, and while it
 waits for one that a worker draws, it draws the last ones no worker has started (once the text is done, it draws beside
 the workers rather than wait for them). Where fork is not the way processes start (macOS, Windows) or there is one
-CPU, each chart is drawn in this process when it is taken: the same bytes, later.
+CPU, each chart is drawn in this process when it is taken: the same bytes, later. Given a ChartCache
+(harness.report.chart_cache), a job whose charts an earlier report kept is not drawn at all, and each chart drawn is
+kept for the next.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from functools import partial
 from typing import Self
 
 from harness.envinfo import usable_cpus
+from harness.report.chart_cache import ChartCache
 from harness.signals import STOP_SIGNALS
 
 # One flag per job, shared with the workers by inheritance (set before they are forked): whoever sets a job's flag first
@@ -71,10 +74,13 @@ def _workers() -> int:
 
 class Drawings:
     """`with Drawings() as drawn:` forks the workers; drawn.add(key, draw, *data) starts drawing draw(*data) (a list
-    of harness.report.charts.Chart); drawn.take(key) is that list."""
+    of harness.report.charts.Chart); drawn.take(key) is that list. With `kept`, charts kept by an earlier report are
+    taken from it and new ones put in it."""
 
-    def __init__(self, workers: int | None = None):
+    def __init__(self, workers: int | None = None, kept: ChartCache | None = None):
         self.workers = _workers() if workers is None else workers  # 0: drawn in this process
+        self.kept = kept
+        self._kept_as: dict[str, str] = {}  # key -> the name its charts are kept under, once drawn
         self.jobs: dict[str, Callable[[], list]] = {}
         self._pool = None
         self._pending: dict = {}  # key -> (its claim flag's index, the worker's future), in the order added
@@ -108,7 +114,14 @@ class Drawings:
         started.result()
 
     def add(self, key: str, draw: Callable[..., list], *data) -> None:
-        """Start drawing draw(*data) (draw a module's function, data what pickle carries: a chart's, not records)."""
+        """Start drawing draw(*data) (draw a module's function, data what pickle carries: a chart's, not records), unless
+        an earlier report kept its charts."""
+        if self.kept is not None and (name := self.kept.name(draw, data)) is not None:
+            charts = self.kept.get(name)
+            if charts is not None:
+                self._drawn_here[key] = charts
+                return
+            self._kept_as[key] = name
         if self._pool is not None:
             index = len(self.jobs)
             if index < MAX_CLAIMED_JOBS:
@@ -118,6 +131,13 @@ class Drawings:
         self.jobs[key] = partial(draw, *data)
 
     def take(self, key: str) -> list:
+        """The charts of one job (kept, where they are new, for the next report): see _take."""
+        charts = self._take(key)
+        if (name := self._kept_as.pop(key, None)) is not None:
+            self.kept.put(name, charts)
+        return charts
+
+    def _take(self, key: str) -> list:
         """The charts of one job: drawn by a worker (waited for) or, without workers, here and now. Where no worker has
         started it, this process draws it; while a worker draws it, this process draws the last jobs no worker has
         started (the text is written: rather than wait, it draws beside the workers). A chart's error is raised here
@@ -147,6 +167,8 @@ class Drawings:
         self._end(failed=exc[0] is not None)
 
     def _end(self, failed: bool) -> None:
+        if self.kept is not None:
+            self.kept.close()
         if failed:  # an error or a stop signal (SIGTERM may reach this process alone): the workers end now
             for worker in self._workers:
                 worker.terminate()
