@@ -15,12 +15,12 @@ from records_factory import make_record, noisy_ms, write
 
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
-from harness.analysis.series import version_points, version_series
+from harness.analysis.series import landscapes, version_points, version_series
 from harness.bisect import candidates as cmod
 from harness.bisect.candidates import Candidate, CandidateError, candidates_between, env_name_for, newest_patches
 from harness.bisect.explain import answer_lines, points_table, underneath, write_state
 from harness.bisect.search import METRICS, CandidateFailed, Search
-from harness.report.versions_chart import draw, landscapes, versions_charts
+from harness.report.versions_chart import draw, versions_charts
 
 ROOT = Path(__file__).resolve().parent.parent
 VERSIONS = ["2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1"]

@@ -4,6 +4,8 @@ entry that fails its keyed hash is drawn again with one warning; --no-index keep
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -113,3 +115,18 @@ def test_entries_no_report_used_for_two_weeks_are_removed_and_the_least_recent_p
     assert later.get("e2") is not None  # used by this report: kept, whatever its age
     later.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"e{n}{chart_cache.SUFFIX}" for n in (0, 1, 2)]
+
+
+def test_a_report_whose_charts_were_all_kept_never_imports_matplotlib(records, tmp_path):
+    """Half a second of a warm report's time: the chart modules are imported where a chart is drawn."""
+    script = ("import sys; from harness.report import __main__ as r; "
+              f"r.main([{str(records)!r}, '-o', sys.argv[1]]); print('matplotlib' in sys.modules)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def run(out: str) -> str:
+        done = subprocess.run([sys.executable, "-c", script, str(tmp_path / out)], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, check=True)
+        return done.stdout.splitlines()[-1]
+
+    run("one")
+    assert run("two") == "False"

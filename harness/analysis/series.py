@@ -1,11 +1,13 @@
-"""What the report's charts draw, computed here so that harness.report only renders: the ladder's bars per plan with
-the user's logged numbers that match them, the landscape over torch versions, and each point's interval (always
-stats.interval over the estimates' replicates: one rule for every chart). No torch import, no matplotlib.
+"""What the report's charts draw, computed here so that harness.report only renders: the ladder's bars per plan with the
+user's logged numbers that match them, the landscape over torch versions, the cross-version and cross-GPU deltas, and
+each point's interval (always stats.interval over the estimates' replicates: one rule for every chart). No torch import,
+no matplotlib.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from harness.analysis import stats
 from harness.analysis.context import Compare
@@ -13,6 +15,9 @@ from harness.analysis.dataset import outcome, torch_version_key
 from harness.analysis.devices import is_cpu
 from harness.analysis.group import Group, estimate
 from harness.analysis.sweep import KNEE_TOLERANCE, MEMORY_DEFINITION  # noqa: F401 (the sweep charts' caption)
+
+if TYPE_CHECKING:
+    from harness.analysis.tables.cross import Cross
 
 MIN_VERSIONS = 3  # fewer torch builds on one device: the versions table says it all, no landscape chart
 
@@ -174,6 +179,23 @@ def version_series(cmp: Compare) -> list[tuple[tuple, list[Group]]]:
 
 # ---------------------------------------------------------------- the appendix's charts
 
+Landscape = tuple[str, str, str, list[VersionPoint]]  # file name, title, caption, the points
+
+
+def landscapes(cmp: Compare) -> list[Landscape]:
+    """What the report's landscape charts draw, per comparison set measured under 3+ torch versions on one device."""
+    out = []
+    for n, (key, groups) in enumerate(version_series(cmp), 1):
+        g = groups[0]
+        first, last = torch_release(groups[0]), torch_release(groups[-1])
+        title = f"{g.label} ({g.batch}) on {key[-1]}: {len(groups)} torch builds, {first} to {last}"
+        caption = (f"{g.label} ({g.batch}, preset {g.workload.preset}) on {key[-1]} across torch {first}..{last}: "
+                   f"tokens/s and peak memory ({stats.interval_name()}s from the run-to-run spread); hollow points were "
+                   "measured under contention.")
+        out.append((f"versions-{n}.png", title, caption, version_points(groups)))
+    return out
+
+
 MEMORY_PARTS = (("tensors_bytes", "live tensors"), ("allocator_cache_bytes", "allocator cache"),
                 ("outside_allocator_bytes", "outside the allocator"))
 
@@ -262,3 +284,24 @@ def sweep_lines(cmp: Compare) -> list[tuple[tuple[str, str], list[SweepLine]]]:
             by_sweep.setdefault(key, []).append(
                 SweepLine(label, True, sorted((p for p in pts if isinstance(p[0], (int, float))), key=lambda p: p[0])))
     return sorted(by_sweep.items())
+
+
+def cross_version_cells(result: Cross, name=str) -> dict[tuple[str, str], stats.Delta]:
+    """What the cross-version heatmap shows: (GPU | rung | B, env vs its baseline) -> its delta in tokens/s."""
+    cells = {}
+    for r in result.rows:
+        if r.d_tokens is not None and r.d_tokens.value is not None:
+            cells[(f"{name(r.gpu)} | {r.label} | {r.batch}", f"{r.env} vs {r.base_env}")] = r.d_tokens
+    return cells
+
+
+def cross_gpu_items(result: Cross, name=str) -> list[tuple[str, str, stats.Delta]]:
+    """What the cross-GPU chart shows: (rung and B, GPU pair, its delta in tokens/s), in the table's order."""
+    items = []
+    envs = {r.env for r in result.rows}
+    for r in result.rows:
+        if r.is_baseline:
+            continue
+        label = f"{r.label}, B={r.batch_size}" + (f" / {r.env}" if len(envs) > 1 else "")
+        items.append((label, f"{name(r.gpu)} vs {name(r.base_gpu)}", r.d_tokens))
+    return items

@@ -78,9 +78,10 @@ class ChartCache:
 
     @staticmethod
     def name(draw: Callable, data: tuple) -> str | None:
-        """The job's name: a hash of the code, the function and its data (None where the data does not pickle)."""
+        """The job's name: a hash of the code and of the function and its data pickled (a function pickles as its
+        module's and its own name); None where they do not pickle."""
         try:
-            pickled = pickle.dumps((draw.__module__, draw.__qualname__, data), protocol=5)
+            pickled = pickle.dumps((draw, data), protocol=5)
         except (pickle.PicklingError, TypeError, AttributeError):
             return None
         return hashlib.sha256(code_identity() + pickled).hexdigest()
@@ -106,7 +107,8 @@ class ChartCache:
 
     def _decode(self, name: str, blob: memoryview) -> list[tuple]:
         body, mac = blob[:-32], blob[-32:]
-        if len(blob) < len(MAGIC) + 40 or body[:len(MAGIC)] != MAGIC or not hmac.compare_digest(mac, self._mac(name, body)):
+        if len(blob) < len(MAGIC) + 40 or body[:len(MAGIC)] != MAGIC or \
+                not hmac.compare_digest(mac, self._mac(name, body)):
             raise ValueError("fails its check")
         at = len(MAGIC) + 8
         length = int.from_bytes(body[at - 8:at], "little")

@@ -22,7 +22,6 @@ from harness.analysis import series, stats
 from harness.analysis.cells import Cell
 from harness.analysis.series import KNEE_TOLERANCE, MEMORY_DEFINITION
 from harness.analysis.stats import Delta
-from harness.analysis.tables.cross import Cross
 from harness.analysis.tables.knobs import Splits
 from harness.textsafe import chart_text, file_part
 
@@ -148,17 +147,9 @@ def _file_name(stem: str, taken: set[str]) -> str:
     return name
 
 
-def heatmap_cells(result: Cross, name=str) -> dict[tuple[str, str], Delta]:
-    """What the cross-version heatmap shows: (GPU | rung | B, env vs its baseline) -> its delta in tokens/s."""
-    cells = {}
-    for r in result.rows:
-        if r.d_tokens is not None and r.d_tokens.value is not None:
-            cells[(f"{name(r.gpu)} | {r.label} | {r.batch}", f"{r.env} vs {r.base_env}")] = r.d_tokens
-    return cells
-
-
 def heatmap_chart(cells: dict[tuple[str, str], Delta]) -> Chart | None:
-    """Cross-version delta in tokens/s (heatmap_cells): rows (GPU, rung, B), columns env vs its baseline."""
+    """Cross-version delta in tokens/s (series.cross_version_cells): rows (GPU, rung, B), columns env vs its
+    baseline."""
     if not cells:
         return None
     rows = list(dict.fromkeys(k[0] for k in cells))
@@ -194,20 +185,8 @@ def _delta_errors(deltas: list) -> np.ndarray | None:
                      [max(0.0, (d.high - d.value) * 100) if d.high is not None else 0.0 for d in deltas]])
 
 
-def cross_gpu_items(result: Cross, name=str) -> list[tuple[str, str, Delta]]:
-    """What the cross-GPU chart shows: (rung and B, GPU pair, its delta in tokens/s), in the table's order."""
-    items = []
-    envs = {r.env for r in result.rows}
-    for r in result.rows:
-        if r.is_baseline:
-            continue
-        label = f"{r.label}, B={r.batch_size}" + (f" / {r.env}" if len(envs) > 1 else "")
-        items.append((label, f"{name(r.gpu)} vs {name(r.base_gpu)}", r.d_tokens))
-    return items
-
-
 def cross_gpu_chart(items: list[tuple[str, str, Delta]]) -> Chart | None:
-    """Cross-GPU delta in tokens/s with its interval (cross_gpu_items), one bar per rung and B, one colour per GPU
+    """Cross-GPU delta in tokens/s with its interval (series.cross_gpu_items), one bar per rung and B, one colour per GPU
     pair; a rung whose baseline run failed is written where its bar would be, not left out."""
     if not any(d.value is not None for _l, _s, d in items):
         return None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterator
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from harness.analysis import answers, findings, series, stats
 from harness.analysis.cells import Table
@@ -14,8 +15,14 @@ from harness.analysis.context import COMPARABLE_RULE, Compare
 from harness.analysis.tables import cross, knobs, registry
 from harness.analysis.verdict import verdict
 from harness.render import VERDICT_HOW, VERDICT_TITLE, verdict_blocks
-from harness.report import answer_charts, charts, drawing, versions_chart
+from harness.report import drawing
 from harness.report.document import Doc
+from harness.report.drawing import Draw
+
+if TYPE_CHECKING:
+    from harness.report.charts import Chart
+
+CHARTS = "harness.report.charts"  # the chart modules, imported where a chart is drawn (harness.report.drawing.Draw)
 
 TITLE = "GPT-2 training on {word}s: the users' questions, answered from the records"
 FINDING_TOPICS = (  # harness.analysis.findings topics, in the order the report shows them
@@ -64,7 +71,7 @@ def tables_by_name(cmp: Compare) -> dict[str, list[Table]]:
     return out
 
 
-def _charts(doc: Doc, drawn: list[charts.Chart], missing: str) -> None:
+def _charts(doc: Doc, drawn: list[Chart], missing: str) -> None:
     """The charts, or the sentence that says why there is none."""
     for chart in drawn:
         doc.img(*chart)
@@ -83,18 +90,19 @@ def chart_jobs(cmp: Compare) -> Iterator[tuple[str, tuple]]:
     the text is written), one at a time: a worker starts drawing the first while the next is computed. The costliest
     first: the workers take them in this order."""
     names = {label: cmp.name(label) for label in cmp.ds.gpus()}
-    yield "ladder", (charts.ladder_charts, series.ladder_charts(cmp))
-    yield "cross-version", (_listed, charts.heatmap_chart, charts.heatmap_cells(cross.cross(cmp, "env"), cmp.name))
-    yield "cross-gpu", (_listed, charts.cross_gpu_chart, charts.cross_gpu_items(cross.cross(cmp, "gpu"), cmp.name))
-    yield "kernel-mix", (_listed, charts.kernel_mix_chart, series.kernel_mix(cmp))
+    yield "ladder", (Draw(CHARTS, "ladder_charts"), series.ladder_charts(cmp))
+    yield "cross-version", (_listed, Draw(CHARTS, "heatmap_chart"),
+                            series.cross_version_cells(cross.cross(cmp, "env"), cmp.name))
+    yield "cross-gpu", (_listed, Draw(CHARTS, "cross_gpu_chart"), series.cross_gpu_items(cross.cross(cmp, "gpu"), cmp.name))
+    yield "kernel-mix", (_listed, Draw(CHARTS, "kernel_mix_chart"), series.kernel_mix(cmp))
     # one rung under 3+ torch builds (harness.bisect --landscape)
-    yield "versions", (versions_chart.versions_charts, versions_chart.landscapes(cmp))
-    yield "factors", (_listed, charts.factors_chart, knobs.splits(cmp), names.__getitem__)
-    yield "memory", (_listed, charts.memory_chart, series.memory_bars(cmp))
-    yield "sweeps", (charts.sweep_charts, series.sweep_lines(cmp))
+    yield "versions", (Draw("harness.report.versions_chart", "versions_charts"), series.landscapes(cmp))
+    yield "factors", (_listed, Draw(CHARTS, "factors_chart"), knobs.splits(cmp), names.__getitem__)
+    yield "memory", (_listed, Draw(CHARTS, "memory_chart"), series.memory_bars(cmp))
+    yield "sweeps", (Draw(CHARTS, "sweep_charts"), series.sweep_lines(cmp))
 
 
-def _listed(draw, *data) -> list[charts.Chart]:
+def _listed(draw, *data) -> list[Chart]:
     """draw(*data)'s chart as a list: none where it had nothing to draw."""
     return _some(draw(*data))
 
@@ -111,7 +119,7 @@ def build(cmp: Compare, paths, command: str, drawn: drawing.Drawings | None = No
         drawn.add(key, draw, *data)
     answered = answers.compute(cmp)
     for a in answered:
-        drawn.add(f"answer-{a.key}", answer_charts.charts_of, a.key, a.chart)
+        drawn.add(f"answer-{a.key}", Draw("harness.report.answer_charts", "charts_of"), a.key, a.chart)
     return _document(cmp, paths, command, answered, drawn)
 
 
@@ -237,5 +245,5 @@ def _appendix(doc: Doc, cmp: Compare, tables: dict, ladder: list, drawn: drawing
     _tables(doc, tables["left-out"])
 
 
-def _some(chart: charts.Chart | None) -> list[charts.Chart]:
+def _some(chart: Chart | None) -> list[Chart]:
     return [] if chart is None else [chart]

@@ -13,7 +13,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from harness.analysis import series, stats
-from harness.analysis.context import Compare
 from harness.analysis.series import VersionPoint
 
 
@@ -60,23 +59,6 @@ def draw(points: list[VersionPoint], title: str, boundary: tuple[str, str] | Non
     return _png(fig)
 
 
-Landscape = tuple[str, str, str, list[VersionPoint]]  # file name, title, caption, the points
-
-
-def landscapes(cmp: Compare) -> list[Landscape]:
-    """What the report's landscape charts draw, per comparison set measured under 3+ torch versions on one device."""
-    out = []
-    for n, (key, groups) in enumerate(series.version_series(cmp), 1):
-        g = groups[0]
-        first, last = series.torch_release(groups[0]), series.torch_release(groups[-1])
-        title = f"{g.label} ({g.batch}) on {key[-1]}: {len(groups)} torch builds, {first} to {last}"
-        caption = (f"{g.label} ({g.batch}, preset {g.workload.preset}) on {key[-1]} across torch {first}..{last}: "
-                   f"tokens/s and peak memory ({stats.interval_name()}s from the run-to-run spread); hollow points were "
-                   "measured under contention.")
-        out.append((f"versions-{n}.png", title, caption, series.version_points(groups)))
-    return out
-
-
-def versions_charts(landscapes: list[Landscape]) -> list[tuple[str, bytes, str]]:
-    """The report's landscape charts: (file name, PNG, caption) each."""
+def versions_charts(landscapes: list[series.Landscape]) -> list[tuple[str, bytes, str]]:
+    """The report's landscape charts (series.landscapes): (file name, PNG, caption) each."""
     return [(name, draw(points, title), caption) for name, title, caption, points in landscapes]
