@@ -539,3 +539,20 @@ def test_the_listing_as_strings_is_in_the_order_of_the_paths(tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)  # the folder named as "." (compare .): names as Paths say them, "a/x.json"
     assert record_names(Path(".")) == [str(p) for p in record_files(Path("."))] == [
         "a/b/z.json", "a/x.json", "a-b/y.json", "a.json", "b.json"]
+
+
+def test_a_runs_losses_and_timed_steps_are_not_kept_twice(tmp_path):
+    """The index keeps a run's losses and timed steps as a mark where they are its steps' own list or the tail of its
+    steps' times (a fifth of a record's bytes in it): read back, they are the record's own lists (the values equal to
+    a direct view's: test_a_record_from_the_index_brings_what_its_view_derives)."""
+    from harness.record.view import SAME_AS_STEPS_LOSS, RecordView
+
+    folder = _copy(ROOT / "results", tmp_path / "results")
+    _read(folder)
+    rows = idx._Store(folder, idx.index_path(folder, None), idx.user_key()).load().values()
+    known = [idx.decode(row[8])[1] for row in rows if row[6] == "record"]
+    assert sum(k["step_losses"] == SAME_AS_STEPS_LOSS for k in known) > 100
+    assert sum(isinstance(k["timed_ms"], int) for k in known) > 100
+    _index, records, _w, _n = _read(folder)
+    shared = [RecordView(r).step_losses is r["steps"]["loss"] for _p, r in records if r.get("steps", {}).get("loss")]
+    assert sum(shared) > 100

@@ -611,7 +611,7 @@ class RecordIndex:
         if kind == "record":
             fields, known = decode(core)
             record.update(fields)
-            record.known = RecordView.known_values(known)
+            record.known = RecordView.known_values(known, fields)
             for name, blob in zip(SHARED, shared):
                 if blob is not None:
                     if blob not in self.shared:

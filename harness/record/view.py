@@ -94,8 +94,9 @@ _UNREAD = object()  # what RecordView._once has not read yet (None is a value it
 # derives for every run, made by this class when the record is indexed and handed back with the record (its `known`),
 # so a warm compare of 100,000 records derives none of them again. Each is read through _once under its name; the
 # index's code identity covers this file, so a change to a rule here rebuilds every index.
-INDEXED = ("timed_ms", "step_losses", "tokens_per_step", "summary_numbers", "peak_memory", "contended",
-           "contention_reason", "mfu:mfu_datasheet", "mfu:mfu_measured", "kernels_reason", "lm_head_kernel")
+INDEXED = ("timed_ms", "step_losses", "tokens_per_step", "summary_numbers", "peak_memory", "peak_memory_widest",
+           "contended", "contention_reason", "mfu:mfu_datasheet", "mfu:mfu_measured", "kernels_reason", "lm_head_kernel")
+SAME_AS_STEPS_LOSS = "steps.loss"  # indexed()'s step_losses where they are the record's own list
 
 
 class RecordView:
@@ -115,13 +116,29 @@ class RecordView:
         accessor read once, and what it keeps under its name taken."""
         self.timed_ms, self.step_losses, self.tokens_per_step, self.summary_numbers, self.contended  # noqa: B018
         self.contention_reason  # noqa: B018
-        self.peak_memory(), self.mfu("mfu_datasheet"), self.mfu("mfu_measured"), self.kernels_reason, self.lm_head_kernel
-        return {name: self._read[name] for name in INDEXED}
+        self.peak_memory(), self.peak_memory(widest=True), self.kernels_reason, self.lm_head_kernel
+        self.mfu("mfu_datasheet"), self.mfu("mfu_measured")
+        values = {name: self._read[name] for name in INDEXED}
+        # What the record holds itself is not kept twice (a fifth of the index's bytes per record, and of its decoding):
+        # the losses where they are the steps' own list, the timed steps where they are the tail of the steps' times
+        steps = _dict(self._r.get("steps"))
+        if values["step_losses"] and values["step_losses"] == steps.get("loss"):
+            values["step_losses"] = SAME_AS_STEPS_LOSS
+        ms, timed = steps.get("ms"), values["timed_ms"]
+        if timed and isinstance(ms, list) and ms[len(ms) - len(timed):] == timed:
+            values["timed_ms"] = len(ms) - len(timed)  # where the tail starts
+        return values
 
     @staticmethod
-    def known_values(values: dict) -> dict:
-        """indexed()'s JSON back as the values the accessors return (a record's `known`: RecordView reads them)."""
+    def known_values(values: dict, record: dict) -> dict:
+        """indexed()'s JSON back as the values the accessors return (a record's `known`: RecordView reads them), the
+        losses and timed steps from `record`'s steps where indexed() left them there."""
         values["peak_memory"] = tuple(values["peak_memory"])
+        values["peak_memory_widest"] = tuple(values["peak_memory_widest"])
+        if values["step_losses"] == SAME_AS_STEPS_LOSS:
+            values["step_losses"] = record["steps"]["loss"]
+        if isinstance(values["timed_ms"], int):
+            values["timed_ms"] = record["steps"]["ms"][values["timed_ms"]:]
         return values
 
     def _once(self, name, make, *args, section: str | None = None):
