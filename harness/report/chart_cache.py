@@ -130,9 +130,10 @@ class ChartCache:
 
     def put(self, name: str, charts: list[tuple]) -> None:
         """Keep a job's charts: each a tuple of texts, PNG bytes and None (harness.report.charts)."""
-        header = json.dumps([[len(item) if isinstance(item, bytes) else item for item in chart] for chart in charts])
+        header = json.dumps([[len(item) if isinstance(item, bytes) else item for item in chart]
+                             for chart in charts]).encode()
         pngs = [item for chart in charts for item in chart if isinstance(item, bytes)]
-        body = b"".join([MAGIC, len(header.encode()).to_bytes(8, "little"), header.encode(), *pngs])
+        body = b"".join([MAGIC, len(header).to_bytes(8, "little"), header, *pngs])
         self.used.add(name)
         tmp = self.folder / f".tmp-{secrets.token_hex(8)}{SUFFIX}"
         try:

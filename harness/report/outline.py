@@ -22,7 +22,7 @@ from harness.report.drawing import Draw
 if TYPE_CHECKING:
     from harness.report.charts import Chart
 
-CHARTS = "harness.report.charts"  # the chart modules, imported where a chart is drawn (harness.report.drawing.Draw)
+CHARTS = "harness.report.charts"  # the charts' module, imported where a chart is drawn (harness.report.drawing.Draw)
 
 TITLE = "GPT-2 training on {word}s: the users' questions, answered from the records"
 FINDING_TOPICS = (  # harness.analysis.findings topics, in the order the report shows them
@@ -93,7 +93,8 @@ def chart_jobs(cmp: Compare) -> Iterator[tuple[str, tuple]]:
     yield "ladder", (Draw(CHARTS, "ladder_charts"), series.ladder_charts(cmp))
     yield "cross-version", (_listed, Draw(CHARTS, "heatmap_chart"),
                             series.cross_version_cells(cross.cross(cmp, "env"), cmp.name))
-    yield "cross-gpu", (_listed, Draw(CHARTS, "cross_gpu_chart"), series.cross_gpu_items(cross.cross(cmp, "gpu"), cmp.name))
+    yield "cross-gpu", (_listed, Draw(CHARTS, "cross_gpu_chart"),
+                        series.cross_gpu_items(cross.cross(cmp, "gpu"), cmp.name))
     yield "kernel-mix", (_listed, Draw(CHARTS, "kernel_mix_chart"), series.kernel_mix(cmp))
     # one rung under 3+ torch builds (harness.bisect --landscape)
     yield "versions", (Draw("harness.report.versions_chart", "versions_charts"), series.landscapes(cmp))
