@@ -138,18 +138,24 @@ CODE_DIRS = ("gpt", "harness")  # the code that makes a measurement what it is
 CODE_SUFFIXES = (".py", ".json", ".yaml")
 
 
-def code_identity() -> dict:
-    """What code measured: a sha256 over the gpt/ and harness/ sources (relative path and content of each,
-    in order), which holds wherever the code sits (a checkout, a copy, an installed package), plus the git
-    commit only when the repository around the code is the project's own (a copy inside another checkout
-    would otherwise report that checkout's commit)."""
+def source_sha256() -> tuple[str, int]:
+    """A sha256 over the gpt/ and harness/ sources (relative path and content of each, in order), which holds
+    wherever the code sits (a checkout, a copy, an installed package), and how many files it covers."""
     root = Path(__file__).resolve().parent.parent
     files = sorted(p for d in CODE_DIRS for p in (root / d).rglob("*")
                    if p.is_file() and p.suffix in CODE_SUFFIXES and "__pycache__" not in p.parts)
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    identity = {"source_sha256": digest.hexdigest(), "source_files": len(files), "commit": None, "dirty": None}
+    return digest.hexdigest(), len(files)
+
+
+def code_identity() -> dict:
+    """What code measured: source_sha256, plus the git commit only when the repository around the code is the
+    project's own (a copy inside another checkout would otherwise report that checkout's commit)."""
+    root = Path(__file__).resolve().parent.parent
+    sha256, count = source_sha256()
+    identity = {"source_sha256": sha256, "source_files": count, "commit": None, "dirty": None}
     try:
         top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel", "HEAD"], check=False,
                              capture_output=True, text=True, timeout=5)

@@ -2,7 +2,7 @@
 
 A chart job is a module's function and the chart's data (harness.report.drawing), and drawing is deterministic: the
 same data under the same code and drawing libraries gives the same PNG bytes. So each job's charts are kept under a
-hash of this harness's code, the versions of matplotlib, Pillow and numpy, the function's name and its pickled data,
+hash of this project's sources, the versions of matplotlib, Pillow and numpy, the function's name and its pickled data,
 beside the record index (FOLDER/.harness-index/charts/, or DIR/charts/ under --index DIR; none with --no-index), and a
 later report takes them from there instead of drawing them. Every record is still read and every chart's data still
 computed from the records: only drawing a picture already drawn is skipped. A new run that a chart shows changes its
@@ -29,7 +29,7 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
-import harness
+from harness.envinfo import source_sha256
 from harness.record.index import index_path, user_key
 
 MAGIC = b"HARNESS-CHARTS-1\n"
@@ -41,15 +41,14 @@ DRAWING_LIBRARIES = ("matplotlib", "pillow", "numpy")
 
 @cache
 def code_identity() -> bytes:
-    """What a chart's bytes depend on besides its data: every module of this harness (the drawing code, the types its
-    data is made of, the text rules of harness.textsafe) and the drawing libraries' versions."""
+    """What a chart's bytes depend on besides its data: the harness's sources (harness.envinfo.source_sha256: the
+    drawing code, the types its data is made of, the text rules of harness.textsafe) and the drawing libraries'
+    versions."""
     h = hashlib.sha256(MAGIC)
     for name in DRAWING_LIBRARIES:
         with contextlib.suppress(metadata.PackageNotFoundError):
             h.update(f"{name}=={metadata.version(name)}\0".encode())
-    root = Path(harness.__file__).parent
-    for path in sorted(root.rglob("*.py")):
-        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    h.update(source_sha256()[0].encode())
     return h.digest()
 
 
