@@ -119,8 +119,8 @@ def test_the_h100_padding_calls_say_how_much_is_the_compilers_padding():
     assert (f"+4.6% with the compiler's padding at torch's default, +49.4% with {off}: the difference, -44.9 pp, is "
             "the compiler's padding.") in vocab, vocab
     heads = {k.text.split(" ")[0]: k for k in answers.key_findings(cmp)}
-    assert f"; with {off}: +0 MiB against +2,782 MiB at torch's default." in heads["TF32"].text
-    assert f"; with {off}: +49.4%;" in heads["Vocab"].text
+    assert f"; with {off}: +0 MiB against +2,782 MiB at torch's default on h100-80g B=16." in heads["TF32"].text
+    assert f"; with {off}: +49.4% against +4.6% at torch's default on h100-80g B=16;" in heads["Vocab"].text
     chart = by_key["vocab"].chart  # the gain the compiler's padding hides is a bar of its own, named so
     assert chart.title.startswith("Vocab 50304 speeds up tokens/s 5-8% here, +49% with Inductor's padding off;")
     bars = {b.label: b for b in chart.panels[""]}
@@ -128,6 +128,25 @@ def test_the_h100_padding_calls_say_how_much_is_the_compilers_padding():
     assert {"h100-80g B=16 bf16", "h100-80g B=16 sdpa-flash"} <= set(bars)  # one cell's two pairs told apart
     no_pad = {"20261126T102016Z-local-padding-bf16-50257-no-pad-r0-646a3e", "20261126T102055Z-local-padding-bf16-50304-no-pad-r0-808cad"}
     assert no_pad <= set(heads["Vocab"].records) and no_pad <= set(by_key["vocab"].records)
+
+
+def test_padding_ab_on_two_gpus_is_told_per_gpu():
+    """With the H200 calls beside the H100's, each GPU's padding A/B is its own sentence in the answer, and the key
+    findings name the cell of each (two unnamed '+0 MiB against ...' clauses could not be told apart)."""
+    from harness.analysis import answers
+
+    folders = ["gpu-h100-80gb-hbm3", *(f"gpu-h100-80gb-hbm3-20261126-call{n}" for n in (1, 2, 3)),
+               "gpu-h200", *(f"gpu-h200-20261126-call{n}" for n in (1, 2))]
+    cmp = Compare(load([ROOT / "results" / d for d in folders], warn=lambda line: None))
+    by_key = {a.key: a for a in answers.compute(cmp)}
+    tf32 = " ".join(by_key["tf32"].sentences)
+    assert "TF32's memory rise on h100-80g / local" in tf32 and "TF32's memory rise on h200 / local" in tf32, tf32
+    assert "+5,731.0 MiB with the compiler's padding at torch's default" in tf32  # the H200's: 30,071 -> 35,802 MiB
+    heads = {k.text.split(" ")[0]: k for k in answers.key_findings(cmp)}
+    off = "inductor_shape_padding off, inductor_comprehensive_padding off"
+    assert (f"; with {off}: +0 MiB against +2,782 MiB at torch's default on h100-80g B=16, +0 MiB against +5,731 MiB "
+            "at torch's default on h200 B=16.") in heads["TF32"].text
+    assert "+49.4% against +4.6% at torch's default on h100-80g B=16, +56.7% against" in heads["Vocab"].text
 
 
 def test_a_batch_size_logged_many_times_is_one_point_with_its_median_and_range(tmp_path):

@@ -29,7 +29,7 @@ from harness.analysis.answers_batch import batch, mfu
 from harness.analysis.context import Compare
 from harness.analysis.group import Group, estimate, run_ids
 from harness.analysis.kernel_split import kernel_split
-from harness.analysis.knob_pairs import measured_pairs, ok_references, ref_torch, reference_pairs
+from harness.analysis.knob_pairs import cell_label, measured_pairs, ok_references, ref_torch, reference_pairs
 from harness.analysis.series import Point, throughput_point
 from harness.analysis.tables.knobs import splits
 from harness.analysis.tables.ladder import ladders
@@ -74,7 +74,7 @@ def tf32_memory(cmp: Compare) -> Answer:
     effects = findings.padding_effects(cmp, pairs, findings._delta_bytes)
     command = None
     if effects:
-        sentences.append(findings.padding_ab_finding(effects[0], "TF32's memory rise", " MiB").text)
+        sentences += [findings.padding_ab_finding(e, "TF32's memory rise", " MiB").text for e in effects]
     else:
         command = PADDING_AB
         sentences.append("Whether Inductor's own padding causes it, these records cannot say (no padding A/B).")
@@ -98,8 +98,7 @@ def tf32_memory(cmp: Compare) -> Answer:
         head = KeyFinding(f"TF32 on changes {metric} by {span(deltas)} over {len(deltas)} measured pair(s)"
                           + (f"; the user's log {span(ref_deltas)}" if refs else "")
                           + (f"; mostly {parts[0][0]}" if parts else "")
-                          + "".join(f"; with {e.setting}: {e.off:+,.0f} MiB against {e.default:+,.0f} MiB at torch's default"
-                                    for e in effects) + ".", max((abs(v) for v in values), default=0.0),
+                          + findings.padding_clause(effects, " MiB") + ".", max((abs(v) for v in values), default=0.0),
                           tuple(dict.fromkeys([*ids, *(i for e in effects for i in e.records)])))
     else:
         head = KeyFinding(f"TF32 on: the user's log shows {span(ref_deltas)}; no measured pair here.",
@@ -107,12 +106,6 @@ def tf32_memory(cmp: Compare) -> Answer:
                           tuple(i for a, b in refs for i in run_ids(a, b)))
     return Answer("tf32", q, sentences, tuple(i for _c, a, b in pairs for i in run_ids(a, b))
                   + tuple(i for a, b in refs for i in run_ids(a, b)), command, chart if chart.panels else None, headline=head)
-
-
-def cell_label(cmp: Compare, gpu: str, env: str, g: Group) -> str:
-    """'h100-80g B=16', with the env where the records hold several ('epyc / latest B=4')."""
-    several = len(cmp.env_rank) > 1
-    return f"{cmp.name(gpu)}" + (f" / {env}" if several else "") + f" B={g.workload.batch_size}"
 
 
 def _split_change(pairs) -> list[tuple[str, float, float]]:
@@ -183,7 +176,7 @@ def vocab(cmp: Compare) -> Answer:
     if pairs:
         head = KeyFinding(f"Vocab 50257 -> 50304 changes tokens/s by {span(deltas)} on our {cmp.word}s"
                           + (f", against {span(ref_deltas)} in the user's log" if refs else "")
-                          + "".join(f"; with {e.setting}: {e.off:+.1f}%" for e in effects)
+                          + findings.padding_clause(effects, "%")
                           + ("" if split else f"; {cmp.word} against torch version not separable in these records") + ".",
                           max(abs(d.value) for d in deltas if d.value is not None),
                           tuple(dict.fromkeys([*run_ids(*[g for _c, a, b in pairs for g in (a, b)]),

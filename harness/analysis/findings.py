@@ -33,6 +33,7 @@ from harness.analysis.group import Group, estimate, run_ids
 from harness.analysis.kernel_split import kernel_split
 from harness.analysis.knob_pairs import (
     MIB,
+    cell_label,
     lm_head_text,
     logged_number,
     logged_points,
@@ -115,6 +116,7 @@ def _delta_speed(cmp: Compare):
 class PaddingEffect:
     """One knob's effect in one cell with the compiler's padding at torch's default and with a padding setting."""
     where: str
+    label: str  # where, short: 'h100-80g B=16'
     setting: str  # e.g. 'inductor_shape_padding off, inductor_comprehensive_padding off'
     default: float
     off: float
@@ -136,7 +138,8 @@ def padding_effects(cmp: Compare, pairs, measure) -> list[PaddingEffect]:
         for setting, (a, b) in settings.items():
             if setting == "default" or base is None or measure(a, b) is None:
                 continue
-            out.append(PaddingEffect(where(cmp, *cell, a0), setting, base, measure(a, b), tuple(run_ids(a0, b0, a, b))))
+            out.append(PaddingEffect(where(cmp, *cell, a0), cell_label(cmp, *cell, a0), setting, base, measure(a, b),
+                                     tuple(run_ids(a0, b0, a, b))))
     return out
 
 
@@ -147,6 +150,21 @@ def padding_ab_finding(e: PaddingEffect, what: str, unit: str, diff_unit: str | 
         f"{what} on {e.where}: {e.default:+,.1f}{unit} with the compiler's padding at torch's default, "
         f"{e.off:+,.1f}{unit} with {e.setting}: the difference, {e.default - e.off:+,.1f}{diff_unit or unit}, is the "
         "compiler's padding."), e.records)
+
+
+def padding_clause(effects: list[PaddingEffect], unit: str) -> str:
+    """The key findings' short form of padding A/Bs, grouped by setting, each named by its cell: '; with S: +0 MiB
+    against +2,782 MiB at torch's default on h100-80g B=16, +0 MiB against +5,731 MiB ... on h200 B=16'."""
+    by_setting: dict[str, list[PaddingEffect]] = {}
+    for e in effects:
+        by_setting.setdefault(e.setting, []).append(e)
+    digits = 0 if unit == " MiB" else 1  # whole MiB; tenths of a percent
+
+    def value(v: float) -> str:
+        return f"{v:+,.{digits}f}{unit}"
+    return "".join(f"; with {setting}: " + ", ".join(f"{value(e.off)} against {value(e.default)} at torch's default on "
+                                                     f"{e.label}" for e in group)
+                   for setting, group in by_setting.items())
 
 
 def padding_ab(cmp: Compare, pairs, what: str, measure, unit: str, diff_unit: str | None = None) -> list[Finding]:

@@ -166,6 +166,12 @@ def where(cmp: Compare, gpu: str, env: str, g: Group) -> str:
     return f"{cmp.ds.name(gpu)} / {env}" + (f" (torch {torch})" if torch else "") + f", {g.batch}"
 
 
+def cell_label(cmp: Compare, gpu: str, env: str, g: Group) -> str:
+    """'h100-80g B=16', with the env where the records hold several ('epyc / latest B=4'): `where`'s short form."""
+    several = len(cmp.env_rank) > 1
+    return f"{cmp.name(gpu)}" + (f" / {env}" if several else "") + f" B={g.workload.batch_size}"
+
+
 def ref_where(r: Group) -> str:
     return f"the user's log ({r.gpu}, {ref_torch(r)}), {r.batch}"
 
