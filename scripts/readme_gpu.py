@@ -7,7 +7,8 @@
 The README keeps the headline (the seed ladder beside the user's numbers); docs/gpu.md the padding A/B, the batch
 search, the SDPA backend and the fastest step, the overhead check and the peer. tests/test_readme_gpu.py runs --check,
 so a number in either that disagrees with the records fails the tests. Sources: results/gpu-h100-80gb-hbm3/,
-results/gpu-h200/ and the H100 calls' results/gpu-h100-80gb-hbm3-20261126-call{1,2,3}/ (records, the peer's records
+results/gpu-h200/ and the budgeted calls' results/gpu-h100-80gb-hbm3-20261126-call{1,2,3}/ and
+results/gpu-h200-20261126-call{1,2}/ (records, the peer's records
 transcribed from its JSON lines, overhead YAML and logs) and results/reference/ (the user's logged numbers). No torch
 import.
 """
@@ -34,8 +35,10 @@ GPU_DOC = ROOT / "docs" / "gpu.md"
 START, END = "<!-- gpu-section:start (python scripts/readme_gpu.py --write) -->", "<!-- gpu-section:end -->"
 DOC_START, DOC_END = "<!-- gpu-details:start (python scripts/readme_gpu.py --write) -->", "<!-- gpu-details:end -->"
 GPUS = (("H100", ROOT / "results/gpu-h100-80gb-hbm3"), ("H200", ROOT / "results/gpu-h200"))
-# The budgeted calls of `python -m harness.gpu_check` on a lent H100 (docs/gpu-check.md), one folder per call
-H100_CALLS = tuple(ROOT / f"results/gpu-h100-80gb-hbm3-20261126-call{n}" for n in (1, 2, 3))
+GPUS_BY_NAME = dict(GPUS)
+# The budgeted calls of `python -m harness.gpu_check` on a lent GPU (docs/gpu-check.md), one folder per call
+CALLS = {"H100": tuple(ROOT / f"results/gpu-h100-80gb-hbm3-20261126-call{n}" for n in (1, 2, 3)),
+         "H200": tuple(ROOT / f"results/gpu-h200-20261126-call{n}" for n in (1, 2))}
 REFERENCE = ROOT / "results/reference"
 LADDER = ("fp32", "tf32", "bf16", "sdpa-flash", "vocab-50304", "fused-adamw-clip")
 MIB = 2**20
@@ -73,7 +76,8 @@ def load() -> dict:
     """(sub-folder, record) of each GPU folder (ladder, explain, ...) and the references."""
     data = {gpu: [(path.parent.name, RecordView(r)) for path, r in iter_records([folder], warn=_fail)] for gpu, folder in GPUS}
     data["user-log"] = [RecordView(r) for _path, r in iter_records([REFERENCE], warn=_fail)]
-    data["H100 calls"] = [(path.parents[1].name, RecordView(r)) for path, r in iter_records(list(H100_CALLS), warn=_fail)]
+    for gpu, calls in CALLS.items():
+        data[f"{gpu} calls"] = [(path.parents[1].name, RecordView(r)) for path, r in iter_records(list(calls), warn=_fail)]
     return data
 
 
@@ -81,28 +85,48 @@ def pct(a: RecordView, b: RecordView) -> str:
     return f"{b.summary_number('tokens_per_s') / a.summary_number('tokens_per_s') - 1:+.1%}"
 
 
-def padding_lines(data: dict) -> list[str]:
-    """The compiler-padding A/B of the first H100 call: each rung at torch's default, shape_padding off, both off."""
-    call = [(f, r) for f, r in data["H100 calls"] if f == H100_CALLS[0].name or r.rung.endswith("-no-shape-pad")]
-    lines = ["| rung (H100, B=16) | torch's default padding | shape_padding off | shape and comprehensive padding off |",
+def padding_lines(data: dict, gpu: str) -> list[str]:
+    """The compiler-padding A/B of a GPU's first call: each rung at torch's default, shape_padding off, both off.
+    Where that call lacks the default-padding fp32/tf32 pair (its tier did not fit), the seed ladder's fp32 and tf32
+    at B=16 stand in: the same workloads, read for their memory (a counter), marked so."""
+    call = [(f, r) for f, r in data[f"{gpu} calls"] if f == CALLS[gpu][0].name or r.rung.endswith("-no-shape-pad")]
+    stand_ins = {f"{p}-50257": first(data[gpu], folder="ladder", rung=p, batch_size=16)
+                 for p in ("fp32", "tf32") if first(call, rung=f"{p}-50257") is None}
+
+    def run(rung: str) -> RecordView | None:
+        return first(call, rung=rung) or stand_ins.get(rung)
+
+    def cell(rung: str) -> str:
+        return tok(run(rung), "peak alloc") + (" ¹" if rung in stand_ins else "")
+    lines = [f"| rung ({gpu}, B=16) | torch's default padding | shape_padding off | shape and comprehensive padding off |",
              "|---|---|---|---|"]
     for rung in ("fp32-50257", "tf32-50257", "bf16-50257", "bf16-50304"):
-        cells = [tok(first(call, rung=rung + suffix), "peak alloc") for suffix in ("", "-no-shape-pad", "-no-pad")]
-        lines.append(f"| {rung} | " + " | ".join(cells) + " |")
-    run = {rung: first(call, rung=rung) for rung in ("fp32-50257", "tf32-50257", "fp32-50257-no-pad", "tf32-50257-no-pad",
-                                                     "bf16-50257", "bf16-50304", "bf16-50257-no-pad", "bf16-50304-no-pad")}
-    shape_off = first(call, rung="tf32-50257-no-shape-pad")
-    rise = {k: (run[f"tf32-50257{k}"].memory("peak alloc") - run[f"fp32-50257{k}"].memory("peak alloc")) / MIB for k in ("", "-no-pad")}
-    rise_shape_off = (shape_off.memory("peak alloc") - run["fp32-50257"].memory("peak alloc")) / MIB
+        lines.append(f"| {rung} | " + " | ".join(cell(rung + suffix) for suffix in ("", "-no-shape-pad", "-no-pad")) + " |")
+    if stand_ins:
+        ladder = next(iter(stand_ins.values()))
+        lines += ["", (f"¹ The seed ladder's {' and '.join(r.rung for r in stand_ins.values())} at B=16 "
+                       f"(`results/{GPUS_BY_NAME[gpu].name}/ladder/`, {day(ladder)}, 10 + 40 steps): the same "
+                       "workloads, in another call; their allocator peaks are read beside this call's, their tokens/s "
+                       "are not compared with it.")]
+    mib = {k: run(k).memory("peak alloc") / MIB for k in ("fp32-50257", "tf32-50257", "tf32-50257-no-pad",
+                                                          "fp32-50257-no-pad", "tf32-50257-no-shape-pad",
+                                                          "bf16-50257", "bf16-50257-no-pad")}
     return lines + ["", (
-        f"TF32 raises the allocator's peak by {rise['']:+,.0f} MiB at torch's default and by {rise['-no-pad']:+,.0f} MiB with "
-        f"Inductor's padding off ({rise_shape_off:+,.0f} MiB with shape_padding alone off, against the default fp32 run): "
-        f"the rise is the compiler's shape padding. The vocab pad 50257 -> 50304 gives "
-        f"{pct(run['bf16-50257'], run['bf16-50304'])} tokens/s at torch's default and "
-        f"{pct(run['bf16-50257-no-pad'], run['bf16-50304-no-pad'])} with the padding off: the kernel capture of "
-        f"bf16-50257 finds its lm_head GEMMs at torch's default: {padded(run['bf16-50257'])}; with the padding off: "
-        f"{padded(run['bf16-50257-no-pad'])}. One run each, 5 warm-up + 25 timed steps; the report reads them with the "
+        f"{gpu}: TF32 raises the allocator's peak by {mib['tf32-50257'] - mib['fp32-50257']:+,.0f} MiB at torch's "
+        f"default and by {mib['tf32-50257-no-pad'] - mib['fp32-50257-no-pad']:+,.0f} MiB with Inductor's padding off "
+        f"({mib['tf32-50257-no-shape-pad'] - mib['fp32-50257']:+,.0f} MiB with shape_padding alone off, against the "
+        "default fp32 run): the rise is the compiler's shape padding, which costs bf16-50257 "
+        f"{mib['bf16-50257'] - mib['bf16-50257-no-pad']:+,.0f} MiB too (default against both off). The vocab pad 50257 -> 50304 gives "
+        f"{pct(run('bf16-50257'), run('bf16-50304'))} tokens/s at torch's default and "
+        f"{pct(run('bf16-50257-no-pad'), run('bf16-50304-no-pad'))} with the padding off: the kernel capture of "
+        f"bf16-50257 finds its lm_head GEMMs at torch's default: {padded(run('bf16-50257'))}; with the padding off: "
+        f"{padded(run('bf16-50257-no-pad'))}. One run each, 5 warm-up + 25 timed steps; the report reads them with the "
         "noise rule.")]
+
+
+def day(record: RecordView) -> str:
+    """'2026-11-23' from a run id (its UTC start)."""
+    return f"{record.run_id[:4]}-{record.run_id[4:6]}-{record.run_id[6:8]}"
 
 
 def padded(record: RecordView) -> str:
@@ -117,19 +141,22 @@ def padded(record: RecordView) -> str:
                      for n, roles in sorted(sizes.items(), reverse=True))
 
 
-def fastest_lines(data: dict) -> list[str]:
-    """The fastest-step tier of the H100 calls: the seed ladder's best rung against cuDNN attention, twice."""
+def fastest_lines(data: dict, gpu: str) -> list[str]:
+    """The fastest-step tier of a GPU's calls: the seed ladder's best rung against cuDNN attention, once per call."""
     def runs(rung: str) -> list[RecordView]:
-        return sorted((r for _f, r in data["H100 calls"] if r.rung == rung), key=lambda r: r.run_id)
+        return sorted((r for _f, r in data[f"{gpu} calls"] if r.rung == rung), key=lambda r: r.run_id)
 
     def tokens(records: list[RecordView]) -> str:
         return " / ".join(f"{r.summary_number('tokens_per_s'):,.0f}" for r in records)
 
     base, cudnn, auto = runs("best-of-ladder"), runs("sdpa-cudnn"), runs("sdpa-auto")
-    line = (f"- H100, B=64 (10 + 40 steps; two calls, one run each): the seed ladder's best rung (SDPA flash) "
+    calls = {1: "one call", 2: "two calls", 3: "three calls"}[len(base)]
+    line = (f"- {gpu}, B=64 (10 + 40 steps; {calls}, one run each): the seed ladder's best rung (SDPA flash) "
             f"{tokens(base)} tokens/s; cuDNN attention forced {tokens(cudnn)} "
-            + "(" + ", ".join(pct(a, b) for a, b in zip(base, cudnn)) + "); SDPA left to choose (`auto`, no kernel "
-            f"capture) {tokens(auto)}.")
+            + "(" + ", ".join(pct(a, b) for a, b in zip(base, cudnn)) + ")")
+    if auto:
+        line += f"; SDPA left to choose (`auto`, no kernel capture) {tokens(auto)}"
+    line += "."
     for r in runs("inductor-coordinate-descent"):
         line += f" Inductor's coordinate-descent tuning: {r.status}, {r.reason} (its compile outlasted the budget left)."
     return [line]
@@ -216,7 +243,7 @@ def sdpa_lines(data: dict) -> list[str]:
     picked = auto.kernels.sdpa_backend
     return [(f"- H200, B=64, the seed ladder's last rung with SDPA left to choose (`auto`): it picked **{picked}** attention "
             f"(`{auto.kernels.attention_kernels[0][:60]}...`), {tok(auto)}; cuDNN forced: {tok(cudnn)}; "
-            f"flash forced (the seed ladder's rung): {tok(flash)}."), *fastest_lines(data)]
+            f"flash forced (the seed ladder's rung): {tok(flash)}."), *(line for gpu in CALLS for line in fastest_lines(data, gpu))]
 
 
 def provenance(data: dict) -> str:
@@ -225,8 +252,9 @@ def provenance(data: dict) -> str:
             f"H200, driver {versions['driver']}, torch {versions['torch']}, Python {versions['python']} (env `local`). "
             "gpt2-124m, T=1024, synthetic data, `torch.compile` default, 50 steps of which 10 warm-up, one worker process "
             "and one run per rung. Records, logs and how they were made: `results/gpu-h100-80gb-hbm3/` and "
-            "`results/gpu-h200/` (their READMEs). On 2026-11-26 three budgeted calls on a lent H100 (the same driver and "
-            "torch) added the compiler-padding A/B and the fastest step: `results/gpu-h100-80gb-hbm3-20261126-call{1,2,3}/`. "
+            "`results/gpu-h200/` (their READMEs). On 2026-11-26 budgeted calls on a lent H100 and a lent H200 (the same "
+            "driver and torch) added the compiler-padding A/B and the fastest step: "
+            "`results/gpu-h100-80gb-hbm3-20261126-call{1,2,3}/` and `results/gpu-h200-20261126-call{1,2}/`. "
             "The user's numbers are their own log (`results/reference/`, H100/H800 class, single samples).")
 
 
@@ -264,13 +292,15 @@ def details(data: dict) -> str:
         "",
         ("This part is generated from those files by `python scripts/readme_gpu.py --write`; `tests/test_readme_gpu.py` "
          "fails when a number here disagrees with them. The rendered report: `docs/report-gpu/report.html` "
-         f"(`python -m harness.report results/gpu-h100-80gb-hbm3 {' '.join(f'results/{c.name}' for c in H100_CALLS)} "
-         "results/gpu-h200 results/reference -o docs/report-gpu`)."),
+         f"(`python -m harness.report results/gpu-h100-80gb-hbm3 {' '.join(f'results/{c.name}' for c in CALLS['H100'])} "
+         f"results/gpu-h200 {' '.join(f'results/{c.name}' for c in CALLS['H200'])} results/reference -o docs/report-gpu`)."),
         "",
         ("**The compiler's own padding** (`python -m harness.gpu_check`, plan `padding`: Inductor's shape_padding and "
          "comprehensive_padding at torch's default and off; tokens/s and the allocator's peak):"),
         "",
-        *padding_lines(data),
+        *padding_lines(data, "H100"),
+        "",
+        *padding_lines(data, "H200"),
         "",
         ("**Batch search** on the H100 (`python -m harness.batch_search ... --rung fused-adamw-clip --start 64`; "
         f"headroom {fit.GPU_HEADROOM_GIB:.0f} GiB), beside the user's own B sweep:"),
