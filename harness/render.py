@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import textwrap
 from collections import Counter
 
@@ -71,11 +72,25 @@ def fit_widths(headers: list[str], rows: list[list], width: int = WIDTH, gap: in
     return cells, [None if w is None else w - 2 for w in cells]
 
 
+_INSIDE_A_NAME = re.compile(r"(?<=_)(?=\S)|(?<=\+)(?=[A-Za-z])")  # after a '_', or a '+' before a letter
+
+
+class _Wrapper(textwrap.TextWrapper):
+    """Wraps at spaces and at the marks _fill puts inside a name too long for the column (dropped as it splits)."""
+    wordsep_simple_re = re.compile(r"(\s+)|\x00")
+
+
 def _fill(cell, width: int | None):
-    """A cell's text wrapped at width (its own line breaks kept); as it is where the column needs no wrapping."""
+    """A cell's text wrapped at width (its own line breaks kept), at spaces; a name longer than the width is broken
+    after a '_' or a '+' ('inductor_comprehensive_' / 'padding', 'best-of-ladder+' / 'fused-adamw-clip'), not inside
+    a word of it, and only a piece still too long is cut. As it is where the column needs no wrapping."""
     if width is None or not isinstance(cell, str) or len(cell) <= width:
         return cell
-    return "\n".join("\n".join(textwrap.wrap(line, width, break_on_hyphens=False) or [""]) for line in cell.splitlines())
+    wrapper = _Wrapper(width, break_on_hyphens=False)
+
+    def marked(line: str) -> str:
+        return " ".join(_INSIDE_A_NAME.sub("\x00", w) if len(w) > width else w for w in line.split(" "))
+    return "\n".join("\n".join(wrapper.wrap(marked(line)) or [""]) for line in cell.splitlines())
 
 
 def _row_lines(headers: list[str], row: list) -> list[str]:

@@ -91,7 +91,7 @@ def test_compare_on_the_shipped_records_fits_one_screen_verdict_first():
     assert lines[-2].startswith("More: every table with --detail")
     # the cross-GPU verdict is shown, not pushed into "... and N more" by the CPU landscape measured at two thread
     # counts, whose 14 per-env device pairs are one block
-    assert any(line.startswith("local (torch 2.11.0+cu130): h200 vs h100-80g: 1.12x faster") for line in lines)
+    assert any(line.startswith("local (torch 2.11.0+cu130): h200 vs h100-80g: 1.13x faster") for line in lines)
     assert sum(line.startswith("xeon-avx512bf16-2t vs xeon-avx512bf16-1t under 14 envs") for line in lines) == 1
     assert not any(line.startswith("... and") for line in lines if "more pair(s)" in line)
 
@@ -133,6 +133,19 @@ def test_fit_widths_narrows_the_widest_and_keeps_words_whole():
     assert fit_widths([f"column {i}" for i in range(20)], [["x" * 30] * 20]) == []  # cannot fit: row by row
     text = render_text([Table("t", "t", [("rung", "rung"), ("why", "why")], [dict(zip(["rung", "why"], rows[0]))])], [], [])
     assert max(map(len, text.splitlines())) <= WIDTH and "fused-adamw-clip" in text and text.count("CUDA out of") == 5
+
+
+def test_a_name_too_long_for_its_column_breaks_after_an_underscore_not_inside_a_word():
+    """A knob's flag names (inductor_comprehensive_padding: 30 characters) in a column narrowed to 20 broke anywhere
+    ('inductor_compreh' / 'ensive_padding'); a number's '+' and a name that fits stay whole."""
+    from harness.render import _fill
+
+    knob = "flags: inductor_comprehensive_padding null -> off, cudnn_allow_tf32 on"
+    lines = _fill(knob, 20).splitlines()
+    assert lines == ["flags: inductor_", "comprehensive_", "padding null -> off,", "cudnn_allow_tf32 on"], lines
+    assert _fill("best-of-ladder+fused-adamw-clip (B=64, T=1024)", 20).splitlines()[:2] == ["best-of-ladder+", "fused-adamw-clip"]
+    assert _fill("+599.4% [+547.7,+655.3] beyond (borrowed)", 18).splitlines()[1] == "[+547.7,+655.3]"
+    assert _fill("x" * 25, 20).splitlines() == ["x" * 20, "x" * 5]  # a piece with no place to break is still cut
 
 
 def test_detail_and_table_are_one_flag_away(two_envs_two_gpus, capsys):
