@@ -470,6 +470,10 @@ def test_memory_deltas_are_intervals_and_narrow_intervals_keep_digits():
     assert narrow.text() == "+3.51% [+3.48,+3.53] beyond"  # was "+3.5% beyond": the interval vanished
     assert Cell(stats.Delta(0.0351, 0.0351, 0.0351, stats.BEYOND)).text() == "+3.5% [+3.5,+3.5] beyond"
     assert Cell(stats.Delta(0.004, 0.0035, 0.0042, stats.WITHIN), "ratio").text() == "1.0040x [1.0035,1.0042] within noise"
+    # but a counter's near-point interval adds no digits to a value that already shows 4 significant ones
+    counter = Cell(stats.Delta(2.841312, 2.841310, 2.841314, stats.BEYOND, borrowed=True))
+    assert counter.text() == "+284.1% [+284.1,+284.1] beyond (borrowed)"  # was "+284.1312% [+284.1310,+284.1314]"
+    assert Cell(stats.Delta(0.093193, 0.093193, 0.093194, stats.BEYOND)).text() == "+9.319% [+9.319,+9.319] beyond"
 
 
 def test_csv_headers_carry_units(exact, capsys):

@@ -32,6 +32,12 @@ class Cell:
     def _fmt(self, x: float, digits: int) -> str:
         return f"{1 + x:.{digits}f}" if self.style == "ratio" else f"{x * 100:+.{digits}f}"
 
+    def _significant(self, x: float, digits: int) -> int:
+        """How many significant digits the change shows at that many decimals: '+284.1%' 4, '+0.0091%' 2, '1.0040x' 2
+        (a ratio's change from 1, not its leading 1)."""
+        shown = self._fmt(x, digits) if self.style != "ratio" else f"{x:.{digits}f}"
+        return len("".join(c for c in shown if c.isdigit()).lstrip("0"))
+
     def text(self) -> str:
         d = self.delta
         if d.value is None:
@@ -39,8 +45,10 @@ class Cell:
         unit = {"pct": "%", "pp": " pp", "ratio": "x"}[self.style]
         digits = 2 if self.style == "ratio" else 1
         if d.verdict in (stats.BEYOND, stats.WITHIN):
-            # an interval narrower than the last digit gets more digits (up to 3 more) rather than vanishing
-            while digits < 5 and d.low != d.high and self._fmt(d.low, digits) == self._fmt(d.high, digits):
+            # an interval narrower than the last digit gets more digits (up to 3 more) rather than vanishing, while the
+            # value shows fewer than 4 significant digits: a counter's near-point interval is not worth '+284.1312%'
+            while (digits < 5 and d.low != d.high and self._fmt(d.low, digits) == self._fmt(d.high, digits)
+                   and self._significant(d.value, digits) < 4):
                 digits += 1
         head = self._fmt(d.value, digits) + unit
         if d.verdict in (stats.BEYOND, stats.WITHIN):
