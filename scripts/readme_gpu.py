@@ -8,9 +8,8 @@ The README keeps the headline (the seed ladder beside the user's numbers); docs/
 search, the SDPA backend and the fastest step, the overhead check and the peer. tests/test_readme_gpu.py runs --check,
 so a number in either that disagrees with the records fails the tests. Sources: results/gpu-h100-80gb-hbm3/,
 results/gpu-h200/ and the budgeted calls' results/gpu-h100-80gb-hbm3-20261126-call{1,2,3}/ and
-results/gpu-h200-20261126-call{1,2}/ (records, the peer's records
-transcribed from its JSON lines, overhead YAML and logs) and results/reference/ (the user's logged numbers). No torch
-import.
+results/gpu-h200-20261126-call{1,2}/ (records, the peer's records transcribed from its JSON lines, overhead YAML and
+logs) and results/reference/ (the user's logged numbers). No torch import.
 """
 
 from __future__ import annotations
@@ -77,7 +76,8 @@ def load() -> dict:
     data = {gpu: [(path.parent.name, RecordView(r)) for path, r in iter_records([folder], warn=_fail)] for gpu, folder in GPUS}
     data["user-log"] = [RecordView(r) for _path, r in iter_records([REFERENCE], warn=_fail)]
     for gpu, calls in CALLS.items():
-        data[f"{gpu} calls"] = [(path.parents[1].name, RecordView(r)) for path, r in iter_records(list(calls), warn=_fail)]
+        data[f"{gpu} calls"] = [(path.parents[1].name, RecordView(r))
+                                for path, r in iter_records(list(calls), warn=_fail)]
     return data
 
 
@@ -98,10 +98,12 @@ def padding_lines(data: dict, gpu: str) -> list[str]:
 
     def cell(rung: str) -> str:
         return tok(run(rung), "peak alloc") + (" ¹" if rung in stand_ins else "")
-    lines = [f"| rung ({gpu}, B=16) | torch's default padding | shape_padding off | shape and comprehensive padding off |",
+    lines = [(f"| rung ({gpu}, B=16) | torch's default padding | shape_padding off | "
+              "shape and comprehensive padding off |"),
              "|---|---|---|---|"]
     for rung in ("fp32-50257", "tf32-50257", "bf16-50257", "bf16-50304"):
-        lines.append(f"| {rung} | " + " | ".join(cell(rung + suffix) for suffix in ("", "-no-shape-pad", "-no-pad")) + " |")
+        cells = [cell(rung + suffix) for suffix in ("", "-no-shape-pad", "-no-pad")]
+        lines.append(f"| {rung} | " + " | ".join(cells) + " |")
     if stand_ins:
         ladder = next(iter(stand_ins.values()))
         lines += ["", (f"¹ The seed ladder's {' and '.join(r.rung for r in stand_ins.values())} at B=16 "
@@ -116,7 +118,8 @@ def padding_lines(data: dict, gpu: str) -> list[str]:
         f"default and by {mib['tf32-50257-no-pad'] - mib['fp32-50257-no-pad']:+,.0f} MiB with Inductor's padding off "
         f"({mib['tf32-50257-no-shape-pad'] - mib['fp32-50257']:+,.0f} MiB with shape_padding alone off, against the "
         "default fp32 run): the rise is the compiler's shape padding, which costs bf16-50257 "
-        f"{mib['bf16-50257'] - mib['bf16-50257-no-pad']:+,.0f} MiB too (default against both off). The vocab pad 50257 -> 50304 gives "
+        f"{mib['bf16-50257'] - mib['bf16-50257-no-pad']:+,.0f} MiB too (default against both off). The vocab pad "
+        "50257 -> 50304 gives "
         f"{pct(run('bf16-50257'), run('bf16-50304'))} tokens/s at torch's default and "
         f"{pct(run('bf16-50257-no-pad'), run('bf16-50304-no-pad'))} with the padding off: the kernel capture of "
         f"bf16-50257 finds its lm_head GEMMs at torch's default: {padded(run('bf16-50257'))}; with the padding off: "
