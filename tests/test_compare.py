@@ -397,7 +397,7 @@ def test_2x2_never_mixes_runs_that_the_rule_keeps_apart(tmp_path, variant):
     knobs = registry.one(cmp, "knobs")
     assert len([r for r in knobs.rows if r["knob"] == "vocab_size 50257 -> 50304"]) == 4
     if variant == "flag":
-        assert {r["at"] for r in knobs.rows} == {"sdpa-flash (B=16, T=1024) [cudnn_benchmark=null]",
+        assert {r["at"] for r in knobs.rows} == {"sdpa-flash (B=16, T=1024) [cudnn_benchmark=default]",
                                                  "sdpa-flash (B=16, T=1024) [cudnn_benchmark=True]"}
 
 

@@ -41,6 +41,19 @@ def test_the_plan_pairs_every_rung_with_its_padding_twin():
             for r in plan.rungs} == {("naive", "foreach", 0.0, "default")}
 
 
+def test_a_flag_a_record_does_not_name_reads_as_left_at_default_in_a_knob():
+    """The seed ladder's records name no Inductor padding flag, the padding plan's name them all ('default' or 'off'):
+    the flags hash reads both as the same where the value is 'default', and so do the knob names (they said
+    'inductor_aggressive_fusion null -> default' and listed four flags beside the one SDPA change)."""
+    root = Path(__file__).resolve().parent.parent / "results"
+    folders = ["gpu-h100-80gb-hbm3", "gpu-h100-80gb-hbm3-20261126-call1", "gpu-h200", "gpu-h200-20261126-call1"]
+    cmp = Compare(load([root / d for d in folders], warn=lambda line: None))
+    knobs = [k for k, _ctx in knob_tables.knob_effects(cmp)]
+    assert not any("null" in k for k in knobs), knobs
+    assert "sdpa_backend flash -> cudnn (flags: sdpa)" in knobs, knobs  # the H100's pooled ladder run beside the call's
+    assert "flags: inductor_comprehensive_padding default -> off, inductor_shape_padding default -> off" in knobs
+
+
 @pytest.mark.slow
 def test_the_padding_plan_runs_on_cpu_and_its_ab_reaches_the_findings(tmp_path):
     proc = run_module("harness.run", "--plan", "padding", *FAST, "--out", str(tmp_path), timeout=900)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from itertools import combinations
 
 from harness.analysis.group import Group
-from harness.record.model import ADDED_FIELD_DEFAULTS, measured_workload
+from harness.record.model import ADDED_FIELD_DEFAULTS, FLAG_LEFT_AT_DEFAULT, measured_workload
 
 # Natural "before -> after" order of knob values (anything else: numbers ascending, then text).
 VALUE_ORDER = {
@@ -50,8 +50,15 @@ def field_diff(a: Group, b: Group) -> list[tuple[str, object, object]]:
     out = [(k, va, vb) for k, va, vb in out if va != vb]
     if a.flags_hash != b.flags_hash:
         fa, fb = a.flags, b.flags
-        out += [(f"flag:{k}", fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
+        out += [(f"flag:{k}", requested(fa, k), requested(fb, k)) for k in sorted(set(fa) | set(fb))
+                if requested(fa, k) != requested(fb, k)]
     return out
+
+
+def requested(flags: dict, name: str):
+    """A requested flag's value; one a run does not name was left at torch's default, as the flags hash reads it
+    (a record from before a flag existed is not 'null -> default' from one that names it)."""
+    return flags.get(name, FLAG_LEFT_AT_DEFAULT)  # an explicit null stays null: the hash keeps it
 
 
 def differences(a: Group, b: Group) -> str:
@@ -72,7 +79,9 @@ def variant_labels(groups: list[Group]) -> list[str]:
         names |= {n for n, _va, _vb in field_diff(a, b)}
     labels = []
     for g in groups:
-        values = {**knob_fields(g.workload.to_dict()), **{f"flag:{k}": v for k, v in g.flags.items()}}
-        parts = [f"{n.removeprefix('flag:')}={show_value(values.get(n))}" for n in sorted(names)]
+        values = knob_fields(g.workload.to_dict())
+        parts = [f"{n.removeprefix('flag:')}="
+                 + show_value(requested(g.flags, n.removeprefix("flag:")) if n.startswith("flag:") else values.get(n))
+                 for n in sorted(names)]
         labels.append(", ".join(parts) or f"workload_hash {g.workload_hash[:8]}, flags hash {g.flags_hash[:8]}")
     return labels
