@@ -13,7 +13,11 @@ of them read the same GPU. No torch import at module level.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
+
+GPU_ID_APP = b"gpt-harness gpu id v1"  # as envinfo's machine id: an HMAC of the raw UUID, which is never recorded
 
 
 def module():
@@ -41,6 +45,9 @@ class Device:
     def memory(self):
         """nvmlMemory_t: .used and .total bytes, device-wide (all processes, CUDA contexts included)."""
         return self.lib.nvmlDeviceGetMemoryInfo(self.handle)
+
+    def uuid(self) -> str:
+        return _text(self.lib.nvmlDeviceGetUUID(self.handle))
 
     def power_limit_w(self) -> float:
         return self.lib.nvmlDeviceGetEnforcedPowerLimit(self.handle) / 1000.0
@@ -106,15 +113,30 @@ def visible_index(ordinal: int = 0) -> int | None:
 
 
 def driver_facts(index: int) -> dict | None:
-    """Driver version, total memory and power limit of the device; None without NVML."""
+    """Driver version, total memory, power limit and the GPU's id (gpu_id) of the device; None without NVML."""
     try:
         gpu = Device(index)
         return {
             "driver": _text(gpu.lib.nvmlSystemGetDriverVersion()),
             "memory_total_bytes": int(gpu.memory().total),
             "power_limit_w": gpu.power_limit_w(),
+            "gpu_id": _gpu_id_of(gpu),
         }
     except Exception:  # noqa: BLE001 -- best effort: a missing fact must not break the run
+        return None
+
+
+def gpu_id(uuid: str) -> str:
+    """A stable, non-identifying id of one physical GPU: 12 hex digits of HMAC-SHA256(its NVML UUID, GPU_ID_APP).
+    Two GPUs of one model (two lent H200s, say) read apart where a machine id cannot tell them (a container's is the
+    image's, or none)."""
+    return hmac.new(uuid.strip().encode(), GPU_ID_APP, hashlib.sha256).hexdigest()[:12]
+
+
+def _gpu_id_of(gpu: Device) -> str | None:
+    try:
+        return gpu_id(gpu.uuid())
+    except Exception:  # noqa: BLE001 -- a driver or MIG slice without a UUID: the other facts still count
         return None
 
 

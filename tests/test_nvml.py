@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 import types
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -55,6 +56,9 @@ class FakeNVML(types.ModuleType):
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle):
         return []
+
+    def nvmlDeviceGetUUID(self, handle):
+        return f"GPU-0b8d2c1e-0000-4000-8000-00000000000{handle[1]}"
 
 
 @pytest.fixture
@@ -114,3 +118,34 @@ def test_the_runner_names_the_gpu_a_dead_worker_was_meant_for(fake, monkeypatch)
     assert device_label(env) == device_label({"gpu": {"name": "NVIDIA H100 80GB HBM3"}, "machine": envinfo.machine_id()})
     cpu = runmod.intended_environment(replace(spec, workload={"device": "cpu"}))
     assert cpu["device"] == "cpu" and device_label(cpu).startswith("cpu: ")
+
+
+def test_the_environment_names_the_physical_gpu_by_a_hashed_uuid(fake, monkeypatch):
+    """Two lent H200s of one model and driver read alike in every other fact (2026-11-26: a best rung 4.2% slower on
+    one of them, and the records could not say whether it was another GPU): driver_facts records a hashed id of the
+    GPU's UUID, stable, different per GPU, never the UUID itself; a driver without UUIDs keeps the other facts."""
+    facts = {i: nvml.driver_facts(i) for i in (0, 1)}
+    assert facts[0]["driver"] == "580.159.04" and facts[0]["power_limit_w"] == 700.0
+    ids = {i: f["gpu_id"] for i, f in facts.items()}
+    assert ids[0] != ids[1] and all(len(v) == 12 and int(v, 16) >= 0 for v in ids.values())
+    assert nvml.driver_facts(0)["gpu_id"] == ids[0]  # stable
+    assert "0b8d2c1e" not in repr(facts)  # the raw UUID is not recorded
+    monkeypatch.delattr(FakeNVML, "nvmlDeviceGetUUID")
+    assert nvml.driver_facts(0) == {**facts[0], "gpu_id": None}
+
+
+def test_the_record_schema_and_its_typed_part_know_the_gpu_id():
+    import copy
+    import json
+
+    from harness.record.io import validate
+    from harness.record.model import RecordError
+    from harness.record.view import RecordView
+
+    calls = Path(__file__).resolve().parent.parent / "results/gpu-h200-20261126-call1"
+    record = json.loads(min((calls / "beyond").glob("*.json")).read_text())
+    record["environment"]["driver"]["nvml"]["gpu_id"] = "5f0e9c1a2b3c"
+    assert RecordView(validate(copy.deepcopy(record))).environment.driver.nvml.gpu_id == "5f0e9c1a2b3c"
+    record["environment"]["driver"]["nvml"]["gpu_id"] = 5
+    with pytest.raises(RecordError):
+        validate(record)

@@ -181,6 +181,7 @@ class Nvml(Part):
     driver: str | None = None
     memory_total_bytes: int | None = None
     power_limit_w: float | None = None
+    gpu_id: str | None = None  # hashed NVML UUID of the GPU (harness.nvml.gpu_id): which physical GPU it was
 
 
 @dataclass(frozen=True)
