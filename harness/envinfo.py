@@ -7,7 +7,6 @@ name / capability / SM count / memory only.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import os
 import platform
 import re
@@ -17,6 +16,7 @@ from importlib import metadata
 from pathlib import Path
 
 from harness import nvml
+from harness.hardware_id import hashed_id
 
 # Variables that change what a run does, recorded by exact name (these always pass)...
 ENV_VARS = (
@@ -102,8 +102,7 @@ def machine_id(sources=MACHINE_ID_SOURCES, environ=None) -> dict:
             continue
     for source, raw in candidates:
         if raw and raw.strip():
-            digest = hmac.new(raw.strip().encode(), MACHINE_ID_APP, hashlib.sha256).hexdigest()
-            return {"id": digest[:12], "source": source}
+            return {"id": hashed_id(raw, MACHINE_ID_APP), "source": source}
     return {"id": None, "source": None}
 
 

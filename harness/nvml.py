@@ -13,9 +13,9 @@ of them read the same GPU. No torch import at module level.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
+
+from harness.hardware_id import hashed_id
 
 GPU_ID_APP = b"gpt-harness gpu id v1"  # as envinfo's machine id: an HMAC of the raw UUID, which is never recorded
 
@@ -127,10 +127,10 @@ def driver_facts(index: int) -> dict | None:
 
 
 def gpu_id(uuid: str) -> str:
-    """A stable, non-identifying id of one physical GPU: 12 hex digits of HMAC-SHA256(its NVML UUID, GPU_ID_APP).
+    """A stable, non-identifying id of one physical GPU (harness.hardware_id: its NVML UUID hashed with GPU_ID_APP).
     Two GPUs of one model (two lent H200s, say) read apart where a machine id cannot tell them (a container's is the
     image's, or none)."""
-    return hmac.new(uuid.strip().encode(), GPU_ID_APP, hashlib.sha256).hexdigest()[:12]
+    return hashed_id(uuid, GPU_ID_APP)
 
 
 def _gpu_id_of(gpu: Device) -> str | None:
