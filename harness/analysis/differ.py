@@ -79,9 +79,8 @@ def variant_labels(groups: list[Group]) -> list[str]:
         names |= {n for n, _va, _vb in field_diff(a, b)}
     labels = []
     for g in groups:
-        values = knob_fields(g.workload.to_dict())
-        parts = [f"{n.removeprefix('flag:')}="
-                 + show_value(requested(g.flags, n.removeprefix("flag:")) if n.startswith("flag:") else values.get(n))
-                 for n in sorted(names)]
+        values = {**knob_fields(g.workload.to_dict()),
+                  **{n: requested(g.flags, n.removeprefix("flag:")) for n in names if n.startswith("flag:")}}
+        parts = [f"{n.removeprefix('flag:')}={show_value(values.get(n))}" for n in sorted(names)]
         labels.append(", ".join(parts) or f"workload_hash {g.workload_hash[:8]}, flags hash {g.flags_hash[:8]}")
     return labels
