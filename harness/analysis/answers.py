@@ -98,7 +98,7 @@ def tf32_memory(cmp: Compare) -> Answer:
         head = KeyFinding(f"TF32 on changes {metric} by {span(deltas)} over {len(deltas)} measured pair(s)"
                           + (f"; the user's log {span(ref_deltas)}" if refs else "")
                           + (f"; mostly {parts[0][0]}" if parts else "")
-                          + findings.padding_clause(effects, " MiB") + ".", max((abs(v) for v in values), default=0.0),
+                          + findings.padding_clause(effects, " MiB", 0) + ".", max((abs(v) for v in values), default=0.0),
                           tuple(dict.fromkeys([*ids, *(i for e in effects for i in e.records)])))
     else:
         head = KeyFinding(f"TF32 on: the user's log shows {span(ref_deltas)}; no measured pair here.",
@@ -176,7 +176,7 @@ def vocab(cmp: Compare) -> Answer:
     if pairs:
         head = KeyFinding(f"Vocab 50257 -> 50304 changes tokens/s by {span(deltas)} on our {cmp.word}s"
                           + (f", against {span(ref_deltas)} in the user's log" if refs else "")
-                          + findings.padding_clause(effects, "%")
+                          + findings.padding_clause(effects, "%", 1)
                           + ("" if split else f"; {cmp.word} against torch version not separable in these records") + ".",
                           max(abs(d.value) for d in deltas if d.value is not None),
                           tuple(dict.fromkeys([*run_ids(*[g for _c, a, b in pairs for g in (a, b)]),

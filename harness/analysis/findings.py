@@ -152,13 +152,12 @@ def padding_ab_finding(e: PaddingEffect, what: str, unit: str, diff_unit: str | 
         "compiler's padding."), e.records)
 
 
-def padding_clause(effects: list[PaddingEffect], unit: str) -> str:
+def padding_clause(effects: list[PaddingEffect], unit: str, digits: int) -> str:
     """The key findings' short form of padding A/Bs, grouped by setting, each named by its cell: '; with S: +0 MiB
     against +2,782 MiB at torch's default on h100-80g B=16, +0 MiB against +5,731 MiB ... on h200 B=16'."""
     by_setting: dict[str, list[PaddingEffect]] = {}
     for e in effects:
         by_setting.setdefault(e.setting, []).append(e)
-    digits = 0 if unit == " MiB" else 1  # whole MiB; tenths of a percent
 
     def value(v: float) -> str:
         return f"{v:+,.{digits}f}{unit}"
