@@ -246,7 +246,8 @@ def sdpa_lines(data: dict) -> list[str]:
     picked = auto.kernels.sdpa_backend
     return [(f"- H200, B=64, the seed ladder's last rung with SDPA left to choose (`auto`): it picked **{picked}** attention "
             f"(`{auto.kernels.attention_kernels[0][:60]}...`), {tok(auto)}; cuDNN forced: {tok(cudnn)}; "
-            f"flash forced (the seed ladder's rung): {tok(flash)}."), *(line for gpu in CALLS for line in fastest_lines(data, gpu))]
+            f"flash forced (the seed ladder's rung): {tok(flash)}."),
+            *(line for gpu in CALLS for line in fastest_lines(data, gpu))]
 
 
 def provenance(data: dict) -> str:
@@ -286,6 +287,11 @@ def section(data: dict) -> str:
     return "\n".join(parts) + "\n"
 
 
+def report_folders() -> str:
+    """The folders docs/report-gpu is rendered from: each GPU's first folder and its calls', then the user's log."""
+    return " ".join(f"results/{path.name}" for gpu, folder in GPUS for path in (folder, *CALLS[gpu])) + " results/reference"
+
+
 def details(data: dict) -> str:
     """docs/gpu.md's part: the padding A/B, the batch search, the SDPA backend and the fastest step, the overhead check
     and the peer."""
@@ -295,8 +301,7 @@ def details(data: dict) -> str:
         "",
         ("This part is generated from those files by `python scripts/readme_gpu.py --write`; `tests/test_readme_gpu.py` "
          "fails when a number here disagrees with them. The rendered report: `docs/report-gpu/report.html` "
-         f"(`python -m harness.report results/gpu-h100-80gb-hbm3 {' '.join(f'results/{c.name}' for c in CALLS['H100'])} "
-         f"results/gpu-h200 {' '.join(f'results/{c.name}' for c in CALLS['H200'])} results/reference -o docs/report-gpu`)."),
+         f"(`python -m harness.report {report_folders()} -o docs/report-gpu`)."),
         "",
         ("**The compiler's own padding** (`python -m harness.gpu_check`, plan `padding`: Inductor's shape_padding and "
          "comprehensive_padding at torch's default and off; tokens/s and the allocator's peak):"),
