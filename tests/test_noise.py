@@ -233,16 +233,19 @@ def test_bisect_refuses_bad_auto_options(tmp_path):
 
 
 def test_the_median_is_numpys_to_the_bit():
-    """stats.median (Python's, for speed on short lists) gives np.median's value: every cell's point rests on it."""
+    """stats.median (Python's sort for short lists, numpy's partition from NUMPY_MEDIAN_FROM values) gives np.median's
+    value, and Python's: every cell's point rests on it."""
     import random
+    import statistics
 
     import numpy as np
 
     rng = random.Random(7)
-    for n in [*range(1, 40), 1000, 4097]:
+    for n in [*range(1, 40), 999, 1000, 1001, 4097, 32_000]:
         for scale in (1e-3, 1.0, 1e6):
             floats = [rng.uniform(0.1, 1e4) * scale for _ in range(n)]
             ints = [rng.randrange(1, 2**40) for _ in range(n)]
-            assert stats.median(floats) == float(np.median(floats))
-            assert stats.median(ints) == float(np.median(ints))
+            mixed = [rng.choice((x, i)) for x, i in zip(floats, ints)]
+            for values in (floats, ints, mixed):
+                assert stats.median(values) == float(np.median(values)) == float(statistics.median(values))
     assert stats.median([]) is None

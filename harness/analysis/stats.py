@@ -202,11 +202,19 @@ def replicates(point: float, noise: Noise, runs: int, n_boot: int, key: str) -> 
     return point * np.exp(np.clip(noise.sd / math.sqrt(runs) * draws, -30.0, 30.0))
 
 
-def median(values) -> float | None:
+NUMPY_MEDIAN_FROM = 1000  # values from which numpy's partition is quicker than sorting them in Python
+
+
+def median(values: list) -> float | None:
     """The median of numbers (the mean of the middle two for an even count: np.median's value to the bit), None for
-    none. In Python: a run's steps, a cell's few runs or a log line's one sample each cost microseconds this way, about
-    fifty with numpy (a report of 100,000 records takes some 100,000 medians)."""
-    return float(statistics.median(values)) if values else None
+    none. In Python for a few: a run's steps, a cell's few runs or a log line's one sample each cost microseconds
+    this way, about fifty with numpy (a report of 100,000 records takes some 100,000 medians); with numpy for many:
+    a cell of 800 runs pools 32,000 steps, 4 ms sorted in Python, 1 ms partitioned."""
+    if not values:
+        return None
+    if len(values) < NUMPY_MEDIAN_FROM:
+        return float(statistics.median(values))
+    return float(np.median(np.asarray(values, dtype=float)))
 
 
 def run_throughput(samples_ms, tokens_per_step: float | None) -> float | None:
@@ -220,7 +228,8 @@ def run_throughput(samples_ms, tokens_per_step: float | None) -> float | None:
 def throughput(samples_ms: list, tokens_per_step: float | None, key: str = "", n_boot: int = N_BOOT,
                device: Noise | None = None) -> Estimate:
     """tokens/s from per-run lists of timed step times (ms), with replicates from the run-to-run spread."""
-    samples = [[float(x) for x in s] for s in samples_ms if len(s)]  # plain floats: a run's median is taken in Python
+    # plain numbers: a run's median is taken in Python (a record's steps are a list of them already)
+    samples = [s if type(s) is list else [float(x) for x in s] for s in samples_ms if len(s)]
     n = sum(len(s) for s in samples)
     if not n or not tokens_per_step:
         return Estimate(None, None, n, len(samples))
