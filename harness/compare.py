@@ -22,7 +22,7 @@ from harness.analysis.tables import registry
 from harness.analysis.tables.registry import TABLES
 from harness.analysis.tables.underneath import TOP_UNDERNEATH
 from harness.analysis.verdict import verdict
-from harness.output import OutputError, emit, fail, path_text, run_main
+from harness.output import OutputError, emit, fail, hold, path_text, run_process
 from harness.render import header_lines, more_lines, render_csv, render_json, render_text, verdict_lines
 from harness.textsafe import markdown, terminal
 
@@ -77,9 +77,12 @@ def options_from(args: argparse.Namespace) -> CompareOptions:
 
 
 def analyse_or_exit(p: argparse.ArgumentParser, args: argparse.Namespace, warn) -> tuple[Dataset, Compare]:
-    """analyse at the edge: a bad option is the parser's usage error (exit 2), nothing to compare one line (exit 1)."""
+    """analyse at the edge: a bad option is the parser's usage error (exit 2), nothing to compare one line (exit 1).
+    The comparison is held until the process ends (harness.output.hold)."""
     try:
-        return analyse(options_from(args), warn, notice=lambda line: print(terminal(line), file=sys.stderr))
+        ds, cmp = analyse(options_from(args), warn, notice=lambda line: print(terminal(line), file=sys.stderr))
+        hold(ds, cmp)
+        return ds, cmp
     except UsageError as exc:
         p.error(terminal(exc))  # it may name envs and devices the records hold
     except NothingToCompare as exc:
@@ -129,4 +132,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main("python -m harness.compare", main))  # Ctrl-C or SIGTERM: one line, exit 130/143, no half-written file
+    run_process("python -m harness.compare", main)  # Ctrl-C or SIGTERM: one line, exit 130/143, no half-written file

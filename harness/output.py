@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from harness.record.files import stage
 from harness.signals import STOP_SIGNALS, Interrupted, stop_on_signals
@@ -69,6 +70,34 @@ def fail(message: str, code: int = 1) -> int:
     with contextlib.suppress(OSError, ValueError, AttributeError):
         print(terminal(message), file=sys.stderr, flush=True)
     return code
+
+
+_held: list | None = None  # what hold() keeps while run_process runs; None elsewhere (nothing is kept)
+
+
+def hold(*objects) -> None:
+    """Keep `objects` until the process ends, where run_process ends it: the OS then takes their memory back at once,
+    where freeing a 100,000-record comparison object by object was 0.6 s of a 9 s report. Where main is called
+    otherwise (a test calls it), nothing is kept."""
+    if _held is not None:
+        _held.extend(objects)
+
+
+def run_process(command: str, main) -> NoReturn:
+    """run_main as the whole life of this process (a command's `if __name__ == "__main__"`). Where main succeeded,
+    the process ends once stdout and stderr are flushed, with no teardown of what main held (os._exit: the pools main
+    used are shut down and joined by then, and nothing of this package registers an atexit handler). Any other end
+    (an error code, a stop signal, an exception, SystemExit) is the interpreter's usual exit: after a stop signal,
+    multiprocessing's own exit handler ends the chart workers that were told to stop."""
+    global _held
+    _held = []
+    code = run_main(command, main)
+    if code == 0:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                stream.flush()
+        os._exit(0)
+    sys.exit(code)
 
 
 def run_main(command: str, main) -> int:

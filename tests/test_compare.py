@@ -611,3 +611,52 @@ def test_a_memo_name_is_one_analysiss():
     assert cx.cached("rows", _rows_a) is first == ["a"]
     with pytest.raises(RuntimeError, match="'rows' is .*_rows_a's, asked for by .*_rows_b"):
         cx.cached("rows", _rows_b)
+
+
+_HOLDING_MAIN = """
+import sys
+from harness.output import hold, run_process
+
+class Held:
+    def __del__(self):
+        sys.stderr.write("freed\\n")
+
+def main():
+    hold(Held())
+    sys.stdout.write("x" * 200_000)  # more than a pipe holds: block-buffered, written out only when flushed
+    return int(sys.argv[1])
+
+run_process("t", main)
+"""
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_a_command_ends_with_its_output_whole_and_what_it_held_not_freed(code):
+    """run_process (compare's and the report's __main__): every byte main wrote reaches the pipe and its exit code is
+    the process's; on success what main held is left to the OS (no finalizer runs), on failure the usual exit."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-c", _HOLDING_MAIN, str(code)], check=False, cwd=ROOT, capture_output=True,
+                       text=True, timeout=60, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert p.returncode == code and p.stdout == "x" * 200_000
+    assert ("freed" in p.stderr) == (code != 0), p.stderr
+
+
+def test_main_called_in_a_process_that_goes_on_holds_nothing(tmp_path, capsys):
+    """hold() outside run_process (a test, a notebook calling main) keeps nothing: the comparison is freed."""
+    import gc
+    import weakref
+
+    from harness import output
+
+    class Held:
+        pass
+
+    held = Held()
+    ref = weakref.ref(held)
+    output.hold(held)
+    del held
+    gc.collect()
+    assert ref() is None and output._held is None
+

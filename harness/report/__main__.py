@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from harness.compare import analyse_or_exit, common_parser
-from harness.output import OutputError, emit, fail, path_text, run_main
+from harness.output import OutputError, emit, fail, path_text, run_process
 from harness.report import chart_cache, document, drawing, outline
 from harness.textsafe import terminal
 
@@ -42,4 +42,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main("python -m harness.report", main))  # Ctrl-C or SIGTERM: one line, exit 130/143, no half-written file
+    run_process("python -m harness.report", main)  # Ctrl-C or SIGTERM: one line, exit 130/143, no half-written file
