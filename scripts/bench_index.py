@@ -32,11 +32,13 @@ sys.path.insert(0, str(ROOT))
 
 from harness.record.io import iter_records, read_json
 
-# Run one compare or report (the module named first) in this interpreter; print how long reading the records took
+# Run one compare or report (the module named first) in this interpreter, ended as `python -m` ends it
+# (harness.output.run_process: what it held is not freed object by object); print how long reading the records took
 # (the index brought up to date, then dataset.load), the CPU time with its worker processes', its own peak RSS and its
 # largest worker's (KiB on Linux: the index's when it is built, the report's chart drawers) on the last lines of stderr.
 CHILD = """
 import importlib, resource, sys, time
+from harness import output
 from harness.analysis import options
 spent = {"read": 0.0}
 def timed(fn):
@@ -49,15 +51,16 @@ def timed(fn):
     return call
 options.load = timed(options.load)
 options.RecordIndex.open = timed(options.RecordIndex.open)
-try:
-    importlib.import_module(sys.argv[1]).main(sys.argv[2:])
-except SystemExit:
-    pass
-me, pool = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-print("cpu_s", me.ru_utime + me.ru_stime + pool.ru_utime + pool.ru_stime, file=sys.stderr)
-print("read_s", spent["read"], file=sys.stderr)
-print("maxrss_kib", me.ru_maxrss, file=sys.stderr)
-print("worker_maxrss_kib", pool.ru_maxrss, file=sys.stderr)
+def main_then_usage():
+    try:
+        return importlib.import_module(sys.argv[1]).main(sys.argv[2:])
+    finally:
+        me, pool = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        print("cpu_s", me.ru_utime + me.ru_stime + pool.ru_utime + pool.ru_stime, file=sys.stderr)
+        print("read_s", spent["read"], file=sys.stderr)
+        print("maxrss_kib", me.ru_maxrss, file=sys.stderr)
+        print("worker_maxrss_kib", pool.ru_maxrss, file=sys.stderr)
+output.run_process(sys.argv[1], main_then_usage)
 """
 
 
