@@ -88,11 +88,12 @@ def run_process(command: str, main) -> NoReturn:
     the process ends once stdout and stderr are flushed, with no teardown of what main held (os._exit: the pools main
     used are shut down and joined by then, and nothing of this package registers an atexit handler). Any other end
     (an error code, a stop signal, an exception, SystemExit) is the interpreter's usual exit: after a stop signal,
-    multiprocessing's own exit handler ends the chart workers that were told to stop."""
+    multiprocessing's own exit handler ends the chart workers that were told to stop. So is a run under a profiler or
+    a tracer (python -m cProfile, coverage), which writes what it found on the way out."""
     global _held
     _held = []
     code = run_main(command, main)
-    if code == 0:
+    if code == 0 and sys.getprofile() is None and sys.gettrace() is None:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 stream.flush()
