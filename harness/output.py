@@ -77,7 +77,7 @@ _held: list | None = None  # what hold() keeps while run_process runs; None else
 
 def hold(*objects) -> None:
     """Keep `objects` until the process ends, where run_process ends it: the OS then takes their memory back at once,
-    where freeing a 100,000-record comparison object by object was 0.6 s of a 9 s report. Where main is called
+    where freeing a 100,000-record comparison object by object was 0.6 s of a 10 s report. Where main is called
     otherwise (a test calls it), nothing is kept."""
     if _held is not None:
         _held.extend(objects)
