@@ -186,7 +186,7 @@ class Group:
         it has one run)."""
         device = self.noise.tokens if self.noise is not None else None
         return stats.throughput(self.samples, self.first.tokens_per_step, key=repr(self.key), n_boot=self.n_boot,
-                                device=device)
+                                device=device, median_ms=self.ms_median)
 
     @cached_property
     def memory_estimate(self) -> stats.Estimate:
@@ -195,7 +195,7 @@ class Group:
         device = self.noise.memory_noise(metric) if self.noise is not None else None
         return stats.memory(values, key="memory " + repr(self.key), n_boot=self.n_boot, device=device)
 
-    @cached_property  # a reference table reads it once per reference it stands beside
+    @cached_property  # its throughput reads it, and a reference table once per reference it stands beside
     def ms_median(self) -> float | None:
         return stats.median([x for s in self.samples for x in s])
 

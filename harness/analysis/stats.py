@@ -226,14 +226,16 @@ def run_throughput(samples_ms, tokens_per_step: float | None) -> float | None:
 
 
 def throughput(samples_ms: list, tokens_per_step: float | None, key: str = "", n_boot: int = N_BOOT,
-               device: Noise | None = None) -> Estimate:
-    """tokens/s from per-run lists of timed step times (ms), with replicates from the run-to-run spread."""
+               device: Noise | None = None, median_ms: float | None = None) -> Estimate:
+    """tokens/s from per-run lists of timed step times (ms), with replicates from the run-to-run spread. median_ms: the
+    median of those steps pooled, where the caller has it already (a cell's ms/step: one sort of its steps, not two)."""
     # plain numbers: a run's median is taken in Python (a record's steps are a list of them already)
     samples = [s if type(s) is list else [float(x) for x in s] for s in samples_ms if len(s)]
     n = sum(len(s) for s in samples)
     if not n or not tokens_per_step:
         return Estimate(None, None, n, len(samples))
-    median_ms = median(list(itertools.chain.from_iterable(samples)))
+    if median_ms is None:
+        median_ms = median(list(itertools.chain.from_iterable(samples)))
     if median_ms <= 0:
         return Estimate(None, None, n, len(samples))
     point = tokens_per_step / (median_ms / 1000.0)

@@ -92,15 +92,16 @@ def _merge(records: list[RecordView]) -> dict:
         status = f"ok ({len(records) - len(ok)} not)"
     samples = [r.timed_ms for r in ok]
     tokens = next((r.tokens_per_step for r in ok if r.tokens_per_step), None)
-    pooled = [x for s in samples for x in s]
+    step_ms = stats.median([x for s in samples for x in s])
     known = [(b, w) for b, w in (r.peak_memory(widest=True) for r in records) if b is not None]
     peak, source = max(known) if known else (None, MISSING)
     kernels = sorted({r.lm_head_kernel for r in ok or records} - {None})
     return {
         "status": status,
         "runs": len(records),
-        "tokens_per_s": stats.throughput(samples, tokens, key=json.dumps(curve_key(records[0]))).point,
-        "step_ms": stats.median(pooled),
+        "tokens_per_s": stats.throughput(samples, tokens, key=json.dumps(curve_key(records[0])),
+                                         median_ms=step_ms).point,
+        "step_ms": step_ms,
         "peak_memory_bytes": peak,
         "memory_source": source,
         "usable_memory_bytes": records[0].usable_memory_bytes,
