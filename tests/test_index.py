@@ -315,7 +315,7 @@ def test_a_record_from_the_index_brings_what_its_view_derives(tmp_path, monkeypa
     for i, (path, _view) in enumerate(views):
         fresh = RecordView(direct[path])
         fresh.indexed()
-        assert {name: read[name][i] for name in INDEXED} == {name: repr(fresh._read[name]) for name in INDEXED}, path
+        assert {name: read[name][i] for name in INDEXED} == {name: repr(vars(fresh)[name]) for name in INDEXED}, path
     assert any(v.timed_ms for _p, v in views) and any(v.mfu("mfu_datasheet") for _p, v in views)
     # kernels_reason, lm_head_kernel and vocab_gemms read one object of explain: what the whole profile typed says
     for record in direct.values():

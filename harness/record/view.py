@@ -90,11 +90,41 @@ def _text(value) -> str | None:
 
 _UNREAD = object()  # what RecordView._once has not read yet (None is a value it may read)
 
+
+class _Once:
+    """A RecordView value made once per record (functools.cached_property's way) and kept in the view's __dict__
+    under its name: read again, it is found there by the attribute lookup itself, at C speed, as no property or method
+    call is (a report reads a few such values per run per table: millions of reads at 100,000 records). section: the
+    value depends on that section alone (where the record index shares one between records, made once for all)."""
+
+    def __init__(self, make, section: str | None = None):
+        self.make, self.section, self.__doc__ = make, section, make.__doc__
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, view, owner=None):  # only where the view's __dict__ has no value of that name yet
+        if view is None:
+            return self
+        return view._once(self.name, self.make, view, section=self.section)
+
+
+def once(make=None, *, section: str | None = None):
+    """@once, or @once(section=...): a method made a view's value, computed on first read (_Once)."""
+    return _Once(make, section) if make is not None else lambda make: _Once(make, section)
+
+
+def _typed(key: str, cls) -> _Once:
+    """A record section as its type (harness.record.sections), made once."""
+    return _Once(lambda view: cls.of(view._r.get(key)), section=key)
+
 # What the record index (harness.record.index) keeps of each record's view beside the record: the values compare
 # derives for every run, made by this class when the record is indexed and handed back with the record (its `known`),
 # so a warm compare of 100,000 records derives none of them again. Each is read through _once under its name; the
 # index's code identity covers this file, so a change to a rule here rebuilds every index.
-INDEXED = ("timed_ms", "step_losses", "tokens_per_step", "summary_numbers", "peak_memory", "peak_memory_widest",
+# Their names are the attributes the view keeps them under: a method's value is named with its call (a value named
+# "peak_memory" in the view's __dict__ would hide the method peak_memory).
+INDEXED = ("timed_ms", "step_losses", "tokens_per_step", "summary_numbers", "peak_memory()", "peak_memory(widest)",
            "contended", "contention_reason", "mfu:mfu_datasheet", "mfu:mfu_measured", "kernels_reason", "lm_head_kernel")
 SAME_AS_STEPS_LOSS = "steps.loss"  # indexed()'s step_losses where they are the record's own list
 
@@ -102,14 +132,16 @@ SAME_AS_STEPS_LOSS = "steps.loss"  # indexed()'s step_losses where they are the 
 class RecordView:
     """Read-only accessors over one record dict (the dict itself is not copied; nothing here changes it)."""
 
-    __slots__ = ("_r", "_read")
+    __slots__ = ("__dict__", "_r")
 
     def __init__(self, record: dict):
         self._r = record
-        # What was read or derived once (a kernel profile has hundreds of rows). A record from the index brings its
-        # INDEXED values, made for it alone: every view of it shares them (each value is the record's, not the view's).
+        # The __dict__ holds what was read or derived once (a kernel profile has hundreds of rows), by name (_Once). A
+        # record from the index brings its INDEXED values, made for it alone: every view of it shares them (each value
+        # is the record's, not the view's).
         known = getattr(record, "known", None)
-        self._read: dict = known if known is not None else {}
+        if known is not None:
+            self.__dict__ = known
 
     def indexed(self) -> dict:
         """The INDEXED values by name (what the record index keeps as JSON; known_values reads them back): each
@@ -118,7 +150,7 @@ class RecordView:
         self.contention_reason  # noqa: B018
         self.peak_memory(), self.peak_memory(widest=True), self.kernels_reason, self.lm_head_kernel
         self.mfu("mfu_datasheet"), self.mfu("mfu_measured")
-        values = {name: self._read[name] for name in INDEXED}
+        values = {name: self.__dict__[name] for name in INDEXED}
         # What the record holds itself is not kept twice (a fifth of the index's bytes per record, and of its decoding):
         # the losses where they are the steps' own list, the timed steps where they are the tail of the steps' times
         steps = _dict(self._r.get("steps"))
@@ -133,18 +165,19 @@ class RecordView:
     def known_values(values: dict, record: dict) -> dict:
         """indexed()'s JSON back as the values the accessors return (a record's `known`: RecordView reads them), the
         losses and timed steps from `record`'s steps where indexed() left them there."""
-        values["peak_memory"] = tuple(values["peak_memory"])
-        values["peak_memory_widest"] = tuple(values["peak_memory_widest"])
+        values["peak_memory()"] = tuple(values["peak_memory()"])
+        values["peak_memory(widest)"] = tuple(values["peak_memory(widest)"])
         if values["step_losses"] == SAME_AS_STEPS_LOSS:
             values["step_losses"] = record["steps"]["loss"]
         if isinstance(values["timed_ms"], int):
             values["timed_ms"] = record["steps"]["ms"][values["timed_ms"]:]
         return values
 
-    def _once(self, name, make, *args, section: str | None = None):
+    def _once(self, name: str, make, *args, section: str | None = None):
         """make(*args), read once per view; where it comes from one section that the record index shares between
         records (harness.record.index.SharedSection), once for all those records (100,000 records, a few environments)."""
-        value = self._read.get(name, _UNREAD)
+        kept = self.__dict__
+        value = kept.get(name, _UNREAD)
         if value is _UNREAD:
             shared = getattr(self._r.get(section), "typed", None) if section else None
             if shared is None:
@@ -153,12 +186,8 @@ class RecordView:
                 value = shared.get(name, _UNREAD)
                 if value is _UNREAD:
                     value = shared[name] = make(*args)
-            self._read[name] = value
+            kept[name] = value
         return value
-
-    def _section(self, key: str, cls):
-        value = self._read.get(cls, _UNREAD)  # read for every property of every record: the cached one first
-        return value if value is not _UNREAD else self._once(cls, cls.of, self._r.get(key), section=key)
 
     @classmethod
     def of(cls, record: RecordView | dict) -> RecordView:
@@ -184,13 +213,13 @@ class RecordView:
     rung = property(lambda self: self._r.get("rung"))
     rung_index = property(lambda self: self._r.get("rung_index"))
     repeat = property(lambda self: self._r.get("repeat"))
-    @property
+    @once
     def sweep(self) -> Sweep | None:
         """The sweep point a run is (harness.record.sections.Sweep), None for a plan rung."""
-        return self._once("sweep", lambda: Sweep.of(self._r["sweep"]) if _dict(self._r.get("sweep")) else None)
+        return Sweep.of(self._r["sweep"]) if _dict(self._r.get("sweep")) else None
 
-    reference = property(lambda self: self._section("reference", Reference))  # a transcribed log line (false if none)
-    peer = property(lambda self: self._section("peer", Peer))  # a peer program's numbers: name, program, source, line
+    reference = _typed("reference", Reference)  # a transcribed log line (false if none)
+    peer = _typed("peer", Peer)  # a peer program's numbers: name, program, source, line
     ok = property(lambda self: self._r.get("status") == "ok")
 
     @property
@@ -201,7 +230,7 @@ class RecordView:
 
     # What was measured
     # typed, read-only; .to_dict(): as stored. Made once: tables ask a cell's first run for it per row
-    workload = property(lambda self: self._once("workload", Workload, self._r.get("workload")))
+    workload = once(lambda self: Workload(self._r.get("workload")))
     workload_hash = property(lambda self: self._r.get("workload_hash"))
 
     def workload_value(self, key: str):
@@ -212,8 +241,8 @@ class RecordView:
 
     flags = property(lambda self: _dict(_dict(self._r.get("flags")).get("requested")))
     flags_hash = property(lambda self: _dict(self._r.get("flags")).get("hash"))
-    flags_section = property(lambda self: self._section("flags", Flags))  # requested, applied, after, changes, hash
-    steps = property(lambda self: self._section("steps", Steps))
+    flags_section = _typed("flags", Flags)  # requested, applied, after, changes, hash
+    steps = _typed("steps", Steps)
 
     @property
     def set_key(self) -> tuple[str, str]:
@@ -221,30 +250,30 @@ class RecordView:
         return (self.workload_hash, self.flags_hash)
 
     # Where it ran, and the sections as their types (harness.record.sections and .parts; read by attribute)
-    environment = property(lambda self: self._section("environment", Environment))
-    summary = property(lambda self: self._section("summary", Summary))
-    explain = property(lambda self: self._section("explain", Explain))
-    contention = property(lambda self: self._section("contention", Contention))
+    environment = _typed("environment", Environment)
+    summary = _typed("summary", Summary)
+    explain = _typed("explain", Explain)
+    contention = _typed("contention", Contention)
 
-    @property
+    @once
     def contention_reason(self) -> str | None:
         """Why a contended run was called so (harness.contention's words), None for a clean one."""
-        return self._once("contention_reason", lambda: self.contention.reason if self.contended else None)
+        return self.contention.reason if self.contended else None
 
-    @property
+    @once
     def contended(self) -> bool:
         """Measured under contention (older records do not say, and are not flagged)."""
-        return self._once("contended", lambda: bool(self.contention.contended))
+        return bool(self.contention.contended)
 
     # Read for every run (its env label) and the same for every run of an environment: made once per environment
-    @property
+    @once(section="environment")
     def container_image(self) -> str | None:
         """The image the run was made in (HARNESS_IMAGE: envs/<name> or a cluster's image); None outside one."""
-        return self._once("container_image", lambda: self.environment.container.image or None, section="environment")
+        return self.environment.container.image or None
 
-    @property
+    @once(section="environment")
     def torch_version(self) -> str | None:
-        return self._once("torch_version", lambda: _text(self.environment.torch.version), section="environment")
+        return _text(self.environment.torch.version)
 
     @property
     def rerun_command(self) -> str | None:
@@ -295,9 +324,9 @@ class RecordView:
         """environment.packages: what `pip freeze` said (and its hash)."""
         return _dict(self.environment.packages)
 
-    @property
+    @once(section="environment")
     def device_label(self) -> str:
-        return self._once("device_label", lambda: device_label(self.environment), section="environment")
+        return device_label(self.environment)
 
     @property
     def intended_device(self) -> str | None:
@@ -310,12 +339,11 @@ class RecordView:
         return None
 
     # The numbers
-    @property
+    @once
     def summary_numbers(self) -> dict:
         """The summary's fields that hold a number, by name (a group's medians read them for each of its runs)."""
-        return self._once("summary_numbers", lambda: {
-            name: value for name in Summary.names()
-            if isinstance(value := getattr(self.summary, name), (int, float)) and not isinstance(value, bool)})
+        return {name: value for name in Summary.names()
+                if isinstance(value := getattr(self.summary, name), (int, float)) and not isinstance(value, bool)}
 
     def summary_number(self, name: str) -> float | None:
         """One numeric summary field (tokens_per_s, step_ms_median, first_step_ms, mfu, ...); None where absent."""
@@ -336,11 +364,11 @@ class RecordView:
         warmup = self.workload.warmup_steps
         return warmup if isinstance(warmup, int) else 0
 
-    @property
+    @once
     def step_losses(self) -> list:
         """Every step's loss as recorded (None where a step had none); [] for a record with only a summary. The same
         list on every call: read it, never change it."""
-        return self._once("step_losses", lambda: list(self.steps.loss or []))
+        return list(self.steps.loss or [])
 
     @property
     def step_ms(self) -> list:
@@ -357,14 +385,11 @@ class RecordView:
             return None
         return (end - start).total_seconds()
 
-    @property
+    @once
     def timed_ms(self) -> list[float]:
         """The timed step times: warm-up excluded (step 0 = compile is always excluded). A reference record
         (one logged step) has its logged step after step 0; an older record without warmup_steps says how
         many steps were timed in summary.timed_steps. The same list on every call: read it, never change it."""
-        return self._once("timed_ms", self._timed_ms)
-
-    def _timed_ms(self) -> list[float]:
         ms = self.steps.ms or []
         if self.kind == "reference":
             return [x for x in ms[1:] if x is not None]
@@ -374,12 +399,9 @@ class RecordView:
             warmup = len(ms) - timed if isinstance(timed, int) and 0 < timed <= len(ms) else 1
         return [x for x in ms[max(1, warmup) if len(ms) > 1 else 0:] if x is not None]
 
-    @property
+    @once
     def tokens_per_step(self) -> int | None:
         """summary.tokens_per_step, else batch_size x seq_len x grad_accum from the workload."""
-        return self._once("tokens_per_step", self._tokens_per_step)
-
-    def _tokens_per_step(self) -> int | None:
         tps = _int(self.summary.tokens_per_step)  # guarded: a wrong-typed field reads as absent, never a crash
         if tps:
             return tps
@@ -410,7 +432,7 @@ class RecordView:
         has nvidia-smi's "device used"; a CUDA run (or any run with an allocator peak) "peak alloc"; a CPU run
         "peak RSS". widest=True: the most inclusive metric the record has: on a CUDA run device used, else peak
         reserved, else peak alloc; on a CPU run peak RSS; (None, the last of those) when it has none."""
-        return self._once("peak_memory_widest" if widest else "peak_memory", self._peak_memory, widest)
+        return self._once("peak_memory(widest)" if widest else "peak_memory()", self._peak_memory, widest)
 
     def _peak_memory(self, widest: bool) -> tuple[int | None, str]:
         if widest:  # a CUDA run's memory is the device's: the host process's RSS never stands in for it
@@ -432,12 +454,9 @@ class RecordView:
         k = self.explain.kernels
         return k if k.available else Kernels.absent()
 
-    @property
+    @once
     def kernels_reason(self) -> str:
         """'available' (kernels is the profile), or why the record has no kernel profile."""
-        return self._once("kernels_reason", self._kernels_reason)
-
-    def _kernels_reason(self) -> str:
         k = self._explain_part("kernels", Evidence)  # whether and why, its rows left as they are (read per record)
         return "available" if k.available else (k.reason or "not profiled")
 
@@ -452,24 +471,18 @@ class RecordView:
     def lm_head_gemm(self) -> Gemm:
         return self.kernels.lm_head_gemm
 
-    @property
+    @once
     def lm_head_kernel(self) -> str | None:
         """The lm_head forward GEMM's kernel name from the kernel capture; None where there is none."""
-        return self._once("lm_head_kernel", self._lm_head_kernel)
-
-    def _lm_head_kernel(self) -> str | None:
         if self.kernels_reason != "available":  # no profile, no name
             return None
         # the one GEMM read, not the whole profile typed (the index asks it of every record): what Kernels.of makes of it
         name = Gemm.of(_dict(self._explain_object("kernels")).get("lm_head_gemm")).name
         return str(name) if name else None
 
-    @property
+    @once
     def vocab_gemms(self) -> tuple[Gemm, ...]:
         """The lm_head GEMMs of the kernel profile (explain.kernels.vocab_gemms), () without one."""
-        return self._once("vocab_gemms", self._vocab_gemms)
-
-    def _vocab_gemms(self) -> tuple[Gemm, ...]:
         if self.kernels_reason != "available":
             return ()
         # that list read, not the whole profile typed (a cell looks through its profiled runs for one that has it)
@@ -489,8 +502,8 @@ class RecordView:
         """One object of explain as its type, read without the rest where the record index keeps explain unread (its
         kernel profile is most of a record's bytes; the median of a cell's MFU reads every run's)."""
         def read():
-            return getattr(self.explain, name) if Explain in self._read else cls.of(self._explain_object(name))
-        return self._once(("explain", name, cls), read)
+            return getattr(self.explain, name) if "explain" in self.__dict__ else cls.of(self._explain_object(name))
+        return self._once(f"explain.{name} as {cls.__name__}", read)
 
     def _explain_object(self, name: str):
         """One object of explain as its JSON holds it."""
