@@ -151,26 +151,37 @@ class RecordView:
         self.peak_memory(), self.peak_memory(widest=True), self.kernels_reason, self.lm_head_kernel
         self.mfu("mfu_datasheet"), self.mfu("mfu_measured")
         values = {name: self.__dict__[name] for name in INDEXED}
-        # What the record holds itself is not kept twice (a fifth of the index's bytes per record, and of its decoding):
-        # the losses where they are the steps' own list, the timed steps where they are the tail of the steps' times
+        # What the record holds itself is not kept twice (a third of the index's bytes per record, and of its decoding):
+        # the losses where they are the steps' own list, the timed steps where they are the tail of the steps' times,
+        # the summary's numbers where they are its entries
         steps = _dict(self._r.get("steps"))
         if values["step_losses"] and values["step_losses"] == steps.get("loss"):
             values["step_losses"] = SAME_AS_STEPS_LOSS
         ms, timed = steps.get("ms"), values["timed_ms"]
         if timed and isinstance(ms, list) and ms[len(ms) - len(timed):] == timed:
             values["timed_ms"] = len(ms) - len(timed)  # where the tail starts
+        summary, numbers = self._r.get("summary"), values["summary_numbers"]
+        if isinstance(summary, dict):  # the summary's numbers where they are its own entries, in its order: the others
+            left = [name for name in summary if name not in numbers]  # a list (the numbers themselves are a dict)
+            if [(k, type(v), v) for k, v in summary.items() if k in numbers] == \
+                    [(k, type(v), v) for k, v in numbers.items()]:
+                values["summary_numbers"] = left
         return values
 
     @staticmethod
     def known_values(values: dict, record: dict) -> dict:
         """indexed()'s JSON back as the values the accessors return (a record's `known`: RecordView reads them), the
-        losses and timed steps from `record`'s steps where indexed() left them there."""
+        losses and timed steps from `record`'s steps and the summary's numbers from its summary where indexed() left
+        them there."""
         values["peak_memory()"] = tuple(values["peak_memory()"])
         values["peak_memory(widest)"] = tuple(values["peak_memory(widest)"])
         if values["step_losses"] == SAME_AS_STEPS_LOSS:
             values["step_losses"] = record["steps"]["loss"]
         if isinstance(values["timed_ms"], int):
             values["timed_ms"] = record["steps"]["ms"][values["timed_ms"]:]
+        if isinstance(values["summary_numbers"], list):  # the summary less these entries: most often none (the same dict)
+            left, summary = values["summary_numbers"], record["summary"]
+            values["summary_numbers"] = {k: v for k, v in summary.items() if k not in left} if left else summary
         return values
 
     def _once(self, name: str, make, *args, section: str | None = None):
