@@ -121,8 +121,10 @@ def test_a_file_changed_as_it_was_indexed_is_checked_by_its_bytes(tmp_path):
     path = min(folder.glob("*.json"))
     row, _outcome = idx.index_file(("x", str(path)))
     assert row[5] is not None  # just copied: within RACY_NS, so its bytes were hashed
-    assert idx.RecordIndex._current(row, path)
-    assert not idx.RecordIndex._current((*row[:5], b"\0" * 16, *row[6:]), path)
+    identity = dict(zip(*idx._listed(folder)))[str(path)]
+    assert identity == tuple(row[1:5]) and idx.RecordIndex._current(row, path, identity)
+    assert not idx.RecordIndex._current((*row[:5], b"\0" * 16, *row[6:]), path, identity)
+    assert not idx.RecordIndex._current(row, path, None)  # gone, or unreadable, since it was listed
 
 
 def test_what_validation_leaves_out_the_index_leaves_out(tmp_path):
