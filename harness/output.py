@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import os
 import signal
 import sys
@@ -89,9 +90,16 @@ def run_process(command: str, main) -> NoReturn:
     used are shut down and joined by then, and nothing of this package registers an atexit handler). Any other end
     (an error code, a stop signal, an exception, SystemExit) is the interpreter's usual exit: after a stop signal,
     multiprocessing's own exit handler ends the chart workers that were told to stop. So is a run under a profiler or
-    a tracer (python -m cProfile, coverage), which writes what it found on the way out."""
+    a tracer (python -m cProfile, coverage), which writes what it found on the way out.
+
+    The cyclic garbage collector is off for the whole command: what compare and report make (the records, then the
+    analyses and tables over them) lives until the process ends, and makes no garbage cycles worth collecting; its
+    passes over those millions of live objects found nothing and took 0.7 s of a 100,000-record report, peak memory
+    the same (refcounting frees all else). A chart drawn here keeps its figure's cycles until the end (+70 MB where this
+    process drew every chart of a report, on one CPU); the chart workers collect as usual (harness.report.drawing)."""
     global _held
     _held = []
+    gc.disable()
     code = run_main(command, main)
     if code == 0 and sys.getprofile() is None and sys.gettrace() is None:
         for stream in (sys.stdout, sys.stderr):

@@ -623,6 +623,7 @@ class Held:
 refs = []
 
 def main():
+    assert not gc.isenabled()  # off for the whole command: its objects all live until the end
     held = Held()
     refs.append(weakref.ref(held))
     hold(held)
@@ -643,9 +644,9 @@ run_process("t", main)
 
 @pytest.mark.parametrize("code, profiled", [(0, ""), (3, ""), (0, "profiled")])
 def test_a_command_ends_with_its_output_whole_and_what_it_held_not_freed(code, profiled):
-    """run_process (compare's and the report's __main__): every byte main wrote reaches the pipe and its exit code is
-    the process's; on success it ends at once, what main held not freed first; on failure or under a profiler, the
-    usual exit."""
+    """run_process (compare's and the report's __main__): main runs with the cyclic collector off; every byte it wrote
+    reaches the pipe and its exit code is the process's; on success it ends at once, what main held not freed first; on
+    failure or under a profiler, the usual exit."""
     import subprocess
     import sys
 

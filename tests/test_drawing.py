@@ -40,6 +40,28 @@ def test_charts_drawn_by_workers_are_the_charts_drawn_here():
     assert theirs == mine
 
 
+def _collecting() -> list:
+    import gc
+
+    return [gc.isenabled()]
+
+
+@needs_fork
+def test_a_chart_worker_collects_cycles_where_the_report_itself_does_not():
+    """The report's own process runs with the cyclic collector off (harness.output.run_process); its chart workers,
+    whose figures are made of cycles, turn it back on."""
+    import gc
+
+    gc.disable()
+    try:
+        with drawing.Drawings(workers=1) as drawn:
+            drawn.add("gc", _collecting)
+            _index, worker = drawn._pending["gc"]
+            assert worker.result(timeout=60) == [True]  # not taken here (that would draw it here): the worker's
+    finally:
+        gc.enable()
+
+
 def _slow_pid(seconds: float, n: int, log: Path) -> list:
     time.sleep(seconds)
     with log.open("a") as f:

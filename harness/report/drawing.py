@@ -16,6 +16,7 @@ kept for the next.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import multiprocessing
 import os
@@ -67,6 +68,7 @@ def _quiet_worker() -> None:
         signal.signal(signum, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # held since the fork (Drawings._start)
     os.nice(10)
+    gc.enable()  # off in the report's own process (harness.output.run_process); a chart's figure is made of cycles
 
 
 @dataclass(frozen=True)
