@@ -151,9 +151,9 @@ class RecordView:
         self.peak_memory(), self.peak_memory(widest=True), self.kernels_reason, self.lm_head_kernel
         self.mfu("mfu_datasheet"), self.mfu("mfu_measured")
         values = {name: self.__dict__[name] for name in INDEXED}
-        # What the record holds itself is not kept twice (a third of the index's bytes per record, and of its decoding):
-        # the losses where they are the steps' own list, the timed steps where they are the tail of the steps' times,
-        # the summary's numbers where they are its entries
+        # What the record holds itself is not kept twice (a quarter of the bytes of a record's core, and of its
+        # decoding): the losses where they are the steps' own list, the timed steps where they are the tail of the
+        # steps' times, the summary's numbers where they are its entries
         steps = _dict(self._r.get("steps"))
         if values["step_losses"] and values["step_losses"] == steps.get("loss"):
             values["step_losses"] = SAME_AS_STEPS_LOSS
@@ -179,7 +179,7 @@ class RecordView:
             values["step_losses"] = record["steps"]["loss"]
         if isinstance(values["timed_ms"], int):
             values["timed_ms"] = record["steps"]["ms"][values["timed_ms"]:]
-        if isinstance(values["summary_numbers"], list):  # the summary less these entries: most often none (the same dict)
+        if isinstance(values["summary_numbers"], list):  # the summary less these entries (most often none: the same)
             left, summary = values["summary_numbers"], record["summary"]
             values["summary_numbers"] = {k: v for k, v in summary.items() if k not in left} if left else summary
         return values
