@@ -253,6 +253,14 @@ def _identity(st: os.stat_result) -> tuple:
     return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
 
 
+def _stat(path: str) -> os.stat_result | None:
+    """The file's stat, None where it cannot be had (gone, unreadable)."""
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
+
+
 def _digest(path: Path) -> bytes | None:
     """A hash of a record file's bytes (None where it is not one: read_record says what it is)."""
     try:
@@ -266,10 +274,7 @@ def index_file(job: tuple[str, str]) -> tuple[tuple | None, tuple]:
     skipped), and its index row, None where the file changed while it was read (used now, read again next time).
     The file is read once: the bytes hashed are those parsed."""
     key, path = job
-    try:
-        before = os.stat(path)
-    except OSError:
-        before = None
+    before = _stat(path)
     racy = before is not None and time.time_ns() - max(before.st_mtime_ns, before.st_ctime_ns) < RACY_NS
     digest = None
     try:
@@ -278,10 +283,7 @@ def index_file(job: tuple[str, str]) -> tuple[tuple | None, tuple]:
         record, finite = record_of(data)
     except RecordError as exc:
         record, why = None, str(exc)
-    try:
-        after = os.stat(path)
-    except OSError:
-        after = None
+    after = _stat(path)
     stable = before is not None and after is not None and _identity(before) == _identity(after)
     if record is None:
         outcome = ("bad", why, None, None, (None,) * len(SHARED))
@@ -300,13 +302,7 @@ def index_file(job: tuple[str, str]) -> tuple[tuple | None, tuple]:
 def _listed(folder: Path) -> tuple[list[str], list[tuple | None]]:
     """The folder's record files (io.record_names) and each one's identity (None where it cannot be read)."""
     listing = record_names(folder)
-    identities = []
-    for path in listing:
-        try:
-            identities.append(_identity(os.stat(path)))
-        except OSError:
-            identities.append(None)
-    return listing, identities
+    return listing, [None if (st := _stat(path)) is None else _identity(st) for path in listing]
 
 
 def _relative(path: str, folder: Path) -> str:
