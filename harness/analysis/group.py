@@ -113,7 +113,7 @@ class Group:
     def torch_version(self) -> str | None:
         return self.first.torch_version
 
-    @property
+    @cached_property  # its records are all in, and in order, once loaded; its throughput and median read it
     def samples(self) -> list[list[float]]:
         return [r.timed_ms for r in self.records]
 
@@ -258,8 +258,15 @@ class Group:
         return self._with(lambda r: r.memory_split)
 
     def mfu(self, key: str) -> float | None:
-        """explain.mfu's key (mfu_datasheet or mfu_measured), the median over its runs."""
-        return stats.median([v for v in (r.mfu(key) for r in self.records) if v is not None])
+        """explain.mfu's key (mfu_datasheet or mfu_measured), the median over its runs (each key once: several tables
+        ask per row)."""
+        if key not in self._mfu:
+            self._mfu[key] = stats.median([v for v in (r.mfu(key) for r in self.records) if v is not None])
+        return self._mfu[key]
+
+    @cached_property
+    def _mfu(self) -> dict:
+        return {}
 
     def losses(self, upto: int | None = None, start: int | None = None) -> tuple[float | None, float | None]:
         """(loss at step upto-1, mean over steps start..upto-1) averaged over repeats; defaults: all steps, own warm-up.

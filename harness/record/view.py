@@ -125,7 +125,8 @@ def _typed(key: str, cls) -> _Once:
 # Their names are the attributes the view keeps them under: a method's value is named with its call (a value named
 # "peak_memory" in the view's __dict__ would hide the method peak_memory).
 INDEXED = ("timed_ms", "step_losses", "tokens_per_step", "summary_numbers", "peak_memory()", "peak_memory(widest)",
-           "contended", "contention_reason", "mfu:mfu_datasheet", "mfu:mfu_measured", "kernels_reason", "lm_head_kernel")
+           "contended", "contention_reason", "mfu:mfu_datasheet", "mfu:mfu_measured", "kernels_reason", "lm_head_kernel",
+           "warmup_steps")
 SAME_AS_STEPS_LOSS = "steps.loss"  # indexed()'s step_losses where they are the record's own list
 
 
@@ -149,7 +150,7 @@ class RecordView:
         self.timed_ms, self.step_losses, self.tokens_per_step, self.summary_numbers, self.contended  # noqa: B018
         self.contention_reason  # noqa: B018
         self.peak_memory(), self.peak_memory(widest=True), self.kernels_reason, self.lm_head_kernel
-        self.mfu("mfu_datasheet"), self.mfu("mfu_measured")
+        self.mfu("mfu_datasheet"), self.mfu("mfu_measured"), self.warmup_steps
         values = {name: self.__dict__[name] for name in INDEXED}
         # What the record holds itself is not kept twice (a quarter of the bytes of a record's core, and of its
         # decoding): the losses where they are the steps' own list, the timed steps where they are the tail of the
@@ -370,7 +371,7 @@ class RecordView:
     def first_step_ms(self) -> float | None:
         return self.summary_number("first_step_ms")
 
-    @property
+    @once  # the loss rule reads it for every run of a comparison set
     def warmup_steps(self) -> int:
         warmup = self.workload.warmup_steps
         return warmup if isinstance(warmup, int) else 0
