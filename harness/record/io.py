@@ -481,22 +481,29 @@ def record_files(folder: Path) -> list[Path]:
 
 
 def record_names(folder: Path) -> list[str]:
-    """record_files as path strings, in the same order (each shares the folder's prefix, so its components sort as the
-    Paths' parts do): a listing of 100,000 files without 100,000 Paths made, sorted and turned back into strings."""
-    names = filter(_is_record_name, _json_entries(folder))
+    """record_files as path strings, in the same order: a listing of 100,000 files without 100,000 Paths made, sorted
+    and turned back into strings."""
+    return [path for path, _entry in record_entries(folder)]
+
+
+def record_entries(folder: Path) -> list[tuple[str, os.DirEntry]]:
+    """record_names, each with its scandir entry (the record index takes each file's stat from it, as it lists)."""
+    found = [(entry.path, entry) for entry in _json_entries(folder) if _is_record_name(entry.name)]
     if os.fspath(folder) == os.curdir:  # scandir's "./x.json" is Path's "x.json"
-        names = (name[len(os.curdir + os.sep):] for name in names)
-    return sorted(names, key=lambda name: name.split(os.sep))
+        found = [(path[len(os.curdir + os.sep):], entry) for path, entry in found]
+    # by components, as Paths sort ('a/x.json' before 'a-b/x.json'): each path shares the folder's prefix, and with
+    # its separators made the lowest character a string sorts as its list of components (without 100,000 lists)
+    found.sort(key=lambda item: item[0].replace(os.sep, "\0"))
+    return found
 
 
-def _is_record_name(path: str) -> bool:
-    name = os.path.basename(path)
+def _is_record_name(name: str) -> bool:
     if not name.lower().startswith(_LEFT_OUT_STARTS):
         return True
     return not name.startswith(TEMP_PREFIX) and not any(PurePath(name).match(pattern) for pattern in NOT_RECORDS)
 
 
-def _json_entries(folder: Path) -> list[str]:
+def _json_entries(folder: Path) -> list[os.DirEntry]:
     """What folder.rglob("*.json") finds (every entry named *.json in the folder and every folder below it, linked
     folders not followed, a folder that cannot be read skipped), with one scandir per folder instead of its two (at
     100,000 files: half the time)."""
@@ -506,7 +513,7 @@ def _json_entries(folder: Path) -> list[str]:
             with os.scandir(folders.pop()) as entries:
                 for entry in entries:
                     if entry.name.endswith(".json"):
-                        found.append(entry.path)
+                        found.append(entry)
                     try:
                         if entry.is_dir(follow_symlinks=False):
                             folders.append(entry.path)
