@@ -249,3 +249,31 @@ def test_the_median_is_numpys_to_the_bit():
             for values in (floats, ints, mixed):
                 assert stats.median(values) == float(np.median(values)) == float(statistics.median(values))
     assert stats.median([]) is None
+
+
+def test_a_cells_interval_from_its_runs_own_medians_is_the_same():
+    """Group.throughput hands stats.throughput each run's median as the run's view keeps it (RecordView.timed_median,
+    which the index stores): the same estimate, to the bit, as taking each median from the steps again. Runs of odd
+    and even lengths, of one step, past numpy's NUMPY_MEDIAN_FROM, and one without timed steps."""
+    import random
+
+    import numpy as np
+
+    from harness.record.view import RecordView
+
+    rng = random.Random(11)
+    lengths = (15, 16, 1, 2, stats.NUMPY_MEDIAN_FROM, stats.NUMPY_MEDIAN_FROM + 1, 0)
+    views = [RecordView({"kind": "measured", "workload": {"warmup_steps": 1},
+                         "steps": {"ms": [9e3] + [rng.uniform(100, 200) for _ in range(n)] if n else []}})
+             for n in lengths]
+    assert [v.timed_median for v in views][-1] is None
+    samples = [v.timed_ms for v in views]
+    for tokens in (256, None):
+        taken = stats.throughput(samples, tokens, key="cell")
+        handed = stats.throughput(samples, tokens, key="cell", run_medians=[v.timed_median for v in views])
+        assert (taken.point, taken.n, taken.repeats, taken.noise, taken.why) == \
+               (handed.point, handed.n, handed.repeats, handed.noise, handed.why)
+        assert (taken.boot is None and handed.boot is None) or np.array_equal(taken.boot, handed.boot)
+    assert stats.throughput(samples, 256, key="cell").boot is not None  # the intervals compared were drawn
+    for v in views:
+        assert stats.rate(v.timed_median, 256) == stats.run_throughput(v.timed_ms, 256)

@@ -186,7 +186,8 @@ class Group:
         it has one run)."""
         device = self.noise.tokens if self.noise is not None else None
         return stats.throughput(self.samples, self.first.tokens_per_step, key=repr(self.key), n_boot=self.n_boot,
-                                device=device, median_ms=self.ms_median)
+                                device=device, median_ms=self.ms_median,
+                                run_medians=[r.timed_median for r in self.records])
 
     @cached_property
     def memory_estimate(self) -> stats.Estimate:

@@ -219,16 +219,25 @@ def median(values: list) -> float | None:
 
 def run_throughput(samples_ms, tokens_per_step: float | None) -> float | None:
     """One run's tokens/s: tokens per step / its median timed step."""
-    median_ms = median([x for x in samples_ms if x is not None])
+    return rate(median([x for x in samples_ms if x is not None]), tokens_per_step)
+
+
+def rate(median_ms: float | None, tokens_per_step: float | None) -> float | None:
+    """tokens/s of a run whose median timed step is median_ms (RecordView.timed_median: the same median)."""
     if median_ms is None or not tokens_per_step:
         return None
     return tokens_per_step / (median_ms / 1000.0) if median_ms > 0 else None
 
 
 def throughput(samples_ms: list, tokens_per_step: float | None, key: str = "", n_boot: int = N_BOOT,
-               device: Noise | None = None, median_ms: float | None = None) -> Estimate:
+               device: Noise | None = None, median_ms: float | None = None,
+               run_medians: list | None = None) -> Estimate:
     """tokens/s from per-run lists of timed step times (ms), with replicates from the run-to-run spread. median_ms: the
-    median of those steps pooled, where the caller has it already (a cell's ms/step: one sort of its steps, not two)."""
+    median of those steps pooled, where the caller has it already (a cell's ms/step: one sort of its steps, not two);
+    run_medians: each run's own median, in the order of samples_ms, where the caller has them (a record's view keeps
+    its own: the noise rule read them already)."""
+    if run_medians is not None:
+        run_medians = [m for s, m in zip(samples_ms, run_medians, strict=True) if len(s)]
     # plain numbers: a run's median is taken in Python (a record's steps are a list of them already)
     samples = [s if type(s) is list else [float(x) for x in s] for s in samples_ms if len(s)]
     n = sum(len(s) for s in samples)
@@ -241,7 +250,8 @@ def throughput(samples_ms: list, tokens_per_step: float | None, key: str = "", n
     point = tokens_per_step / (median_ms / 1000.0)
     if n < MIN_SAMPLES:
         return Estimate(point, None, n, len(samples), why=SINGLE if n <= 1 else FEW)
-    per_run = [run_throughput(s, tokens_per_step) for s in samples]
+    per_run = [run_throughput(s, tokens_per_step) for s in samples] if run_medians is None else \
+        [rate(m, tokens_per_step) for m in run_medians]
     return _estimate(point, per_run, n, device, n_boot, key)
 
 

@@ -9,6 +9,7 @@ No torch import here.
 
 from __future__ import annotations
 
+import statistics
 from datetime import datetime
 from types import MappingProxyType
 
@@ -126,7 +127,7 @@ def _typed(key: str, cls) -> _Once:
 # "peak_memory" in the view's __dict__ would hide the method peak_memory).
 INDEXED = ("timed_ms", "step_losses", "tokens_per_step", "summary_numbers", "peak_memory()", "peak_memory(widest)",
            "contended", "contention_reason", "mfu:mfu_datasheet", "mfu:mfu_measured", "kernels_reason", "lm_head_kernel",
-           "warmup_steps")
+           "warmup_steps", "timed_median")
 SAME_AS_STEPS_LOSS = "steps.loss"  # indexed()'s step_losses where they are the record's own list
 
 
@@ -150,7 +151,7 @@ class RecordView:
         self.timed_ms, self.step_losses, self.tokens_per_step, self.summary_numbers, self.contended  # noqa: B018
         self.contention_reason  # noqa: B018
         self.peak_memory(), self.peak_memory(widest=True), self.kernels_reason, self.lm_head_kernel
-        self.mfu("mfu_datasheet"), self.mfu("mfu_measured"), self.warmup_steps
+        self.mfu("mfu_datasheet"), self.mfu("mfu_measured"), self.warmup_steps, self.timed_median
         values = {name: self.__dict__[name] for name in INDEXED}
         # What the record holds itself is not kept twice (a quarter of the bytes of a record's core, and of its
         # decoding): the losses where they are the steps' own list, the timed steps where they are the tail of the
@@ -410,6 +411,13 @@ class RecordView:
             timed = self.summary.timed_steps
             warmup = len(ms) - timed if isinstance(timed, int) and 0 < timed <= len(ms) else 1
         return [x for x in ms[max(1, warmup) if len(ms) > 1 else 0:] if x is not None]
+
+    @once
+    def timed_median(self) -> float | None:
+        """The median of its timed steps (the mean of the middle two for an even count), None without any: the run's
+        own step time, which the noise rule and its cell's interval each read (harness.analysis.stats.rate)."""
+        ms = self.timed_ms
+        return float(statistics.median(ms)) if ms else None
 
     @once
     def tokens_per_step(self) -> int | None:
