@@ -21,12 +21,12 @@ temp file and renamed over the old one, so two compares at once each read a comp
 the other's new entries are read again next time).
 
 A record's sections that repeat across runs (environment, flags, workload) are stored once per distinct value and
-shared, read-only, by the records that have them (SharedSection); its explain section (most of its bytes, read by a
-few tables for a few runs) stays unread until a reader asks for it (LazySection). Beside each record's core the
-index keeps what its RecordView derived when it was indexed (harness.record.view.INDEXED: timed steps, losses, peak
-memory, contention, MFU, whether it has a kernel profile): a record read back brings them (IndexedRecord.known), so a
-warm compare derives nothing per run. No torch import; pyarrow only when an index is used (without it, the records
-are read directly, as with --no-index).
+shared, read-only, by the records that have them (SharedSection); its explain section (most of its bytes, read by a few
+tables for a few runs) stays unread until a reader asks for it (LazySection). Beside each record's core the index keeps
+what its RecordView derived when it was indexed (harness.record.view.INDEXED: timed steps and their median, losses,
+warm-up, peak memory, contention, MFU, whether it has a kernel profile): a record read back brings them
+(IndexedRecord.known), so a warm compare derives nothing per run. No torch import; pyarrow only when an index is used
+(without it, the records are read directly, as with --no-index).
 """
 
 from __future__ import annotations
@@ -366,7 +366,7 @@ class _Store:
         self.folder, self.path, self.key, self.notice = folder, path, key, notice
         self.blobs: list[bytes] = []  # distinct SHARED section values
         self.blob_ids: dict[bytes, int] = {}
-        self.combinations: dict[tuple, tuple] = {}  # blobs_of's
+        self.combinations: dict[tuple, tuple] = {}  # a row's SHARED ids -> their sections' bytes (blobs_of)
         self.mapped = None  # the index file read, mapped (its explain sections are read from it when asked for)
         self.inode = None
         self.warned = False
