@@ -11,8 +11,11 @@ with --no-index-too, reading the JSON directly; then, with --report-runs, `pytho
 DIR/report` (the index current). Prints each one's wall time, the part of it spent reading the records (the index
 brought up to date, then the dataset loaded; the rest is the analysis), its CPU time (with its worker processes': the
 index's, the report's chart drawers'; on a shared machine the wall time says as much about the others' load), its peak
-memory (ru_maxrss of that process, and of its largest worker), and the machine's load average before and after. A
-benchmark, not a test: it asserts nothing.
+memory (ru_maxrss of that process, and of its largest worker), and the machine's load average and speed before and
+after: the best of 3 runs of a fixed piece of pure-Python work (REFERENCE: parse, sort, take medians), which is what
+compare and report spend their time on, so that runs made at different hours of a shared machine can be set side by
+side (a report 20% slower beside a reference 20% slower is the machine, not the code). A benchmark, not a test: it
+asserts nothing.
 """
 
 from __future__ import annotations
@@ -100,6 +103,31 @@ def timed(module: str, *args: str) -> tuple[float, float, float, int, int, str]:
             int(last.get("worker_maxrss_kib", 0)) * 1024, "\n".join(done.stdout.splitlines()[:3]))
 
 
+# The machine's speed: fixed pure-Python work of the kind compare and report do (JSON parsed into dicts, runs sorted by
+# their median step), timed in a fresh interpreter; about half a second here
+REFERENCE = """
+import json, time
+text = json.dumps([{"run_id": f"r{i:06d}", "ms": [100.0 + (i * 7 + j) % 13 for j in range(20)], "env": f"e{i % 5}"}
+                   for i in range(20_000)])
+start = time.perf_counter()
+for _ in range(3):
+    runs = json.loads(text)
+    runs.sort(key=lambda run: (run["env"], sorted(run["ms"])[10], run["run_id"]))
+print(time.perf_counter() - start)
+"""
+
+
+def reference_seconds() -> float:
+    """The best of 3 runs of REFERENCE (the least disturbed by the machine's other work)."""
+    return min(float(subprocess.run([sys.executable, "-c", REFERENCE], check=True, capture_output=True,
+                                    text=True).stdout) for _ in range(3))
+
+
+def machine_line(when: str) -> str:
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"machine {when}: load average {load} ({os.cpu_count()} CPUs); reference work {reference_seconds():.2f} s"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--records", type=int, default=10_000, metavar="N", help="how many records to make (default 10,000)")
@@ -123,7 +151,7 @@ def main(argv=None) -> int:
         make_records(args.sources or [ROOT / "results"], records, args.records)
         size = sum(f.stat().st_size for f in records.rglob("*.json"))
         print(f"made {args.records:,} records ({size / 1e9:.2f} GB) in {time.perf_counter() - start:.0f} s")
-        print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
+        print(machine_line("before"), flush=True)
         compare = ("harness.compare", str(records))
         report = ("harness.report.__main__", str(records), "-o", str(args.dir / "report"))
         runs = [("cold (index built)", compare)]
@@ -141,7 +169,7 @@ def main(argv=None) -> int:
             if seconds:
                 print(f"{what}: median {statistics.median(seconds):.1f} s of {len(seconds)} "
                       f"({min(seconds):.1f}-{max(seconds):.1f} s)")
-        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(machine_line("after"))
         print(f"compare's first lines:\n{heads['harness.compare']}")
     finally:
         if not args.keep:
