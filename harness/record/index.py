@@ -44,7 +44,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
-from harness.record.io import file_bytes, read_record, record_entries, record_names, record_of
+from harness.record.io import file_bytes, read_record, record_names, record_of
 from harness.record.model import SCHEMA_VERSION, RecordError
 from harness.record.view import RecordView
 
@@ -300,17 +300,9 @@ def index_file(job: tuple[str, str]) -> tuple[tuple | None, tuple]:
 
 
 def _listed(folder: Path) -> tuple[list[str], list[tuple | None]]:
-    """The folder's record files (io.record_names) and each one's identity (None where it cannot be read), its stat
-    taken through its scandir entry."""
-    entries = record_entries(folder)
-    return [path for path, _entry in entries], [_identity_of(entry) for _path, entry in entries]
-
-
-def _identity_of(entry: os.DirEntry) -> tuple | None:
-    try:
-        return _identity(entry.stat())
-    except OSError:
-        return None
+    """The folder's record files (io.record_names) and each one's identity (None where it cannot be read)."""
+    listing = record_names(folder)
+    return listing, [None if (st := _stat(path)) is None else _identity(st) for path in listing]
 
 
 def _relative(paths: list[str], folder: Path) -> list[str]:

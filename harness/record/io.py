@@ -483,18 +483,12 @@ def record_files(folder: Path) -> list[Path]:
 def record_names(folder: Path) -> list[str]:
     """record_files as path strings, in the same order: a listing of 100,000 files without 100,000 Paths made, sorted
     and turned back into strings."""
-    return [path for path, _entry in record_entries(folder)]
-
-
-def record_entries(folder: Path) -> list[tuple[str, os.DirEntry]]:
-    """record_names, each with its scandir entry (the record index takes each file's stat from it, as it lists)."""
-    found = [(entry.path, entry) for entry in _json_entries(folder) if _is_record_name(entry.name)]
+    names = [entry.path for entry in _json_entries(folder) if _is_record_name(entry.name)]
     if os.fspath(folder) == os.curdir:  # scandir's "./x.json" is Path's "x.json"
-        found = [(path[len(os.curdir + os.sep):], entry) for path, entry in found]
+        names = [name[len(os.curdir + os.sep):] for name in names]
     # by components, as Paths sort ('a/x.json' before 'a-b/x.json'): each path shares the folder's prefix, and with
     # its separators made the lowest character a string sorts as its list of components (without 100,000 lists)
-    found.sort(key=lambda item: item[0].replace(os.sep, "\0"))
-    return found
+    return sorted(names, key=lambda name: name.replace(os.sep, "\0"))
 
 
 def _is_record_name(name: str) -> bool:
