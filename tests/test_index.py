@@ -115,6 +115,60 @@ def test_a_new_changed_or_removed_file_is_noticed(tmp_path):
     assert notices == []  # no section read back from its record for want of a whole copy
 
 
+def _deltas(folder: Path) -> list[Path]:
+    return sorted(p for p in (folder / idx.INDEX_DIR).iterdir() if idx.DELTA in p.name)
+
+
+def test_a_few_changes_are_a_delta_and_a_new_base_takes_them_in(tmp_path, monkeypatch):
+    """A change of a few files is written beside the index as a delta, not as the whole index again; once the deltas
+    are MAX_DELTAS, the next change writes a new base that holds their rows, and removes them. At every step the
+    records read are what reading the files directly gives, and nothing unchanged is read again."""
+    folder = _copy(ROOT / "results", tmp_path / "results")
+    base = idx.index_path(folder, None)
+    files = [Path(name) for name in record_names(folder)]
+    _read(folder)
+    inode = base.stat().st_ino
+
+    def step(read: int, indexed: int, deltas: int) -> None:
+        index, records, warnings, notices = _read(folder)
+        direct = []
+        assert records == list(iter_records([folder], direct.append)) and warnings == direct and notices == []
+        assert index.stats == {"indexed": indexed, "read": read} and len(_deltas(folder)) == deltas
+
+    files[0].write_text(json.dumps(json.loads(files[0].read_text()), indent=2))  # the same record, other bytes
+    step(read=1, indexed=len(files) - 1, deltas=1)
+    files[1].unlink()
+    step(read=0, indexed=len(files) - 1, deltas=2)  # the removed file's row is dropped by a delta
+    rows = idx._Store(folder, base, idx.user_key()).load()
+    assert len(rows) == len(files) - 1 and files[1].relative_to(folder).as_posix() not in rows
+    step(read=0, indexed=len(files) - 1, deltas=2)  # nothing changed: nothing written
+    assert base.stat().st_ino == inode  # the base as it was written first
+
+    monkeypatch.setattr(idx, "MAX_DELTAS", 2)
+    shutil.copy(files[2], folder / "new.json")
+    step(read=1, indexed=len(files) - 1, deltas=0)
+    assert base.stat().st_ino != inode  # a new base, holding the deltas' rows
+    step(read=0, indexed=len(files), deltas=0)
+
+
+def test_a_damaged_delta_is_one_warning_and_the_index_rebuilt(tmp_path):
+    folder = _copy(ROOT / "results", tmp_path / "results")
+    _read(folder)
+    victim = Path(record_names(folder)[0])
+    victim.write_text(json.dumps(json.loads(victim.read_text()), indent=2))
+    _read(folder)
+    [delta] = _deltas(folder)
+    data = bytearray(delta.read_bytes())
+    data[int.from_bytes(data[-idx.TRAILER:-idx.TRAILER + 8], "little") // 2] ^= 0x40  # in its body
+    delta.write_bytes(bytes(data))
+    index, records, warnings, notices = _read(folder)
+    direct = []
+    assert records == list(iter_records([folder], direct.append)) and warnings == direct
+    assert len(notices) == 1 and notices[0].startswith(f"warning: {delta}: damaged") and notices[0].endswith("; rebuilt")
+    assert index.stats["indexed"] == 0 and _deltas(folder) == []  # rebuilt whole, the delta removed
+    assert _read(folder)[0].stats["read"] == 0
+
+
 def test_a_file_changed_as_it_was_indexed_is_checked_by_its_bytes(tmp_path):
     """A row whose times match but whose file was written again within the same tick: its hash tells."""
     folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")

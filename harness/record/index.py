@@ -11,14 +11,15 @@ the index does not hold, or whose identity differs, is read again through read_r
 dropped. The index also names the harness code that made it (the schema and every module of this package): when
 the rules of reading or validating change, it is rebuilt, so nothing stale is ever used.
 
-Engine: Apache Parquet through pyarrow for the table (docs/architecture.md says why). One file per folder,
-FOLDER/.harness-index/records.idx (or, with --index DIR, DIR/<hash of the folder's path>.idx), mapped when read: a
+Engine: Apache Parquet through pyarrow for the table (docs/architecture.md says why). One base file per folder,
+FOLDER/.harness-index/records.idx (or, with --index DIR, DIR/<hash of the folder's path>.idx), and the deltas written
+beside it since (a few files changed: their rows alone, not the whole index again; _Store), each mapped when read: a
 Parquet body, the records' core sections, their explain sections, and a keyed hash of all but the explain sections
 under a key only this user can read (~/.cache/gpt-harness/index-key); each explain section is checked against its
-own hash in the body when it is read (StoredBlob). An index that is damaged, made by another user or machine, or not
-an index at all fails a check, and is rebuilt with one warning line: it is never trusted. It is written whole to a
-temp file and renamed over the old one, so two compares at once each read a complete index (the later rename wins;
-the other's new entries are read again next time).
+own hash in the body when it is read (StoredBlob). An index file that is damaged, made by another user or machine, or
+not an index at all fails a check, and the index is rebuilt with one warning line: it is never trusted. Each file is
+written whole to a temp file and renamed into place, so two compares at once each read whole files (the later base
+wins; the other's new entries are read again next time).
 
 A record's sections that repeat across runs (environment, flags, workload) are stored once per distinct value and
 shared, read-only, by the records that have them (SharedSection); its explain section (most of its bytes, read by a few
@@ -62,6 +63,10 @@ MAGIC = b"HARNESS-INDEX-2\n"  # the file ends with two lengths (8 bytes each), M
 EARLIER_MAGICS = (b"HARNESS-INDEX-1\n",)  # an earlier harness's layout: rebuilt quietly, as after a code change
 TRAILER = 16 + len(MAGIC) + 32
 PARALLEL_FROM = 256  # files to read before a process per CPU pays for itself
+DELTA = ".delta-"  # a delta's name: the base's name, this, when it was written (ns) and a random part
+MAX_DELTAS = 16  # deltas read before the next change writes a new base that takes them in
+DELTA_SHARE = 0.1  # ... or the share of the rows that they hold
+GONE = "gone"  # a delta's row for a file no longer there
 COLUMNS = ("key", "size", "mtime_ns", "ctime_ns", "ino", "digest", "outcome", "why", "core", "explain")  # a row
 # The body's columns: a row's core and explain sections are where they lie in the file
 STORED = (*COLUMNS[:-2], "core_at", "core_length", "explain_at", "explain_length", "explain_digest")
@@ -315,29 +320,43 @@ def _relative(paths: list[str], folder: Path) -> list[str]:
             for path in paths]
 
 
+class _Mapped:
+    """One index file as read: its bytes (mapped), where it is and which file it was (its inode)."""
+
+    __slots__ = ("data", "inode", "path")
+
+    def __init__(self, data, path: Path, inode: int):
+        self.data, self.path, self.inode = data, path, inode
+
+
 class StoredBlob:
     """An explain section's compressed bytes where an index file keeps them: after the body, outside what the keyed
     hash covers (at 100,000 records they are 450 MB, and a compare reads a few of them), each checked against the hash
     of it the body holds when a reader asks for it. A mismatch (the file damaged since it was written) is one warning,
-    the section read from the record file itself, and the index removed to be rebuilt."""
+    the section read from the record file itself, and that index file removed (the base: the index is rebuilt; a delta:
+    its records are read again)."""
 
-    __slots__ = ("at", "digest", "key", "length", "store")
+    __slots__ = ("at", "digest", "file", "key", "length", "store")
 
-    def __init__(self, store: _Store, at: int, length: int, digest: bytes, key: str):
-        self.store, self.at, self.length, self.digest, self.key = store, at, length, digest, key
+    def __init__(self, store: _Store, file: _Mapped, at: int, length: int, digest: bytes, key: str):
+        self.store, self.file, self.at, self.length, self.digest, self.key = store, file, at, length, digest, key
 
     def view(self) -> memoryview:
-        return memoryview(self.store.mapped)[self.at:self.at + self.length]
+        return memoryview(self.file.data)[self.at:self.at + self.length]
 
     def section(self) -> dict:
         data = bytes(self.view())
         if len(data) == self.length and hashlib.blake2b(data, digest_size=16).digest() == self.digest:
             return decode(decompress(data))
-        return self.store.damaged(self.key)
+        return self.store.damaged(self.key, self.file)
 
 
 class IndexError_(Exception):
-    """An index file that cannot be used (damaged, foreign, another harness's): rebuilt, with one warning."""
+    """An index file that cannot be used (damaged, foreign, another harness's): the index rebuilt, with one warning
+    that names the file."""
+
+    def __init__(self, path: Path, why: str):
+        super().__init__(f"{path}: {why}")
 
 
 def index_path(folder: Path, where: Path | None) -> Path:
@@ -348,19 +367,29 @@ def index_path(folder: Path, where: Path | None) -> Path:
 
 
 class _Store:
-    """One folder's index file: its rows (COLUMNS, then one id per SHARED section into `blobs`) read and written.
-    The file: a Parquet body (STORED columns: the small ones, and where each row's sections lie), the core sections
-    one after another, the explain sections one after another, the body's and the cores' lengths, MAGIC, and a keyed
-    hash of all but the explain sections (each of those is checked against its own hash in the body when read:
-    StoredBlob). A core section is read where it lies (orjson parses a view of the mapped file), not copied."""
+    """One folder's index: its rows (COLUMNS, then one id per SHARED section into `blobs`) read and written. It is a
+    base file and the deltas written on top of it since. Each file: a Parquet body (STORED columns: the small ones, and
+    where each row's sections lie), the core sections one after another, the explain sections one after another, the
+    body's and the cores' lengths, MAGIC, and a keyed hash of all but the explain sections (each of those is checked
+    against its own hash in the body when read: StoredBlob). A core section is read where it lies (orjson parses a view
+    of the mapped file), not copied.
+
+    A change of a few files is written as a delta (the base's name, DELTA, when it was written: the rows read again,
+    and a GONE row for each file no longer there), not as the whole index again (700 MB at 100,000 records: 2 s here
+    for one file changed); once the deltas are MAX_DELTAS, or hold DELTA_SHARE of the rows, the next change writes a
+    new base that takes them in, and removes them. A delta read over another base than the one it was written on (two
+    compares at once) is as safe: every row is used only while its file's identity is the row's (RecordIndex._current),
+    so a row out of date costs a read of its file, never a stale record."""
 
     def __init__(self, folder: Path, path: Path, key: bytes, notice=print):
         self.folder, self.path, self.key, self.notice = folder, path, key, notice
         self.blobs: list[bytes] = []  # distinct SHARED section values
         self.blob_ids: dict[bytes, int] = {}
         self.combinations: dict[tuple, tuple] = {}  # a row's SHARED ids -> their sections' bytes (blobs_of)
-        self.mapped = None  # the index file read, mapped (its explain sections are read from it when asked for)
-        self.inode = None
+        self.files: list[_Mapped] = []  # the files read, kept mapped (their explain sections are read when asked for)
+        self.deltas: list[Path] = []  # the deltas beside the base, as listed when it was read
+        self.delta_rows = 0  # the rows those held
+        self.based = False  # the base was read and is this code's: a delta may be written on top of it
         self.warned = False
 
     def blob_id(self, blob: bytes | None) -> int:
@@ -390,62 +419,84 @@ class _Store:
         mac.update(lengths)
         return mac.digest()
 
-    def _map(self) -> mmap.mmap | bytes | None:
-        """The index file mapped read-only, or read whole where its filesystem cannot map it (None where there is
+    @staticmethod
+    def _map(path: Path) -> _Mapped | None:
+        """An index file mapped read-only, or read whole where its filesystem cannot map it (None where there is
         none); IndexError_ where it cannot be read."""
         try:
-            with open(self.path, "rb") as f:
+            with open(path, "rb") as f:
                 st = os.fstat(f.fileno())
                 if st.st_size < TRAILER:
-                    raise IndexError_("not a harness index")
-                self.inode = st.st_ino
+                    raise IndexError_(path, "not a harness index")
                 try:
-                    return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                    return _Mapped(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), path, st.st_ino)
                 except (OSError, ValueError):  # some network and FUSE filesystems: the same bytes, read
-                    return f.read()
+                    return _Mapped(f.read(), path, st.st_ino)
         except (FileNotFoundError, NotADirectoryError):  # none yet (where it cannot be written, save says so)
             return None
         except (OSError, ValueError) as exc:
-            raise IndexError_(f"unreadable ({getattr(exc, 'strerror', None) or exc})") from None
+            raise IndexError_(path, f"unreadable ({getattr(exc, 'strerror', None) or exc})") from None
 
     def load(self) -> dict[str, tuple]:
-        """key -> row of the stored index; {} where there is none or it is another harness code's (rebuilt quietly);
-        IndexError_ for one that cannot be trusted."""
+        """key -> row of the stored index: the base's rows, then each delta's over them, in the order they were
+        written; {} where there is no base or it is another harness code's (rebuilt quietly); IndexError_ for a file
+        that cannot be trusted."""
+        prefix = self.path.name + DELTA
+        with contextlib.suppress(OSError):
+            self.deltas = sorted(self.path.with_name(e.name) for e in os.scandir(self.path.parent)
+                                 if e.name.startswith(prefix))
+        rows = self._load(self.path)
+        if rows is None:
+            return {}
+        for path in self.deltas:
+            delta = self._load(path) or {}  # None: removed since it was listed (a new base has its rows), or not ours
+            self.delta_rows += len(delta)
+            for key, row in delta.items():
+                if row[6] == GONE:
+                    rows.pop(key, None)
+                else:
+                    rows[key] = row
+        self.based = True  # not where a file failed its check: the index is rebuilt whole
+        return rows
+
+    def _load(self, path: Path) -> dict[str, tuple] | None:
+        """key -> row of one index file; None where there is none or it is another harness code's."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        mapped = self._map()
-        if mapped is None:
-            return {}
+        file = self._map(path)
+        if file is None:
+            return None
+        mapped = file.data
         end = len(mapped) - TRAILER
         magic = mapped[end + 16:end + 16 + len(MAGIC)]  # where every format has put its magic: before the hash
         if magic in EARLIER_MAGICS:
-            return {}
+            return None
         if magic != MAGIC:
-            raise IndexError_("not a harness index")
+            raise IndexError_(path, "not a harness index")
         lengths = mapped[end:end + 16]
         body_length, cores_length = int.from_bytes(lengths[:8], "little"), int.from_bytes(lengths[8:], "little")
         view = memoryview(mapped)
         whole = body_length + cores_length <= end
         body, cores = view[:body_length if whole else 0], view[body_length:body_length + cores_length if whole else 0]
         if not whole or not hmac.compare_digest(mapped[-32:], self._mac(body, (cores,), lengths)):
-            raise IndexError_("damaged, or made by another user or machine (its keyed hash does not match)")
+            raise IndexError_(path, "damaged, or made by another user or machine (its keyed hash does not match)")
         try:  # a file that passed the keyed hash was written by save(): failing here means a bug, said in one line
             # ParquetFile, not read_table: read_table imports pyarrow.dataset (0.07-0.27 s here) for nothing
             table = pq.ParquetFile(pa.py_buffer(body), read_dictionary=list(SHARED)).read()
             meta = json.loads(table.schema.metadata[b"harness.index"])
         except (pa.ArrowException, OSError, ValueError, KeyError, TypeError) as exc:
-            raise IndexError_(f"unreadable ({type(exc).__name__})") from None
+            raise IndexError_(path, f"unreadable ({type(exc).__name__})") from None
         if meta.get("format") != INDEX_FORMAT or meta.get("code") != code_identity() or \
                 meta.get("folder") != str(self.folder.resolve()):
-            return {}  # ours, but made by another version of the harness or for the folder this one was copied from
-        self.mapped = mapped
+            return None  # ours, but made by another version of the harness or for the folder this one was copied from
+        self.files.append(file)
         columns = [table.column(name).to_pylist() for name in STORED]
         core_at, core_length, at, length, digest = columns[len(COLUMNS) - 2:]
         explain_from = body_length + cores_length
         columns[len(COLUMNS) - 2:] = [
             [None if a is None else cores[a:a + n] for a, n in zip(core_at, core_length)],
-            [None if a is None else StoredBlob(self, explain_from + a, n, d, k)
+            [None if a is None else StoredBlob(self, file, explain_from + a, n, d, k)
              for a, n, d, k in zip(at, length, digest, columns[0])]]
         for name in SHARED:
             ids = []
@@ -467,8 +518,23 @@ class _Store:
             offset += n or 0
         return at, lengths
 
-    def save(self, rows: list[tuple]) -> None:
-        """Write the rows as the folder's index: a temp file beside it, renamed over it (OSError if it cannot)."""
+    def save(self, rows: list[tuple], changed: list[tuple], gone: list[str]) -> None:
+        """Write what changed since the index was read: the rows read again (`changed`) and the keys of the files no
+        longer there (`gone`) as a delta, where the base was read and its deltas are few and small; else every row as
+        a new base, and the deltas it takes in removed. OSError if it cannot be written."""
+        if self.based and len(self.deltas) < MAX_DELTAS and \
+                self.delta_rows + len(changed) + len(gone) <= DELTA_SHARE * len(rows):
+            name = f"{self.path.name}{DELTA}{time.time_ns():020d}-{secrets.token_hex(4)}"
+            self._write([*changed, *((key, *(None,) * 5, GONE, *(None,) * 3, *(-1,) * len(SHARED)) for key in gone)],
+                        self.path.with_name(name))
+            return
+        self._write(rows, self.path)
+        for path in self.deltas:  # a delta written since the base was read is not among them: it stays, as safe
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    def _write(self, rows: list[tuple], target: Path) -> None:
+        """Write the rows as one index file: a temp file beside it, renamed to `target`."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -482,10 +548,12 @@ class _Store:
                  pa.int64(), pa.int64(), pa.int64(), pa.int64(), pa.binary())
         stored_columns = [*columns[:len(COLUMNS) - 2], core_at, core_lengths, at, lengths, digests]
         arrays = [pa.array(col, type=t) for col, t in zip(stored_columns, types)]
-        dictionary = pa.array(self.blobs, type=pa.binary())
+        # the SHARED sections these rows name, numbered anew (a delta of one row holds one environment, not all)
+        used = {i: n for n, i in enumerate(sorted({i for ids in columns[len(COLUMNS):] for i in ids if i >= 0}))}
+        dictionary = pa.array([self.blobs[i] for i in used], type=pa.binary())
         for ids in columns[len(COLUMNS):]:
-            arrays.append(pa.DictionaryArray.from_arrays(pa.array([None if i < 0 else i for i in ids], pa.int32()),
-                                                         dictionary))
+            arrays.append(pa.DictionaryArray.from_arrays(
+                pa.array([None if i < 0 else used[i] for i in ids], pa.int32()), dictionary))
         table = pa.table(arrays, names=[*STORED, *SHARED]).replace_schema_metadata(
             {"harness.index": json.dumps(self.meta())})
         sink = pa.BufferOutputStream()
@@ -505,21 +573,22 @@ class _Store:
                     if blob is not None:
                         f.write(blob.view() if isinstance(blob, StoredBlob) else blob)
                 f.write(lengths + MAGIC + self._mac(body, cores, lengths))
-            os.replace(tmp, self.path)
+            os.replace(tmp, target)
         finally:
             with contextlib.suppress(OSError):
                 tmp.unlink()
 
-    def damaged(self, key: str) -> dict:
-        """An explain section whose bytes do not match the hash the body holds: one warning; the index removed (when
-        it is still the file this one read), so the next read rebuilds it; the section read from the record file."""
+    def damaged(self, key: str, file: _Mapped) -> dict:
+        """An explain section whose bytes do not match the hash its file's body holds: one warning; that file removed
+        (when it is still the file read), so the next read rebuilds what it held; the section read from the record
+        file."""
         if not self.warned:
             self.warned = True
-            self.notice(f"warning: {self.path}: damaged (an explain section does not match its hash); the records' "
+            self.notice(f"warning: {file.path}: damaged (an explain section does not match its hash); the records' "
                         "own files read for it, and the index rebuilt on the next read")
-            with contextlib.suppress(OSError):
-                if os.stat(self.path).st_ino == self.inode:
-                    self.path.unlink()
+        with contextlib.suppress(OSError):
+            if os.stat(file.path).st_ino == file.inode:
+                file.path.unlink()
         try:
             explain = read_record(self.folder / key).get(LAZY)
         except RecordError:
@@ -576,7 +645,7 @@ class RecordIndex:
             try:
                 old = store.load()
             except IndexError_ as exc:
-                notice(f"warning: {store.path}: {exc}; rebuilt")
+                notice(f"warning: {exc}; rebuilt")
                 old = {}
             listing, identities = listed.result()
             self.listings[store.folder] = listing
@@ -590,14 +659,17 @@ class RecordIndex:
                 jobs.append((key, path))
         self.stats["indexed"] += len(rows)
         self.stats["read"] += len(jobs)
+        changed = []
         for (key, path), (row, outcome) in zip(jobs, _read_all(jobs)):
             if row is not None:
                 row = (*row[:len(COLUMNS)], *(store.blob_id(b) for b in row[len(COLUMNS):]))
-                rows.append(row)
+                changed.append(row)
             self.outcomes[path] = outcome
-        if jobs or len(rows) != len(old):
+        if changed or len(rows) != len(old):
+            current = {row[0] for row in rows}.union(row[0] for row in changed)
+            gone = [key for key in old if key not in current]  # removed, or changed and not indexed now (read again)
             try:
-                store.save(rows)
+                store.save(rows + changed, changed, gone)
             except OSError as exc:
                 notice(f"warning: {store.path}: not written ({exc.strerror or exc}); the records were read directly "
                        "(--index DIR keeps the index elsewhere)")
