@@ -6,8 +6,9 @@ Makes DIR/records/ (N records: the committed record files under results/, copied
 their step times and summary numbers scaled by up to 10% (another run's numbers), each file named after its run id;
 a record is ~20 KB, so 100,000 of them are ~2.4 GB: put DIR on a disk with room; it is deleted afterwards unless
 --keep), then runs `python -m harness.compare DIR/records` in a fresh interpreter each time: cold (no index yet:
-every file parsed, validated and indexed), warm (the index is current; --warm-runs times, their median printed) and,
-with --no-index-too, reading the JSON directly; then, with --report-runs, `python -m harness.report DIR/records -o
+every file parsed, validated and indexed), warm (the index is current; --warm-runs times, their median printed), after
+NEW_RUNS more records were made (a night's runs: the index brings itself up to date, as a delta) and, with
+--no-index-too, reading the JSON directly; then, with --report-runs, `python -m harness.report DIR/records -o
 DIR/report` (the index current). Prints each one's wall time, the part of it spent reading the records (the index
 brought up to date, then the dataset loaded; the rest is the analysis), its CPU time (with its worker processes': the
 index's, the report's chart drawers'; on a shared machine the wall time says as much about the others' load), its peak
@@ -77,13 +78,17 @@ def _vary(record: dict, i: int) -> dict:
     return {**record, "steps": steps, "summary": summary}
 
 
-def make_records(sources: list[Path], out: Path, n: int) -> None:
-    """n record files under out/, copies of the sources' raw JSON with fresh run ids (1,000 per sub-folder)."""
+NEW_RUNS = 10  # records made once the index is current, before one more compare is timed
+
+
+def make_records(sources: list[Path], out: Path, n: int, start: int = 0) -> None:
+    """n record files under out/, copies of the sources' raw JSON with fresh run ids (1,000 per sub-folder), numbered
+    from `start`."""
     raws = [(path, raw) for path, raw in iter_records(sources, warn=lambda _line: None, read=read_json)
             if isinstance(raw, dict) and isinstance(raw.get("run_id"), str)]
     if not raws:
         sys.exit(f"no record under {', '.join(map(str, sources))}")
-    for i in range(n):
+    for i in range(start, start + n):
         _path, raw = raws[i % len(raws)]
         copy = dict(_vary(raw, i), run_id=f"{raw['run_id']}-copy{i:06d}")
         folder = out / f"batch{i // 1000:03d}"
@@ -156,11 +161,14 @@ def main(argv=None) -> int:
         report = ("harness.report.__main__", str(records), "-o", str(args.dir / "report"))
         runs = [("cold (index built)", compare)]
         runs += [(f"warm {i + 1} (index current)", compare) for i in range(args.warm_runs)]
+        runs += [(f"{NEW_RUNS} new records (index updated)", compare)]
         runs += [("--no-index (JSON read directly)", (*compare, "--no-index"))] if args.no_index_too else []
         runs += [(f"report {i + 1} (index current)", report) for i in range(args.report_runs)]
         times: dict[str, list[float]] = {"warm": [], "report": []}
         heads = {}
         for name, command in runs:
+            if name.startswith(f"{NEW_RUNS} new"):
+                make_records(args.sources or [ROOT / "results"], records, NEW_RUNS, start=args.records)
             seconds, read, cpu, peak, worker, heads[command[0]] = timed(*command)
             times.get(name.split()[0], []).append(seconds)
             print(f"{name:32} {seconds:6.1f} s (reading the records {read:6.1f} s; CPU {cpu:6.1f} s)   peak RSS "
