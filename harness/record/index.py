@@ -568,11 +568,9 @@ class _Store:
         try:
             with open(tmp, "wb") as f:
                 f.write(body)
-                f.writelines(cores)
-                for blob in explains:
-                    if blob is not None:
-                        f.write(blob.view() if isinstance(blob, StoredBlob) else blob)
-                f.write(lengths + MAGIC + self._mac(body, cores, lengths))
+                digest = self._mac(body, _written(f, _joined(cores)), lengths)  # the cores hashed as they are written
+                f.writelines(_explain_bytes(explains))
+                f.write(lengths + MAGIC + digest)
             os.replace(tmp, target)
         finally:
             with contextlib.suppress(OSError):
@@ -594,6 +592,38 @@ class _Store:
         except RecordError:
             explain = None
         return explain if isinstance(explain, dict) else {}
+
+
+def _joined(blobs: list, n: int = 4096):
+    """The blobs' bytes, n of them at a time as one (a write and a hash update each for 100,000 cores: 0.9 s here)."""
+    for i in range(0, len(blobs), n):
+        yield b"".join(blobs[i:i + n])
+
+
+def _written(f, chunks):
+    """Each chunk, once written to f."""
+    for chunk in chunks:
+        f.write(chunk)
+        yield chunk
+
+
+def _explain_bytes(explains):
+    """The explain sections' bytes, in order: those that lie side by side in one index file as one view of it (a
+    new base copies its sections from the files read in a few writes, not one per section)."""
+    run = None  # [file, start, end] of the sections gathered so far
+    for blob in explains:
+        if isinstance(blob, StoredBlob) and run is not None and run[0] is blob.file and run[2] == blob.at:
+            run[2] += blob.length
+            continue
+        if run is not None:
+            yield memoryview(run[0].data)[run[1]:run[2]]
+            run = None
+        if isinstance(blob, StoredBlob):
+            run = [blob.file, blob.at, blob.at + blob.length]
+        elif blob is not None:
+            yield blob
+    if run is not None:
+        yield memoryview(run[0].data)[run[1]:run[2]]
 
 
 class RecordIndex:
