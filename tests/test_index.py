@@ -164,7 +164,8 @@ def test_a_damaged_delta_is_one_warning_and_the_index_rebuilt(tmp_path):
     index, records, warnings, notices = _read(folder)
     direct = []
     assert records == list(iter_records([folder], direct.append)) and warnings == direct
-    assert len(notices) == 1 and notices[0].startswith(f"warning: {delta}: damaged") and notices[0].endswith("; rebuilt")
+    assert len(notices) == 1 and notices[0].startswith(f"warning: {delta}: damaged")
+    assert notices[0].endswith("; rebuilt")
     assert index.stats["indexed"] == 0 and _deltas(folder) == []  # rebuilt whole, the delta removed
     assert _read(folder)[0].stats["read"] == 0
 
@@ -313,6 +314,19 @@ def test_two_compares_at_once_leave_a_whole_index(tmp_path):
     index, _r, _w, notices = _read(folder)
     assert notices == [] and index.stats["read"] == 0
     assert not [p for p in (folder / idx.INDEX_DIR).iterdir() if p.name != "records.idx"]  # no temp file left
+
+    # Then, a file changed: each writes its delta over the same base, and what they leave reads as the files do.
+    victim = Path(record_names(folder)[0])
+    victim.write_text(json.dumps(json.loads(victim.read_text()), indent=2))
+    procs = [subprocess.Popen([sys.executable, "-m", "harness.compare", str(folder)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env(tmp_path)) for _ in range(3)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert all(out == direct.stdout and err == direct.stderr for out, err in outs)
+    index, records, _w, notices = _read(folder)
+    assert notices == [] and index.stats["read"] == 0 and records == list(iter_records([folder], lambda _line: None))
+    assert 1 <= len(_deltas(folder)) <= 3
+    assert not [p for p in (folder / idx.INDEX_DIR).iterdir() if p.name.startswith(".tmp")]
 
 
 def test_a_lazy_section_is_the_dict_it_stands_for():
