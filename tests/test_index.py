@@ -169,6 +169,13 @@ def test_a_damaged_delta_is_one_warning_and_the_index_rebuilt(tmp_path):
     assert index.stats["indexed"] == 0 and _deltas(folder) == []  # rebuilt whole, the delta removed
     assert _read(folder)[0].stats["read"] == 0
 
+    # A folder, or a link, named as a delta is none of the index's: left alone, not a warning and a rebuild each time.
+    (folder / idx.INDEX_DIR / f"records.idx{idx.DELTA}0-folder").mkdir()
+    (folder / idx.INDEX_DIR / f"records.idx{idx.DELTA}0-link").symlink_to(victim)
+    for _ in range(2):
+        index, records, warnings, notices = _read(folder)
+        assert notices == [] and index.stats["read"] == 0 and records == list(iter_records([folder], direct.append))
+
 
 def test_a_file_changed_as_it_was_indexed_is_checked_by_its_bytes(tmp_path):
     """A row whose times match but whose file was written again within the same tick: its hash tells."""

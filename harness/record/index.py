@@ -442,9 +442,9 @@ class _Store:
         written; {} where there is no base or it is another harness code's (rebuilt quietly); IndexError_ for a file
         that cannot be trusted."""
         prefix = self.path.name + DELTA
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # a file of that name only (a folder or a link is none of ours: left alone)
             self.deltas = sorted(self.path.with_name(e.name) for e in os.scandir(self.path.parent)
-                                 if e.name.startswith(prefix))
+                                 if e.name.startswith(prefix) and e.is_file(follow_symlinks=False))
         rows = self._load(self.path)
         if rows is None:
             return {}
