@@ -310,14 +310,19 @@ def test_index_option_keeps_it_elsewhere_and_no_index_refuses_it(tmp_path):
     assert proc.returncode == 2 and "--index and --no-index" in proc.stderr.splitlines()[-1]
 
 
-def test_two_compares_at_once_leave_a_whole_index(tmp_path):
-    folder = _copy(ROOT / "results", tmp_path / "results")
-    direct = _run(tmp_path, "harness.compare", folder, "--no-index")
+def _three_compares_at_once(tmp_path, folder: Path, direct) -> None:
+    """Three compares of the folder started together: each prints what --no-index printed (`direct`)."""
     procs = [subprocess.Popen([sys.executable, "-m", "harness.compare", str(folder)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env(tmp_path)) for _ in range(3)]
     outs = [p.communicate(timeout=600) for p in procs]
     assert all(p.returncode == 0 for p in procs)
     assert all(out == direct.stdout and err == direct.stderr for out, err in outs)
+
+
+def test_two_compares_at_once_leave_a_whole_index(tmp_path):
+    folder = _copy(ROOT / "results", tmp_path / "results")
+    direct = _run(tmp_path, "harness.compare", folder, "--no-index")
+    _three_compares_at_once(tmp_path, folder, direct)
     index, _r, _w, notices = _read(folder)
     assert notices == [] and index.stats["read"] == 0
     assert not [p for p in (folder / idx.INDEX_DIR).iterdir() if p.name != "records.idx"]  # no temp file left
@@ -325,11 +330,7 @@ def test_two_compares_at_once_leave_a_whole_index(tmp_path):
     # Then, a file changed: each writes its delta over the same base, and what they leave reads as the files do.
     victim = Path(record_names(folder)[0])
     victim.write_text(json.dumps(json.loads(victim.read_text()), indent=2))
-    procs = [subprocess.Popen([sys.executable, "-m", "harness.compare", str(folder)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env(tmp_path)) for _ in range(3)]
-    outs = [p.communicate(timeout=600) for p in procs]
-    assert all(p.returncode == 0 for p in procs)
-    assert all(out == direct.stdout and err == direct.stderr for out, err in outs)
+    _three_compares_at_once(tmp_path, folder, direct)
     index, records, _w, notices = _read(folder)
     assert notices == [] and index.stats["read"] == 0 and records == list(iter_records([folder], lambda _line: None))
     assert 1 <= len(_deltas(folder)) <= 3
