@@ -328,6 +328,10 @@ class _Mapped:
     def __init__(self, data, path: Path, inode: int):
         self.data, self.path, self.inode = data, path, inode
 
+    def view(self, start: int, end: int) -> memoryview:
+        """Its bytes from start to end, where they lie (not copied)."""
+        return memoryview(self.data)[start:end]
+
 
 class StoredBlob:
     """An explain section's compressed bytes where an index file keeps them: after the body, outside what the keyed
@@ -342,7 +346,7 @@ class StoredBlob:
         self.store, self.file, self.at, self.length, self.digest, self.key = store, file, at, length, digest, key
 
     def view(self) -> memoryview:
-        return memoryview(self.file.data)[self.at:self.at + self.length]
+        return self.file.view(self.at, self.at + self.length)
 
     def section(self) -> dict:
         data = bytes(self.view())
@@ -616,14 +620,14 @@ def _explain_bytes(explains):
             run[2] += blob.length
             continue
         if run is not None:
-            yield memoryview(run[0].data)[run[1]:run[2]]
+            yield run[0].view(run[1], run[2])
             run = None
         if isinstance(blob, StoredBlob):
             run = [blob.file, blob.at, blob.at + blob.length]
         elif blob is not None:
             yield blob
     if run is not None:
-        yield memoryview(run[0].data)[run[1]:run[2]]
+        yield run[0].view(run[1], run[2])
 
 
 class RecordIndex:
