@@ -18,7 +18,11 @@ import torch
 TORCH_VERSION = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
 
 # --- float32 matmul precision: old allow_tf32/set_float32_matmul_precision vs fp32_precision (2.9+) ---
-# Both APIs are never mixed in one process (mixing can raise, pytorch#179445).
+# 2.9+ keeps both: a legacy global and per-backend values. A write through fp32_precision alone leaves the legacy
+# global at its default, and from then on every read of it raises ("mix of the legacy and new APIs", pytorch#179445).
+# torch's own code still reads it (Inductor's max-autotune, its cache keys; CCE): on an H200 with torch 2.11 that
+# failed the compile-max-autotune and lm-head-cce runs (2026-11-27). So 2.9+ writes through the legacy per-backend
+# setters (cuda.matmul.allow_tf32, cudnn.allow_tf32), which set both views alike, and reads the per-backend values.
 NEW_FP32_API = hasattr(torch.backends, "fp32_precision")
 _OLD_TO_NEW = {"highest": "ieee", "high": "tf32"}
 _NEW_TO_OLD = {v: k for k, v in _OLD_TO_NEW.items()}
@@ -29,7 +33,7 @@ def set_matmul_precision(precision: str) -> None:
     if NEW_FP32_API:
         if precision not in _OLD_TO_NEW:
             raise Unsupported(f"float32 matmul precision {precision!r} has no fp32_precision equivalent in torch {torch.__version__}")
-        torch.backends.cuda.matmul.fp32_precision = _OLD_TO_NEW[precision]
+        torch.backends.cuda.matmul.allow_tf32 = precision == "high"  # sets fp32_precision too (above)
     else:
         torch.set_float32_matmul_precision(precision)
 
@@ -42,10 +46,7 @@ def get_matmul_precision() -> str:
 
 
 def set_cudnn_tf32(allow: bool) -> None:
-    if NEW_FP32_API:
-        torch.backends.cudnn.conv.fp32_precision = "tf32" if allow else "ieee"
-    else:
-        torch.backends.cudnn.allow_tf32 = allow
+    torch.backends.cudnn.allow_tf32 = allow  # 2.9+: sets cudnn.{conv,rnn}.fp32_precision too (above)
 
 
 def get_cudnn_tf32() -> bool:
