@@ -9,3 +9,10 @@ from golden import COMMANDS, GOLDEN, run
 def test_output_as_before(name):
     expected = (GOLDEN / f"{name}.txt").read_text()
     assert run(name) == expected
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_no_golden_output_is_a_traceback(name):
+    """A golden file pins what a command printed when it was written: one that pinned a traceback (help-harness.run,
+    until 2026-11-27) kept a crash passing. An error a user can meet is one line (the guide's bad-input rule)."""
+    assert "Traceback (most recent call last)" not in (GOLDEN / f"{name}.txt").read_text()
