@@ -173,3 +173,17 @@ def test_a_batch_size_logged_many_times_is_one_point_with_its_median_and_range(t
     (finding,) = [f for f in findings.batch(cmp) if f.text.startswith("Batch size in the user's log")]
     assert f"B=96 {logged:,.0f} tokens/s (median of 3 lines, {logged * 0.98:,.0f}-{logged * 1.02:,.0f}; " in finding.text
     assert "B=64 443,161 tokens/s (48,007 MiB)" in finding.text and finding.text.endswith("best B=96 (single samples).")
+
+
+def test_a_knob_that_changes_memory_says_so_in_its_finding():
+    """The fused lm_head losses on the H200 (2026-11-27) leave tokens/s within noise and cut the allocator's peak by
+    about 44%: the knob's finding gives both (it gave tokens/s alone, so the reason to use such a knob was missing)."""
+    from harness.analysis import findings
+
+    folders = ["gpu-h200", *(f"gpu-h200-2026112{d}-call{n}" for d, n in ((6, 1), (6, 2), (7, 1), (7, 2)))]
+    cmp = Compare(load([ROOT / "results" / d for d in folders], warn=lambda line: None))
+    knobs = {f.text.split(" (at ")[0]: f.text for f in findings.compute(cmp) if f.topic == "knobs"}
+    cce = knobs["Knob lm_head_loss plain -> cce"]
+    assert "tokens/s +1.3% (within noise) on h200/local; peak alloc -43.8% (noise borrowed) on h200/local." in cce, cce
+    assert "; peak alloc -43.8%" in knobs["Knob lm_head_loss plain -> liger"]
+    assert "; peak alloc" not in knobs["Knob sdpa_backend flash -> cudnn (flags: sdpa)"]  # the same peak either way

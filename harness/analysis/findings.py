@@ -369,8 +369,15 @@ def compute(cmp: Compare) -> list[Finding]:
     for (knob, _ctx), entry in knob_effects(cmp).items():
         cells = sorted(entry["cells"].items(), key=lambda kv: (cmp.gpu_rank[kv[0][0]], cmp.env_rank[kv[0][1]]))
         parts = [f"{Cell(d).brief()} on {cmp.ds.name(gpu)}/{env}" for (gpu, env), (_a, _b, d, _boot) in cells]
-        out.append(Finding("knobs", f"Knob {knob} (at {entry['at']}): tokens/s " + ", ".join(parts) + ".",
-                           tuple(i for _k, (a, b, _d, _boot) in cells for i in run_ids(a, b))))
+        text = f"Knob {knob} (at {entry['at']}): tokens/s " + ", ".join(parts)
+        # A knob that changes memory beyond noise says so: a fused lm_head loss is there for its memory, not its speed
+        memory = [(cmp.mem_delta(a, b), a.memory[0], gpu, env) for (gpu, env), (a, b, _d, _boot) in cells]
+        if any(d.beyond for d, *_ in memory):
+            one_metric = len({metric for _d, metric, *_ in memory}) == 1  # then named once, like tokens/s
+            text += "; " + (f"{memory[0][1]} " if one_metric else "") + ", ".join(
+                ("" if one_metric else f"{metric} ") + f"{Cell(d).brief()} on {cmp.ds.name(gpu)}/{env}"
+                for d, metric, gpu, env in memory if d.value is not None)
+        out.append(Finding("knobs", text + ".", tuple(i for _k, (a, b, _d, _boot) in cells for i in run_ids(a, b))))
     out += factors(cmp)
     out += cross(cmp)
     out += loss(cmp)
