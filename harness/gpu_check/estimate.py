@@ -4,7 +4,8 @@ scaled by what the runs already done in this call took. No torch; every figure i
 A committed record gives its worker's time (finished_at - started_at: compile, the steps, the kernel capture,
 writing the record) and its median step; a run of this call with fewer steps takes that time less the steps it
 leaves out, plus the launcher's start of the worker process (LAUNCH_S). Where the committed records have no run of
-the same workload, the nearest one (same model and B, fewest fields apart) stands in and the basis says so.
+the same workload and flags, the nearest one (same model and B, fewest fields apart) stands in and the basis says
+so. Only runs that trained count: an error or an oom says how long the worker took to fail, not to train.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
+from harness.flags import flags_for
 from harness.gpu_check.plan import Run
 from harness.record.io import iter_records
 from harness.record.model import measured_workload
 from harness.record.view import RecordView
-from harness.request import RunRequest, build_points
+from harness.request import Point, RunRequest, build_points
 
 # The launcher's time for a run ("(54 s)" in its progress line) less the record's own finished_at - started_at:
 # 6 to 8 s in the 17 lines of results/gpu-h100-80gb-hbm3/logs/{ladder-b16,ladder-b64,batch64}.log; the largest is
@@ -43,11 +45,12 @@ class Estimate:
 
 
 def load_gpu_records(paths: list[Path]) -> list[RecordView]:
-    """Measured CUDA records with both timestamps (peer records and failures without times are left out)."""
+    """Measured CUDA runs that trained (status ok), with both timestamps: what a run of a workload takes. Peer records
+    and every failure are left out (an error in the compile took 25 s where the run would have taken minutes)."""
     out = []
     for _path, record in iter_records(paths, warn=lambda line: None):
         r = RecordView(record)
-        if r.kind == "measured" and r.is_cuda and r.worker_seconds is not None:
+        if r.kind == "measured" and r.ok and r.is_cuda and r.worker_seconds is not None:
             out.append(r)
     return out
 
@@ -57,12 +60,19 @@ def gpu_names(records: list[RecordView]) -> list[str]:
 
 
 @cache
-def planned_workload(run: Run) -> dict:
-    """The workload harness.run will build for this run (the same code path, so the plan cannot drift from it)."""
+def planned_point(run: Run) -> Point:
+    """The workload and flags harness.run will build for this run (the same code path, so the plan cannot drift)."""
     request = RunRequest(plan=run.plan, preset="gpt2-124m", rungs=run.rung, batch_size=run.batch_size, device="cuda",
                          steps=run.steps)
     _plan, (point,) = build_points(request)
-    return point.workload
+    return point
+
+
+def own_flags(workload: dict, flags: dict) -> dict:
+    """The flags a run sets beyond those its workload implies (flags_for): a knob's own, such as Inductor's coordinate
+    descent or the compiler's padding off. A flag missing from an older record is at its default."""
+    implied = flags_for(workload).to_dict()
+    return {k: v for k, v in flags.items() if k in implied and implied[k] != v}
 
 
 class Estimator:
@@ -81,21 +91,30 @@ class Estimator:
         return self.actual_sum / self.prior_sum if self.prior_sum else 1.0
 
     def prior(self, run: Run) -> Estimate:
-        want = measured_workload(planned_workload(run))
+        point = planned_point(run)
+        want, want_flags = measured_workload(point.workload), own_flags(point.workload, point.flags)
         candidates = []
         for r in self.records:
             have = measured_workload(r.workload.to_dict())
-            if any(have.get(k) != want.get(k) for k in SHAPE_FIELDS):
+            if any(have.get(k) != want.get(k) for k in SHAPE_FIELDS if k != "batch_size"):
                 continue
-            apart = sorted(k for k in want.keys() | have.keys() if want.get(k) != have.get(k))
-            candidates.append((len(apart), -self._seconds(r, run.steps), apart, r))
-        if not candidates:  # no run of this model and B: the slowest run there is, or an assumption where none is
+            # flags are not part of a workload: Inductor's coordinate descent compiles 137 s where its baseline, the
+            # same workload, compiles 26 s (H200, 2026-11-27)
+            apart = sorted(k for k in want.keys() | have.keys() if k != "batch_size" and want.get(k) != have.get(k))
+            apart += ["flags"] if own_flags(r.workload.to_dict(), r.flags) != want_flags else []
+            b = r.workload.batch_size
+            # the same B first; else the nearest B (the larger of two as near), its steps scaled to this B
+            candidates.append((b != run.batch_size, len(apart), abs(b - run.batch_size), -b,
+                               -self._seconds(r, run.steps, run.batch_size), apart, r))
+        if not candidates:  # no run of this model: the slowest run there is, or an assumption where none is
             slowest = max((self._seconds(r, run.steps) for r in self.records), default=UNKNOWN_RUN_S)
-            return Estimate(slowest, f"no committed run at B={run.batch_size}: " + (
+            return Estimate(slowest, f"no committed run of this model at T={want.get('seq_len')}: " + (
                 "the slowest committed run" if self.records else f"{UNKNOWN_RUN_S:.0f} s assumed"), measured=False)
-        _n, neg_seconds, apart, r = min(candidates, key=lambda c: (c[0], c[1]))
-        seconds, measured = -neg_seconds, True
-        basis = f"{r.rung} B={r.workload.batch_size}" + ("" if r.ok else f" ({r.status})")
+        other_b, _n, _db, _b, neg_seconds, apart, r = min(candidates, key=lambda c: c[:5])
+        seconds, measured = -neg_seconds, not other_b
+        basis = f"{r.rung} B={r.workload.batch_size}"
+        if other_b:
+            basis += f", its steps scaled to B={run.batch_size} (assumed: step time in proportion to B)"
         basis += f"; other {', '.join(apart)}" if apart else ""
         mode = want.get("compile")
         if "compile" in apart and mode in UNMEASURED_COMPILE_S:
@@ -106,13 +125,16 @@ class Estimator:
             basis += f"; no committed record of {self.gpu}: {r.environment.gpu.name}'s"
         return Estimate(seconds, basis, measured)
 
-    def _seconds(self, r: RecordView, steps: int) -> float:
-        """This record's run time at `steps`: the launcher's start, the worker, less the steps left out."""
+    def _seconds(self, r: RecordView, steps: int, batch_size: int | None = None) -> float:
+        """This record's run time at `steps`: the launcher's start, the worker, less the steps left out; at another
+        batch size, its steps take time in proportion to B (compile and the rest of the worker stay as they were)."""
         seconds = self.launch_s + r.worker_seconds
         ran = len(r.step_ms)
         median = r.summary.step_ms_median
         if ran > steps and median:
             seconds -= (ran - steps) * median / 1000.0
+        if batch_size and median and batch_size != r.workload.batch_size:
+            seconds += min(ran, steps) * median / 1000.0 * (batch_size / r.workload.batch_size - 1)
         return seconds
 
     def estimate(self, run: Run) -> Estimate:
