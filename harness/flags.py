@@ -117,6 +117,13 @@ def flags_for(workload: dict, overrides: dict | None = None) -> FrozenFlags:
     return FrozenFlags.from_dict(values)
 
 
+def own_flags(workload: dict, requested: dict) -> dict:
+    """The flags a run asked for beyond those its workload implies (flags_for): a knob's own, such as Inductor's
+    coordinate descent or the compiler's padding off. A flag an older record does not name was at its default."""
+    implied = flags_for(workload).to_dict()
+    return {k: v for k, v in requested.items() if k in implied and implied[k] != v}
+
+
 # --- the torch side: only the worker calls these ---
 
 

@@ -180,10 +180,35 @@ def test_a_knob_that_changes_memory_says_so_in_its_finding():
     about 44%: the knob's finding gives both (it gave tokens/s alone, so the reason to use such a knob was missing)."""
     from harness.analysis import findings
 
-    folders = ["gpu-h200", *(f"gpu-h200-2026112{d}-call{n}" for d, n in ((6, 1), (6, 2), (7, 1), (7, 2)))]
-    cmp = Compare(load([ROOT / "results" / d for d in folders], warn=lambda line: None))
-    knobs = {f.text.split(" (at ")[0]: f.text for f in findings.compute(cmp) if f.topic == "knobs"}
+    knobs = {f.text.split(" (at ")[0]: f.text for f in findings.compute(_h200_calls()) if f.topic == "knobs"}
     cce = knobs["Knob lm_head_loss plain -> cce"]
     assert "tokens/s +1.3% (within noise) on h200/local; peak alloc -43.8% (noise borrowed) on h200/local." in cce, cce
     assert "; peak alloc -43.8%" in knobs["Knob lm_head_loss plain -> liger"]
     assert "; peak alloc" not in knobs["Knob sdpa_backend flash -> cudnn (flags: sdpa)"]  # the same peak either way
+
+
+def _h200_calls() -> Compare:
+    folders = ["gpu-h200", *(f"gpu-h200-2026112{d}-call{n}" for d, n in ((6, 1), (6, 2), (7, 1), (7, 2)))]
+    return Compare(load([ROOT / "results" / d for d in folders], warn=lambda line: None))
+
+
+def test_a_plan_of_knobs_against_a_base_is_not_read_as_a_ladder():
+    """beyond-ladder and padding are `cumulative: false`: each rung changes one thing against the first. With the
+    H200's 2026-11-27 calls in one folder set, neighbouring rungs were paired as knobs ('lm_head_loss liger -> plain
+    (flags: inductor_coordinate_descent_tuning)': two changes, named as one) and the ladder finding gave a 'largest
+    single step vs the rung before'. Now each rung is read against the base alone."""
+    from harness.analysis import findings
+    from harness.analysis.tables.ladder import ladder_tables
+
+    cmp = _h200_calls()
+    texts = [f.text for f in findings.compute(cmp)]
+    assert not [t for t in texts if t.startswith("Knob lm_head_loss liger -> plain")]
+    assert not [t for t in texts if t.startswith("Knob compile reduce-overhead -> default, lm_head_loss")]
+    (beyond,) = [t for t in texts if t.startswith("plan beyond-ladder on h200 / local (B=64")]
+    assert beyond.startswith("plan beyond-ladder on h200 / local (B=64, T=1024), each rung against best-of-ladder")
+    assert "vs the rung before" not in beyond and "; largest change: " in beyond
+    (seed,) = [t for t in texts if t.startswith("plan seed-ladder on h200 / local (B=16")]
+    assert "vs the rung before" in seed  # a cumulative ladder keeps its steps
+    headers = {t.title: [c[1] for c in t.columns] for t in ladder_tables(cmp)}
+    assert "vs previous rung" not in headers["Ladder: plan beyond-ladder on h200 / local (B=64, T=1024)"]
+    assert "vs previous rung" in headers["Ladder: plan seed-ladder on h200 / local (B=16, T=1024)"]

@@ -264,8 +264,8 @@ def ladder_headlines(cmp: Compare) -> list[KeyFinding]:
     best: dict[str, tuple] = {}
     for lad in ladders(cmp):
         ok = [s for s in lad.steps if s.tokens_per_s]
-        if len(ok) < 2 or ok[-1].vs_first is None or ok[-1].vs_first.value is None:
-            continue
+        if not lad.cumulative or len(ok) < 2 or ok[-1].vs_first is None or ok[-1].vs_first.value is None:
+            continue  # a plan whose rungs each change one thing against a base has no first -> last
         if lad.gpu not in best or ok[-1].vs_first.value > best[lad.gpu][1][-1].vs_first.value:
             best[lad.gpu] = (lad, ok)
     if not best:

@@ -349,14 +349,22 @@ def ladder(cmp: Compare) -> list[Finding]:
         if len(ok) < 2:
             continue
         best = max(ok, key=lambda s: s.tokens_per_s)
-        steps = [s for s in ok if s.vs_previous is not None and s.vs_previous.value is not None]
-        big = max(steps, key=lambda s: abs(s.vs_previous.value), default=None)
         name = lambda s: s.rung if s.rung == s.group.label else f"{s.rung} (= {s.group.label})"
-        text = (f"{lad.title(cmp.name)}: {name(ok[0])} {ok[0].tokens_per_s:,.0f} tokens/s -> "
-                f"{name(ok[-1])} {ok[-1].tokens_per_s:,.0f} tokens/s ({Cell(ok[-1].vs_first, 'ratio').text()}); "
-                f"fastest rung {name(best)} ({best.tokens_per_s:,.0f} tokens/s)")
-        if big:
-            text += f"; largest single step: {name(big)} {Cell(big.vs_previous, 'ratio').text()} vs the rung before"
+        if lad.cumulative:
+            steps = [s for s in ok if s.vs_previous is not None and s.vs_previous.value is not None]
+            big = max(steps, key=lambda s: abs(s.vs_previous.value), default=None)
+            text = (f"{lad.title(cmp.name)}: {name(ok[0])} {ok[0].tokens_per_s:,.0f} tokens/s -> "
+                    f"{name(ok[-1])} {ok[-1].tokens_per_s:,.0f} tokens/s ({Cell(ok[-1].vs_first, 'ratio').text()}); "
+                    f"fastest rung {name(best)} ({best.tokens_per_s:,.0f} tokens/s)")
+            if big:
+                text += f"; largest single step: {name(big)} {Cell(big.vs_previous, 'ratio').text()} vs the rung before"
+        else:  # each rung changes one thing against the first: its change is against the first, not the last rung
+            steps = [s for s in ok[1:] if s.vs_first is not None and s.vs_first.value is not None]
+            big = max(steps, key=lambda s: abs(s.vs_first.value), default=None)
+            text = (f"{lad.title(cmp.name)}, each rung against {name(ok[0])} ({ok[0].tokens_per_s:,.0f} tokens/s): "
+                    f"fastest rung {name(best)} ({best.tokens_per_s:,.0f} tokens/s)")
+            if big:
+                text += f"; largest change: {name(big)} {Cell(big.vs_first, 'ratio').text()}"
         ids = [i for s in lad.steps for i in (run_ids(s.group) if s.group is not None else [s.failed.run_id])]
         out.append(Finding("ladder", text + ".", tuple(ids)))
     return out

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from harness.flags import flags_for
+from harness.flags import own_flags
 from harness.gpu_check.plan import Run
 from harness.record.io import iter_records
 from harness.record.model import measured_workload
@@ -66,13 +66,6 @@ def planned_point(run: Run) -> Point:
                          steps=run.steps)
     _plan, (point,) = build_points(request)
     return point
-
-
-def own_flags(workload: dict, flags: dict) -> dict:
-    """The flags a run sets beyond those its workload implies (flags_for): a knob's own, such as Inductor's coordinate
-    descent or the compiler's padding off. A flag missing from an older record is at its default."""
-    implied = flags_for(workload).to_dict()
-    return {k: v for k, v in flags.items() if k in implied and implied[k] != v}
 
 
 class Estimator:

@@ -11,6 +11,8 @@ from harness.analysis import stats
 from harness.analysis.cells import Cell, Change, Table
 from harness.analysis.differ import field_diff, show_value, value_key, variant_labels
 from harness.analysis.group import Group, run_ids
+from harness.analysis.tables.ladder import plan_is_cumulative
+from harness.flags import own_flags
 
 if TYPE_CHECKING:
     from harness.analysis.context import Compare
@@ -38,7 +40,9 @@ def knob_effects(cx: Compare) -> dict[tuple, dict]:
 def _knob_effects(cx: Compare) -> dict[tuple, dict]:
     pairs: dict[tuple, None] = {}  # in the order found: a set's order changes with the hash seed, and the first
     # pair of a (knob, context) names its entry's 'at'
-    for (_plan, _gpu, _env, _b, _t), rows in cx.ladders():
+    for (plan, _gpu, _env, _b, _t), rows in cx.ladders():
+        if not plan_is_cumulative(plan):  # neighbours differ in two things; each rung's one pair with the base
+            continue                      # is found below, among the runs of its cell
         groups = [g for _i, _r, g in rows if isinstance(g, Group)]
         for a, b in pairwise(groups):
             if a is not b:
@@ -47,7 +51,9 @@ def _knob_effects(cx: Compare) -> dict[tuple, dict]:
         plain = [g for g in groups if g.in_ladder]
         for a, b in combinations(plain, 2):
             wdiff = [d for d in field_diff(a, b) if not d[0].startswith("flag:")]
-            if len(wdiff) == 1 or (not wdiff and a.flags_hash != b.flags_hash):
+            # one workload field, its flags only those it implies (sdpa follows sdpa_backend), or flags alone
+            one_field = len(wdiff) == 1 and own_flags(a.workload.to_dict(), a.flags) == own_flags(b.workload.to_dict(), b.flags)
+            if one_field or (not wdiff and a.flags_hash != b.flags_hash):
                 a2, b2 = _knob_order(cx, a, b)
                 pairs[(a2.key, b2.key)] = None
     by_key = {g.key: g for g in cx.ds.groups}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING
 
 from harness.analysis import stats
@@ -60,9 +61,20 @@ class LadderStep:
         return self.group.throughput.point if self.group is not None else None
 
 
+@cache
+def plan_is_cumulative(name: str) -> bool:
+    """Whether each rung of the plan builds on the one before (seed-ladder) or changes one thing against a base
+    (beyond-ladder, padding: `cumulative: false`). Read from the built-in plan of that name; a plan this checkout
+    lacks counts as a ladder, as every plan did before."""
+    from harness.plan import builtin_plans, load_plan
+
+    return load_plan(name).cumulative if name in builtin_plans() else True
+
+
 @dataclass
 class Ladder:
-    """The rungs of one plan in one (device, env) cell at one B and T, in rung order."""
+    """The rungs of one plan in one (device, env) cell at one B and T, in rung order. In a plan that is not cumulative
+    neighbouring rungs differ in two things, so a rung is compared with the first (the base) only."""
 
     plan: str
     gpu: str
@@ -70,6 +82,10 @@ class Ladder:
     batch_size: int | None
     seq_len: int | None
     steps: list[LadderStep] = field(default_factory=list)
+
+    @property
+    def cumulative(self) -> bool:
+        return plan_is_cumulative(self.plan)
 
     def title(self, name=str) -> str:
         return f"plan {self.plan} on {name(self.gpu)} / {self.env} (B={self.batch_size}, T={self.seq_len})"
@@ -97,8 +113,8 @@ def _ladders(cx: Compare) -> list[Ladder]:
             if rung_of and rung not in rung_of:
                 previous = rung_of[list(rung_of)[-1]]
             rung_of.setdefault(rung, g)
-            ladder.steps.append(LadderStep(rung, g, vs_previous=cx.delta(previous, g) if previous else None,
-                                           vs_first=cx.delta(first, g) if first else None))
+            vs_previous = cx.delta(previous, g) if previous and ladder.cumulative else None
+            ladder.steps.append(LadderStep(rung, g, vs_previous=vs_previous, vs_first=cx.delta(first, g) if first else None))
             first = first or g
         out.append(ladder)
     return out
@@ -144,7 +160,7 @@ def ladder_tables(cx: Compare) -> list[Table]:
         table = Table("ladder", f"Ladder: {ladder.title(cx.name)}", [
             ("rung", "rung"), ("runs", "runs"), ("ms", "ms/step"), ("tokens_s", "tokens/s"),
             ("memory", _mem_header(groups) if groups else "memory MiB"), ("mfu", _mfu_header(groups)),
-            ("vs_previous", "vs previous rung"), ("vs_first", "vs first rung")])
+            *([("vs_previous", "vs previous rung")] if ladder.cumulative else []), ("vs_first", "vs first rung")])
         failed = _FailedRuns(table)
         for step in ladder.steps:
             g, rung = step.group, step.rung
