@@ -198,6 +198,7 @@ def test_a_plan_of_knobs_against_a_base_is_not_read_as_a_ladder():
     (flags: inductor_coordinate_descent_tuning)': two changes, named as one) and the ladder finding gave a 'largest
     single step vs the rung before'. Now each rung is read against the base alone."""
     from harness.analysis import findings
+    from harness.analysis.series import ladder_charts
     from harness.analysis.tables.ladder import ladder_tables
 
     cmp = _h200_calls()
@@ -212,3 +213,6 @@ def test_a_plan_of_knobs_against_a_base_is_not_read_as_a_ladder():
     headers = {t.title: [c[1] for c in t.columns] for t in ladder_tables(cmp)}
     assert "vs previous rung" not in headers["Ladder: plan beyond-ladder on h200 / local (B=64, T=1024)"]
     assert "vs previous rung" in headers["Ladder: plan seed-ladder on h200 / local (B=16, T=1024)"]
+    titles = {c.plan: c.title for c in ladder_charts(cmp)}  # the chart's title was 'best-of-ladder -> (last rung)'
+    assert titles["beyond-ladder"] == "Each rung against best-of-ladder: -5% to +4% tokens/s here (fastest: sdpa-auto)"
+    assert titles["seed-ladder"].startswith("fp32 -> fused-adamw-clip: ")

@@ -15,6 +15,7 @@ from harness.analysis.dataset import outcome, torch_version_key
 from harness.analysis.devices import is_cpu
 from harness.analysis.group import Group, estimate
 from harness.analysis.sweep import KNEE_TOLERANCE, MEMORY_DEFINITION  # noqa: F401 (the sweep charts' caption)
+from harness.analysis.tables.ladder import plan_is_cumulative
 
 if TYPE_CHECKING:
     from harness.analysis.tables.cross import Cross
@@ -69,8 +70,17 @@ class LadderChart:
 
     @property
     def title(self) -> str:
-        """The answer: first -> last rung, how many times the tokens/s, here and in the user's log."""
+        """The answer: first -> last rung, how many times the tokens/s, here and in the user's log; for a plan whose
+        rungs each change one thing against the first, the range of those changes and the fastest rung."""
         first, last = self.rungs[0], self.rungs[-1]
+        if not plan_is_cumulative(self.plan):
+            changes = {(s.label, r): p.value / s.points[first].value - 1 for s in self.series if not s.reference
+                       and first in s.points for r, p in s.points.items() if r != first}
+            if not changes:
+                return f"Plan {self.plan}: tokens/s per rung"
+            fastest = max(changes, key=changes.get)[1]
+            return (f"Each rung against {first}: {min(changes.values()):+.0%} to {max(changes.values()):+.0%} "
+                    f"tokens/s here (fastest: {fastest})")
 
         def ratios(reference: bool) -> list[float]:
             return [s.points[last].value / s.points[first].value for s in self.series
