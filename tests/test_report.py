@@ -244,3 +244,23 @@ def test_a_ladder_chart_keeps_gpu_and_cpu_series_apart():
     assert [alt.split(") (")[1].split(")")[0] for _name, _png, alt, _narrow in drawn] == ["series 1-3 of 5",
                                                                                           "series 4-5 of 5"]
     assert all("GPUs apart from CPUs" in alt for _name, _png, alt, _narrow in drawn)
+
+
+def test_a_long_rung_name_stays_clear_of_the_ladder_charts_legend(monkeypatch):
+    """The legend stood at a fixed distance under the axes, and the H200's rotated 'compile-max-autotune-no-cudagraphs'
+    reached below it (the report of 2026-11-27): the legend now starts under the lowest tick label."""
+    from harness.analysis.series import LadderChart, Point, Series
+    from harness.report import charts
+
+    figures = []
+    monkeypatch.setattr(charts, "_png", lambda fig: figures.append(fig) or b"")
+    rungs = ["best-of-ladder", "compile-max-autotune-no-cudagraphs", "lm-head-cce-torch-compile"]
+    lc = LadderChart("beyond-ladder", rungs, [Series(f"gpu{i} / local (B=64, T=1024)", False,
+                                                     {r: Point(500_000.0, None, None) for r in rungs}) for i in (1, 2)])
+    charts._ladder(lc, charts.WIDE)
+    (fig,) = figures
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent(renderer)
+    lowest_label = min(t.get_window_extent(renderer).y0 for t in ax.get_xticklabels() if t.get_text())
+    assert legend.y1 < lowest_label

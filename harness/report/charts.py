@@ -132,9 +132,20 @@ def _ladder_figure(lc, width: float) -> bytes:
         ax.set_ylabel("thousands of tokens/s")
         ax.grid(axis="y", alpha=0.3)
     ax.set_title(textwrap.fill(lc.title, int(7.5 * width)))
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 if narrow else -0.28), ncol=1 if narrow else 2,
-              frameon=False)  # below the axes: never over a bar
+    below = -0.12 if narrow else min(-0.28, _below_tick_labels(fig, ax))
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, below), ncol=1 if narrow else 2,
+              frameon=False)  # below the axes and their labels: never over a bar or a rung's name
     return _png(fig)
+
+
+def _below_tick_labels(fig, ax) -> float:
+    """Just under the lowest x tick label, in axes fractions: a long rotated rung name
+    (compile-max-autotune-no-cudagraphs) reached below -0.28, where the legend stood over it."""
+    renderer = fig.canvas.get_renderer()
+    lowest = min((t.get_window_extent(renderer).y0 for t in ax.get_xticklabels() if t.get_text()), default=None)
+    if lowest is None:
+        return 0.0
+    return ax.transAxes.inverted().transform((0.0, lowest))[1] - 0.03
 
 
 def _file_name(stem: str, taken: set[str]) -> str:
