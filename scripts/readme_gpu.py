@@ -7,9 +7,9 @@
 The README keeps the headline (the seed ladder beside the user's numbers); docs/gpu.md the padding A/B, the batch
 search, the SDPA backend and the fastest step, the overhead check and the peer. tests/test_readme_gpu.py runs --check,
 so a number in either that disagrees with the records fails the tests. Sources: results/gpu-h100-80gb-hbm3/,
-results/gpu-h200/ and the budgeted calls' results/gpu-h100-80gb-hbm3-20261126-call{1,2,3}/ and
-results/gpu-h200-20261126-call{1,2}/ (records, the peer's records transcribed from its JSON lines, overhead YAML and
-logs) and results/reference/ (the user's logged numbers). No torch import.
+results/gpu-h200/ and the budgeted calls' results/gpu-h100-80gb-hbm3-20261126-call{1,2,3}/,
+results/gpu-h200-20261126-call{1,2}/ and -20261127-call{1,2}/ (records, the peer's records transcribed from its JSON
+lines, overhead YAML and logs) and results/reference/ (the user's logged numbers). No torch import.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ GPUS = (("H100", ROOT / "results/gpu-h100-80gb-hbm3"), ("H200", ROOT / "results/
 GPUS_BY_NAME = dict(GPUS)
 # The budgeted calls of `python -m harness.gpu_check` on a lent GPU (docs/gpu-check.md), one folder per call
 CALLS = {"H100": tuple(ROOT / f"results/gpu-h100-80gb-hbm3-20261126-call{n}" for n in (1, 2, 3)),
-         "H200": tuple(ROOT / f"results/gpu-h200-20261126-call{n}" for n in (1, 2))}
+         "H200": (*(ROOT / f"results/gpu-h200-20261126-call{n}" for n in (1, 2)),
+                  *(ROOT / f"results/gpu-h200-20261127-call{n}" for n in (1, 2)))}
 REFERENCE = ROOT / "results/reference"
 LADDER = ("fp32", "tf32", "bf16", "sdpa-flash", "vocab-50304", "fused-adamw-clip")
 MIB = 2**20
@@ -144,25 +145,47 @@ def padded(record: RecordView) -> str:
                      for n, roles in sorted(sizes.items(), reverse=True))
 
 
-def fastest_lines(data: dict, gpu: str) -> list[str]:
-    """The fastest-step tier of a GPU's calls: the seed ladder's best rung against cuDNN attention, once per call."""
-    def runs(rung: str) -> list[RecordView]:
-        return sorted((r for _f, r in data[f"{gpu} calls"] if r.rung == rung), key=lambda r: r.run_id)
+# What each rung of plan beyond-ladder changes against the seed ladder's best rung (harness/plans/beyond-ladder.yaml)
+KNOBS = {
+    "best-of-ladder": "nothing: the call's baseline (SDPA flash)",
+    "sdpa-cudnn": "cuDNN attention forced",
+    "sdpa-auto": "SDPA left to choose its backend",
+    "compile-reduce-overhead": "torch.compile mode reduce-overhead (CUDA graphs)",
+    "compile-max-autotune-no-cudagraphs": "torch.compile mode max-autotune-no-cudagraphs",
+    "inductor-coordinate-descent": "Inductor's coordinate-descent tuning",
+    "lm-head-liger": "lm_head + loss fused by Liger-Kernel",
+    "lm-head-cce": "lm_head + loss fused by Cut Cross-Entropy (its Triton kernel)",
+    "lm-head-cce-torch-compile": "lm_head + loss by Cut Cross-Entropy's torch.compile code",
+}
 
-    def tokens(records: list[RecordView]) -> str:
-        return " / ".join(f"{r.summary_number('tokens_per_s'):,.0f}" for r in records)
 
-    base, cudnn, auto = runs("best-of-ladder"), runs("sdpa-cudnn"), runs("sdpa-auto")
-    calls = {1: "one call", 2: "two calls", 3: "three calls"}[len(base)]
-    line = (f"- {gpu}, B=64 (10 + 40 steps; {calls}, one run each): the seed ladder's best rung (SDPA flash) "
-            f"{tokens(base)} tokens/s; cuDNN attention forced {tokens(cudnn)} "
-            + "(" + ", ".join(pct(a, b) for a, b in zip(base, cudnn)) + ")")
-    if auto:
-        line += f"; SDPA left to choose (`auto`, no kernel capture) {tokens(auto)}"
-    line += "."
-    for r in runs("inductor-coordinate-descent"):
-        line += f" Inductor's coordinate-descent tuning: {r.status}, {r.reason} (its compile outlasted the budget left)."
-    return [line]
+def call_name(folder: Path) -> str:
+    """'2026-11-26 call 1' from results/gpu-h200-20261126-call1."""
+    date, n = re.search(r"-(\d{8})-call(\d+)$", folder.name).groups()
+    return f"{date[:4]}-{date[4:6]}-{date[6:]} call {n}"
+
+
+def knob_table(data: dict) -> list[str]:
+    """The B=64 runs of every budgeted call, each against the seed ladder's best rung run in the same call (speed is
+    compared within a call: calls land on different GPUs of a kind, at different clocks under the power cap)."""
+    lines = ["| GPU | call | rung: what it changes | tokens/s | against the call's baseline | allocator peak MiB |",
+             "|---|---|---|---|---|---|"]
+    for gpu, folders in CALLS.items():
+        for folder in folders:
+            runs = sorted((r for f, r in data[f"{gpu} calls"] if f == folder.name and r.plan == "beyond-ladder"
+                           and r.workload.batch_size == 64), key=lambda r: r.run_id)
+            base = first([(f, r) for f, r in data[f"{gpu} calls"] if f == folder.name], rung="best-of-ladder",
+                         batch_size=64)
+            for r in runs:
+                what = f"`{r.rung}`: {KNOBS[r.rung]}"
+                if not r.ok:
+                    reason = r.reason if len(r.reason) <= 70 else r.reason[:69] + "…"
+                    lines.append(f"| {gpu} | {call_name(folder)} | {what} | {r.status} | {reason} | - |")
+                    continue
+                delta = "baseline" if r is base else pct(base, r)
+                lines.append(f"| {gpu} | {call_name(folder)} | {what} | {r.summary_number('tokens_per_s'):,.0f} | "
+                             f"{delta} | {r.memory('peak alloc') / MIB:,.0f} |")
+    return lines
 
 
 def ladder_table(data: dict) -> list[str]:
@@ -246,8 +269,7 @@ def sdpa_lines(data: dict) -> list[str]:
     picked = auto.kernels.sdpa_backend
     return [(f"- H200, B=64, the seed ladder's last rung with SDPA left to choose (`auto`): it picked **{picked}** attention "
             f"(`{auto.kernels.attention_kernels[0][:60]}...`), {tok(auto)}; cuDNN forced: {tok(cudnn)}; "
-            f"flash forced (the seed ladder's rung): {tok(flash)}."),
-            *(line for gpu in CALLS for line in fastest_lines(data, gpu))]
+            f"flash forced (the seed ladder's rung): {tok(flash)}.")]
 
 
 def provenance(data: dict) -> str:
@@ -258,7 +280,8 @@ def provenance(data: dict) -> str:
             "and one run per rung. Records, logs and how they were made: `results/gpu-h100-80gb-hbm3/` and "
             "`results/gpu-h200/` (their READMEs). On 2026-11-26 budgeted calls on a lent H100 and a lent H200 (the same "
             "driver and torch) added the compiler-padding A/B and the fastest step: "
-            "`results/gpu-h100-80gb-hbm3-20261126-call{1,2,3}/` and `results/gpu-h200-20261126-call{1,2}/`. "
+            "`results/gpu-h100-80gb-hbm3-20261126-call{1,2,3}/` and `results/gpu-h200-20261126-call{1,2}/`; on "
+            "2026-11-27 two calls on a lent H200 added the other knobs: `results/gpu-h200-20261127-call{1,2}/`. "
             "The user's numbers are their own log (`results/reference/`, H100/H800 class, single samples).")
 
 
@@ -318,6 +341,18 @@ def details(data: dict) -> str:
         "**Which SDPA backend:**",
         "",
         *sdpa_lines(data),
+        "",
+        ("**The fastest step and the other knobs** (`python -m harness.gpu_check`, plan `beyond-ladder`, B=64, 10 + 40 "
+         "steps, one run each; each knob changes one thing against the seed ladder's best rung, run again in every "
+         "call, since calls land on different GPUs and clocks; the noise rule's verdicts, with every run of a rung "
+         "pooled: the report):"),
+        "",
+        *knob_table(data),
+        "",
+        ("The 2026-11-27 call 1 errors were the harness's own: it set TF32 through torch 2.9's new API alone, and "
+         "torch's own readers of the legacy setting (max-autotune's lowering, CCE) then raised; mended in 620dda1, and the CCE rungs ran "
+         "in call 2. Liger-Kernel and Cut Cross-Entropy are not in the lent machine's image: they travelled as wheels "
+         "(liger-kernel 0.8.5, cut-cross-entropy 25.1.1)."),
         "",
         ("**The harness against a bare training loop** of the same workload and flags (`scripts/overhead_check.py`, "
         "fused-adamw-clip, B=64):"),
