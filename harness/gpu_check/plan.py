@@ -78,8 +78,7 @@ TIERS: tuple[Tier, ...] = (
          _padding("padding-vocab", ("bf16-50257", True), ("bf16-50304", False), ("bf16-50257-no-pad", True),
                   ("bf16-50304-no-pad", False))),
     Tier("fastest",
-         "the fastest step at B=64: the seed ladder's best rung (the baseline, in this call) against cuDNN attention "
-         "(+2.8% on the H200 in the committed records)",
+         "the fastest step at B=64: the seed ladder's best rung (the baseline, in this call) against cuDNN attention",
          _beyond("fastest", 64, ("best-of-ladder", True), ("sdpa-cudnn", True))),
     Tier("default-pair",
          "the default-padding pair of padding-tf32 (fp32 and tf32 at B=16) in this call, beside the committed one",
