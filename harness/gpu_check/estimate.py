@@ -94,7 +94,8 @@ class Estimator:
             # flags are not part of a workload: Inductor's coordinate descent compiles 137 s where its baseline, the
             # same workload, compiles 26 s (H200, 2026-11-27)
             apart = sorted(k for k in want.keys() | have.keys() if k != "batch_size" and want.get(k) != have.get(k))
-            apart += ["flags"] if own_flags(r.workload.to_dict(), r.flags) != want_flags else []
+            if own_flags(r.workload.to_dict(), r.flags) != want_flags:
+                apart.append("flags")
             b = r.workload.batch_size
             # the same B first; else the nearest B (the larger of two as near), its steps scaled to this B
             candidates.append((b != run.batch_size, len(apart), abs(b - run.batch_size), -b,
