@@ -253,7 +253,7 @@ def test_a_long_rung_name_stays_clear_of_the_ladder_charts_legend(monkeypatch):
     from harness.report import charts
 
     figures = []
-    monkeypatch.setattr(charts, "_png", lambda fig: figures.append(fig) or b"")
+    monkeypatch.setattr(charts.plt, "close", figures.append)  # _png closes each figure once it is saved
     rungs = ["best-of-ladder", "compile-max-autotune-no-cudagraphs", "lm-head-cce-torch-compile"]
     lc = LadderChart("beyond-ladder", rungs, [Series(f"gpu{i} / local (B=64, T=1024)", False,
                                                      {r: Point(500_000.0, None, None) for r in rungs}) for i in (1, 2)])

@@ -29,9 +29,10 @@ DPI = 110
 Chart = tuple[str, bytes, str]  # file name, PNG, caption
 
 
-def _png(fig) -> bytes:
+def _png(fig, before_save=None) -> bytes:
     # Every title, label, legend entry and tick label drawn as written (harness.textsafe.chart_text): no control
     # characters, no mathtext from a record. Tick labels are drawn from their formatter, so it is changed too.
+    # before_save(fig) runs after that, for layout that measures text (measuring the raw text can fail).
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             formatter = axis.get_major_formatter()
@@ -41,6 +42,8 @@ def _png(fig) -> bytes:
                 formatter.func = lambda v, pos, func=formatter.func: chart_text(func(v, pos))
     for text in fig.findobj(matplotlib.text.Text):
         text.set_text(chart_text(text.get_text()))
+    if before_save is not None:
+        before_save(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
     plt.close(fig)
@@ -132,20 +135,20 @@ def _ladder_figure(lc, width: float) -> bytes:
         ax.set_ylabel("thousands of tokens/s")
         ax.grid(axis="y", alpha=0.3)
     ax.set_title(textwrap.fill(lc.title, int(7.5 * width)))
-    below = -0.12 if narrow else min(-0.28, _below_tick_labels(fig, ax))
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, below), ncol=1 if narrow else 2,
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 if narrow else -0.28), ncol=1 if narrow else 2,
               frameon=False)  # below the axes and their labels: never over a bar or a rung's name
-    return _png(fig)
+    return _png(fig, None if narrow else _legend_under_tick_labels)
 
 
-def _below_tick_labels(fig, ax) -> float:
-    """Just under the lowest x tick label, in axes fractions: a long rotated rung name
+def _legend_under_tick_labels(fig) -> None:
+    """Move the legend just under the lowest x tick label where that reaches below it: a long rotated rung name
     (compile-max-autotune-no-cudagraphs) reached below -0.28, where the legend stood over it."""
+    ax = fig.axes[0]
     renderer = fig.canvas.get_renderer()
     lowest = min((t.get_window_extent(renderer).y0 for t in ax.get_xticklabels() if t.get_text()), default=None)
-    if lowest is None:
-        return 0.0
-    return ax.transAxes.inverted().transform((0.0, lowest))[1] - 0.03
+    if lowest is not None:
+        below = ax.transAxes.inverted().transform((0.0, lowest))[1] - 0.03
+        ax.get_legend().set_bbox_to_anchor((0.5, min(-0.28, below)), ax.transAxes)
 
 
 def _file_name(stem: str, taken: set[str]) -> str:
