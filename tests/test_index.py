@@ -71,7 +71,8 @@ def test_report_through_the_index_writes_what_the_json_gives(tmp_path):
         text = (tmp_path / "out" / "report.md").read_text().replace(" --no-index", "")
         texts.append(re.sub(r"Generated \S+ \S+ UTC", "Generated (time)", text))  # its minute may turn between runs
         shutil.rmtree(tmp_path / "out")
-    assert "242 valid records" in texts[0] and texts[0] == texts[1] == texts[2]
+    valid = len(list(iter_records([records], warn=lambda line: None)))  # every committed record (253 on 2026-11-27)
+    assert valid > 200 and f"{valid} valid records" in texts[0] and texts[0] == texts[1] == texts[2]
 
 
 def _read(folder: Path, **kw) -> tuple[idx.RecordIndex, list]:
