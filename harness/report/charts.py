@@ -52,7 +52,9 @@ def _png(fig, before_save=None) -> bytes:
         fig.set_dpi(DPI)
         tight = fig.get_tightbbox(fig.canvas.get_renderer()).padded(matplotlib.rcParams["savefig.pad_inches"])
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches=tight)
+    # zlib level 3, not Pillow's 6: the same pixels, 4% more bytes, 40% less time compressing (0.74 -> 0.46 s for
+    # the committed results' 17 wide charts)
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches=tight, pil_kwargs={"compress_level": 3})
     plt.close(fig)
     return buf.getvalue()
 
