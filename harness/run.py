@@ -61,7 +61,8 @@ def make_parser(parser_class: type[argparse.ArgumentParser] = argparse.ArgumentP
     p.add_argument("--max-repeats", dest="max_repeats", type=int, metavar="N",
                    help=f"with --repeats auto: at most N runs of a rung, 2 to 1,000 (default {AUTO_MAX_REPEATS})")
     p.add_argument("--target", type=parse_target, metavar="PCT",
-                   help=f"with --repeats auto: the half-width to reach, a percentage (default {AUTO_TARGET * 100:.0f}%%)")
+                   help=f"with --repeats auto: the half-width to reach, a percentage "
+                        f"(default {AUTO_TARGET * 100:.0f}%%)")
     p.add_argument("--rungs", help="comma-separated rung names to run (default: all)")
     add_option(p, "set", help="override a workload field for every rung (repeatable)")
     add_option(p, "flag", help="override a frozen flag for every rung (repeatable; wins over the plan's), e.g. "

@@ -350,9 +350,9 @@ def details(data: dict) -> str:
         *knob_table(data),
         "",
         ("The 2026-11-27 call 1 errors were the harness's own: it set TF32 through torch 2.9's new API alone, and "
-         "torch's own readers of the legacy setting (max-autotune's lowering, CCE) then raised; mended in 620dda1, and the CCE rungs ran "
-         "in call 2. Liger-Kernel and Cut Cross-Entropy are not in the lent machine's image: they travelled as wheels "
-         "(liger-kernel 0.8.5, cut-cross-entropy 25.1.1)."),
+         "torch's own readers of the legacy setting (max-autotune's lowering, CCE) then raised; mended in 620dda1, "
+         "and the CCE rungs ran in call 2. Liger-Kernel and Cut Cross-Entropy are not in the lent machine's image: "
+         "they travelled as wheels (liger-kernel 0.8.5, cut-cross-entropy 25.1.1)."),
         "",
         ("**The harness against a bare training loop** of the same workload and flags (`scripts/overhead_check.py`, "
         "fused-adamw-clip, B=64):"),

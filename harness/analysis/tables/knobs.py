@@ -52,7 +52,8 @@ def _knob_effects(cx: Compare) -> dict[tuple, dict]:
         for a, b in combinations(plain, 2):
             wdiff = [d for d in field_diff(a, b) if not d[0].startswith("flag:")]
             # one workload field, its flags only those it implies (sdpa follows sdpa_backend), or flags alone
-            one_field = len(wdiff) == 1 and own_flags(a.workload.to_dict(), a.flags) == own_flags(b.workload.to_dict(), b.flags)
+            own_a, own_b = own_flags(a.workload.to_dict(), a.flags), own_flags(b.workload.to_dict(), b.flags)
+            one_field = len(wdiff) == 1 and own_a == own_b
             if one_field or (not wdiff and a.flags_hash != b.flags_hash):
                 a2, b2 = _knob_order(cx, a, b)
                 pairs[(a2.key, b2.key)] = None

@@ -114,7 +114,8 @@ def _ladders(cx: Compare) -> list[Ladder]:
                 previous = rung_of[list(rung_of)[-1]]
             rung_of.setdefault(rung, g)
             vs_previous = cx.delta(previous, g) if previous and ladder.cumulative else None
-            ladder.steps.append(LadderStep(rung, g, vs_previous=vs_previous, vs_first=cx.delta(first, g) if first else None))
+            vs_first = cx.delta(first, g) if first else None
+            ladder.steps.append(LadderStep(rung, g, vs_previous=vs_previous, vs_first=vs_first))
             first = first or g
         out.append(ladder)
     return out
