@@ -177,6 +177,8 @@ def knob_table(data: dict) -> list[str]:
             base = first([(f, r) for f, r in data[f"{gpu} calls"] if f == folder.name], rung="best-of-ladder",
                          batch_size=64)
             for r in runs:
+                if r.rung not in KNOBS:
+                    _fail(f"{folder.name}: rung {r.rung} is not in KNOBS (what it changes, for the table)")
                 what = f"`{r.rung}`: {KNOBS[r.rung]}"
                 if not r.ok:
                     reason = r.reason if len(r.reason) <= 70 else r.reason[:69] + "…"
