@@ -51,10 +51,11 @@ def _knob_effects(cx: Compare) -> dict[tuple, dict]:
         plain = [g for g in groups if g.in_ladder]
         for a, b in combinations(plain, 2):
             wdiff = [d for d in field_diff(a, b) if not d[0].startswith("flag:")]
-            # one workload field, its flags only those it implies (sdpa follows sdpa_backend), or flags alone
-            own_a, own_b = own_flags(a.workload.to_dict(), a.flags), own_flags(b.workload.to_dict(), b.flags)
-            one_field = len(wdiff) == 1 and own_a == own_b
-            if one_field or (not wdiff and a.flags_hash != b.flags_hash):
+            if len(wdiff) == 1:  # one workload field, and only the flags it implies (sdpa follows sdpa_backend)
+                one_knob = own_flags(a.workload.to_dict(), a.flags) == own_flags(b.workload.to_dict(), b.flags)
+            else:  # or the flags alone
+                one_knob = not wdiff and a.flags_hash != b.flags_hash
+            if one_knob:
                 a2, b2 = _knob_order(cx, a, b)
                 pairs[(a2.key, b2.key)] = None
     by_key = {g.key: g for g in cx.ds.groups}
