@@ -174,8 +174,7 @@ def knob_table(data: dict) -> list[str]:
         for folder in folders:
             runs = sorted((r for f, r in data[f"{gpu} calls"] if f == folder.name and r.plan == "beyond-ladder"
                            and r.workload.batch_size == 64), key=lambda r: r.run_id)
-            base = first([(f, r) for f, r in data[f"{gpu} calls"] if f == folder.name], rung="best-of-ladder",
-                         batch_size=64)
+            base = first(data[f"{gpu} calls"], folder=folder.name, rung="best-of-ladder", batch_size=64)
             for r in runs:
                 if r.rung not in KNOBS:
                     _fail(f"{folder.name}: rung {r.rung} is not in KNOBS (what it changes, for the table)")
