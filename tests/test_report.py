@@ -283,7 +283,7 @@ def test_a_chart_is_the_png_bbox_inches_tight_gives(monkeypatch):
     def tight(fig, before_save=None):
         before_save(fig)
         buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=charts.DPI, bbox_inches="tight", pil_kwargs={"compress_level": 3})
+        fig.savefig(buf, bbox_inches="tight", **charts.PNG_OPTIONS)
         charts.plt.close(fig)
         return buf.getvalue()
     monkeypatch.setattr(charts, "_png", tight)

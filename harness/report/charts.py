@@ -26,6 +26,9 @@ from harness.analysis.tables.knobs import Splits
 from harness.textsafe import chart_text, file_part
 
 DPI = 110
+# zlib level 3, not Pillow's 6: the same pixels, 4% more bytes, 40% less time compressing (0.74 -> 0.46 s for the
+# committed results' 17 wide charts)
+PNG_OPTIONS = {"format": "png", "dpi": DPI, "pil_kwargs": {"compress_level": 3}}
 Chart = tuple[str, bytes, str]  # file name, PNG, caption
 
 
@@ -52,9 +55,7 @@ def _png(fig, before_save=None) -> bytes:
         fig.set_dpi(DPI)
         tight = fig.get_tightbbox(fig.canvas.get_renderer()).padded(matplotlib.rcParams["savefig.pad_inches"])
     buf = io.BytesIO()
-    # zlib level 3, not Pillow's 6: the same pixels, 4% more bytes, 40% less time compressing (0.74 -> 0.46 s for
-    # the committed results' 17 wide charts)
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches=tight, pil_kwargs={"compress_level": 3})
+    fig.savefig(buf, bbox_inches=tight, **PNG_OPTIONS)
     plt.close(fig)
     return buf.getvalue()
 
