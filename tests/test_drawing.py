@@ -62,6 +62,37 @@ def test_a_chart_worker_collects_cycles_where_the_report_itself_does_not():
         gc.enable()
 
 
+def _imported(module: str) -> list:
+    import sys
+
+    return [module in sys.modules]
+
+
+@needs_fork
+def test_a_chart_worker_imports_the_drawing_code_before_its_first_chart():
+    """The workers are forked before the records are read and have nothing to draw until they are: each imports the
+    modules it is given then (matplotlib with the chart modules), not when its first chart arrives. The modules here
+    are ones this process has not imported, so only the worker's preload can have imported them."""
+    import sys
+
+    preload = ("xml.dom.minidom", "wave")
+    assert not any(m in sys.modules for m in preload)
+    for given, imported in ((preload, [True]), ((), [False])):
+        with drawing.Drawings(workers=1, preload=given) as drawn:
+            drawn.add("minidom", _imported, "xml.dom.minidom")
+            _index, worker = drawn._pending["minidom"]
+            assert worker.result(timeout=60) == imported
+
+
+def test_the_report_preloads_every_module_its_charts_are_drawn_from():
+    """outline.CHART_MODULES names each module a chart job's Draw imports: a module left out is imported at its
+    first chart, as before, but the report would pay for it on the way to the end."""
+    options = CompareOptions(paths=(RESULTS / "gpu-h100-80gb-hbm3", RESULTS / "gpu-h200"), use_index=False)
+    _ds, cmp = analyse(options, warn=lambda line: None)
+    modules = {part.module for _key, job in outline.chart_jobs(cmp) for part in job if isinstance(part, drawing.Draw)}
+    assert modules | {outline.ANSWER_CHARTS} == set(outline.CHART_MODULES)
+
+
 def _slow_pid(seconds: float, n: int, log: Path) -> list:
     time.sleep(seconds)
     with log.open("a") as f:

@@ -31,7 +31,9 @@ def main(argv=None) -> int:
     p = parser()
     args = p.parse_args(argv)
     kept = None if args.no_index else chart_cache.ChartCache.beside_index(args.paths, args.index, _say)
-    with drawing.Drawings(kept=kept) as drawn:  # its workers forked now, before the records are read: they stay small
+    # the chart workers are forked now, before the records are read: they stay small, and import the drawing code
+    # while the records are read
+    with drawing.Drawings(kept=kept, preload=outline.CHART_MODULES) as drawn:
         _ds, cmp = analyse_or_exit(p, args, _say)
         doc = outline.build(cmp, args.paths, "python -m harness.report " + " ".join(argv), drawn)
     try:

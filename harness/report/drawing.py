@@ -2,16 +2,16 @@
 
 Drawing is most of a report's own time: about two dozen PNGs at 0.1-0.5 s each on this project's 2-core machine, whether
 there are 200 records or 100,000, and none of the text needs them. So the workers, one per CPU besides the one the text
-is written on, are forked first, before the records are read (a forked worker copies each page of the report's memory
-it touches: forked after a cold read of 100,000 records, one grew by 1 GB); the outline computes what each chart shows
-(the analysis, over the runs, in the report's own process) and hands it over with the function that draws it
-(`add(key, draw, *data)`: a module's function and the chart's data, pickled: kilobytes), and takes each chart where it
-goes (`take`) while it writes the text. A chart no worker has started when it is taken is drawn here, and while it
-waits for one that a worker draws, it draws the last ones no worker has started (once the text is done, it draws beside
-the workers rather than wait for them). Where fork is not the way processes start (macOS, Windows) or there is one
-CPU, each chart is drawn in this process when it is taken: the same bytes, later. Given a ChartCache
-(harness.report.chart_cache), a job whose charts an earlier report kept is not drawn at all, and each chart drawn is
-kept for the next.
+is written on, are forked first, before the records are read (a forked worker copies each page of the report's memory it
+touches: forked after a cold read of 100,000 records, one grew by 1 GB), and each imports the drawing code while the
+records are read (`preload`); the outline computes what each chart shows (the analysis, over the runs, in the report's
+own process) and hands it over with the function that draws it (`add(key, draw, *data)`: a module's function and the
+chart's data, pickled: kilobytes), and takes each chart where it goes (`take`) while it writes the text. A chart no
+worker has started when it is taken is drawn here, and while it waits for one that a worker draws, it draws the last
+ones no worker has started (once the text is done, it draws beside the workers rather than wait for them). Where fork is
+not the way processes start (macOS, Windows) or there is one CPU, each chart is drawn in this process when it is taken:
+the same bytes, later. Given a ChartCache (harness.report.chart_cache), a job whose charts an earlier report kept is not
+drawn at all, and each chart drawn is kept for the next.
 """
 
 from __future__ import annotations
@@ -60,6 +60,11 @@ def _draw_if_unclaimed(index: int, draw: Callable[..., list], *data) -> list | N
     return draw(*data) if _claim(_claims, index) else None
 
 
+def _import(modules: tuple[str, ...]) -> None:
+    for module in modules:
+        importlib.import_module(module)
+
+
 def _quiet_worker() -> None:
     # Ctrl-C (or a closed terminal) reaches the whole process group: the report says so in one line
     # (harness.output.run_main), and a worker just ends, printing no traceback of its own. Where CPUs are few, the text
@@ -94,9 +99,10 @@ class Drawings:
     of harness.report.charts.Chart); drawn.take(key) is that list. With `kept`, charts kept by an earlier report are
     taken from it and new ones put in it."""
 
-    def __init__(self, workers: int | None = None, kept: ChartCache | None = None):
+    def __init__(self, workers: int | None = None, kept: ChartCache | None = None, preload: tuple[str, ...] = ()):
         self.workers = _workers() if workers is None else workers  # 0: drawn in this process
         self.kept = kept
+        self.preload = preload  # the chart modules (and matplotlib with them), imported by each worker once forked
         self._kept_as: dict[str, str] = {}  # key -> the name its charts are kept under, once drawn
         self.jobs: dict[str, Callable[[], list]] = {}
         self._pool = None
@@ -129,6 +135,11 @@ class Drawings:
             self._workers = [p for p in multiprocessing.active_children() if p not in before]
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         started.result()
+        # nothing reaches a worker to draw until the records are read (seconds, at 100,000 records, on one CPU): each
+        # imports the drawing code meanwhile (0.4 s here), not when its first chart arrives; one that takes a second
+        # preload finds the modules imported
+        for _ in range(self.workers if self.preload else 0):
+            self._pool.submit(_import, self.preload)
 
     def add(self, key: str, draw: Callable[..., list], *data) -> None:
         """Start drawing draw(*data) (draw a module's function or a Draw; data what pickle carries: a chart's, not

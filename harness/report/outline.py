@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from harness.report.charts import Chart
 
 CHARTS = "harness.report.charts"  # the charts' module, imported where a chart is drawn (harness.report.drawing.Draw)
+VERSIONS_CHART, ANSWER_CHARTS = "harness.report.versions_chart", "harness.report.answer_charts"
+CHART_MODULES = (CHARTS, VERSIONS_CHART, ANSWER_CHARTS)  # what a chart worker imports before its first chart
 
 TITLE = "GPT-2 training on {word}s: the users' questions, answered from the records"
 FINDING_TOPICS = (  # harness.analysis.findings topics, in the order the report shows them
@@ -97,7 +99,7 @@ def chart_jobs(cmp: Compare) -> Iterator[tuple[str, tuple]]:
                         series.cross_gpu_items(cross.cross(cmp, "gpu"), cmp.name))
     yield "kernel-mix", (_listed, Draw(CHARTS, "kernel_mix_chart"), series.kernel_mix(cmp))
     # one rung under 3+ torch builds (harness.bisect --landscape)
-    yield "versions", (Draw("harness.report.versions_chart", "versions_charts"), series.landscapes(cmp))
+    yield "versions", (Draw(VERSIONS_CHART, "versions_charts"), series.landscapes(cmp))
     yield "factors", (_listed, Draw(CHARTS, "factors_chart"), knobs.splits(cmp), names.__getitem__)
     yield "memory", (_listed, Draw(CHARTS, "memory_chart"), series.memory_bars(cmp))
     yield "sweeps", (Draw(CHARTS, "sweep_charts"), series.sweep_lines(cmp))
@@ -114,13 +116,13 @@ def build(cmp: Compare, paths, command: str, drawn: drawing.Drawings | None = No
     meanwhile, by `drawn`'s workers (harness.report.drawing; forked before the records were read) or, without, by
     workers forked here."""
     if drawn is None:
-        with drawing.Drawings() as workers:
+        with drawing.Drawings(preload=CHART_MODULES) as workers:
             return build(cmp, paths, command, workers)
     for key, (draw, *data) in chart_jobs(cmp):
         drawn.add(key, draw, *data)
     answered = answers.compute(cmp)
     for a in answered:
-        drawn.add(f"answer-{a.key}", Draw("harness.report.answer_charts", "charts_of"), a.key, a.chart)
+        drawn.add(f"answer-{a.key}", Draw(ANSWER_CHARTS, "charts_of"), a.key, a.chart)
     return _document(cmp, paths, command, answered, drawn)
 
 
