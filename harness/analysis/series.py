@@ -104,6 +104,9 @@ def ladder_charts(cmp: Compare) -> list[LadderChart]:
 def _ladder_charts(cmp: Compare) -> list[LadderChart]:
     out = []
     ladders = cmp.ladders()
+    references: dict[str, list[Group]] = {}  # by plan: each plan's chart reads its own (thousands, in a year's records)
+    for ref in cmp.ds.references:
+        references.setdefault(ref.first.plan, []).append(ref)
     for plan in sorted({k[0] for k, _rows in ladders}, key=str):
         rung_index: dict[str, int] = {}
         series, shapes = [], set()
@@ -124,14 +127,15 @@ def _ladder_charts(cmp: Compare) -> list[LadderChart]:
         if not series:
             continue
         refs: dict[tuple, Series] = {}
-        for ref in cmp.ds.references:
+        for ref in references.get(plan, ()):
             w = ref.workload
             shape = (w.batch_size, w.seq_len)
-            if ref.first.plan != plan or not ref.first.ok or shape not in shapes or w.compile == "off" or ref.sweep:
+            if not ref.first.ok or shape not in shapes or w.compile == "off" or ref.sweep:
                 continue
             s = refs.setdefault(shape, Series(f"user's log, {ref.gpu} (B={shape[0]}, T={shape[1]})", True,
                                               device=ref.gpu, batch_size=shape[0]))
-            s.points.setdefault(ref.first.rung, Point(estimate(ref).point))
+            if ref.first.rung not in s.points:  # the first logged line of a rung (its estimate made once)
+                s.points[ref.first.rung] = Point(estimate(ref).point)
             idx = ref.first.rung_index
             rung_index.setdefault(ref.first.rung, 99 if idx is None else idx)
         series += [refs[k] for k in sorted(refs, key=lambda k: (k[0] or 0, k[1] or 0))]
