@@ -70,8 +70,13 @@ PHONE_FONTS = {"font.size": 12, "axes.titlesize": 12, "legend.fontsize": 11, "xt
 def fonts(width: float):
     """Larger type for a narrow chart: a phone shows it at about 90% of its drawn size."""
     return plt.rc_context(PHONE_FONTS if width < WIDE else {})
+
+
+# Type for a chart drawn about 8 inches wide: still legible when a phone shrinks it. Text unhinted: FreeType's hinting
+# (matplotlib's default) fits each glyph to the pixel grid, which at this dpi reads no better (a heavier "=", uneven
+# spacing) and costs a sixth of the drawing (the 13 chart jobs of a report of 100,000 records: 6.6 -> 5.6 s here)
 plt.rcParams.update({"font.size": 11, "axes.titlesize": 12, "legend.fontsize": 10, "xtick.labelsize": 10,
-                     "ytick.labelsize": 10})  # drawn about 8 inches wide: still legible when a phone shrinks it
+                     "ytick.labelsize": 10, "text.hinting": "no_hinting"})
 
 
 MAX_SERIES = 20  # bars or lines one chart tells apart: tab20's colours; more are drawn in parts of this many
