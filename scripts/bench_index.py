@@ -3,19 +3,20 @@
     PYTHONPATH=. python scripts/bench_index.py --records 100000 --dir /tmp/bench100k
 
 Makes DIR/records/ (N records: the committed record files under results/, copied round-robin with fresh run ids and
-their step times and summary numbers scaled by up to 10% (another run's numbers), each file named after its run id;
-a record is ~20 KB, so 100,000 of them are ~2.4 GB: put DIR on a disk with room; it is deleted afterwards unless
---keep), then runs `python -m harness.compare DIR/records` in a fresh interpreter each time: cold (no index yet:
-every file parsed, validated and indexed), warm (the index is current; --warm-runs times, their median printed), after
-NEW_RUNS more records were made (a night's runs: the index brings itself up to date, as a delta) and, with
---no-index-too, reading the JSON directly; then, with --report-runs, `python -m harness.report DIR/records -o
-DIR/report` (the index current). Prints each one's wall time, the part of it spent reading the records (the index
-brought up to date, then the dataset loaded; the rest is the analysis), its CPU time (with its worker processes': the
-index's, the report's chart drawers'; on a shared machine the wall time says as much about the others' load), its peak
-memory (ru_maxrss of that process, and of its largest worker), and the machine's load average and speed before and
-after: the best of 3 runs of a fixed piece of pure-Python work (REFERENCE: parse, sort, take medians), which is what
-compare and report spend their time on, so that runs made at different hours of a shared machine can be set side by
-side (a report 20% slower beside a reference 20% slower is the machine, not the code). A benchmark, not a test: it
+their step times and summary numbers scaled by up to 10% (another run's numbers), each file named after its run id; a
+record is ~20 KB, so 100,000 of them are ~2.4 GB: put DIR on a disk with room; it is deleted afterwards unless --keep),
+then runs `python -m harness.compare DIR/records` in a fresh interpreter each time: cold (no index yet: every file
+parsed, validated and indexed), warm (the index is current; --warm-runs times, their median printed), after NEW_RUNS
+more records were made (a night's runs: the index brings itself up to date, as a delta) and, with --no-index-too,
+reading the JSON directly; then, with --report-runs, `python -m harness.report DIR/records -o DIR/report` (the index
+current: the first draws every chart, the next find them kept), and once more after NEW_RUNS more records (a night's
+runs: the charts whose data they change are drawn again). Prints each one's wall time, the part of it spent reading the
+records (the index brought up to date, then the dataset loaded; the rest is the analysis), its CPU time (with its worker
+processes': the index's, the report's chart drawers'; on a shared machine the wall time says as much about the others'
+load), its peak memory (ru_maxrss of that process, and of its largest worker), and the machine's load average and speed
+before and after: the best of 3 runs of a fixed piece of pure-Python work (REFERENCE: parse, sort, take medians), which
+is what compare and report spend their time on, so that runs made at different hours of a shared machine can be set side
+by side (a report 20% slower beside a reference 20% slower is the machine, not the code). A benchmark, not a test: it
 asserts nothing.
 """
 
@@ -143,7 +144,8 @@ def main(argv=None) -> int:
                    help="how many warm compares to time (default 3: this kind of machine varies by 20%% run to run)")
     p.add_argument("--no-index-too", action="store_true", help="also time compare --no-index (the JSON read directly)")
     p.add_argument("--report-runs", type=int, default=0, metavar="N",
-                   help="then time `python -m harness.report` N times, the index current (default 0: not timed)")
+                   help="then time `python -m harness.report` N times, the index current (the first draws every "
+                        "chart, the others find them kept), and once more after 10 new records (default 0: none)")
     p.add_argument("--keep", action="store_true", help="keep DIR afterwards (default: deleted)")
     args = p.parse_args(argv)
     if args.warm_runs < 0 or args.report_runs < 0:
@@ -159,19 +161,26 @@ def main(argv=None) -> int:
         print(machine_line("before"), flush=True)
         compare = ("harness.compare", str(records))
         report = ("harness.report.__main__", str(records), "-o", str(args.dir / "report"))
-        runs = [("cold (index built)", compare)]
-        runs += [(f"warm {i + 1} (index current)", compare) for i in range(args.warm_runs)]
-        runs += [(f"{NEW_RUNS} new records (index updated)", compare)]
-        runs += [("--no-index (JSON read directly)", (*compare, "--no-index"))] if args.no_index_too else []
-        runs += [(f"report {i + 1} (index current)", report) for i in range(args.report_runs)]
-        times: dict[str, list[float]] = {"warm": [], "report": []}
-        heads = {}
-        for name, command in runs:
-            if name.startswith(f"{NEW_RUNS} new"):
-                make_records(args.sources or [ROOT / "results"], records, NEW_RUNS, start=args.records)
+        # (what is timed, the kind its median is taken over, the command, whether NEW_RUNS records are made first)
+        runs = [("cold (index built)", "cold", compare, False)]
+        runs += [(f"warm {i + 1} (index current)", "warm", compare, False) for i in range(args.warm_runs)]
+        runs += [(f"{NEW_RUNS} new records (index updated)", "new", compare, True)]
+        if args.no_index_too:
+            runs += [("--no-index (JSON read directly)", "json", (*compare, "--no-index"), False)]
+        if args.report_runs:  # the first report of a set draws every chart; the next ones find them kept
+            runs += [("report 1 (every chart drawn)", "drawn", report, False)]
+            runs += [(f"report {i + 2} (charts kept)", "report, charts kept", report, False)
+                     for i in range(args.report_runs - 1)]
+            runs += [(f"report, {NEW_RUNS} more new records", "nightly", report, True)]  # the charts they change drawn
+        times: dict[str, list[float]] = {"warm": [], "report, charts kept": []}
+        heads, made = {}, args.records
+        for name, kind, command, new_first in runs:
+            if new_first:
+                make_records(args.sources or [ROOT / "results"], records, NEW_RUNS, start=made)
+                made += NEW_RUNS
             seconds, read, cpu, peak, worker, heads[command[0]] = timed(*command)
-            times.get(name.split()[0], []).append(seconds)
-            print(f"{name:32} {seconds:6.1f} s (reading the records {read:6.1f} s; CPU {cpu:6.1f} s)   peak RSS "
+            times.get(kind, []).append(seconds)
+            print(f"{name:36} {seconds:6.1f} s (reading the records {read:6.1f} s; CPU {cpu:6.1f} s)   peak RSS "
                   f"{peak / 2**30:5.2f} GiB (largest worker {worker / 2**30:4.2f} GiB)", flush=True)
         for what, seconds in times.items():
             if seconds:
