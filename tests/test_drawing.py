@@ -69,18 +69,16 @@ def _imported(module: str) -> list:
 
 
 @needs_fork
-def test_a_chart_worker_imports_the_drawing_code_before_its_first_chart():
+def test_a_chart_worker_imports_the_drawing_code_before_its_first_chart(tmp_path, monkeypatch):
     """The workers are forked before the records are read and have nothing to draw until they are: each imports the
-    modules it is given then (matplotlib with the chart modules), not when its first chart arrives. The modules here
-    are ones this process has not imported, so only the worker's preload can have imported them."""
-    import sys
-
-    preload = ("xml.dom.minidom", "wave")
-    assert not any(m in sys.modules for m in preload)
-    for given, imported in ((preload, [True]), ((), [False])):
+    modules it is given then (matplotlib with the chart modules), not when its first chart arrives. The module here is
+    made for the test, so only the worker's preload can have imported it."""
+    (tmp_path / "preload_probe.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))  # before the fork: the workers inherit it
+    for given, imported in ((("preload_probe",), [True]), ((), [False])):
         with drawing.Drawings(workers=1, preload=given) as drawn:
-            drawn.add("minidom", _imported, "xml.dom.minidom")
-            _index, worker = drawn._pending["minidom"]
+            drawn.add("probe", _imported, "preload_probe")
+            _index, worker = drawn._pending["probe"]
             assert worker.result(timeout=60) == imported
 
 
