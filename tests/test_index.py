@@ -278,7 +278,8 @@ def test_an_index_that_cannot_be_mapped_is_read(tmp_path, monkeypatch):
     monkeypatch.setattr(idx.mmap, "mmap", refuse)
     index, again, _w, notices = _read(folder)
     assert notices == [] and index.stats["read"] == 0 and again == records
-    assert all(dict(r.get("explain") or {}) == dict(r0.get("explain") or {}) for (_p, r), (_q, r0) in zip(again, records))
+    assert all(dict(r.get("explain") or {}) == dict(r0.get("explain") or {})
+               for (_p, r), (_q, r0) in zip(again, records, strict=True))
 
 
 def test_an_index_in_an_earlier_format_is_rebuilt_quietly(tmp_path):
