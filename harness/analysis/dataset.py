@@ -235,7 +235,9 @@ class _Sorting:
             if gpu not in self.gpu_keys:  # one key per device, from its first run (not made for every run)
                 self.gpu_keys[gpu] = _gpu_sort_key(r, gpu)
             key = (*r.set_key, label, gpu)
-            group = self.groups.setdefault(key, Group("measured", *key, n_boot=self.n_boot))
+            group = self.groups.get(key)
+            if group is None:  # made once per cell, not once per run (a setdefault's default is made every time)
+                group = self.groups[key] = Group("measured", *key, n_boot=self.n_boot)
             group.records.append(r)
             group.paths.append(path)
 
