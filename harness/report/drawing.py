@@ -79,8 +79,9 @@ def _quiet_worker() -> None:
 @dataclass(frozen=True)
 class Draw:
     """A chart function by its module's and its own name: what a job hands to a worker (pickled, the two names) and
-    what names it among the kept charts. Its module, and matplotlib with it, is imported where a chart is drawn: a
-    report whose charts were all kept imports neither (half a second)."""
+    what names it among the kept charts. Its module, and matplotlib with it, is imported where a chart is drawn: the
+    report's own process, where every chart was kept, imports neither (half a second); its workers import them while
+    the records are read (Drawings' preload)."""
 
     module: str
     name: str
@@ -118,6 +119,9 @@ class Drawings:
             except (OSError, NotImplementedError, ImportError):  # no semaphores (no /dev/shm), no process left to fork
                 self._end(failed=True)
                 self.workers, self._pool = 0, None  # drawn here, as where fork is not the way
+            except BaseException:  # a stop signal or a broken pool as they start: no __exit__ follows, so they end now
+                self._end(failed=True)
+                raise
         return self
 
     def _start(self) -> None:
@@ -137,7 +141,9 @@ class Drawings:
         started.result()
         # nothing reaches a worker to draw until the records are read (seconds, at 100,000 records, on one CPU): each
         # imports the drawing code meanwhile (0.4 s here), not when its first chart arrives; one that takes a second
-        # preload finds the modules imported
+        # preload finds the modules imported. Where every chart is kept, that is 0.4 s of a CPU the reading leaves idle
+        # (a report reads for longer than that even at 200 records). A failed import is not said here: the chart that
+        # needs the module imports it again, and raises then.
         for _ in range(self.workers if self.preload else 0):
             self._pool.submit(_import, self.preload)
 
