@@ -430,3 +430,25 @@ def test_remove_venvs_with_repeats_auto_keeps_the_two_newest_venvs_until_a_third
     d.mkdir()
     m.release(d, [])
     assert not d.exists()
+
+
+LANDSCAPE_PNG = """
+import sys
+from harness.analysis.context import Compare
+from harness.analysis.dataset import load
+from harness.analysis.series import landscapes
+from harness.report.versions_chart import versions_charts
+sys.stdout.buffer.write(versions_charts(landscapes(Compare(load([sys.argv[1]], warn=lambda line: None))))[0][1])
+"""
+
+
+def test_the_landscape_chart_is_drawn_the_same_where_the_other_charts_were_not_imported():
+    """harness.bisect imports the landscape chart alone; a report has imported every chart module first. The chart
+    takes the charts' type and text settings as it is imported, so both draw the same PNG."""
+    import harness.report.charts  # noqa: F401  (as in a report: its settings in place before this chart is drawn)
+
+    folder = ROOT / "results" / "cpu-bisect"
+    here = versions_charts(landscapes(Compare(load([folder], warn=lambda line: None))))[0][1]
+    alone = subprocess.run([sys.executable, "-c", LANDSCAPE_PNG, str(folder)], capture_output=True, cwd=ROOT,
+                           check=True, timeout=300).stdout
+    assert here[:8] == b"\x89PNG\r\n\x1a\n" and alone == here

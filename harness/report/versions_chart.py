@@ -15,6 +15,10 @@ import numpy as np
 from harness.analysis import series, stats
 from harness.analysis.series import VersionPoint
 
+# before any figure: the charts' type and text settings (harness.report.charts sets them as it is imported), so this
+# chart is laid out and drawn the same wherever it is drawn (harness.bisect, a report's worker or its own process)
+from harness.report.charts import _png
+
 
 def draw(points: list[VersionPoint], title: str, boundary: tuple[str, str] | None = None, png: bool = True):
     """Two panels over the versions: tokens/s (thousands) with its interval from the run-to-run spread, and peak memory (GiB)
@@ -54,8 +58,6 @@ def draw(points: list[VersionPoint], title: str, boundary: tuple[str, str] | Non
     fig.tight_layout()
     if not png:
         return fig
-    from harness.report.charts import _png
-
     return _png(fig)
 
 
