@@ -145,7 +145,8 @@ def main(argv=None) -> int:
     p.add_argument("--no-index-too", action="store_true", help="also time compare --no-index (the JSON read directly)")
     p.add_argument("--report-runs", type=int, default=0, metavar="N",
                    help="then time `python -m harness.report` N times, the index current (the first draws every "
-                        "chart, the others find them kept), and once more after 10 new records (default 0: none)")
+                        f"chart, the others find them kept), and once more after {NEW_RUNS} new records (default 0: "
+                        "none)")
     p.add_argument("--keep", action="store_true", help="keep DIR afterwards (default: deleted)")
     args = p.parse_args(argv)
     if args.warm_runs < 0 or args.report_runs < 0:
