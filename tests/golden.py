@@ -15,8 +15,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from shipped import SHIPPED_ROOT
+
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "data" / "golden"
+# Every command runs in the copy of the shipped records (tests/shipped.py), as it would at a checkout's root: what a
+# user ran into results/ changes no output. Scripts are named from the checkout.
+SCRIPTS = ROOT / "scripts"
 
 COMMITTED = ["results/cpu-amd-epyc-2core", "results/reference", "results/gpu-h100-80gb-hbm3", "results/gpu-h200"]
 GPUS = ["results/gpu-h100-80gb-hbm3", "results/gpu-h200", "results/reference"]
@@ -45,8 +50,8 @@ COMMANDS: dict[str, list[str]] = {
     "envs-unknown": ["-m", "harness.envs", "show", "no-such-env"],
     "docker-render-nightly": ["-m", "harness.docker", "render", "nightly"],
     "docker-check": ["-m", "harness.docker", "check"],
-    "readme-gpu-check": ["scripts/readme_gpu.py", "--check"],
-    "check-explain-records": ["scripts/check_explain_records.py", "results/gpu-h100-80gb-hbm3", "results/gpu-h200"],
+    "readme-gpu-check": [str(SCRIPTS / "readme_gpu.py"), "--check"],
+    "check-explain-records": [str(SCRIPTS / "check_explain_records.py"), "results/gpu-h100-80gb-hbm3", "results/gpu-h200"],
 }
 HELP = ["harness.run", "harness.batch_search", "harness.tune", "harness.compare", "harness.report", "harness.envs",
         "harness.docker", "harness.cluster"]
@@ -87,8 +92,10 @@ def run(name: str) -> str:
     """The command's exit code, stdout and stderr (and the report's markdown), as one text."""
     with tempfile.TemporaryDirectory() as tmp:
         argv = [a.replace("{tmp}", tmp) for a in COMMANDS[name]]
-        env = {**os.environ, "COLUMNS": "120", "PYTHONHASHSEED": "0", "PYTHON_COLORS": "0", "NO_COLOR": "1"}
-        p = subprocess.run([sys.executable, *argv], check=False, cwd=ROOT, capture_output=True, text=True, env=env, timeout=900)
+        env = {**os.environ, "COLUMNS": "120", "PYTHONHASHSEED": "0", "PYTHON_COLORS": "0", "NO_COLOR": "1",
+               "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        p = subprocess.run([sys.executable, *argv], check=False, cwd=SHIPPED_ROOT, capture_output=True, text=True,
+                           env=env, timeout=900)
         stdout = argparse_neutral(p.stdout) if name.startswith("help-") else p.stdout
         out = f"exit {p.returncode}\n--- stdout\n{stdout}--- stderr\n{p.stderr}"
         report = Path(tmp) / "report"
@@ -96,7 +103,7 @@ def run(name: str) -> str:
             out += "--- files\n" + "".join(f"{f.name}\n" for f in sorted(report.iterdir()))
             out += "--- report.md\n" + (report / "report.md").read_text()
         out = re.sub(r"Generated \d{4}-\d\d-\d\d \d\d:\d\d UTC", "Generated {when}", out)
-        return out.replace(tmp, "{tmp}").replace(str(ROOT), "{root}")
+        return out.replace(tmp, "{tmp}").replace(str(SHIPPED_ROOT), "{root}").replace(str(ROOT), "{root}")
 
 
 def main() -> int:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from shipped import RESULTS
+
 ROOT = Path(__file__).resolve().parent.parent
-CPU_RECORDS = ROOT / "results" / "cpu-amd-epyc-2core"
+CPU_RECORDS = RESULTS / "cpu-amd-epyc-2core"
 CLEAR, TITLE = "\u001b[2J", "\u001b]0;pwned\u0007"
 SCRIPT, IMG = "<script>alert(1)</script>", '"><img src=x onerror=alert(1)>'
 LINKS = "[c](javascript:alert(1))![i](http://evil.example/p.png)"

@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from shipped import RESULTS
 
 from harness.analysis import stats
 from harness.analysis.answer_types import moves, said, span
@@ -66,7 +67,7 @@ def test_the_gpu_records_answer_with_their_numbers():
     these records cannot settle give the command that would."""
     from harness.analysis import answers
 
-    cmp = Compare(load([ROOT / "results" / d for d in ("gpu-h100-80gb-hbm3", "gpu-h200", "reference")], warn=lambda line: None))
+    cmp = Compare(load([RESULTS / d for d in ("gpu-h100-80gb-hbm3", "gpu-h200", "reference")], warn=lambda line: None))
     by_key = {a.key: a for a in answers.compute(cmp)}
     assert list(by_key) == ["tf32", "vocab", "versions", "batch", "mfu"]
     assert all(a.question.endswith("?") for a in by_key.values())
@@ -90,7 +91,7 @@ def test_the_batch_answer_rests_on_the_sweep_it_reads():
     user's log alone: the curve's key was matched against one field short, so no run ever matched)."""
     from harness.analysis import answers, findings
 
-    cmp = Compare(load([ROOT / "results" / d for d in ("gpu-h100-80gb-hbm3", "reference")], warn=lambda line: None))
+    cmp = Compare(load([RESULTS / d for d in ("gpu-h100-80gb-hbm3", "reference")], warn=lambda line: None))
     sweep = {r.run_id for g in cmp.ds.groups for r in g.records if r.sweep and r.sweep.field == "batch_size"}
     sweep |= {r.run_id for r, _gpu, _env in cmp.failed_runs() if r.sweep and r.sweep.field == "batch_size"}
     assert len(sweep) == 5  # B=64, 96, 104 ran; 112 and 128 oom
@@ -108,7 +109,7 @@ def test_the_h100_padding_calls_say_how_much_is_the_compilers_padding():
     from harness.analysis import answers
 
     folders = ["gpu-h100-80gb-hbm3", *(f"gpu-h100-80gb-hbm3-20261126-call{n}" for n in (1, 2, 3)), "reference"]
-    cmp = Compare(load([ROOT / "results" / d for d in folders], warn=lambda line: None))
+    cmp = Compare(load([RESULTS / d for d in folders], warn=lambda line: None))
     by_key = {a.key: a for a in answers.compute(cmp)}
     off = "inductor_shape_padding off, inductor_comprehensive_padding off"
     tf32 = " ".join(by_key["tf32"].sentences)
@@ -137,7 +138,7 @@ def test_padding_ab_on_two_gpus_is_told_per_gpu():
 
     folders = ["gpu-h100-80gb-hbm3", *(f"gpu-h100-80gb-hbm3-20261126-call{n}" for n in (1, 2, 3)),
                "gpu-h200", *(f"gpu-h200-20261126-call{n}" for n in (1, 2))]
-    cmp = Compare(load([ROOT / "results" / d for d in folders], warn=lambda line: None))
+    cmp = Compare(load([RESULTS / d for d in folders], warn=lambda line: None))
     by_key = {a.key: a for a in answers.compute(cmp)}
     tf32 = " ".join(by_key["tf32"].sentences)
     assert "TF32's memory rise on h100-80g / local" in tf32 and "TF32's memory rise on h200 / local" in tf32, tf32
@@ -157,7 +158,7 @@ def test_a_batch_size_logged_many_times_is_one_point_with_its_median_and_range(t
 
     from harness.analysis import answers_batch, findings
 
-    refs = shutil.copytree(ROOT / "results" / "reference", tmp_path / "reference", ignore=shutil.ignore_patterns("*.py"))
+    refs = shutil.copytree(RESULTS / "reference", tmp_path / "reference", ignore=shutil.ignore_patterns("*.py"))
     line = json.loads((refs / "ref-000-L061-fused-adamw-clip-b96.json").read_text())
     logged = line["summary"]["tokens_per_s"]
     for i, factor in enumerate((0.98, 1.02)):  # two more lines of B=96, either side of the first
@@ -189,7 +190,7 @@ def test_a_knob_that_changes_memory_says_so_in_its_finding():
 
 def _h200_calls() -> Compare:
     folders = ["gpu-h200", *(f"gpu-h200-2026112{d}-call{n}" for d, n in ((6, 1), (6, 2), (7, 1), (7, 2)))]
-    return Compare(load([ROOT / "results" / d for d in folders], warn=lambda line: None))
+    return Compare(load([RESULTS / d for d in folders], warn=lambda line: None))
 
 
 def test_a_plan_of_knobs_against_a_base_is_not_read_as_a_ladder():

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from records_factory import make_record, noisy_ms, write
+from shipped import RESULTS
 
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
@@ -447,7 +448,7 @@ def test_the_landscape_chart_is_drawn_the_same_where_the_other_charts_were_not_i
     takes the charts' type and text settings as it is imported, so both draw the same PNG."""
     import harness.report.charts  # noqa: F401  (as in a report: its settings in place before this chart is drawn)
 
-    folder = ROOT / "results" / "cpu-bisect"
+    folder = RESULTS / "cpu-bisect"
     here = versions_charts(landscapes(Compare(load([folder], warn=lambda line: None))))[0][1]
     alone = subprocess.run([sys.executable, "-c", LANDSCAPE_PNG, str(folder)], capture_output=True, cwd=ROOT,
                            check=True, timeout=300).stdout

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from records_factory import constant_ms, kernels, make_record, noisy_ms, write
+from shipped import RESULTS
 
 from harness import compare
 from harness.analysis import stats
@@ -236,7 +237,7 @@ def test_exit_codes(tmp_path, capsys):
 
 def test_env_filter_keeps_the_users_reference_records(tmp_path, capsys):
     """--env selects measured runs; the user's logged numbers (kind=reference) are not an env and stay beside them."""
-    refs = ROOT / "results" / "reference"
+    refs = RESULTS / "reference"
     measured = write(tmp_path / "m", [make_record(env=env, rung="vocab-50304", workload=VOCAB, ms=constant_ms(ms))
                                       for env, ms in (("torch212", 70.0), ("nightly", 60.0))])
     ds = load([refs, measured], warn=lambda line: None, filters=Filters(envs=["nightly"]))
@@ -542,7 +543,7 @@ def test_mfu_above_100_percent_is_never_shown_bare(tmp_path, capsys):
 
 def _gpu_records() -> list[Path]:
     """The real H100 and H200 records: committed under results/, else the shared copy beside the checkout."""
-    committed = [ROOT / "results" / "gpu-h100-80gb-hbm3", ROOT / "results" / "gpu-h200"]
+    committed = [RESULTS / "gpu-h100-80gb-hbm3", RESULTS / "gpu-h200"]
     shared = [ROOT.parent / "shared" / "gpu-records" / d for d in ("h100-80gb-hbm3-torch2.11", "h200-torch2.11")]
     for paths in (committed, shared):
         if all(p.is_dir() for p in paths):
@@ -587,7 +588,7 @@ def test_the_output_does_not_depend_on_the_hash_seed():
     outs = []
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
-        proc = subprocess.run([sys.executable, "-m", "harness.compare", str(ROOT / "results"), "--table", "knobs",
+        proc = subprocess.run([sys.executable, "-m", "harness.compare", str(RESULTS), "--table", "knobs",
                                "--no-index"], check=False, capture_output=True, text=True, env=env, cwd=ROOT,
                               timeout=300)
         assert proc.returncode == 0, proc.stderr
@@ -606,7 +607,7 @@ def _rows_b(cx):
 def test_a_memo_name_is_one_analysiss():
     """Compare.cached: the same function asking again reads its one result; another function asking for that name is
     told at once (a second analysis named 'ladders' once read the ladder table's results as its own rows)."""
-    cx = Compare(load([ROOT / "results" / "cpu-amd-epyc-2core"], warn=lambda line: None))
+    cx = Compare(load([RESULTS / "cpu-amd-epyc-2core"], warn=lambda line: None))
     first = cx.cached("rows", _rows_a)
     assert cx.cached("rows", _rows_a) is first == ["a"]
     with pytest.raises(RuntimeError, match="'rows' is .*_rows_a's, asked for by .*_rows_b"):

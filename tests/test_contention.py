@@ -11,6 +11,7 @@ import sys
 import pytest
 from module_cli import run_module
 from records_factory import make_record, write
+from shipped import RESULTS
 
 from harness import contention
 from harness.analysis.cells import CONTENDED_NOTE
@@ -139,13 +140,12 @@ def test_the_verdicts_rerun_lines_name_each_command_once_and_count_every_run():
     """A year of runs contended in one cell repeats one rerun command: the verdict names each (cell, command) once
     with its count, and what it counts plus "and N more" is every contended run (results/ has 34, two pairs alike)."""
     import re
-    from pathlib import Path
 
     from harness.analysis.options import CompareOptions, analyse
     from harness.analysis.verdict import verdict
     from harness.render import _left_out_blocks
 
-    results = Path(__file__).resolve().parent.parent / "results"
+    results = RESULTS
     ds, cx = analyse(CompareOptions((results,)), lambda line: None)
     (lines,) = [lines for head, lines in _left_out_blocks(verdict(cx), cx.name) if head.startswith("Left out as")]
     named = [line for line in lines if not line.startswith("... and")]

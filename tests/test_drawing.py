@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
+from shipped import RESULTS
 
 from harness.analysis import answers
 from harness.analysis.options import CompareOptions, analyse
 from harness.report import answer_charts, drawing, outline
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"
 PARENT = os.getpid()
 needs_fork = pytest.mark.skipif(drawing._workers() < 1, reason="one CPU or no fork here: nothing is drawn apart")
 

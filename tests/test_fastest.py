@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from records_factory import make_record, noisy_ms, write
+from shipped import RESULTS
 
 from harness.analysis import fastest
 from harness.analysis.context import Compare
@@ -97,7 +98,7 @@ def test_overview_on_the_real_gpu_records():
     """Today's records: no harness.tune run. On the H200, cuDNN attention (beyond-ladder sdpa-cudnn, B=64, one run) is
     +2.8% against the seed ladder's last rung, within noise: the H200's run-to-run spread rests on one cell of three
     runs (sd 0.4%, 2 degrees of freedom), so a one-run gain of a few percent is not decided; it is not called faster."""
-    cmp = Compare(load([ROOT / "results" / "gpu-h100-80gb-hbm3", ROOT / "results" / "gpu-h200", ROOT / "results" / "reference"],
+    cmp = Compare(load([RESULTS / "gpu-h100-80gb-hbm3", RESULTS / "gpu-h200", RESULTS / "reference"],
                        warn=lambda line: None))
     tables = {t.title: t for t in fastest_tables.fastest_tables(cmp)}
     h200 = {r["what"]: r for r in tables[fastest_tables.OVERVIEW_TITLE + "h200"].rows}
@@ -119,7 +120,7 @@ def test_overview_on_the_real_gpu_records():
 def test_report_section_and_finding_per_gpu(tmp_path):
     from harness.report import __main__ as report
 
-    paths = [ROOT / "results" / d for d in ("gpu-h100-80gb-hbm3", "gpu-h200", "reference")]
+    paths = [RESULTS / d for d in ("gpu-h100-80gb-hbm3", "gpu-h200", "reference")]
     assert report.main([*map(str, paths), "-o", str(tmp_path)]) == 0
     md = (tmp_path / "report.md").read_text()
     section = md.split("## A4. Fastest found vs the user's best vs the peer")[1].split("## A5.")[0]

@@ -8,13 +8,15 @@ import json
 import shutil
 from pathlib import Path
 
+from shipped import RESULTS
+
 from harness.analysis import findings
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
 
 ROOT = Path(__file__).resolve().parent.parent
-GPU = [ROOT / "results" / "gpu-h100-80gb-hbm3", ROOT / "results" / "gpu-h200"]
-REFERENCE = ROOT / "results" / "reference"
+GPU = [RESULTS / "gpu-h100-80gb-hbm3", RESULTS / "gpu-h200"]
+REFERENCE = RESULTS / "reference"
 
 
 def found(paths) -> list[findings.Finding]:

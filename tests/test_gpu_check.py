@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from records_factory import make_record, write
+from shipped import RESULTS
 
 from harness.gpu_check import __main__ as cli
 from harness.gpu_check import budget, estimate, pack, plan, runner, sanity
@@ -24,7 +25,9 @@ from harness.record.view import RecordView
 from harness.request import build_points
 
 ROOT = Path(__file__).resolve().parent.parent
-H100 = ROOT / "results" / "gpu-h100-80gb-hbm3"
+H100 = RESULTS / "gpu-h100-80gb-hbm3"
+# --records as the default reads them (results/gpu-*/), from the shipped copy: a GPU call a user unpacked changes nothing
+SHIPPED_GPU = [arg for folder in sorted(RESULTS.glob("gpu-*/")) for arg in ("--records", str(folder))]
 H100_NAME = "NVIDIA H100 80GB HBM3"
 DATA = ROOT / "tests" / "data"
 
@@ -180,7 +183,7 @@ def test_a_knob_of_flags_alone_is_estimated_from_its_own_record_and_failures_are
     """Flags are not part of a workload: the H200's coordinate-descent run (137 s of compile) was the basis of its
     baseline, the same workload, which then did not fit a call; and a run that failed in its compile (25 s) was the
     basis of the same rung's next try. Both seen in the dry run after 2026-11-27's H200 calls."""
-    records = estimate.load_gpu_records([ROOT / "results" / "gpu-h200-20261127-call1"])
+    records = estimate.load_gpu_records([RESULTS / "gpu-h200-20261127-call1"])
     assert all(r.ok for r in records) and "compile-max-autotune-no-cudagraphs" not in {r.rung for r in records}
     est = estimate.Estimator(records, "NVIDIA H200")
     base = est.prior(Run("x", "beyond-ladder", "best-of-ladder", 64, True, "beyond", 50, 10))
@@ -241,7 +244,7 @@ def test_the_padding_tiers_come_first_and_pair_up():
 
 
 def test_dry_run_for_an_h100_reads_at_120_columns(capsys):
-    assert cli.main(["--dry-run"]) == 0
+    assert cli.main(["--dry-run", *SHIPPED_GPU]) == 0
     out = capsys.readouterr().out
     assert max(map(len, out.splitlines())) <= 120
     assert out.startswith(f"gpu_check dry run for {H100_NAME}: budget 480 s")
@@ -253,7 +256,7 @@ def test_dry_run_for_an_h100_reads_at_120_columns(capsys):
     assert "fastest (plan beyond-ladder; 2 of 2 runs, complete)" in out
     assert re.search(r"default-pair \(plan padding; 0 of 2 runs, not started: tier default-pair needs ~\d+ s, \d+ s left\)", out)
     # a smaller budget does not reach the fastest pair
-    assert cli.main(["--dry-run", "--budget-s", "360"]) == 0
+    assert cli.main(["--dry-run", "--budget-s", "360", *SHIPPED_GPU]) == 0
     assert re.search(r"fastest \(plan beyond-ladder; 0 of 2 runs, not started: tier fastest needs ~\d+ s, \d+ s left\)",
                      capsys.readouterr().out)
 
@@ -264,7 +267,7 @@ def test_dry_run_for_an_h100_reads_at_120_columns(capsys):
     (["--dry-run", "--steps", "5", "--warmup-steps", "5"], "--warmup-steps from 0 to below it"),
     (["--dry-run", "--steps", "20"], "--steps and --warmup-steps go together"),
     (["--dry-run", "--records", "/no/such/folder"], "no such folder /no/such/folder"),
-    (["--out", str(ROOT / "results" / "gpu-h200")], "is not empty: a call's folder holds that call alone"),
+    (["--out", str(RESULTS / "gpu-h200")], "is not empty: a call's folder holds that call alone"),
     (["--out", "/tmp/gc-new", "--pack-to", "/tmp/gc-new/packed"], "--pack-to must be outside --out"),
 ])
 def test_bad_options_are_one_line_and_exit_2(argv, message, capsys):
@@ -379,14 +382,16 @@ def test_the_call_runs_the_budget_closes_and_packs(tmp_path, monkeypatch, capsys
     monkeypatch.setattr(runner, "WorkerRunner", Workers)
     monkeypatch.setattr(runner, "closing", lambda python, out, paths, deadline: {
         "compare": {"exit": 0, "seconds": 1.0, "paths": [str(out), *map(str, paths)]}, "report": {"exit": 0, "seconds": 2.0}})
-    code = cli.main(["--out", str(tmp_path / "call"), "--pack-to", str(tmp_path / "OUT"), "--tiers", "fastest,knobs,long-tail"])
+    code = cli.main(["--out", str(tmp_path / "call"), "--pack-to", str(tmp_path / "OUT"), "--tiers", "fastest,knobs,long-tail",
+                     *SHIPPED_GPU])
     assert code == 0
     assert calls[:2] == ["beyond-ladder/best-of-ladder@B64", "beyond-ladder/sdpa-cudnn@B64"] and len(calls) == 9
     summary = json.loads((tmp_path / "OUT" / "summary.json").read_text())
     assert [r["status"] for r in summary["runs"]].count("ok") == 8 and summary["gpu"] == H100_NAME
-    h100_folders = sorted(ROOT.glob("results/gpu-h100-80gb-hbm3*/"))  # the 2026-11-23 records and the calls since
+    h100_folders = sorted(RESULTS.glob("gpu-h100-80gb-hbm3*/"))  # the 2026-11-23 records and the calls since
     assert H100 in h100_folders and len(h100_folders) > 1
-    assert summary["compare"]["paths"][1:] == [*map(str, h100_folders), str(ROOT / "results" / "reference")]  # same GPU only
+    reference = str(cli.ROOT / "results" / "reference")  # the checkout's own: gpu_check always reads the user's log
+    assert summary["compare"]["paths"][1:] == [*map(str, h100_folders), reference]  # same GPU only
     text = (tmp_path / "OUT" / "summary.txt").read_text()
     assert max(map(len, text.splitlines())) <= 120 and "9 of 9 runs started" in text
     assert re.search(r"^1 +fastest +best-of-ladder +64 +55 +0 +ok +463,975 +48,571", text, re.MULTILINE)
@@ -432,7 +437,7 @@ def test_the_steps_evidence_from_the_committed_records(capsys):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     # the folders docs/gpu-check.md's table was made from (the calls since ran 5+25 steps, or 10+40 once per rung)
-    assert module.main([str(H100), str(ROOT / "results" / "gpu-h200")]) == 0
+    assert module.main([str(H100), str(RESULTS / "gpu-h200")]) == 0
     out = capsys.readouterr().out
     assert out.startswith("31 committed GPU runs of 50 steps (H100 80GB HBM3, H200)")
     assert re.search(r"^ 10\+40\s+0\.00%\s+0\.00%.*8 of 8\s+0\.0\s+0\.0$", out, re.MULTILINE)

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from shipped import RESULTS
 
 from harness.gpu_check import estimate, pack, plan, runner
 from harness.gpu_check.budget import spend
@@ -55,7 +56,7 @@ def test_a_budgeted_call_on_the_cpu_stand_in(tmp_path):
     assert records[0]["flags"]["requested"]["inductor_shape_padding"] == "off"
     assert "=== padding/tf32-50257-no-pad@B16" in (out / "logs" / "padding-tf32.log").read_text()
 
-    summary.update(runner.closing(sys.executable, out, [ROOT / "results" / "reference"]))
+    summary.update(runner.closing(sys.executable, out, [RESULTS / "reference"]))
     assert summary["compare"]["exit"] == 0 and summary["report"]["exit"] == 0
     # compare's verdict names no rung when nothing is paired (two rungs, one env, one CPU); its count and the report do.
     # A run this shared machine measured under contention (another tenant busy) is counted apart, not as ok.

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from hostile import CPU_RECORDS, FORMULA, PAYLOAD, WRONG_TYPES, field_paths, with_value, write_hostile
 from module_cli import ROOT, run_module
+from shipped import RESULTS
 
 from harness import compare
 from harness.report import __main__ as report_main
@@ -255,7 +256,7 @@ def test_out_of_range_measurements_are_refused_on_read(tmp_path, capsys, edit, w
     import shutil
     import warnings
 
-    sources = sorted((ROOT / "results" / "cpu-amd-epyc-2core").glob("*.json"))[:4]
+    sources = sorted((RESULTS / "cpu-amd-epyc-2core").glob("*.json"))[:4]
     good = tmp_path / "good"
     good.mkdir()
     for s in sources[1:]:
@@ -286,7 +287,7 @@ def test_ten_thousand_other_json_files_are_summarised(tmp_path, capsys):
     """Also seen: 10,000 non-record JSON files beside the records: 20 named, one line for the rest."""
     import shutil
 
-    for s in sorted((ROOT / "results" / "cpu-amd-epyc-2core").glob("*.json"))[:2]:
+    for s in sorted((RESULTS / "cpu-amd-epyc-2core").glob("*.json"))[:2]:
         shutil.copy(s, tmp_path)
     other = tmp_path / "other"
     other.mkdir()
@@ -318,7 +319,7 @@ def test_disk_full_leaves_no_partial_or_temp_file(tmp_path, monkeypatch):
     from harness.record import io as record_io
     from harness.record.model import RecordError
 
-    record = record_io.read_record(min((ROOT / "results" / "cpu-amd-epyc-2core").glob("*.json")))
+    record = record_io.read_record(min((RESULTS / "cpu-amd-epyc-2core").glob("*.json")))
     _disk_full(monkeypatch, record_io)
     with pytest.raises(RecordError, match="No space left on device"):
         record_io.check_writable(tmp_path)
@@ -333,7 +334,7 @@ def test_disk_full_mid_run_stops_with_one_line_and_keeps_what_finished(tmp_path,
     from harness import launcher, run
     from harness.record import io as record_io
 
-    finished = record_io.read_record(min((ROOT / "results" / "cpu-amd-epyc-2core").glob("*.json")))
+    finished = record_io.read_record(min((RESULTS / "cpu-amd-epyc-2core").glob("*.json")))
     out = tmp_path / "out"
 
     def run_point(spec, timeout_s, progress=None, python=None):
@@ -393,7 +394,7 @@ def test_wrong_typed_fields_never_crash_compare_or_report(tmp_path, capsys):
     from harness.record.model import RecordError
 
     sources = [CPU_RECORDS / "20261123T011151Z-torch212-seed-ladder-fp32-r0-2d048b.json",
-               ROOT / "results/gpu-h100-80gb-hbm3/ladder/20261123T081330Z-local-seed-ladder-tf32-r0-1ed9a9.json"]
+               RESULTS / "gpu-h100-80gb-hbm3/ladder/20261123T081330Z-local-seed-ladder-tf32-r0-1ed9a9.json"]
     good = tmp_path / "good"
     good.mkdir()
     for s in [*sources, CPU_RECORDS / "20261123T012147Z-latest-seed-ladder-fp32-r0-436177.json"]:

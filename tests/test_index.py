@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from hostile import write_hostile
 from module_cli import ROOT
+from shipped import RESULTS
 
 from harness.record import index as idx
 from harness.record.io import RecordError, iter_records, read_record, record_files, record_names
@@ -47,7 +48,7 @@ def _run(tmp_path, module, *args):
 def test_compare_through_the_index_prints_what_the_json_gives(tmp_path, fmt):
     """The committed records, the contended set and a hostile set: --no-index, cold (index built) and warm (index
     read) print the same bytes, warnings included."""
-    sets = [_copy(ROOT / "results", tmp_path / "results"), _copy(ROOT / "tests/data/contended-cpu", tmp_path / "cont"),
+    sets = [_copy(RESULTS, tmp_path / "results"), _copy(ROOT / "tests/data/contended-cpu", tmp_path / "cont"),
             write_hostile(tmp_path / "hostile", limit=4)]
     (tmp_path / "results" / "broken.json").write_text('{"schema_version": 1, "run_id": ')  # a bad file, warned about
     write_hostile(tmp_path / "hostile" / "bad", edit=lambda r: r["summary"].update(step_ms_median=-1), limit=2)
@@ -63,7 +64,7 @@ def test_compare_through_the_index_prints_what_the_json_gives(tmp_path, fmt):
 
 
 def test_report_through_the_index_writes_what_the_json_gives(tmp_path):
-    records = _copy(ROOT / "results", tmp_path / "results")
+    records = _copy(RESULTS, tmp_path / "results")
     texts = []
     for extra in (["--no-index"], [], []):  # direct, cold, warm; the same -o (the report names its command)
         proc = _run(tmp_path, "harness.report", records, "-o", tmp_path / "out", *extra)
@@ -85,7 +86,7 @@ def _read(folder: Path, **kw) -> tuple[idx.RecordIndex, list]:
 
 
 def test_a_new_changed_or_removed_file_is_noticed(tmp_path):
-    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     files = sorted(folder.glob("*.json"))
     index, records, _w, _n = _read(folder)
     assert index.stats == {"indexed": 0, "read": len(files)}
@@ -124,7 +125,7 @@ def test_a_few_changes_are_a_delta_and_a_new_base_takes_them_in(tmp_path, monkey
     """A change of a few files is written beside the index as a delta, not as the whole index again; once the deltas
     are MAX_DELTAS, the next change writes a new base that holds their rows, and removes them. At every step the
     records read are what reading the files directly gives, and nothing unchanged is read again."""
-    folder = _copy(ROOT / "results", tmp_path / "results")
+    folder = _copy(RESULTS, tmp_path / "results")
     base = idx.index_path(folder, None)
     files = [Path(name) for name in record_names(folder)]
     _read(folder)
@@ -153,7 +154,7 @@ def test_a_few_changes_are_a_delta_and_a_new_base_takes_them_in(tmp_path, monkey
 
 
 def test_a_damaged_delta_is_one_warning_and_the_index_rebuilt(tmp_path):
-    folder = _copy(ROOT / "results", tmp_path / "results")
+    folder = _copy(RESULTS, tmp_path / "results")
     _read(folder)
     victim = Path(record_names(folder)[0])
     victim.write_text(json.dumps(json.loads(victim.read_text()), indent=2))
@@ -180,7 +181,7 @@ def test_a_damaged_delta_is_one_warning_and_the_index_rebuilt(tmp_path):
 
 def test_a_file_changed_as_it_was_indexed_is_checked_by_its_bytes(tmp_path):
     """A row whose times match but whose file was written again within the same tick: its hash tells."""
-    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     path = min(folder.glob("*.json"))
     row, _outcome = idx.index_file(("x", str(path)))
     assert row[5] is not None  # just copied: within RACY_NS, so its bytes were hashed
@@ -193,7 +194,7 @@ def test_a_file_changed_as_it_was_indexed_is_checked_by_its_bytes(tmp_path):
 def test_what_validation_leaves_out_the_index_leaves_out(tmp_path):
     """Bad files (out of range, not JSON, NaN) are held as what they are: the same warning, never a record."""
     folder = write_hostile(tmp_path / "h", edit=lambda r: r["summary"].update(step_ms_median=0), limit=2)
-    (folder / "nan.json").write_text(min((ROOT / "results/cpu-amd-epyc-2core").glob("*.json")).read_text()
+    (folder / "nan.json").write_text(min((RESULTS / "cpu-amd-epyc-2core").glob("*.json")).read_text()
                                      .replace('"loss": [', '"loss": [NaN, ', 1))
     (folder / "big.json").write_text('{"a": 123456789012345678901234567890}')
     for _ in range(2):  # cold, then warm
@@ -209,7 +210,7 @@ def test_what_validation_leaves_out_the_index_leaves_out(tmp_path):
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "foreign", "other-key", "empty"])
 def test_a_damaged_or_foreign_index_is_rebuilt_with_one_warning(tmp_path, damage):
-    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     direct = _run(tmp_path, "harness.compare", folder, "--no-index")
     _run(tmp_path, "harness.compare", folder)
     path = folder / idx.INDEX_DIR / "records.idx"
@@ -240,7 +241,7 @@ def test_a_damaged_or_foreign_index_is_rebuilt_with_one_warning(tmp_path, damage
 def test_a_damaged_explain_section_is_read_from_its_record_with_one_warning(tmp_path):
     """The explain sections lie past what the keyed hash covers: each is checked against its hash when read. One
     byte changed in every one: the output is what the records give, with one warning, and the next read rebuilds."""
-    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     direct = _run(tmp_path, "harness.compare", folder, "--no-index", "--detail")
     _run(tmp_path, "harness.compare", folder)
     path = folder / idx.INDEX_DIR / "records.idx"
@@ -260,7 +261,7 @@ def test_a_damaged_explain_section_is_read_from_its_record_with_one_warning(tmp_
 
 
 def test_an_index_of_another_harness_version_is_rebuilt_quietly(tmp_path, monkeypatch):
-    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     _read(folder)
     monkeypatch.setattr(idx, "code_identity", lambda: "a changed validation rule")
     index, _r, _w, notices = _read(folder)
@@ -269,7 +270,7 @@ def test_an_index_of_another_harness_version_is_rebuilt_quietly(tmp_path, monkey
 
 def test_an_index_that_cannot_be_mapped_is_read(tmp_path, monkeypatch):
     """A filesystem that cannot map files (some network and FUSE ones): the index is read whole instead, quietly."""
-    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     _index, records, _w, _n = _read(folder)
 
     def refuse(*_args, **_kw):
@@ -283,7 +284,7 @@ def test_an_index_that_cannot_be_mapped_is_read(tmp_path, monkeypatch):
 
 
 def test_an_index_in_an_earlier_format_is_rebuilt_quietly(tmp_path):
-    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     _read(folder)
     path = folder / idx.INDEX_DIR / "records.idx"
     path.write_bytes(b"PAR1" + os.urandom(300) + b"PAR1" + idx.EARLIER_MAGICS[0] + os.urandom(32))
@@ -294,7 +295,7 @@ def test_an_index_in_an_earlier_format_is_rebuilt_quietly(tmp_path):
 
 
 def test_an_unwritable_index_is_one_warning_and_the_records_are_read(tmp_path):
-    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     (folder / idx.INDEX_DIR).write_text("a file where the index folder goes")
     direct = _run(tmp_path, "harness.compare", folder, "--no-index")
     proc = _run(tmp_path, "harness.compare", folder)
@@ -304,7 +305,7 @@ def test_an_unwritable_index_is_one_warning_and_the_records_are_read(tmp_path):
 
 
 def test_index_option_keeps_it_elsewhere_and_no_index_refuses_it(tmp_path):
-    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     proc = _run(tmp_path, "harness.compare", folder, "--index", tmp_path / "ix")
     assert proc.returncode == 0 and not (folder / idx.INDEX_DIR).exists()
     assert [p.suffix for p in (tmp_path / "ix").iterdir()] == [".idx"]
@@ -322,7 +323,7 @@ def _three_compares_at_once(tmp_path, folder: Path, direct) -> None:
 
 
 def test_two_compares_at_once_leave_a_whole_index(tmp_path):
-    folder = _copy(ROOT / "results", tmp_path / "results")
+    folder = _copy(RESULTS, tmp_path / "results")
     direct = _run(tmp_path, "harness.compare", folder, "--no-index")
     _three_compares_at_once(tmp_path, folder, direct)
     index, _r, _w, notices = _read(folder)
@@ -359,7 +360,7 @@ def test_a_runs_mfu_read_through_the_index_is_its_records_and_leaves_explain_unr
     gives, for every committed record, and no record's explain section is read whole for it."""
     from harness.record.view import RecordView
 
-    folder = _copy(ROOT / "results", tmp_path / "results")
+    folder = _copy(RESULTS, tmp_path / "results")
     _read(folder)
     _index, records, _w, _n = _read(folder)
     direct = dict(iter_records([folder], lambda _line: None))
@@ -382,7 +383,7 @@ def test_a_record_from_the_index_brings_what_its_view_derives(tmp_path, monkeypa
     from harness.record import parts
     from harness.record.view import INDEXED, RecordView
 
-    folder = _copy(ROOT / "results", tmp_path / "results")
+    folder = _copy(RESULTS, tmp_path / "results")
     _read(folder)
     direct = dict(iter_records([folder], lambda _line: None))
     made = []
@@ -436,7 +437,7 @@ def test_a_warm_load_walks_no_record_and_opens_no_explain(tmp_path, monkeypatch)
     from harness.analysis.options import CompareOptions, analyse
     from harness.analysis.verdict import verdict
 
-    folder = _copy(ROOT / "results/cpu-amd-epyc-2core", tmp_path / "cpu")
+    folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     analyse(CompareOptions(paths=(folder,)), warn=lambda _line: None)  # cold: the index built
     opened, fill = set(), idx.LazySection._fill
     monkeypatch.setattr(dataset, "_walk_nonfinite", lambda obj: pytest.fail("a record was walked"))
@@ -475,7 +476,7 @@ def test_validation_by_sections_is_validation_whole(tmp_path):
     """A record valid whole is valid by sections, and each kind of invalid one is refused with jsonschema's message."""
     from harness.record import io
 
-    good = read_record(min((ROOT / "results/cpu-amd-epyc-2core").glob("*.json")))
+    good = read_record(min((RESULTS / "cpu-amd-epyc-2core").glob("*.json")))
     assert io.validate(good) is good
     for edit, where in ((lambda r: r["steps"]["ms"].append("x"), "steps/ms/"), (lambda r: r.pop("summary"), "<top>"),
                         (lambda r: r["steps"]["loss"].append(True), "steps/loss/"),
@@ -512,7 +513,7 @@ def test_the_listing_is_what_rglob_finds(tmp_path, monkeypatch):
         return sorted((p for p in folder.rglob("*.json") if not p.name.startswith(io.TEMP_PREFIX)
                        and not any(p.match(pattern) for pattern in io.NOT_RECORDS)), key=lambda p: p.parts)
 
-    for folder in (root, ROOT / "results", ROOT / "tests" / "data"):
+    for folder in (root, RESULTS, ROOT / "tests" / "data"):
         assert io.record_files(folder) == by_rglob(folder) and io.record_files(folder)
     monkeypatch.chdir(root)
     assert io.record_files(Path(".")) == by_rglob(Path(".")) and len(by_rglob(Path("."))) == 10
@@ -527,7 +528,7 @@ def test_a_section_the_plain_check_passes_jsonschema_passes():
     from harness.record import io
 
     scalars = [None, True, False, 0, 1, -3, 2**70, 1.0, 2.5, -0.0, "", "ok", "measured", "x" * 3, [], {}, ["a"], [1]]
-    records = [r for _p, r in iter_records([ROOT / "results"], lambda _line: None)]
+    records = [r for _p, r in iter_records([RESULTS], lambda _line: None)]
     checked = 0
     for name in io.schema()["properties"]:
         plain = io._plain_section(name)
@@ -568,7 +569,7 @@ def test_the_export_and_the_cluster_docs_query_give_the_verdicts_numbers(tmp_pat
 
 def test_without_pyarrow_or_a_key_the_records_are_read_directly(tmp_path, monkeypatch):
     """No index can be used: one line says why, and open() gives None (analyse then reads every file)."""
-    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     notices = []
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow raises ImportError
     assert idx.RecordIndex.open([folder], notice=notices.append) is None
@@ -583,7 +584,7 @@ def test_without_pyarrow_or_a_key_the_records_are_read_directly(tmp_path, monkey
 def test_a_folder_copied_with_its_index_is_reindexed_quietly(tmp_path):
     """cp -r takes .harness-index/ along: the copy's index names the original folder (and its files' identities
     differ anyway), so it is rebuilt without a warning: it is this user's, only not this folder's."""
-    folder = _copy(ROOT / "results" / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     _read(folder)
     shutil.copytree(folder, tmp_path / "copy")
     index, _r, _w, notices = _read(tmp_path / "copy")
@@ -627,7 +628,7 @@ def test_a_runs_losses_and_timed_steps_are_not_kept_twice(tmp_path):
     a direct view's: test_a_record_from_the_index_brings_what_its_view_derives)."""
     from harness.record.view import SAME_AS_STEPS_LOSS, RecordView
 
-    folder = _copy(ROOT / "results", tmp_path / "results")
+    folder = _copy(RESULTS, tmp_path / "results")
     _read(folder)
     rows = idx._Store(folder, idx.index_path(folder, None), idx.user_key()).load().values()
     known = [idx.decode(row[8])[1] for row in rows if row[6] == "record"]

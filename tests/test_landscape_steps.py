@@ -12,8 +12,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import landscape_steps
+from shipped import RESULTS
 
-TWO, ONE = ROOT / "results" / "cpu-bisect-2t" / "records", ROOT / "results" / "cpu-bisect" / "records"
+TWO, ONE = RESULTS / "cpu-bisect-2t" / "records", RESULTS / "cpu-bisect" / "records"
 
 
 def test_the_whole_range_is_the_same_at_one_and_two_threads_and_each_step_is_judged(capsys):

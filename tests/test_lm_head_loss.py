@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from shipped import RESULTS
 
 from gpt import torch_compat
 from gpt.config import ConfigError, make_config
@@ -64,7 +65,7 @@ def test_lm_head_loss_is_a_checked_workload_field():
 def test_plain_keeps_every_earlier_record_comparable():
     """lm_head_loss=plain is left out of the workload hash: records written before the field existed (the GPU records)
     hash the same as new runs that leave it alone, and a fused loss hashes differently."""
-    folder = ROOT / "results" / "gpu-h200" / "ladder"
+    folder = RESULTS / "gpu-h200" / "ladder"
     on_disk = [r for _p, r in iter_records([folder], read=read_json) if r["status"] == "ok"]
     assert on_disk and all("lm_head_loss" not in r["workload"] for r in on_disk)  # version 1: before the field
     records = [r for _p, r in iter_records([folder]) if r["status"] == "ok"]

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 import pytest
+from shipped import RESULTS
 
 from harness.analysis import stats
 from harness.analysis.context import Compare
@@ -28,7 +29,6 @@ from harness.analysis.verdict import verdict
 from harness.record.io import iter_records
 
 DATA = Path(__file__).resolve().parent / "data"
-RESULTS = DATA.parent.parent / "results"
 AA_SETS = sorted(p for p in DATA.glob("aa-cpu-*") if p.is_dir())
 MAX_FALSE_SHARE = 1 / 20
 

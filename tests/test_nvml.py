@@ -7,9 +7,9 @@ from __future__ import annotations
 import sys
 import types
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
+from shipped import RESULTS
 
 from harness import nvml
 
@@ -142,7 +142,7 @@ def test_the_record_schema_and_its_typed_part_know_the_gpu_id():
     from harness.record.model import RecordError
     from harness.record.view import RecordView
 
-    calls = Path(__file__).resolve().parent.parent / "results/gpu-h200-20261126-call1"
+    calls = RESULTS / "gpu-h200-20261126-call1"
     record = json.loads(min((calls / "beyond").glob("*.json")).read_text())
     record["environment"]["driver"]["nvml"]["gpu_id"] = "5f0e9c1a2b3c"
     assert RecordView(validate(copy.deepcopy(record))).environment.driver.nvml.gpu_id == "5f0e9c1a2b3c"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from module_cli import run_module
+from shipped import RESULTS
 
 from harness.analysis import findings
 from harness.analysis.context import Compare
@@ -45,7 +46,7 @@ def test_a_flag_a_record_does_not_name_reads_as_left_at_default_in_a_knob():
     """The seed ladder's records name no Inductor padding flag, the padding plan's name them all ('default' or 'off'):
     the flags hash reads both as the same where the value is 'default', and so do the knob names (they said
     'inductor_aggressive_fusion null -> default' and listed four flags beside the one SDPA change)."""
-    root = Path(__file__).resolve().parent.parent / "results"
+    root = RESULTS
     folders = ["gpu-h100-80gb-hbm3", "gpu-h100-80gb-hbm3-20261126-call1", "gpu-h200", "gpu-h200-20261126-call1"]
     cmp = Compare(load([root / d for d in folders], warn=lambda line: None))
     knobs = [k for k, _ctx in knob_tables.knob_effects(cmp)]

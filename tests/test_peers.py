@@ -8,12 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from shipped import RESULTS
+
 from harness.analysis.dataset import load
 from harness.analysis.group import estimate
 from harness.record.io import iter_records
 
 ROOT = Path(__file__).resolve().parent.parent
-GPU_DIRS = [ROOT / "results" / "gpu-h100-80gb-hbm3", ROOT / "results" / "gpu-h200"]
+GPU_DIRS = [RESULTS / "gpu-h100-80gb-hbm3", RESULTS / "gpu-h200"]
 
 
 def test_transcription_matches_the_files():

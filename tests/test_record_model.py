@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from shipped import RESULTS
 
 from harness.record import migrate
 from harness.record.io import read_record, validate, write_record
@@ -15,12 +16,12 @@ from harness.record.model import SCHEMA_VERSION, RecordError, canonical_hash, fl
 from harness.record.view import RecordView
 
 ROOT = Path(__file__).resolve().parent.parent
-CPU = ROOT / "results/cpu-amd-epyc-2core/20261123T011151Z-torch212-seed-ladder-fp32-r0-2d048b.json"
-H100_OOM = ROOT / "results/gpu-h100-80gb-hbm3/ladder/20261123T081412Z-local-seed-ladder-bf16-r0-09b001.json"
-H200 = ROOT / "results/gpu-h200/ladder/20261123T083357Z-local-seed-ladder-fp32-r0-c7a06c.json"
-REFERENCE = ROOT / "results/reference/ref-000-L005-fp32-b16.json"
-REFERENCE_OOM = ROOT / "results/reference/ref-000-L017-tf32-b32.json"
-PEER = ROOT / "results/gpu-h100-80gb-hbm3/peer/peer-build-nanogpt-h100-80gb-hbm3-L010.json"
+CPU = RESULTS / "cpu-amd-epyc-2core/20261123T011151Z-torch212-seed-ladder-fp32-r0-2d048b.json"
+H100_OOM = RESULTS / "gpu-h100-80gb-hbm3/ladder/20261123T081412Z-local-seed-ladder-bf16-r0-09b001.json"
+H200 = RESULTS / "gpu-h200/ladder/20261123T083357Z-local-seed-ladder-fp32-r0-c7a06c.json"
+REFERENCE = RESULTS / "reference/ref-000-L005-fp32-b16.json"
+REFERENCE_OOM = RESULTS / "reference/ref-000-L017-tf32-b32.json"
+PEER = RESULTS / "gpu-h100-80gb-hbm3/peer/peer-build-nanogpt-h100-80gb-hbm3-L010.json"
 COMMITTED = (CPU, H100_OOM, H200, REFERENCE, REFERENCE_OOM, PEER)
 ORDER = ["schema_version", "run_id", "kind", "status", "reason", "notes", "started_at", "finished_at", "env", "plan",
          "rung", "rung_index", "repeat", "sweep", "workload", "workload_hash", "workload_code", "flags", "environment",
@@ -78,7 +79,7 @@ def at(record, path):
     return record
 
 
-ALL_COMMITTED = sorted(p for folder in ("results", "tests/data") for p in (ROOT / folder).rglob("*.json")
+ALL_COMMITTED = sorted(p for folder in (RESULTS, ROOT / "tests/data") for p in folder.rglob("*.json")
                        if json.loads(p.read_text()).__class__ is dict and "schema_version" in json.loads(p.read_text()))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from shipped import RESULTS
 
 from harness.record.io import iter_records, schema
 from harness.record.model import KIND_BLOCKS, new_record
@@ -56,7 +57,7 @@ def assert_within(stored, written, where: str):
 
 
 def committed_records():
-    return list(iter_records([ROOT / "results", ROOT / "tests" / "data"], warn=lambda line: None))
+    return list(iter_records([RESULTS, ROOT / "tests" / "data"], warn=lambda line: None))
 
 
 def test_every_committed_record_reads_into_its_section_types_and_back():
@@ -117,7 +118,7 @@ def test_every_object_the_schema_names_is_a_type_that_names_its_fields():
 
 
 def test_a_gpu_records_nested_values_read_as_types():
-    r = next(RecordView(rec) for _p, rec in iter_records([ROOT / "results" / "gpu-h100-80gb-hbm3"], warn=print)
+    r = next(RecordView(rec) for _p, rec in iter_records([RESULTS / "gpu-h100-80gb-hbm3"], warn=print)
              if rec["status"] == "ok" and (rec.get("explain") or {}).get("kernels", {}).get("available"))
     gpu, kernels = r.environment.gpu, r.explain.kernels
     assert isinstance(gpu, Gpu) and gpu.name == r.raw["environment"]["gpu"]["name"] and "H100" in gpu.name
@@ -134,7 +135,7 @@ def test_a_gpu_records_nested_values_read_as_types():
 def test_an_older_cpu_records_missing_objects_read_as_absent_never_a_crash():
     """A v1 CPU record made before environment.threads and explain existed: its objects read as false Parts whose
     fields are None (threads says "not recorded", as the v1 -> v2 upgrade wrote it)."""
-    r = next(RecordView(rec) for _p, rec in iter_records([ROOT / "results" / "cpu-amd-epyc-2core"], warn=print)
+    r = next(RecordView(rec) for _p, rec in iter_records([RESULTS / "cpu-amd-epyc-2core"], warn=print)
              if rec.get("explain") is None and rec["environment"].get("threads") == "not recorded")
     env = r.environment
     assert not env.gpu and env.gpu.name is None and env.gpu.state is None and not r.is_cuda
@@ -174,7 +175,7 @@ def test_what_a_worker_writes_is_refused_where_the_model_does_not_name_it():
 
 
 def test_the_view_hands_out_typed_sections():
-    r = next(RecordView(rec) for _p, rec in iter_records([ROOT / "results" / "cpu-containers"], warn=print)
+    r = next(RecordView(rec) for _p, rec in iter_records([RESULTS / "cpu-containers"], warn=print)
              if rec["status"] == "ok" and isinstance(rec.get("contention"), dict))
     assert isinstance(r.summary, Summary) and r.summary.tokens_per_s == r.raw["summary"]["tokens_per_s"] > 0
     assert isinstance(r.contention, Contention) and r.contention.recorded and r.contended == bool(r.contention.contended)
@@ -200,7 +201,7 @@ def test_the_workload_type_names_the_workloads_fields():
     from harness.record.sections import Workload
 
     assert Workload.FIELDS == tuple(f.name for f in dataclass_fields(WorkloadConfig))
-    r = next(RecordView(rec) for _p, rec in iter_records([ROOT / "results" / "gpu-h200" / "ladder"], warn=print))
+    r = next(RecordView(rec) for _p, rec in iter_records([RESULTS / "gpu-h200" / "ladder"], warn=print))
     assert isinstance(r.workload, Workload) and r.workload.batch_size == r.raw["workload"]["batch_size"] > 0
     assert r.workload.to_dict() == r.raw["workload"] and r.workload.tokens_per_step == r.tokens_per_step
     assert workload_hash(r.workload.to_dict()) == r.workload_hash
@@ -216,7 +217,7 @@ def test_the_workload_type_names_the_workloads_fields():
 def test_a_transcribed_records_kind_block_reads_as_its_type():
     from harness.record.sections import Peer, Reference
 
-    ref = next(RecordView(rec) for _p, rec in iter_records([ROOT / "results" / "reference"], warn=print)
+    ref = next(RecordView(rec) for _p, rec in iter_records([RESULTS / "reference"], warn=print)
                if rec["kind"] == "reference")
     assert isinstance(ref.reference, Reference) and ref.reference.line == ref.raw["reference"]["line"] > 0
     assert not ref.peer and ref.peer.name is None  # not a peer record: a false Peer, never a crash

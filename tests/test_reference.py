@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from records_factory import constant_ms, make_record, write
+from shipped import RESULTS
 
 from harness.analysis import stats
 from harness.analysis.context import Compare
@@ -17,7 +18,7 @@ from harness.analysis.tables import reference, registry
 from harness.record.io import iter_records
 
 ROOT = Path(__file__).resolve().parent.parent
-REF_DIR = ROOT / "results" / "reference"
+REF_DIR = RESULTS / "reference"
 
 
 def references():

@@ -9,6 +9,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 from records_factory import constant_ms, make_record, rich_dataset, write
+from shipped import RESULTS
 
 from harness.report import __main__ as report
 
@@ -26,7 +27,7 @@ def rich(tmp_path_factory):
     base = tmp_path_factory.mktemp("rich")
     records = write(base / "records", rich_dataset())
     out = base / "report"
-    assert report.main([str(records), str(ROOT / "results" / "reference"), "-o", str(out)]) == 0
+    assert report.main([str(records), str(RESULTS / "reference"), "-o", str(out)]) == 0
     return out
 
 

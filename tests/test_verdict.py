@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from records_factory import constant_ms, make_record, noisy_ms, write
+from shipped import RESULTS, SHIPPED_ROOT
 
 from harness import compare
 from harness.analysis import stats
@@ -74,14 +75,14 @@ def test_the_verdict_pairs_envs_per_device_and_devices_per_env(two_envs_two_gpus
     assert devices == {("torch212", "a100-80g", "h100-80g"), ("nightly", "a100-80g", "h100-80g")}
 
 
-def _default_output(*paths) -> tuple[list[str], str]:
-    proc = subprocess.run([sys.executable, "-m", "harness.compare", *map(str, paths)], cwd=ROOT, capture_output=True,
-                          text=True, check=True, env={"PATH": "/usr/bin:/bin", "COLUMNS": "120"})
+def _default_output(*paths, cwd=ROOT) -> tuple[list[str], str]:
+    proc = subprocess.run([sys.executable, "-m", "harness.compare", *map(str, paths)], cwd=cwd, capture_output=True,
+                          text=True, check=True, env={"PATH": "/usr/bin:/bin", "COLUMNS": "120", "PYTHONPATH": str(ROOT)})
     return proc.stdout.splitlines(), proc.stderr
 
 
 def test_compare_on_the_shipped_records_fits_one_screen_verdict_first():
-    lines, _err = _default_output(ROOT / "results")
+    lines, _err = _default_output("results", cwd=SHIPPED_ROOT)  # as at a checkout's root, the shipped records only
     assert len(lines) <= 60, "\n".join(lines)
     assert [line for line in lines if len(line) > WIDTH] == []
     verdict_at = next(i for i, line in enumerate(lines) if line.startswith("Verdict:"))
@@ -99,7 +100,7 @@ def test_compare_on_the_shipped_records_fits_one_screen_verdict_first():
 def test_every_table_fits_the_width_on_the_shipped_records(capsys):
     """--detail on every shipped record: each line fits WIDTH (cells wrap; a table with too many columns is listed
     row by row), and no record's number is cut: every tokens/s of the H100 ladder is still there, whole."""
-    assert compare.main([str(ROOT / "results"), "--detail"]) == 0
+    assert compare.main([str(RESULTS), "--detail"]) == 0
     out = capsys.readouterr().out
     assert [line for line in out.splitlines() if len(line) > WIDTH] == []
     assert all(n in out for n in ("50,130", "148,463", "277,908", "385,453", "414,290", "431,878"))  # B=16: the first three pool the padding calls
@@ -202,7 +203,7 @@ def test_the_key_findings_say_a_pair_of_devices_under_many_envs_once():
     from harness.analysis.answers import key_findings
     from harness.analysis.options import CompareOptions, analyse
 
-    results = Path(__file__).resolve().parent.parent / "results"
+    results = RESULTS
     _ds, cx = analyse(CompareOptions((results / "cpu-bisect" / "records", results / "cpu-bisect-2t" / "records")),
                       lambda line: None)
     texts = [k.text for k in key_findings(cx)]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from records_factory import make_record
+from shipped import RESULTS
 
 from harness import workload_code
 from harness.analysis.group import Group
@@ -60,7 +61,7 @@ def test_the_committed_records_carry_their_commits_identity_where_git_history_gi
     show = lambda p: subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{p}"], capture_output=True, text=True,
                                     check=True).stdout
     assert workload_code.identity_of(paths, show) == history["records"][run_id]
-    path = next(ROOT.glob(f"results/**/{run_id}.json"), None) or next(ROOT.glob(f"tests/data/**/{run_id}.json"))
+    path = next(RESULTS.glob(f"**/{run_id}.json"), None) or next(ROOT.glob(f"tests/data/**/{run_id}.json"))
     assert RecordView(read_record(path)).workload_code == history["records"][run_id]
 
 
