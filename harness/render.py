@@ -15,6 +15,7 @@ from tabulate import tabulate
 from harness.analysis import stats
 from harness.analysis.cells import SHOWN_AS_TEXT, Cell, Memory, Mfu, Table, fmt_int, fmt_mib, fmt_ms, fmt_pct
 from harness.analysis.dataset import Dataset
+from harness.analysis.devices import NOT_RECORDED
 from harness.analysis.verdict import SERIES, by_series, extremes, series_key
 from harness.textsafe import csv_cell, csv_comment, markdown_cell, one_line
 from harness.textsafe import markdown as md
@@ -219,6 +220,9 @@ def verdict_json(v) -> dict:
         "left_out": dict(v.left_out), "not_ok": dict(v.not_ok),
         "contended": [{"run_id": r.run_id, "rerun": r.rerun_command} for r in v.contended],
         "devices": [{"alias": a, "label": label} for a, label in v.devices],
+        "apart": [{"folder": a.folder, "device": a.device, "others": list(a.others), "nearest": a.nearest,
+                   "same": list(a.same), "differs": [{"what": w, "here": h, "there": t} for w, h, t in a.differs],
+                   "envs_missing": list(a.envs_missing)} for a in v.apart],
         "noise": [{"device": n.device, "calibration_runs": n.calibration_runs,
                    "tokens_per_s": _noise_json(n.tokens),
                    "memory": {metric: _noise_json(x) for metric, x in sorted(n.memory.items())}} for n in v.noise],
@@ -316,6 +320,7 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
     if len(compared) > len(shown):
         blocks.append((f"... and {len(compared) - len(shown)} more pair(s): --table versions, --table gpus", []))
     blocks += series_blocks
+    blocks += [_apart_block(a, name) for a in v.apart]
     empty = [p for p in v.pairs if not p.rows]
     if empty:
         text = (f"Not compared: {len(empty)} more pair(s) whose rungs ran ok on one side only (failed or contended on "
@@ -348,6 +353,21 @@ def _pair_block(p, name, env_text) -> tuple[str, list[str]]:
     if p.most is not None:
         details.append(f"underneath {p.most.label}: " + (p.underneath or "no kernel profile or memory split on both sides"))
     return f"{head}: {_times(p.speed)} over {len(p.rows)} rung{'s' if len(p.rows) > 1 else ''}", details
+
+
+def _apart_block(a, name) -> tuple[str, list[str]]:
+    """A folder whose runs share no device with the others' (harness.analysis.devices.Apart): which two machines,
+    what tells them apart, and the commands that compare builds on the folder's own."""
+    others = a.others[0] if len(a.others) == 1 else f"the {len(a.others)} other folders"
+    why = [f"both {', '.join(a.same)}"] if a.same else []
+    why += [f"{what} {here} vs {there}" for what, here, there in a.differs]
+    if any(x.startswith(NOT_RECORDED) for _what, here, there in a.differs for x in (here, there)):
+        why[-1] += ", and what a record does not say is never taken as the same"
+    head = (f"No device in common: {a.folder} ran on {name(a.device)}, and the nearest device of {others} is "
+            f"{name(a.nearest)} ({'; '.join(why)}): no build of theirs is compared with yours on one machine")
+    sessions = " ".join(f"bench-{env}" for env in a.envs_missing)
+    run = f"to compare builds on {name(a.device)}, run them there: nox -s {sessions}, then nox -s compare -- {a.folder}"
+    return head, [run]
 
 
 def _parity_blocks(v, name) -> list[tuple[str, list[str]]]:

@@ -121,6 +121,9 @@ class Dataset:
     names: dict = field(default_factory=dict)  # device label -> its short alias (harness.analysis.devices)
     calibration: list = field(default_factory=list)  # RecordView of harness.calibrate's runs (noise only, no cell)
     noise: dict = field(default_factory=dict)  # device label -> harness.analysis.noise.DeviceNoise
+    identities: dict = field(default_factory=dict)  # device label -> RecordView.device_identity, of measured runs
+    sources: dict = field(default_factory=dict)  # each path given (as given) -> {device label: set of envs} of its
+    # measured runs: which folder brought which device and builds (harness.analysis.devices.apart)
 
     def name(self, label: str) -> str:
         """The short name rows, titles and charts give a device (the legend line gives its full label)."""
@@ -286,8 +289,26 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
         sorting.add(path, r, env_label)
     ds = sorting.dataset(reading)
     ds.noise = noise.by_device(ds.groups, ds.calibration)
+    ds.identities, ds.sources = _devices_by_source(paths, reading.kept)
     _note_variants(ds)
     return ds
+
+
+def _devices_by_source(paths, kept) -> tuple[dict, dict]:
+    """The identity of each device the measured runs ran on, and each given path's devices with their envs (a file
+    under two given paths counts for the innermost)."""
+    roots = [(str(p), Path(p).parts) for p in paths]
+    identities: dict = {}
+    sources: dict = {root: {} for root, _parts in roots}
+    for path, r in kept:
+        if r.kind != "measured" or r.intended_device is None:
+            continue
+        identities.setdefault(r.device_label, r.device_identity)
+        parts = Path(path).parts
+        under = [(len(p), root) for root, p in roots if parts[:len(p)] == p]
+        if under:
+            sources[max(under)[1]].setdefault(r.device_label, set()).add(r.env)
+    return identities, sources
 
 
 def _note_variants(ds: Dataset) -> None:

@@ -9,6 +9,7 @@ gives each alias its full label. No torch import.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 CPU_FAMILIES = ("xeon", "epyc", "threadripper", "ryzen", "opteron", "core", "graviton", "neoverse", "ampere", "apple",
                 "atom", "celeron", "pentium")
@@ -73,3 +74,76 @@ def device_word(labels) -> str:
     """What to call a column of these devices: 'CPU' or 'GPU' when all are one kind, else 'device'."""
     kinds = {"CPU" if is_cpu(label) else "GPU" for label in labels}
     return kinds.pop() if len(kinds) == 1 else "device"
+
+
+@dataclass(frozen=True)
+class Apart:
+    """A path given to compare whose measured runs share no device with the other paths' runs, while those ran builds
+    its devices did not (a user's first runs beside the shipped records): why its device is another one, and what
+    would compare builds on it. folder: the path as given; device: its device label (the one nearest to the others');
+    nearest: the other paths' device most like it; same: what the two have in common, differs: (what, here, there)
+    for what tells them apart ("not recorded" where a record does not say); envs_missing: the builds the others ran
+    that its devices did not (each a nox session: bench-<env>)."""
+
+    folder: str
+    device: str
+    others: tuple  # the other paths, as given
+    nearest: str
+    same: tuple  # ("model AMD EPYC", "2 threads")
+    differs: tuple  # (("ISA flags", "AVX512+avx512_bf16", "not recorded"), ...)
+    envs_missing: tuple
+
+
+NOT_RECORDED = "not recorded"
+_FIELDS = (("name", "model"), ("isa", "ISA flags"), ("threads", "threads"))
+
+
+def identity_difference(a, b) -> tuple[tuple, tuple]:
+    """(same, differs) between two DeviceIdentity of one kind (CPU or GPU): what they share, in words, and each field
+    that tells them apart as (what, a's, b's), where one side that does not say is NOT_RECORDED (never taken as a
+    match; for threads, with what torch reported using where the record has that)."""
+    def said(identity, key):
+        value = getattr(identity, key)
+        if value is not None:
+            return str(value)
+        if key == "threads" and identity.torch_threads:
+            return f"{NOT_RECORDED} (torch used {identity.torch_threads})"
+        return NOT_RECORDED
+    same, differs = [], []
+    fields = _FIELDS if a.kind == "cpu" else (("name", "name"),)  # a GPU is told by its name alone
+    for key, what in fields:
+        va, vb = getattr(a, key), getattr(b, key)
+        if va is not None and va == vb:
+            same.append(f"{va} threads" if key == "threads" else f"{what} {va}")
+        elif va is not None or vb is not None:
+            differs.append((what, said(a, key), said(b, key)))
+    return tuple(same), tuple(differs)
+
+
+def apart(identities: dict, sources: dict) -> list[Apart]:
+    """Each given path whose CPUs (or GPUs) appear under no other given path, while the others ran builds on CPUs (or
+    GPUs) that its own did not: the one line that tells a user why their first runs are compared with none of the
+    shipped builds. Folders of a CPU and of GPUs, or of two GPUs under the same builds (compared on purpose), say
+    nothing here."""
+    out = []
+    for folder, devices in sources.items():
+        for kind in sorted({identities[label].kind for label in devices}):
+            here = {label: envs for label, envs in devices.items() if identities[label].kind == kind}
+            others = {f: {label: envs for label, envs in d.items() if identities[label].kind == kind}
+                      for f, d in sources.items() if f != folder}
+            others = {f: d for f, d in others.items() if d}
+            there = {label for d in others.values() for label in d}
+            if not there or set(here) & there:
+                continue
+            envs_here = set().union(*here.values())
+            missing = tuple(sorted(set().union(*(envs for d in others.values() for envs in d.values())) - envs_here))
+            if not missing:
+                continue
+
+            def likeness(pair):  # the pair sharing most, then by label: one answer whatever the order
+                same, differs = identity_difference(identities[pair[0]], identities[pair[1]])
+                return (-len(same), len(differs), pair)
+            device, nearest = min(((h, t) for h in sorted(here) for t in sorted(there)), key=likeness)
+            same, differs = identity_difference(identities[device], identities[nearest])
+            out.append(Apart(folder, device, tuple(others), nearest, same, differs, missing))
+    return out

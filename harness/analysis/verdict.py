@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from harness.analysis import stats
 from harness.analysis.context import Compare
+from harness.analysis.devices import apart
 from harness.analysis.group import Group
 from harness.analysis.tables.cross import CrossRow, cross
 from harness.analysis.tables.loss import parity_rows
@@ -62,6 +63,7 @@ class Verdict:
     not_ok: Counter  # status -> count of the runs not ok
     devices: list[tuple[str, str]]  # (alias, full label), in the device order
     noise: list = field(default_factory=list)  # DeviceNoise of each compared device, in the device order
+    apart: list = field(default_factory=list)  # devices.Apart: a folder whose device no other folder has
 
 
 def extremes(pairs: list[Pair]) -> tuple[Pair, Pair]:
@@ -100,7 +102,8 @@ def _verdict(cx: Compare) -> Verdict:
         left_out=_count_kinds(cx.ds.left_out), contended=[r for _p, r in cx.ds.contended],
         not_ok=Counter(r.status for _p, r in cx.ds.failed),
         devices=[(cx.name(g), g) for g in dict.fromkeys([*cx.ds.gpus(), *(r.device_label for _p, r in cx.ds.contended)])],
-        noise=[cx.ds.noise[g] for g in cx.ds.gpus() if g in cx.ds.noise])
+        noise=[cx.ds.noise[g] for g in cx.ds.gpus() if g in cx.ds.noise],
+        apart=apart(cx.ds.identities, cx.ds.sources))
 
 
 def _count_kinds(left_out) -> Counter:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 from datetime import datetime
 from types import MappingProxyType
+from typing import NamedTuple
 
 from harness.record.model import ADDED_FIELD_DEFAULTS
 from harness.record.parts import Evidence, Gemm, Kernels, KernelTime, MemorySplit, Mfu
@@ -44,26 +45,49 @@ def isa_tag(isa) -> str | None:
     return "+".join([base, *extras]) if extras else f"{base}, no native bf16"
 
 
+class DeviceIdentity(NamedTuple):
+    """What tells one device from another, as a record says it: a GPU's name, or a CPU's model with its ISA tag and
+    torch thread count; None for what the record does not say (an older record has no ISA flags)."""
+
+    kind: str  # "gpu", "cpu" or "unknown"
+    name: str | None = None  # the GPU's name or the CPU's model
+    isa: str | None = None  # isa_tag of a CPU's ISA flags
+    threads: int | None = None  # the torch threads the worker set (environment.threads.torch)
+    # What torch reported using (environment.torch.num_threads): said beside a record without `threads` (an older
+    # one), never part of the label: relabelling the shipped records would move their Monte Carlo intervals (issue 49)
+    torch_threads: int | None = None
+
+    @classmethod
+    def of(cls, environment: Environment | dict | None) -> DeviceIdentity:
+        env = environment if isinstance(environment, Environment) else Environment.of(environment)
+        gpu, cpu = env.gpu, env.cpu
+        if gpu.name:
+            return cls("gpu", str(gpu.name))
+        if not cpu:
+            return cls("cpu", "unknown model") if env.device == "cpu" else cls("unknown")
+        return cls("cpu", cpu.model or "unknown model", isa_tag(cpu.isa), _int(env.threads.torch), _int(env.torch.num_threads))
+
+    @property
+    def label(self) -> str:
+        """The device label: the GPU's name, else `cpu: <model> [<ISA tag>; <n> threads]` (what the record has of
+        those), else 'unknown device'."""
+        if self.kind == "gpu":
+            return self.name
+        if self.kind == "unknown":
+            return "unknown device"
+        details = [d for d in (self.isa, f"{self.threads} threads" if self.threads else None) if d]
+        return f"cpu: {self.name}" + (f" [{'; '.join(details)}]" if details else "")
+
+
 def device_label(environment: Environment | dict | None) -> str:
-    """Where a record ran, from its `environment`: the GPU's name, else `cpu: <model>`, else 'unknown device';
-    then, on a CPU where the record has them, what tells two CPUs with that name apart: the ISA tag and the torch
-    thread count. Records without them (older ones) keep the plain name. The one rule: compare's cells, sweeps and
-    reports all group by this label, so runs on two CPUs that differ in ISA or threads are never pooled as repeats.
-    The recorded machine id (environment.machine) is not part of it: VMs made from one image share /etc/machine-id
-    (two hosts of this workplace with different CPU ISA had the same id), so it does not tell machines apart."""
-    env = environment if isinstance(environment, Environment) else Environment.of(environment)
-    gpu, cpu = env.gpu, env.cpu
-    details = []
-    if gpu.name:
-        name = str(gpu.name)
-    elif env.device == "cpu" or cpu:
-        name = f"cpu: {cpu.model or 'unknown model'}"
-        if cpu:
-            threads = env.threads.torch
-            details += [d for d in (isa_tag(cpu.isa), f"{threads} threads" if threads else None) if d]
-    else:
-        return "unknown device"
-    return f"{name} [{'; '.join(details)}]" if details else name
+    """Where a record ran, from its `environment` (DeviceIdentity.label): the GPU's name, else `cpu: <model>`, else
+    'unknown device'; on a CPU, what tells two CPUs with that name apart: the ISA tag and the torch thread count, where
+    the record has them. The one rule: compare's cells, sweeps and reports all group by this label, so runs on two
+    CPUs that differ in ISA or threads are never pooled as repeats, and a record that does not say its ISA (an older
+    one) is never pooled with one that does: not recorded is not the same. The recorded machine id
+    (environment.machine) is not part of it: VMs made from one image share /etc/machine-id (two hosts of this
+    workplace with different CPU ISA had the same id), so it does not tell machines apart."""
+    return DeviceIdentity.of(environment).label
 
 
 # Peak-memory metrics, most inclusive first: (summary field, metric name).
@@ -338,8 +362,12 @@ class RecordView:
         return _dict(self.environment.packages)
 
     @once(section="environment")
+    def device_identity(self) -> DeviceIdentity:
+        return DeviceIdentity.of(self.environment)
+
+    @once(section="environment")
     def device_label(self) -> str:
-        return device_label(self.environment)
+        return self.device_identity.label
 
     @property
     def intended_device(self) -> str | None:
