@@ -15,7 +15,6 @@ from tabulate import tabulate
 from harness.analysis import stats
 from harness.analysis.cells import SHOWN_AS_TEXT, Cell, Memory, Mfu, Table, fmt_int, fmt_mib, fmt_ms, fmt_pct
 from harness.analysis.dataset import Dataset
-from harness.analysis.devices import NOT_RECORDED
 from harness.analysis.verdict import SERIES, by_series, extremes, series_key
 from harness.textsafe import csv_cell, csv_comment, markdown_cell, one_line
 from harness.textsafe import markdown as md
@@ -356,18 +355,9 @@ def _pair_block(p, name, env_text) -> tuple[str, list[str]]:
 
 
 def _apart_block(a, name) -> tuple[str, list[str]]:
-    """A folder whose runs share no device with the others' (harness.analysis.devices.Apart): which two machines,
-    what tells them apart, and the commands that compare builds on the folder's own."""
-    others = a.others[0] if len(a.others) == 1 else f"the {len(a.others)} other folders"
-    why = [f"both {', '.join(a.same)}"] if a.same else []
-    why += [f"{what} {here} vs {there}" for what, here, there in a.differs]
-    if any(x.startswith(NOT_RECORDED) for _what, here, there in a.differs for x in (here, there)):
-        why[-1] += ", and what a record does not say is never taken as the same"
-    head = (f"No device in common: {a.folder} ran on {name(a.device)}, and the nearest device of {others} is "
-            f"{name(a.nearest)} ({'; '.join(why)}): no build of theirs is compared with yours on one machine")
-    sessions = " ".join(f"bench-{env}" for env in a.envs_missing)
-    run = f"to compare builds on {name(a.device)}, run them there: nox -s {sessions}, then nox -s compare -- {a.folder}"
-    return head, [run]
+    """A folder whose runs share no device with the others' (harness.analysis.devices.Apart)."""
+    what, run = a.said(name)
+    return what, [run]
 
 
 def _parity_blocks(v, name) -> list[tuple[str, list[str]]]:

@@ -89,3 +89,17 @@ def test_compare_says_which_two_machines_and_what_to_run(tmp_path, capsys):
     # the user's runs alone: nothing to say
     assert compare.main([runs, "--no-index", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["verdict"]["apart"] == []
+
+
+def test_the_reports_key_findings_say_it_first_in_the_same_words(tmp_path):
+    from harness.analysis.answers import key_findings
+    from harness.analysis.options import CompareOptions, analyse
+    from harness.analysis.verdict import verdict
+
+    write(tmp_path / "runs", [_cpu("latest", r, isa=ISA) for r in ("fp32", "bf16")])
+    write(tmp_path / "shipped", [_cpu(e, r, threads=None, repeat=k) for e in ("torch212", "latest")
+                                 for r in ("fp32", "bf16") for k in (0, 1)])
+    _ds, cx = analyse(CompareOptions((tmp_path / "runs", tmp_path / "shipped"), use_index=False), lambda line: None)
+    (a,) = verdict(cx).apart
+    what, run = a.said(cx.name)
+    assert key_findings(cx)[0].text == f"{what}; {run}."

@@ -322,6 +322,8 @@ def compute(cmp: Compare) -> list[Answer]:
 
 
 def key_findings(cmp: Compare) -> list[KeyFinding]:
-    """At most MAX_KEY_FINDINGS: each ladder's headline, each device pair's, each answer's; the largest effect first."""
+    """At most MAX_KEY_FINDINGS: first a folder that shares no machine with the others (every finding below is read
+    across it), then each ladder's headline, each device pair's, each answer's, the largest effect first."""
+    first = [KeyFinding(f"{what}; {run}.", 0.0) for what, run in (a.said(cmp.name) for a in verdict(cmp).apart)]
     items = ladder_headlines(cmp) + device_headlines(cmp) + [a.headline for a in compute(cmp) if a.headline is not None]
-    return sorted(items, key=lambda k: -k.size)[:MAX_KEY_FINDINGS]
+    return (first + sorted(items, key=lambda k: -k.size))[:MAX_KEY_FINDINGS]

@@ -93,6 +93,20 @@ class Apart:
     differs: tuple  # (("ISA flags", "AVX512+avx512_bf16", "not recorded"), ...)
     envs_missing: tuple
 
+    def said(self, name) -> tuple[str, str]:
+        """(what it is, what to run), in the words the verdict and the report's key findings both use; name: device
+        label -> alias."""
+        others = self.others[0] if len(self.others) == 1 else f"the {len(self.others)} other folders"
+        why = [f"both {', '.join(self.same)}"] if self.same else []
+        why += [f"{what} {here} vs {there}" for what, here, there in self.differs]
+        if any(x.startswith(NOT_RECORDED) for _what, here, there in self.differs for x in (here, there)):
+            why[-1] += ", and what a record does not say is never taken as the same"
+        what = (f"No device in common: {self.folder} ran on {name(self.device)}, and the nearest device of {others} is "
+                f"{name(self.nearest)} ({'; '.join(why)}): no build of theirs is compared with yours on one machine")
+        sessions = " ".join(f"bench-{env}" for env in self.envs_missing)
+        return what, (f"to compare builds on {name(self.device)}, run them there: nox -s {sessions}, then "
+                      f"nox -s compare -- {self.folder}")
+
 
 NOT_RECORDED = "not recorded"
 _FIELDS = (("name", "model"), ("isa", "ISA flags"), ("threads", "threads"))
