@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 
 from tabulate import tabulate
 
-from harness import launcher
+from harness import argtypes, launcher
 from harness.analysis import fit
 from harness.analysis import sweep as sweepmod
 from harness.analysis.fit import CPU_HEADROOM_GIB, GPU_HEADROOM_GIB
@@ -154,14 +154,14 @@ def make_parser() -> argparse.ArgumentParser:
     add_option(p, "warmup_steps")
     add_option(p, "seq_len")
     add_option(p, "device")
-    p.add_argument("--start", type=int, default=16, help="first B tried (default 16)")
-    p.add_argument("--max", type=int, default=1024, help="largest B tried (default 1024)")
-    p.add_argument("--multiple", type=int, default=8, help="bisection resolution: B's tried are multiples of it (default 8)")
-    p.add_argument("--headroom-gib", dest="headroom_gib", type=float,
+    p.add_argument("--start", type=argtypes.batch_size, default=16, help="first B tried (default 16)")
+    p.add_argument("--max", type=argtypes.batch_size, default=1024, help="largest B tried (default 1024)")
+    p.add_argument("--multiple", type=argtypes.batch_size, default=8, help="bisection resolution: B's tried are multiples of it (default 8)")
+    p.add_argument("--headroom-gib", dest="headroom_gib", type=argtypes.gib,
                    help=f"memory kept free (default {GPU_HEADROOM_GIB:g} GiB on a GPU, {CPU_HEADROOM_GIB:g} on a CPU)")
-    p.add_argument("--memory-budget-gib", dest="memory_budget_gib", type=float,
+    p.add_argument("--memory-budget-gib", dest="memory_budget_gib", type=argtypes.positive_gib,
                    help="cap usable memory (emulate a smaller card): CUDA per-process fraction, CPU peak-RSS check")
-    p.add_argument("--knee-tolerance", dest="knee_tolerance", type=float, default=sweepmod.KNEE_TOLERANCE,
+    p.add_argument("--knee-tolerance", dest="knee_tolerance", type=argtypes.fraction, default=sweepmod.KNEE_TOLERANCE,
                    help=f"knee: smallest B within this fraction of the best tokens/s (default {sweepmod.KNEE_TOLERANCE})")
     add_option(p, "out")
     add_option(p, "env")
@@ -186,17 +186,8 @@ def run_args(args: argparse.Namespace, b: int) -> RunRequest:
 def main(argv=None) -> int:
     parser = make_parser()
     args = parser.parse_args(argv)
-    for name in ("start", "max", "multiple"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1")
-    if args.start > args.max:
+    if args.start > args.max:  # each alone is in range (harness.argtypes)
         parser.error(f"--start {args.start} is above --max {args.max}")
-    if args.headroom_gib is not None and args.headroom_gib < 0:
-        parser.error("--headroom-gib must be >= 0")
-    if args.memory_budget_gib is not None and args.memory_budget_gib <= 0:
-        parser.error("--memory-budget-gib must be positive")
-    if not 0 <= args.knee_tolerance < 1:
-        parser.error("--knee-tolerance must be a fraction in [0, 1)")
     options = SearchOptions(start=args.start, max=args.max, multiple=args.multiple, headroom_gib=args.headroom_gib,
                             knee_tolerance=args.knee_tolerance)
     first = run_args(args, options.start)

@@ -19,6 +19,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from harness import argtypes
 from harness.analysis import stats
 from harness.analysis.noise import CALIBRATION_PLAN, run_memory, run_tokens_per_s
 from harness.launcher import report_stops, run_points
@@ -37,7 +38,7 @@ def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m harness.calibrate", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rung", default=DEFAULT_RUNG, help=f"the rung of --plan to run (default {DEFAULT_RUNG})")
-    p.add_argument("--runs", type=int, default=DEFAULT_RUNS,
+    p.add_argument("--runs", type=argtypes.whole(MIN_RUNS, MAX_REPEATS, "number of runs"), default=DEFAULT_RUNS,
                    help=f"runs, each its own process ({MIN_RUNS} to {MAX_REPEATS:,}; default {DEFAULT_RUNS})")
     add_option(p, "plan")
     add_option(p, "preset")
@@ -95,9 +96,6 @@ def summary_lines(records: list[dict], device_noise: stats.Noise | None = None,
 def main(argv=None) -> int:
     parser = make_parser()
     args = parser.parse_args(argv)
-    if not MIN_RUNS <= args.runs <= MAX_REPEATS:
-        parser.error(f"--runs {args.runs}: from {MIN_RUNS} to {MAX_REPEATS:,} (with 2 the spread has one degree of "
-                     f"freedom: a guess)")
     request = replace(RunRequest.from_args(args), repeats=args.runs, rungs=args.rung)  # its own names for the two
     records: list[dict] = []
     with report_stops("python -m harness.calibrate", records, request.out) as stop:

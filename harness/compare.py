@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
+from harness import argtypes
 from harness.analysis import stats
 from harness.analysis.context import DEFAULT_LOSS_TOL, Compare
 from harness.analysis.dataset import Dataset
@@ -22,7 +22,8 @@ from harness.analysis.tables import registry
 from harness.analysis.tables.registry import TABLES
 from harness.analysis.tables.underneath import TOP_UNDERNEATH
 from harness.analysis.verdict import verdict
-from harness.output import OutputError, emit, fail, hold, path_text, run_process
+from harness.argtypes import path_text
+from harness.output import OutputError, emit, fail, hold, run_process
 from harness.render import header_lines, more_lines, render_csv, render_json, render_text, verdict_lines
 from harness.textsafe import markdown, terminal
 
@@ -36,7 +37,7 @@ def parser() -> argparse.ArgumentParser:
                    help=f"this table instead of the verdict (repeatable): {', '.join(TABLES)}")
     p.add_argument("--detail", action="store_true", help="the verdict and then every table (csv and json: every table "
                    "unless --table)")
-    p.add_argument("--export-parquet", metavar="DIR", type=Path, help="write the runs compared and their timed steps "
+    p.add_argument("--export-parquet", metavar="DIR", type=argtypes.path_arg, help="write the runs compared and their timed steps "
                    "as DIR/runs.parquet and DIR/steps.parquet (for Spark, Trino, DuckDB: docs/cluster.md) instead")
     return p
 
@@ -54,16 +55,16 @@ def common_parser(prog: str, description: str) -> argparse.ArgumentParser:
     p.add_argument("--gpu", action="append", default=[], metavar="GPU", help="only GPUs whose name contains this (repeatable)")
     p.add_argument("--plan", action="append", default=[], metavar="PLAN", help="only this plan (repeatable)")
     p.add_argument("--rung", action="append", default=[], metavar="RUNG", help="only this rung (repeatable)")
-    p.add_argument("--noise-floor", type=float, default=stats.NOISE_FLOOR, metavar="FRACTION",
+    p.add_argument("--noise-floor", type=argtypes.fraction, default=stats.NOISE_FLOOR, metavar="FRACTION",
                    help=f"smallest relative delta called beyond noise (default {stats.NOISE_FLOOR})")
-    p.add_argument("--loss-tol", type=float, default=DEFAULT_LOSS_TOL, metavar="FRACTION",
+    p.add_argument("--loss-tol", type=argtypes.tolerance, default=DEFAULT_LOSS_TOL, metavar="FRACTION",
                    help=f"relative loss difference flagged as drift (default {DEFAULT_LOSS_TOL})")
-    p.add_argument("--boot", type=int, default=stats.N_BOOT, metavar="N", help=f"bootstrap resamples (default {stats.N_BOOT})")
+    p.add_argument("--boot", type=argtypes.whole(stats.MIN_BOOT, stats.MAX_BOOT, "number of resamples"), default=stats.N_BOOT, metavar="N", help=f"bootstrap resamples (default {stats.N_BOOT})")
     p.add_argument("--all", action="store_true", help=f"what changed underneath: every kernel change, not the {TOP_UNDERNEATH} "
                    "largest per pair")
     p.add_argument("--include-contended", action="store_true", help="put the runs timed under contention back into "
                    "the deltas, marked (by default they are left out and listed with their rerun command)")
-    p.add_argument("--index", metavar="DIR", help="keep the record indexes in DIR (default: FOLDER/.harness-index/ "
+    p.add_argument("--index", metavar="DIR", type=argtypes.path_text, help="keep the record indexes in DIR (default: FOLDER/.harness-index/ "
                    "beside each folder's records; a folder you may delete)")
     p.add_argument("--no-index", action="store_true", help="read every record file directly, without the index")
     return p

@@ -18,9 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.argtypes import path_arg
 from harness.dockerfiles import RESULTS_IN_IMAGE, check_all, dockerfile_path, ignore_patterns, render
 from harness.envs.spec import ROOT, SpecError, load_spec
-from harness.output import path_arg
 
 ENGINE_UNREACHABLE_EXIT = 2
 # What dockerd answers to --gpus when no GPU runtime (the NVIDIA Container Toolkit) is registered with it.
@@ -155,7 +155,7 @@ def run(name: str, runner_args: list[str], results: Path, gpus: bool = True, tag
 # --------------------------------------------------------------------------- command line
 
 
-def main(argv: list[str] | None = None) -> int:
+def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness.docker", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build envs/NAME/Dockerfile into image envs/NAME")
@@ -174,6 +174,11 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("names", nargs="*")
     rd = sub.add_parser("render", help="rewrite Dockerfiles from their specs")
     rd.add_argument("names", nargs="*")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = make_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     # Everything after the first -- goes to harness.run, everything before is ours: options may come before or
     # after NAME (a REMAINDER positional took every option after NAME as the runner's).

@@ -20,21 +20,6 @@ from harness.signals import STOP_SIGNALS, Interrupted, stop_on_signals
 from harness.textsafe import is_file_part, terminal
 
 
-def path_text(text: str) -> str:
-    """An argparse type for a path option: an empty path is bad input (exit 2), never the current folder by accident
-    (`-o ''` wrote the report into it)."""
-    import argparse
-
-    if not text.strip():
-        raise argparse.ArgumentTypeError(f"{text!r}: an empty path; name a folder or file ('.' for this folder)")
-    return text
-
-
-def path_arg(text: str) -> Path:
-    """path_text, as a Path."""
-    return Path(path_text(text))
-
-
 class OutputError(OSError):
     """Output that could not be written; its message is the one line to print."""
 

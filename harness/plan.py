@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from gpt.config import ConfigError, coerce
+from harness.argtypes import MAX_REPEATS
 from harness.flags import FlagError, FrozenFlags
 from harness.yamlfile import YamlRefused, load_yaml, read_yaml_text
 
@@ -28,7 +29,6 @@ PLAN_DIR = Path(__file__).with_name("plans")
 PLAN_KEYS = {"name", "description", "cumulative", "defaults", "repeats", "rungs", "sweep"}
 RUNG_KEYS = {"name", "set", "flags", "sweep"}
 SWEEP_KEYS = {"field", "values", "name"}
-MAX_REPEATS = 1_000  # repeats of one point (a plan's repeats, --repeats)
 MAX_SWEEP_VALUES = 1_000  # values of one sweep
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # plan, rung and sweep names end up in record file names
 

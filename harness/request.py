@@ -16,16 +16,17 @@ import shlex
 from dataclasses import dataclass, fields
 
 from gpt.config import PRESETS, ConfigError, coerce, make_config
+from harness import argtypes
+from harness.argtypes import path_text
 from harness.envs.spec import SpecError, check_env_name
 from harness.flags import FlagError, flags_for
 from harness.flags import parse_assignments as parse_flag_assignments
-from harness.output import path_text
 from harness.plan import MAX_REPEATS, PlanError, Sweep, builtin_plans, load_plan, make_sweep
 from harness.record.io import check_writable
 from harness.record.model import RecordError
 
 DEFAULT_TIMEOUT_S = 1800
-AUTO = "auto"  # --repeats auto: runs of a rung are added until its interval is decided (harness.run)
+AUTO = argtypes.AUTO  # --repeats auto: runs of a rung are added until its interval is decided (harness.run)
 AUTO_MAX_REPEATS = 10  # --max-repeats' default
 AUTO_TARGET = 0.02  # --target's default: the rung's tokens/s known to within 2% (99% interval half-width)
 MAX_POINTS = 10_000  # worker processes one command starts (rungs x sweep values x repeats)
@@ -185,28 +186,6 @@ def check_request(request: RunRequest) -> tuple[str, list[Point]]:
     return plan_name, points
 
 
-def parse_repeats(text: str) -> int | str:
-    """--repeats N or --repeats auto (argparse type: a bad value is argparse's one-line usage error)."""
-    if text.strip().lower() == AUTO:
-        return AUTO
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of runs, or 'auto'") from None
-
-
-def parse_target(text: str) -> float:
-    """--target 2 or 2%: a positive percentage below 100, returned as a fraction (0.02)."""
-    number = text.strip().removesuffix("%").strip()
-    try:
-        value = float(number)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and 0 < value < 100):
-        raise argparse.ArgumentTypeError(f"{text!r}: a positive percentage below 100, like 2 or 2%")
-    return value / 100
-
-
 def override_args(request: RunRequest) -> list[str]:
     """The request's workload overrides as command-line options: --set, --flag, the shorthands and --threads, in
     that order (what a rerun command repeats after the plan, preset and rung)."""
@@ -254,13 +233,13 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict]] = {
     "env": (("--env",), {"help": "env name the records belong to (default: $HARNESS_ENV or local)"}),
     "set": (("--set",), {"action": "append", "metavar": "FIELD=VALUE", "help": "override a workload field (repeatable)"}),
     "flag": (("--flag",), {"action": "append", "metavar": "NAME=VALUE", "help": "override a frozen flag (repeatable)"}),
-    "steps": (("--steps",), {"type": int, "help": "steps per run (default: the preset's)"}),
-    "warmup_steps": (("--warmup-steps",), {"dest": "warmup_steps", "type": int, "help": "warm-up steps excluded from the summary"}),
-    "batch_size": (("--batch-size",), {"dest": "batch_size", "type": int, "help": "B (shorthand for --set batch_size=N)"}),
-    "seq_len": (("--seq-len",), {"dest": "seq_len", "type": int, "help": "T (shorthand for --set seq_len=N)"}),
+    "steps": (("--steps",), {"type": argtypes.steps, "help": "steps per run (default: the preset's)"}),
+    "warmup_steps": (("--warmup-steps",), {"dest": "warmup_steps", "type": argtypes.warmup_steps, "help": "warm-up steps excluded from the summary"}),
+    "batch_size": (("--batch-size",), {"dest": "batch_size", "type": argtypes.batch_size, "help": "B (shorthand for --set batch_size=N)"}),
+    "seq_len": (("--seq-len",), {"dest": "seq_len", "type": argtypes.seq_len, "help": "T (shorthand for --set seq_len=N)"}),
     "device": (("--device",), {"choices": ["auto", "cpu", "cuda"], "help": "device (default: cuda if available, else cpu)"}),
-    "timeout": (("--timeout",), {"type": float, "default": DEFAULT_TIMEOUT_S, "help": "seconds per run before its worker is killed"}),
-    "threads": (("--threads",), {"type": int, "help": "torch threads in each worker (default and most: the CPUs this process may "
+    "timeout": (("--timeout",), {"type": argtypes.seconds, "default": DEFAULT_TIMEOUT_S, "help": "seconds per run before its worker is killed"}),
+    "threads": (("--threads",), {"type": argtypes.threads, "help": "torch threads in each worker (default and most: the CPUs this process may "
                                            "use; more would time-slice each other and time the scheduler)"}),
 }
 

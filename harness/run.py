@@ -23,6 +23,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from harness import argtypes
 from harness.analysis.dataset import load
 from harness.launcher import report_stops, run_points
 from harness.progress import contention_warning, point_label, summary_table
@@ -36,8 +37,6 @@ from harness.request import (
     RunRequest,
     add_option,
     check_request,
-    parse_repeats,
-    parse_target,
     selection_line,
 )
 
@@ -55,12 +54,12 @@ def make_parser(parser_class: type[argparse.ArgumentParser] = argparse.ArgumentP
     add_option(p, "preset", help="model shape (default: tiny, trains in seconds on a CPU)")
     add_option(p, "out", help=f"directory for the records (default: {DEFAULT_OUT}/, git-ignored, apart from the records shipped in results/)")
     add_option(p, "env")
-    p.add_argument("--repeats", type=parse_repeats, help="runs per rung (default: the plan's, else 1), or 'auto': "
+    p.add_argument("--repeats", type=argtypes.repeats_or_auto, help="runs per rung (default: the plan's, else 1), or 'auto': "
                    "add runs of a rung one process at a time until its tokens/s is known to within --target "
                    "(99%% interval, the run-to-run spread of harness.compare) or --max-repeats runs were made")
-    p.add_argument("--max-repeats", dest="max_repeats", type=int, metavar="N",
+    p.add_argument("--max-repeats", dest="max_repeats", type=argtypes.max_repeats, metavar="N",
                    help=f"with --repeats auto: at most N runs of a rung, 2 to 1,000 (default {AUTO_MAX_REPEATS})")
-    p.add_argument("--target", type=parse_target, metavar="PCT",
+    p.add_argument("--target", type=argtypes.target_percent, metavar="PCT",
                    help=f"with --repeats auto: the half-width to reach, a percentage "
                         f"(default {AUTO_TARGET * 100:.0f}%%)")
     p.add_argument("--rungs", help="comma-separated rung names to run (default: all)")

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import yaml
 
-from harness import batch_search, launcher
+from harness import argtypes, batch_search, launcher
 from harness.analysis import fastest, fit, stats
 from harness.analysis.cells import Cell, fmt_int
 from harness.analysis.context import DEFAULT_LOSS_TOL, Compare
@@ -245,14 +245,14 @@ def make_parser() -> argparse.ArgumentParser:
     add_option(p, "seq_len", help="T (default: the preset's)")
     add_option(p, "steps")
     add_option(p, "warmup_steps")
-    p.add_argument("--repeats", type=int, default=1, help="repeats of the start, knob and combined runs (default 1)")
+    p.add_argument("--repeats", type=argtypes.repeats, default=1, help="repeats of the start, knob and combined runs (default 1)")
     add_option(p, "device")
     p.add_argument("--no-batch-search", dest="batch_search", action="store_false", help="skip the batch search on the winner")
-    p.add_argument("--max-batch", dest="max_batch", type=int, default=1024, help="largest B the batch search tries (default 1024)")
-    p.add_argument("--multiple", type=int, default=8, help="batch search resolution (default 8)")
-    p.add_argument("--loss-tol", dest="loss_tol", type=float, default=DEFAULT_LOSS_TOL,
+    p.add_argument("--max-batch", dest="max_batch", type=argtypes.batch_size, default=1024, help="largest B the batch search tries (default 1024)")
+    p.add_argument("--multiple", type=argtypes.batch_size, default=8, help="batch search resolution (default 8)")
+    p.add_argument("--loss-tol", dest="loss_tol", type=argtypes.tolerance, default=DEFAULT_LOSS_TOL,
                    help=f"relative loss tolerance (default {DEFAULT_LOSS_TOL})")
-    p.add_argument("--noise-floor", dest="noise_floor", type=float, default=stats.NOISE_FLOOR,
+    p.add_argument("--noise-floor", dest="noise_floor", type=argtypes.fraction, default=stats.NOISE_FLOOR,
                    help=f"smallest relative gain that counts (default {stats.NOISE_FLOOR})")
     p.add_argument("--include-contended", action="store_true", help="let runs timed under contention count, marked "
                    "(by default they are left out, as in harness.compare, and the answer says to rerun them)")
@@ -265,11 +265,6 @@ def make_parser() -> argparse.ArgumentParser:
 
 def prepare(p: argparse.ArgumentParser, request: RunRequest, options: TuneOptions) -> Session:
     """Everything checked before the first worker starts: plans, rungs, knobs, fields, flags; every point built."""
-    for flag, value in (("--repeats", request.repeats), ("--max-batch", options.max_batch), ("--multiple", options.multiple)):
-        if value is not None and value < 1:
-            p.error(f"{flag} must be at least 1")
-    if options.loss_tol <= 0 or not 0 <= options.noise_floor < 1:
-        p.error("--loss-tol must be positive and --noise-floor in [0, 1)")
     try:
         check_writable(request.out)  # the plan file goes there first: a bad --out is one line, not a traceback
         start_plan = load_plan(options.start_plan)

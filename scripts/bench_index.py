@@ -35,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from harness import argtypes
 from harness.record.io import iter_records, read_json
 
 # Run one compare or report (the module named first) in this interpreter, ended as `python -m` ends it
@@ -136,21 +137,19 @@ def machine_line(when: str) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--records", type=int, default=10_000, metavar="N", help="how many records to make (default 10,000)")
-    p.add_argument("--dir", type=Path, required=True, help="where to make them (DIR/records/); must not exist yet")
-    p.add_argument("--from", dest="sources", type=Path, action="append", default=[], metavar="PATH",
+    p.add_argument("--records", type=argtypes.whole(1, 10_000_000, "number of records"), default=10_000, metavar="N", help="how many records to make (default 10,000)")
+    p.add_argument("--dir", type=argtypes.path_arg, required=True, help="where to make them (DIR/records/); must not exist yet")
+    p.add_argument("--from", dest="sources", type=argtypes.path_arg, action="append", default=[], metavar="PATH",
                    help="records to copy (default: results/)")
-    p.add_argument("--warm-runs", type=int, default=3, metavar="N",
+    p.add_argument("--warm-runs", type=argtypes.whole(0, 1_000, "number of runs"), default=3, metavar="N",
                    help="how many warm compares to time (default 3: this kind of machine varies by 20%% run to run)")
     p.add_argument("--no-index-too", action="store_true", help="also time compare --no-index (the JSON read directly)")
-    p.add_argument("--report-runs", type=int, default=0, metavar="N",
+    p.add_argument("--report-runs", type=argtypes.whole(0, 1_000, "number of runs"), default=0, metavar="N",
                    help="then time `python -m harness.report` N times, the index current (the first draws every "
                         f"chart, the others find them kept), and once more after {NEW_RUNS} new records (default 0: "
                         "none)")
     p.add_argument("--keep", action="store_true", help="keep DIR afterwards (default: deleted)")
     args = p.parse_args(argv)
-    if args.warm_runs < 0 or args.report_runs < 0:
-        p.error("--warm-runs, --report-runs: 0 or more")
     if args.dir.exists():
         p.error(f"--dir {args.dir}: exists; give a new folder")
     records = args.dir / "records"

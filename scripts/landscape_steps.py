@@ -18,6 +18,7 @@ import itertools
 import sys
 from pathlib import Path
 
+from harness import argtypes
 from harness.analysis import noise, stats
 from harness.analysis.dataset import torch_version_key
 from harness.analysis.group import Group
@@ -54,8 +55,8 @@ def step_of_steps(metric: Metric, first: dict[str, Group], second: dict[str, Gro
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("records", type=Path, help="a landscape's records folder (one device)")
-    p.add_argument("--against", type=Path, help="the same builds' records on another device")
+    p.add_argument("records", type=argtypes.path_arg, help="a landscape's records folder (one device)")
+    p.add_argument("--against", type=argtypes.path_arg, help="the same builds' records on another device")
     p.add_argument("--metric", choices=sorted(METRICS), default="tokens_per_s")
     p.add_argument("--pair", action="append", default=[], metavar="A:B", help="also judge build B against build A "
                    "(e.g. 2.9.1:2.15.0); repeatable")

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from harness import argtypes
 from harness.record.io import read_record
 from harness.record.view import RecordView
 
@@ -120,9 +121,9 @@ def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="Any other option goes to `python -m harness.run` (e.g. --preset, --batch-size, --set, --steps, --device).")
     p.add_argument("--rung", required=True, help="the one rung of the plan to check (e.g. fused-adamw-clip)")
-    p.add_argument("--rounds", type=int, default=3, help="harness/bare pairs, alternated (default 3)")
-    p.add_argument("--tolerance", type=float, default=0.01, help="allowed |harness / bare - 1| (default 0.01)")
-    p.add_argument("--out", type=Path, default=Path("results/overhead-check"), help="records and the summary (default results/overhead-check/)")
+    p.add_argument("--rounds", type=argtypes.whole(1, 1_000, "number of rounds"), default=3, help="harness/bare pairs, alternated (default 3)")
+    p.add_argument("--tolerance", type=argtypes.fraction, default=0.01, help="allowed |harness / bare - 1| (default 0.01)")
+    p.add_argument("--out", type=argtypes.path_arg, default=Path("results/overhead-check"), help="records and the summary (default results/overhead-check/)")
     return p
 
 
@@ -133,9 +134,6 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(bare_loop(spec["workload"], spec["flags"])))  # not a record: the bare loop's spec
         return 0
     args, run_args = make_parser().parse_known_args(argv)
-    if args.rounds < 1 or not 0 <= args.tolerance < 1:
-        print("error: --rounds must be >= 1 and --tolerance in [0, 1)", file=sys.stderr)
-        return 2
     if any(a.split("=")[0] in ("--rungs", "--repeats", "--sweep") for a in run_args):
         print("error: --rungs/--repeats/--sweep are set by the check (use --rung and --rounds)", file=sys.stderr)
         return 2

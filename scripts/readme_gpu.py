@@ -25,6 +25,7 @@ if str(ROOT) not in sys.path:
 
 import yaml
 
+from harness import argtypes
 from harness.analysis import fit, sweep
 from harness.record.io import iter_records
 from harness.record.view import RecordView
@@ -379,8 +380,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python scripts/readme_gpu.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--write", action="store_true", help="replace the sections in README.md and docs/gpu.md")
     p.add_argument("--check", action="store_true", help="exit 1 when either section differs from the records")
-    p.add_argument("--readme", type=Path, default=README, help="the README to check or write (default: the repository's)")
-    p.add_argument("--gpu-doc", type=Path, default=GPU_DOC, help="docs/gpu.md to check or write (default: the repository's)")
+    p.add_argument("--readme", type=argtypes.path_arg, default=README, help="the README to check or write (default: the repository's)")
+    p.add_argument("--gpu-doc", type=argtypes.path_arg, default=GPU_DOC, help="docs/gpu.md to check or write (default: the repository's)")
     args = p.parse_args(argv)
     data = load()
     files = [(args.readme, section(data), START, END), (args.gpu_doc, details(data), DOC_START, DOC_END)]

@@ -129,15 +129,15 @@ def test_fits_needs_ok_and_peak_plus_headroom_within_usable_memory():
 @pytest.mark.parametrize("args, message", [
     ([], "the following arguments are required: --rung"),
     (["--rung", "warp"], "no rung 'warp' in plan seed-ladder"),
-    (["--rung", "fp32", "--start", "0"], "--start must be at least 1"),
-    (["--rung", "fp32", "--multiple", "0"], "--multiple must be at least 1"),
+    (["--rung", "fp32", "--start", "0"], "argument --start: '0': expected a batch size from 1 to 65,536"),
+    (["--rung", "fp32", "--multiple", "0"], "argument --multiple: '0': expected a batch size from 1"),
     (["--rung", "fp32", "--start", "64", "--max", "32"], "--start 64 is above --max 32"),
-    (["--rung", "fp32", "--headroom-gib", "-1"], "--headroom-gib must be >= 0"),
-    (["--rung", "fp32", "--memory-budget-gib", "0"], "--memory-budget-gib must be positive"),
-    (["--rung", "fp32", "--knee-tolerance", "1.5"], "--knee-tolerance must be a fraction"),
+    (["--rung", "fp32", "--headroom-gib", "-1"], "argument --headroom-gib: '-1': expected a finite number of GiB from 0"),
+    (["--rung", "fp32", "--memory-budget-gib", "0"], "argument --memory-budget-gib: '0': expected a finite number of GiB above 0"),
+    (["--rung", "fp32", "--knee-tolerance", "1.5"], "argument --knee-tolerance: '1.5': expected a finite fraction from 0 to below 1"),
     (["--rung", "fp32", "--set", "bogus=1"], "unknown workload field 'bogus'"),
     (["--rung", "fp32", "--plan", "no-such-plan"], "no plan 'no-such-plan'"),
-    (["--rung", "fp32", "--start", "lots"], "invalid int value"),
+    (["--rung", "fp32", "--start", "lots"], "argument --start: 'lots': expected a batch size"),
 ])
 def test_bad_options_are_argparse_errors_and_run_nothing(tmp_path, args, message):
     proc = run_module("harness.batch_search", "--out", str(tmp_path), *args)

@@ -365,10 +365,10 @@ def test_bad_matrix_exits_2_with_one_line_and_writes_nothing(tmp_path, args, mes
 
 
 @pytest.mark.parametrize("run_args, message", [
-    (["--warmup-steps", "x"], "harness.run options: argument --warmup-steps: invalid int value: 'x'"),
+    (["--warmup-steps", "x"], "harness.run options: argument --warmup-steps: 'x': expected a number of steps from 0"),
     (["--results", "r"], "harness.run options: unrecognized arguments: --results r"),
-    (["--threads", "0"], "--threads must be at least 1"),
-    (["--timeout", "0"], "--timeout 0: expected a number of seconds above 0"),
+    (["--threads", "0"], "harness.run options: argument --threads: '0': expected a number of threads from 1"),
+    (["--timeout", "0"], "harness.run options: argument --timeout: '0': expected a finite number of seconds above 0"),
     (["--sweep-name", "x"], "--sweep-name needs --sweep"),
     (["--rungs", "fp32,nope"], "no rung 'nope' in plan seed-ladder"),
 ])

@@ -219,12 +219,13 @@ def test_yaml_that_refers_to_itself_is_refused():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--steps", "1000000000"], "steps=1000000000: must be at most 100,000"),
-    (["--seq-len", "100000"], "seq_len=100000: must be at most 65,536"),
-    (["--batch-size", "1000000"], "batch_size=1000000: must be at most 65,536"),
+    (["--steps", "1000000000"], "--steps: '1000000000': expected a number of steps from 1 to 100,000"),
+    (["--seq-len", "100000"], "--seq-len: '100000': expected a sequence length from 1 to 65,536"),
+    (["--batch-size", "1000000"], "--batch-size: '1000000': expected a batch size from 1 to 65,536"),
+    (["--set", "steps=1000000000"], "steps=1000000000: must be at most 100,000"),  # --set: the workload's own bounds
     (["--set", "vocab_size=1"], "vocab_size=1: must be at least 2"),
     (["--batch-size", "8192", "--seq-len", "8192"], "batch_size x seq_len = 67,108,864: must be at most 16,777,216 tokens per micro-step"),
-    (["--repeats", "1000000"], "--repeats 1000000: must be from 1 to 1,000"),
+    (["--repeats", "1000000"], "--repeats: '1000000': expected a number of runs, or 'auto', from 1 to 1,000"),
 ])
 def test_sizes_are_bounded_before_any_worker(tmp_path, args, message):
     """7. Every size a user sets has a bound, checked before a worker starts: one line naming field and bound."""
@@ -242,7 +243,7 @@ def test_plan_steps_are_bounded(tmp_path):
 
 def test_boot_is_bounded(hostile):
     p = run_module("harness.compare", hostile, "--boot", "1000000000", timeout=60)
-    assert p.returncode == 2 and "--boot 1000000000: must be from 100 to 100,000" in p.stderr
+    assert p.returncode == 2 and "--boot: '1000000000': expected a number of resamples from 100 to 100,000" in p.stderr
 
 
 @pytest.mark.parametrize("edit, why", [

@@ -200,17 +200,17 @@ def test_calibrate_measures_the_machine_and_compare_uses_it_only_for_noise(tmp_p
 
 
 @pytest.mark.parametrize("args, message", [
-    (["harness.run", "--repeats", "auto", "--max-repeats", "1"], "--max-repeats 1: must be from 2 to 1,000"),
-    (["harness.run", "--repeats", "auto", "--max-repeats", "1001"], "--max-repeats 1001: must be from 2 to 1,000"),
-    (["harness.run", "--repeats", "auto", "--target", "0"], "'0': a positive percentage below 100"),
-    (["harness.run", "--repeats", "auto", "--target=-2%"], "'-2%': a positive percentage below 100"),
-    (["harness.run", "--repeats", "auto", "--target", "nan"], "'nan': a positive percentage below 100"),
-    (["harness.run", "--repeats", "auto", "--target", "two"], "'two': a positive percentage below 100"),
+    (["harness.run", "--repeats", "auto", "--max-repeats", "1"], "--max-repeats: '1': expected a number of runs from 2 to 1,000"),
+    (["harness.run", "--repeats", "auto", "--max-repeats", "1001"], "--max-repeats: '1001': expected a number of runs from 2"),
+    (["harness.run", "--repeats", "auto", "--target", "0"], "'0': expected a positive percentage below 100"),
+    (["harness.run", "--repeats", "auto", "--target=-2%"], "'-2%': expected a positive percentage below 100"),
+    (["harness.run", "--repeats", "auto", "--target", "nan"], "'nan': expected a positive percentage below 100"),
+    (["harness.run", "--repeats", "auto", "--target", "two"], "'two': expected a positive percentage below 100"),
     (["harness.run", "--target", "2"], "--target needs --repeats auto"),
     (["harness.run", "--repeats", "3", "--max-repeats", "5"], "--max-repeats needs --repeats auto"),
-    (["harness.run", "--repeats", "often"], "'often': a whole number of runs, or 'auto'"),
-    (["harness.calibrate", "--runs", "2"], "--runs 2: from 3 to 1,000"),
-    (["harness.calibrate", "--runs", "0"], "--runs 0: from 3 to 1,000"),
+    (["harness.run", "--repeats", "often"], "'often': expected a number of runs, or 'auto', from 1 to 1,000"),
+    (["harness.calibrate", "--runs", "2"], "--runs: '2': expected a number of runs from 3 to 1,000"),
+    (["harness.calibrate", "--runs", "0"], "--runs: '0': expected a number of runs from 3 to 1,000"),
 ])
 def test_bad_repeat_options_are_one_line_before_any_worker(tmp_path, args, message):
     from module_cli import assert_refused, run_module
@@ -224,7 +224,7 @@ def test_bad_repeat_options_are_one_line_before_any_worker(tmp_path, args, messa
 def test_bisect_refuses_bad_auto_options(tmp_path):
     from module_cli import run_module
 
-    for args, message in ((["--repeats", "auto", "--max-repeats", "1"], "--max-repeats 1: must be from 2 to 1,000"),
+    for args, message in ((["--repeats", "auto", "--max-repeats", "1"], "--max-repeats: '1': expected a number of runs from 2 to 1,000"),
                           (["--repeats", "3", "--max-repeats", "5"], "--max-repeats needs --repeats auto")):
         proc = run_module("harness.bisect", "--rung", "bf16", "--good", "2.1.2", "--bad", "2.15.0", *args,
                           "--out", tmp_path / "b", timeout=120)

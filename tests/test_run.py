@@ -28,14 +28,14 @@ from harness.worker_spec import WorkerSpec
     (["--set", "precision"], "expected FIELD=VALUE"),
     (["--set", "precision=fp8"], "precision='fp8'"),
     (["--rungs", "fp32,warp-drive"], "no rung 'warp-drive' in plan seed-ladder; it has fp32, tf32"),
-    (["--repeats", "0"], "--repeats 0: must be from 1 to 1,000"),
+    (["--repeats", "0"], "--repeats: '0': expected a number of runs, or 'auto', from 1 to 1,000"),
     (["--env", "a/b"], "--env 'a/b'"),
     (["--env", "Torch212"], "--env 'Torch212'"),
     (["--rungs", ""], "--rungs ''"),
     (["--rungs", "fp32,"], "--rungs 'fp32,'"),
-    (["--timeout", "0"], "--timeout 0"),
-    (["--timeout", "-5"], "--timeout -5"),
-    (["--timeout", "nan"], "--timeout nan"),
+    (["--timeout", "0"], "--timeout: '0': expected a finite number of seconds above 0"),
+    (["--timeout=-5"], "--timeout: '-5': expected a finite number of seconds above 0"),
+    (["--timeout", "nan"], "--timeout: 'nan': expected a finite number of seconds above 0"),
     (["--set", "batch_size=2.5"], "batch_size='2.5': expected an integer"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
@@ -176,7 +176,7 @@ def test_parse_request_is_the_command_line_as_data():
     assert request == runmod.RunRequest.from_args(runmod.make_parser().parse_args(argv))
     assert (request.rungs, request.sets, request.flags, request.steps, request.timeout) == (
         "fp32", ("compile=off",), ("cudnn_benchmark=true",), 3, 60.0)
-    for bad, message in ((["--steps", "three"], "argument --steps: invalid int value: 'three'"),
+    for bad, message in ((["--steps", "three"], "argument --steps: 'three': expected a number of steps from 1"),
                          (["--warp"], "unrecognized arguments: --warp"),
                          (["--preset", "huge"], "argument --preset: invalid choice: 'huge'")):
         with pytest.raises(OptionError, match=re.escape(message)):

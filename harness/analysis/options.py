@@ -9,6 +9,7 @@ import gc
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from harness import argtypes
 from harness.analysis import stats
 from harness.analysis.context import DEFAULT_LOSS_TOL, Compare
 from harness.analysis.dataset import Dataset, Filters, load
@@ -45,10 +46,10 @@ class CompareOptions:
         object.__setattr__(self, "filters", Filters(list(self.envs), list(self.gpus), list(self.plans), list(self.rungs)))
 
     def check(self) -> None:
-        if not 0 <= self.noise_floor < 1:
-            raise UsageError("--noise-floor must be in [0, 1)")
-        if self.loss_tol <= 0:
-            raise UsageError("--loss-tol must be positive")
+        for flag, value, kind in (("--noise-floor", self.noise_floor, argtypes.fraction),
+                                  ("--loss-tol", self.loss_tol, argtypes.tolerance)):
+            if not kind.accepts(value):  # the command line's own rule (NaN is no fraction)
+                raise UsageError(f"{flag} {value!r}: expected {kind.expected}")
         if not stats.MIN_BOOT <= self.boot <= stats.MAX_BOOT:
             raise UsageError(f"--boot {self.boot}: must be from {stats.MIN_BOOT} to {stats.MAX_BOOT:,}")
         if self.index is not None and not self.use_index:

@@ -22,7 +22,9 @@ import shlex
 import sys
 from pathlib import Path
 
+from harness import argtypes
 from harness.analysis import stats
+from harness.argtypes import path_arg, path_text
 from harness.bisect.candidates import (
     CandidateError,
     candidate_at,
@@ -34,9 +36,7 @@ from harness.bisect.candidates import (
 from harness.bisect.explain import answer_lines, landscape_chart, points_table, underneath, write_state
 from harness.bisect.search import METRICS, Search
 from harness.launcher import Interrupted, stop_on_signals
-from harness.output import path_arg, path_text
-from harness.plan import MAX_REPEATS
-from harness.request import AUTO, AUTO_MAX_REPEATS, USAGE_ERRORS, RunRequest, add_option, parse_repeats
+from harness.request import AUTO, AUTO_MAX_REPEATS, USAGE_ERRORS, RunRequest, add_option
 
 DEFAULT_OUT = "results/bisect"  # under results/runs' rule: results/bisect is git-ignored
 DEFAULT_VENVS = ".venvs/bisect"
@@ -56,10 +56,10 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--newest-patches", action="store_true", help="only the newest patch of each minor release (and both ends)")
     p.add_argument("--list", action="store_true", help="print the candidates and what each installs; measure nothing")
     p.add_argument("--out", default=DEFAULT_OUT, type=path_text, help=f"the bisect's folder: specs, records, logs, results (default {DEFAULT_OUT}/)")
-    p.add_argument("--repeats", type=parse_repeats, default=3, help="runs per candidate (default 3), or 'auto': 2 "
+    p.add_argument("--repeats", type=argtypes.repeats_or_auto, default=3, help="runs per candidate (default 3), or 'auto': 2 "
                    "each, then one more run at a time of a build whose comparison with its neighbours is undecided, "
                    "up to --max-repeats")
-    p.add_argument("--max-repeats", dest="max_repeats", type=int, metavar="N",
+    p.add_argument("--max-repeats", dest="max_repeats", type=argtypes.max_repeats, metavar="N",
                    help=f"with --repeats auto: at most N runs of a build, 2 to 1,000 (default {AUTO_MAX_REPEATS})")
     p.add_argument("--index-url", help="the index torch releases come from (default: pip's configured index, else PyPI)")
     p.add_argument("--find-links", type=path_arg, metavar="DIR", help="a folder of torch wheels instead of an index")
@@ -68,7 +68,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--remove-venvs", action="store_true", help="remove each candidate's venv once it is measured (with --repeats auto: once two newer builds are, or at the end, so the runs added to an undecided pair install nothing)")
     p.add_argument("--free-disk", action="store_true", help="with --remove-venvs: also drop the build's torch, triton and "
                    "nvidia-* wheels from uv's cache (GBs per build; a rerun downloads them again)")
-    p.add_argument("--noise-floor", type=float, default=stats.NOISE_FLOOR, help=f"smallest relative change called beyond noise (default {stats.NOISE_FLOOR})")
+    p.add_argument("--noise-floor", type=argtypes.fraction, default=stats.NOISE_FLOOR, help=f"smallest relative change called beyond noise (default {stats.NOISE_FLOOR})")
     p.add_argument("--include-contended", action="store_true", help="reuse runs timed under contention too (by default "
                    "a contended run counts nowhere, as in harness.compare, and the build is measured again)")
     p.add_argument("--all", action="store_true", help="what changed underneath: every kernel change, not the largest few")
@@ -91,20 +91,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     auto = args.repeats == AUTO
-    if auto and args.max_repeats is not None and not 2 <= args.max_repeats <= MAX_REPEATS:
-        parser.error(f"--max-repeats {args.max_repeats}: must be from 2 to {MAX_REPEATS:,}")
     if not auto and args.max_repeats is not None:
         parser.error("--max-repeats needs --repeats auto")
     if auto and args.at:
         parser.error("--at measures one build --repeats times: a number, not auto")
     max_runs = (args.max_repeats or AUTO_MAX_REPEATS) if auto else 0
     args.repeats = 2 if auto else args.repeats  # auto: two runs each to start, more where undecided
-    if not 1 <= args.repeats <= MAX_REPEATS:
-        parser.error(f"--repeats {args.repeats}: must be from 1 to {MAX_REPEATS:,}")
     if args.metric != "tokens_per_s" and args.repeats < 2 and not args.list:
         parser.error(f"--metric {args.metric} is one number per run: it needs --repeats 2 or more for a noise estimate")
-    if not 0 <= args.noise_floor < 1:
-        parser.error("--noise-floor must be in [0, 1)")
     if args.at and (args.good or args.bad or args.landscape or args.newest_patches):
         parser.error("--at measures one build: no --good, --bad, --landscape or --newest-patches with it")
     if not args.at and not (args.good and args.bad):

@@ -12,9 +12,10 @@ import time
 
 from tabulate import tabulate
 
+from harness import argtypes
+from harness.argtypes import path_arg, path_text
 from harness.cluster import k8s, slurm
 from harness.cluster.matrix import ClusterError, find_matrix, load_config, new_matrix
-from harness.output import path_arg, path_text
 from harness.request import add_option
 from harness.textsafe import ScriptValueError, script_value, terminal
 
@@ -27,7 +28,7 @@ def _matrix_options(p: argparse.ArgumentParser) -> None:
     add_option(p, "plan", help="built-in plan or a .yaml path (default seed-ladder)")
     p.add_argument("--preset", default="tiny", help="workload preset (default tiny)")
     p.add_argument("--rungs", help="comma-separated rungs (default: the whole plan)")
-    p.add_argument("--repeats", type=int, help="repeats per rung (default: the plan's)")
+    p.add_argument("--repeats", type=argtypes.repeats, help="repeats per rung (default: the plan's)")
     add_option(p, "steps", help="steps per rung")
     add_option(p, "device", help="device (default: harness.run's)")
     p.add_argument("--cluster-config", metavar="PATH", type=path_text, help="cluster YAML (default harness/cluster/cluster.yaml)")
@@ -54,8 +55,8 @@ def make_parser() -> argparse.ArgumentParser:
     st = s.add_parser("status", help="per cell: pending, running, done or failed (squeue/sacct and the records)")
     _which(st)
     st.add_argument("--wait", action="store_true", help="poll until no cell is pending or running")
-    st.add_argument("--timeout", type=float, default=3600, help="seconds --wait waits at most (default 3600)")
-    st.add_argument("--poll", type=float, default=10, help="seconds between polls (default 10)")
+    st.add_argument("--timeout", type=argtypes.seconds, default=3600, help="seconds --wait waits at most (default 3600)")
+    st.add_argument("--poll", type=argtypes.seconds, default=10, help="seconds between polls (default 10)")
 
     co = s.add_parser("collect", help="check every cell has its records, name the missing ones, run harness.compare")
     _which(co)

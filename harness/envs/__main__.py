@@ -22,8 +22,8 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
+from harness import argtypes
 from harness.envs.install import effective_index, install, install_args, probe_index
 from harness.envs.nightly import bump_nightly
 from harness.envs.pins import check_current, missing_dependencies, project_dependencies
@@ -35,7 +35,7 @@ def _fail(message: str, code: int = 1):
     sys.exit(code)
 
 
-def main(argv: list[str] | None = None) -> int:
+def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness.envs", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="the specs, one line each")
@@ -46,17 +46,22 @@ def main(argv: list[str] | None = None) -> int:
     get.add_argument("field", choices=FIELDS)
     inst = sub.add_parser("install", help="create a venv with the spec's Python, torch and the project")
     inst.add_argument("name")
-    inst.add_argument("--venv", type=Path, required=True)
-    inst.add_argument("--project", type=Path, default=ROOT)
+    inst.add_argument("--venv", type=argtypes.path_arg, required=True)
+    inst.add_argument("--project", type=argtypes.path_arg, default=ROOT)
     inst.add_argument("--editable", action="store_true")
     sub.add_parser("missing-deps", help="project dependencies this interpreter lacks")
     bump = sub.add_parser("bump-nightly", help="rewrite envs/nightly/env.yaml to a build on the nightly index")
     bump.add_argument("--date", help="YYYYMMDD (default: the newest build)")
     verify = sub.add_parser("verify-matrix", help="records in DIR show each env's pinned torch")
-    verify.add_argument("dir", type=Path)
+    verify.add_argument("dir", type=argtypes.path_arg)
     verify.add_argument("names", nargs="+")
     verify.add_argument("--container", action="store_true",
                         help="also: every record was made inside image envs/NAME and carries its digest")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = make_parser()
     args = parser.parse_args(argv)
 
     try:

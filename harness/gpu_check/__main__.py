@@ -16,7 +16,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness import envinfo, output
+from harness import argtypes, envinfo, output
 from harness.gpu_check import budget, estimate, pack, plan, runner, text
 from harness.record.io import check_writable
 from harness.record.model import RecordError
@@ -30,29 +30,34 @@ def make_parser() -> argparse.ArgumentParser:
         "One budgeted GPU call: the CUDA sanity check, then single runs in order of value while the budget lasts "
         "(none started that would not finish), compare and report on what exists, all packed into three files. "
         "'unpack ARCHIVE' puts such an archive into results/gpu-<device>-<date>/."))
-    p.add_argument("--budget-s", type=float, default=480.0, help="seconds for the whole call, closing included (480)")
-    p.add_argument("--reserve-s", type=float, default=estimate.CLOSING_S,
+    p.add_argument("--budget-s", type=argtypes.seconds, default=480.0, help="seconds for the whole call, closing included (480)")
+    p.add_argument("--reserve-s", type=argtypes.seconds_or_none, default=estimate.CLOSING_S,
                    help=f"seconds kept for compare, report and packing ({estimate.CLOSING_S:.0f})")
     p.add_argument("--tiers", help=f"comma-separated tiers in the order to run ({','.join(plan.tier_names())}: the default)")
-    p.add_argument("--steps", type=int, help=f"steps of every run, with --warmup-steps (default: each tier's: "
+    p.add_argument("--steps", type=argtypes.steps, help=f"steps of every run, with --warmup-steps (default: each tier's: "
                    f"{plan.SHORT[0]} with {plan.SHORT[1]} warm-up for the padding A/B, {plan.FULL[0]} with {plan.FULL[1]} "
                    "for the knobs)")
-    p.add_argument("--warmup-steps", type=int, help="warm-up steps of every run (needs --steps)")
-    p.add_argument("--out", help="the call's results folder, new or empty (default results/runs/gpu-check-<UTC time>)")
-    p.add_argument("--pack-to", help="also pack everything into this folder after every run (a device call's $OUT)")
-    p.add_argument("--records", action="append", help="committed GPU records the estimates start from (repeatable; "
+    p.add_argument("--warmup-steps", type=argtypes.warmup_steps, help="warm-up steps of every run (needs --steps)")
+    p.add_argument("--out", type=argtypes.path_text, help="the call's results folder, new or empty (default results/runs/gpu-check-<UTC time>)")
+    p.add_argument("--pack-to", type=argtypes.path_text, help="also pack everything into this folder after every run (a device call's $OUT)")
+    p.add_argument("--records", action="append", type=argtypes.path_text, help="committed GPU records the estimates start from (repeatable; "
                    "default: every results/gpu-*/ folder)")
     p.add_argument("--dry-run", action="store_true", help="print the plan with estimated times and run nothing")
     p.add_argument("--gpu", default=DEFAULT_GPU, help=f"the device the dry run plans for (default {DEFAULT_GPU!r})")
     return p
 
 
-def unpack_main(argv: list[str]) -> int:
+def make_unpack_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m harness.gpu_check unpack", description=(
         "Extract a gpu_check archive into results/gpu-<device>-<date>/ with a README.md of how it was made."))
-    p.add_argument("archive", type=Path)
-    p.add_argument("--results", type=Path, default=Path("results"), help="the folder it goes under (default results/)")
-    p.add_argument("--into", type=Path, help="the exact folder instead (must not exist)")
+    p.add_argument("archive", type=argtypes.path_arg)
+    p.add_argument("--results", type=argtypes.path_arg, default=Path("results"), help="the folder it goes under (default results/)")
+    p.add_argument("--into", type=argtypes.path_arg, help="the exact folder instead (must not exist)")
+    return p
+
+
+def unpack_main(argv: list[str]) -> int:
+    p = make_unpack_parser()
     args = p.parse_args(argv)
     try:
         target = pack.unpack(args.archive, args.results, args.into)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from harness.argtypes import path_text
 from harness.compare import analyse_or_exit, common_parser
-from harness.output import OutputError, emit, fail, path_text, run_process
+from harness.output import OutputError, emit, fail, run_process
 from harness.report import chart_cache, document, drawing, outline
 from harness.textsafe import terminal
 
