@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -637,3 +638,61 @@ def test_a_runs_losses_and_timed_steps_are_not_kept_twice(tmp_path):
     _index, records, _w, _n = _read(folder)
     shared = [RecordView(r).step_losses is r["steps"]["loss"] for _p, r in records if r.get("steps", {}).get("loss")]
     assert sum(shared) > 100
+
+
+def _code_copy(into: Path) -> Path:
+    """harness/ and gpt/ of this checkout, to edit."""
+    for package in ("harness", "gpt"):
+        shutil.copytree(ROOT / package, into / package, ignore=shutil.ignore_patterns("__pycache__"))
+    return into
+
+
+def test_the_index_identity_covers_every_file_reading_depends_on(tmp_path):
+    """Each file that decides a record's validity, upgrade or values changes the identity when it changes: the
+    record package's modules and data, the schema, and what they import of this project (gpt/config.py's bounds)."""
+    code = _code_copy(tmp_path / "code")
+    names = {p.relative_to(code).as_posix() for p in idx.identity_files(code)}
+    assert {"harness/record.schema.json", "harness/record/workload_code_history.json", "gpt/config.py",
+            "harness/record/io.py", "harness/record/migrate.py"} <= names
+    assert "harness/analysis/stats.py" not in names  # what reading does not use leaves the index alone
+    before = idx.code_identity(code)
+    for path in idx.identity_files(code):
+        kept = path.read_bytes()
+        path.write_bytes(kept + b"\n")
+        assert idx.code_identity(code) != before, path
+        path.write_bytes(kept)
+    assert idx.code_identity(code) == before
+
+
+def test_a_warm_compare_after_a_change_to_the_bounds_reads_as_no_index(tmp_path):
+    """gpt/config.py's step bound lowered below what the records hold: the warm compare rebuilds the index and
+    leaves them out, as --no-index does (it printed '24 valid' from the stale index)."""
+    code = _code_copy(tmp_path / "code")
+    folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    env = {**_env(tmp_path), "PYTHONPATH": str(code), "COLUMNS": "120"}
+
+    def compare(*args):
+        return subprocess.run([sys.executable, "-m", "harness.compare", str(folder), *args], capture_output=True,
+                              text=True, cwd=tmp_path, env=env, timeout=600, check=False)
+    assert compare().returncode == 0  # the index built
+    config = code / "gpt" / "config.py"
+    config.write_text(config.read_text().replace('"steps": (1, 100_000)', '"steps": (1, 10)'))
+    warm, direct = compare(), compare("--no-index")
+    assert (warm.returncode, warm.stdout, warm.stderr) == (direct.returncode, direct.stdout, direct.stderr)
+    assert "24 valid" not in warm.stdout + warm.stderr
+
+
+def test_a_killed_writers_temp_file_is_removed_by_the_next_write(tmp_path):
+    """A writer killed outright (SIGKILL) cannot remove its temp file; the next write removes one an hour old and
+    leaves a fresh one, which may be a live writer's."""
+    folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    _read(folder)
+    where = idx.index_path(folder, None).parent
+    dead, live = where / ".tmp-0123456789abcdef.idx", where / ".tmp-fedcba9876543210.idx"
+    for path in (dead, live):
+        path.write_bytes(b"\0" * 1024)
+    hours_ago = time.time() - 2 * idx.STALE_TEMP_S
+    os.utime(dead, (hours_ago, hours_ago))
+    shutil.copy(min(folder.glob("*.json")), folder / "new.json")  # a change: the next read writes
+    index, _r, _w, _n = _read(folder)
+    assert index.stats["read"] == 1 and not dead.exists() and live.exists()

@@ -32,6 +32,7 @@ warm-up, peak memory, contention, MFU, whether it has a kernel profile): a recor
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
 import hmac
@@ -64,6 +65,7 @@ EARLIER_MAGICS = (b"HARNESS-INDEX-1\n",)  # an earlier harness's layout: rebuilt
 TRAILER = 16 + len(MAGIC) + 32
 PARALLEL_FROM = 256  # files to read before a process per CPU pays for itself
 DELTA = ".delta-"  # a delta's name: the base's name, this, when it was written (ns) and a random part
+STALE_TEMP_S = 3600  # a temp file older than this in an index folder is a killed writer's, removed at the next write
 MAX_DELTAS = 16  # deltas read before the next change writes a new base that takes them in
 DELTA_SHARE = 0.1  # ... or the share of the rows that they hold
 GONE = "gone"  # a delta's row for a file no longer there
@@ -72,13 +74,37 @@ COLUMNS = ("key", "size", "mtime_ns", "ctime_ns", "ino", "digest", "outcome", "w
 STORED = (*COLUMNS[:-2], "core_at", "core_length", "explain_at", "explain_length", "explain_digest")
 
 
-def code_identity() -> str:
-    """What the index's contents depend on: its own format, the schema version, the schema and every module of
-    harness/record/ (reading, migrating, validating, this encoding)."""
+PROJECT = Path(__file__).resolve().parents[2]  # the checkout: harness/ and gpt/
+
+
+def identity_files(root: Path = PROJECT) -> list[Path]:
+    """Every file an indexed record's outcome and value depend on: all of harness/record/ (its modules and the data
+    they read: the workload-code history), the schema beside it, and each module of this project that those modules
+    import, directly or not (gpt/config.py's bounds decide validity), found by reading their imports."""
+    files = {root / "harness" / "record.schema.json"}
+    files |= {p for p in (root / "harness" / "record").rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    todo = [p for p in files if p.suffix == ".py"]
+    while todo:
+        for node in ast.walk(ast.parse(todo.pop().read_bytes())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+            for name in names:
+                if name.split(".")[0] not in ("harness", "gpt"):
+                    continue
+                base = root.joinpath(*name.split("."))
+                for module in (base.with_suffix(".py"), base / "__init__.py"):
+                    if module.is_file() and module not in files:
+                        files.add(module)
+                        todo.append(module)
+    return sorted(files)
+
+
+def code_identity(root: Path = PROJECT) -> str:
+    """What the index's contents depend on: its own format, the schema version, and every identity_files() file by
+    its path and bytes. A change to any of them rebuilds the index: a warm compare reads as --no-index does."""
     h = hashlib.sha256(f"{INDEX_FORMAT}:{SCHEMA_VERSION}".encode())
-    here = Path(__file__).parent
-    for path in [here.parent / "record.schema.json", *sorted(here.glob("*.py"))]:
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in identity_files(root):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
 
@@ -526,6 +552,7 @@ class _Store:
         """Write what changed since the index was read: the rows read again (`changed`) and the keys of the files no
         longer there (`gone`) as a delta, where the base was read and its deltas are few and small; else every row as
         a new base, and the deltas it takes in removed. OSError if it cannot be written."""
+        self._sweep_temp()
         if self.based and len(self.deltas) < MAX_DELTAS and \
                 self.delta_rows + len(changed) + len(gone) <= DELTA_SHARE * len(rows):
             name = f"{self.path.name}{DELTA}{time.time_ns():020d}-{secrets.token_hex(4)}"
@@ -536,6 +563,15 @@ class _Store:
         for path in self.deltas:  # a delta written since the base was read is not among them: it stays, as safe
             with contextlib.suppress(OSError):
                 path.unlink()
+
+    def _sweep_temp(self) -> None:
+        """Remove the temp files of writers killed before they could (SIGKILL, a power cut): one an hour old is no
+        live write's (writing 100,000 records' index takes about a minute)."""
+        now = time.time()
+        for path in self.path.parent.glob(".tmp-*"):
+            with contextlib.suppress(OSError):
+                if path.is_file() and not path.is_symlink() and now - path.lstat().st_mtime > STALE_TEMP_S:
+                    path.unlink()
 
     def _write(self, rows: list[tuple], target: Path) -> None:
         """Write the rows as one index file: a temp file beside it, renamed to `target`."""
