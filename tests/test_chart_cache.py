@@ -130,3 +130,23 @@ def test_a_report_whose_charts_were_all_kept_never_imports_matplotlib(records, t
 
     run("one")
     assert run("two") == "False"
+
+
+def test_a_linked_charts_folder_is_not_followed(records, tmp_path, capsys):
+    """FOLDER/.harness-index/charts a symbolic link: the report draws its charts and keeps none where it points."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (records / INDEX_DIR).mkdir(exist_ok=True)
+    (records / INDEX_DIR / "charts").symlink_to(elsewhere)
+    first = _report(records, tmp_path / "one")
+    assert list(elsewhere.iterdir()) == [] and sum(name.endswith(".png") for name in first) >= 9
+    assert capsys.readouterr().err.count("a symbolic link on its way, not used; charts drawn, not kept") == 1
+
+
+def test_an_entry_that_is_a_fifo_is_not_waited_on(records, tmp_path):
+    first = _report(records, tmp_path / "one")
+    entries = _entries(records)
+    entries[0].unlink()
+    os.mkfifo(entries[0])  # read whole, it hung the report
+    assert _report(records, tmp_path / "two") == first
+    assert entries[0].is_file()  # drawn again, and kept in its place

@@ -302,7 +302,7 @@ def test_an_unwritable_index_is_one_warning_and_the_records_are_read(tmp_path):
     proc = _run(tmp_path, "harness.compare", folder)
     assert proc.returncode == 0 and proc.stdout == direct.stdout
     extra = [line for line in proc.stderr.splitlines() if line not in direct.stderr.splitlines()]
-    assert len(extra) == 1 and "not written" in extra[0] and "Traceback" not in proc.stderr
+    assert len(extra) == 1 and "not a folder, not used" in extra[0] and "Traceback" not in proc.stderr
 
 
 def test_index_option_keeps_it_elsewhere_and_no_index_refuses_it(tmp_path):
@@ -696,3 +696,26 @@ def test_a_killed_writers_temp_file_is_removed_by_the_next_write(tmp_path):
     shutil.copy(min(folder.glob("*.json")), folder / "new.json")  # a change: the next read writes
     index, _r, _w, _n = _read(folder)
     assert index.stats["read"] == 1 and not dead.exists() and live.exists()
+
+
+def test_a_linked_index_folder_is_not_followed(tmp_path):
+    """FOLDER/.harness-index a symbolic link (to / once): compare writes nothing where it points, says so in one line
+    and prints what --no-index prints."""
+    folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (folder / idx.INDEX_DIR).symlink_to(elsewhere)
+    linked, direct = _run(tmp_path, "harness.compare", folder), _run(tmp_path, "harness.compare", folder, "--no-index")
+    assert linked.returncode == 0 and linked.stdout == direct.stdout and list(elsewhere.iterdir()) == []
+    assert linked.stderr.count("a symbolic link, not used; ") == 1
+
+
+def test_a_fifo_in_place_of_the_index_file_is_not_waited_on(tmp_path):
+    folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    (folder / idx.INDEX_DIR).mkdir()
+    os.mkfifo(folder / idx.INDEX_DIR / "records.idx")
+    proc = subprocess.run([sys.executable, "-m", "harness.compare", str(folder)], capture_output=True, text=True,
+                          cwd=ROOT, env=_env(tmp_path), timeout=60, check=False)  # it hung here, opening the FIFO
+    direct = _run(tmp_path, "harness.compare", folder, "--no-index")
+    assert proc.returncode == 0 and proc.stdout == direct.stdout
+    assert "records.idx: unreadable" in proc.stderr

@@ -46,6 +46,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
+from harness.record.files import not_own_folder, open_regular
 from harness.record.io import file_bytes, read_record, record_names, record_of
 from harness.record.model import SCHEMA_VERSION, RecordError
 from harness.record.view import RecordView
@@ -454,7 +455,7 @@ class _Store:
         """An index file mapped read-only, or read whole where its filesystem cannot map it (None where there is
         none); IndexError_ where it cannot be read."""
         try:
-            with open(path, "rb") as f:
+            with open_regular(path) as f:  # a link or a FIFO in its place is no index of ours (a FIFO would hang)
                 st = os.fstat(f.fileno())
                 if st.st_size < TRAILER:
                     raise IndexError_(path, "not a harness index")
@@ -702,8 +703,13 @@ class RecordIndex:
             return None
         index = cls()
         for folder in dict.fromkeys(Path(p) for p in paths):
-            if folder.is_dir():
-                index._update(_Store(folder, index_path(folder, Path(where) if where else None), key, notice), notice)
+            if not folder.is_dir():
+                continue
+            refused = None if where else not_own_folder(folder / INDEX_DIR)  # --index DIR: the user's own choice
+            if refused:
+                notice(f"warning: {folder / INDEX_DIR}: {refused}, not used; {folder} read without an index")
+                continue
+            index._update(_Store(folder, index_path(folder, Path(where) if where else None), key, notice), notice)
         return index
 
     def _update(self, store: _Store, notice) -> None:

@@ -30,6 +30,7 @@ from importlib import metadata
 from pathlib import Path
 
 from harness.envinfo import source_sha256
+from harness.record.files import not_own_folder, open_regular
 from harness.record.index import index_path, user_key
 
 MAGIC = b"HARNESS-CHARTS-1\n"
@@ -73,7 +74,12 @@ class ChartCache:
             key = user_key()
         except OSError:
             return None
-        return cls(index_path(folder, Path(where) if where else None).parent / "charts", key, notice)
+        charts = index_path(folder, Path(where) if where else None).parent / "charts"
+        refused = None if where else next(filter(None, (not_own_folder(p) for p in (charts.parent, charts))), None)
+        if refused:
+            notice(f"warning: {charts}: {refused} on its way, not used; charts drawn, not kept")
+            return None
+        return cls(charts, key, notice)
 
     @staticmethod
     def name(draw: Callable, data: tuple) -> str | None:
@@ -90,8 +96,9 @@ class ChartCache:
 
     def get(self, name: str) -> list[tuple] | None:
         path = self.folder / (name + SUFFIX)
-        try:
-            blob = memoryview(path.read_bytes())
+        try:  # a link, a FIFO or an entry larger than all the kept charts together is none of ours
+            with open_regular(path, MAX_BYTES) as f:
+                blob = memoryview(f.read())
         except OSError:
             return None
         self.used.add(name)
