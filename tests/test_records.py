@@ -190,3 +190,20 @@ def test_the_one_whole_file_writer_leaves_the_file_whole_or_not_at_all(tmp_path,
     with pytest.raises(OSError, match="No space"):
         files.write_atomic(target, "lost")
     assert target.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
+
+
+def test_a_record_that_is_a_link_in_a_folder_is_not_followed_and_one_named_is(tmp_path):
+    """A symbolic link among a folder's records could bring any file of the machine into a report: one line names
+    it and the rest is read. A link named as a path is the user's choice: read where it points."""
+    outside, folder = tmp_path / "outside", tmp_path / "records"
+    outside.mkdir()
+    folder.mkdir()
+    (outside / "r.json").write_text(json.dumps(make_record(run_id="outside")))
+    (folder / "own.json").write_text(json.dumps(make_record(run_id="own")))
+    (folder / "linked.json").symlink_to(outside / "r.json")
+    warnings = []
+    found = {r["run_id"] for _p, r in iter_records([folder], warnings.append)}
+    assert found == {"own"}
+    assert [str(w) for w in warnings] == [f"warning: {folder / 'linked.json'}: skipped: a symbolic link, not followed (name the "
+                                          "file it points to, to read it)"]
+    assert [r["run_id"] for _p, r in iter_records([folder / "linked.json"], warnings.append)] == ["outside"]

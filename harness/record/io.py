@@ -306,14 +306,19 @@ def read_json(path: str | os.PathLike):
 
 
 def file_bytes(path: str | os.PathLike) -> bytes:
-    """A record file's bytes: a regular file of at most MAX_RECORD_BYTES (RecordError for anything else)."""
+    """A record file's bytes: a regular file of at most MAX_RECORD_BYTES, not a symbolic link (one in a results folder
+    could bring any file of the machine into a report; a link named on the command line is read where it points:
+    iter_records). RecordError for anything else."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO named *.json must not hang us
+        # a FIFO named *.json must not hang us
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
         with os.fdopen(fd, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                 raise RecordError("not a regular file")
             data = f.read(MAX_RECORD_BYTES + 1)
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RecordError("a symbolic link, not followed (name the file it points to, to read it)") from None
         raise RecordError(f"unreadable: {exc.strerror or exc}") from None
     if len(data) > MAX_RECORD_BYTES:
         raise RecordError(f"larger than {MAX_RECORD_BYTES // 2**20} MiB, not read")
@@ -530,8 +535,8 @@ def iter_records(paths, warn=print, read=read_record, files=record_files):
             warn(BadFile(root, "no such file or directory", skipped=False))
             continue
         for path in [root] if root.is_file() else files(root):
-            try:
-                yield path, read(path)
+            try:  # a file named as a path is read where it points (the user's choice); one found in a folder is not
+                yield path, read(root.resolve() if path is root and root.is_symlink() else path)
             except RecordError as exc:
                 skipped += 1
                 if skipped <= MAX_SKIP_WARNINGS:
