@@ -204,6 +204,6 @@ def test_a_record_that_is_a_link_in_a_folder_is_not_followed_and_one_named_is(tm
     warnings = []
     found = {r["run_id"] for _p, r in iter_records([folder], warnings.append)}
     assert found == {"own"}
-    assert [str(w) for w in warnings] == [f"warning: {folder / 'linked.json'}: skipped: a symbolic link, not followed (name the "
-                                          "file it points to, to read it)"]
+    why = "a symbolic link, not followed (name the file it points to, to read it)"
+    assert [str(w) for w in warnings] == [f"warning: {folder / 'linked.json'}: skipped: {why}"]
     assert [r["run_id"] for _p, r in iter_records([folder / "linked.json"], warnings.append)] == ["outside"]
