@@ -344,9 +344,73 @@ def test_unpack_refuses_what_is_not_its_archive_and_keeps_members_inside(tmp_pat
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, __import__("io").BytesIO(data))
-    with pytest.raises(tarfile.OutsideDestinationError):
+    with pytest.raises(pack.PackError, match="would land outside its folder"):
         pack.unpack(evil, tmp_path / "results")
     assert not (tmp_path / "escaped.txt").exists() and not list(tmp_path.rglob("other"))
+    assert not (tmp_path / "results").exists() or list((tmp_path / "results").iterdir()) == []  # nothing left behind
+
+
+def _archive(path: Path, summary, members=()) -> Path:
+    """A gpu_check archive as someone else may have made it: this summary (any JSON) and these (name, bytes)."""
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in ((f"{pack.TOP}/{pack.SUMMARY}", json.dumps(summary).encode()), *members):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, __import__("io").BytesIO(data))
+    return path
+
+
+@pytest.mark.parametrize("summary, why", [
+    (summary_for(started_at="../../../x"), "started_at: '../../../x' is no ISO time"),
+    (summary_for(started_at="2026-11-26T10:15:00/../../x"), "is no ISO time"),
+    ({k: v for k, v in summary_for().items() if k != "budget_s"}, "budget_s: 'None'"),
+    (summary_for(budget_s="480"), "budget_s: '480'"),
+    (summary_for(budget_s=float("nan")), "budget_s: 'nan'"),
+    (summary_for(runs=[{"status": 1}]), "runs[0].status: '1'"),
+    (summary_for(gpu=["H100"]), "gpu: \"['H100']\""),
+    ([1, 2], "not an object"),
+])
+def test_unpack_checks_the_summary_before_it_names_anything(tmp_path, summary, why):
+    archive = _archive(tmp_path / "a.tar.gz", summary, [(f"{pack.TOP}/compare.txt", b"t")])
+    with pytest.raises(pack.PackError, match="is not a gpu_check summary") as exc:
+        pack.unpack(archive, tmp_path / "results" / "inner")
+    assert why in str(exc.value), str(exc.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tar.gz"]  # nothing written anywhere
+
+
+def test_unpack_of_a_bad_archive_leaves_nothing_behind(tmp_path, monkeypatch):
+    good = pack.pack(results_folder(tmp_path), summary_for(), "t\n", tmp_path / "OUT")[0]
+    results = tmp_path / "results"
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])  # a truncated download
+    with pytest.raises(pack.PackError, match="not unpacked|not a gpu_check archive"):
+        pack.unpack(cut, results)
+    big = _archive(tmp_path / "big.tar.gz", summary_for(), [(f"{pack.TOP}/logs/huge.log", b"\0" * 5000)])
+    monkeypatch.setattr(pack, "MAX_UNPACKED_BYTES", 4096)  # (1 GiB: a 1 MB archive of zeros inflated to it)
+    with pytest.raises(pack.PackError, match="unpacks to more than"):
+        pack.unpack(big, results)
+    monkeypatch.delattr(tarfile, "data_filter")  # Python 3.11.2, allowed by requires-python, has no filters
+    with pytest.raises(pack.PackError, match="no extraction filters"):
+        pack.unpack(good, results)
+    assert not results.exists() or list(results.iterdir()) == []  # no half-unpacked folder blocks a retry
+    monkeypatch.undo()
+    assert pack.unpack(good, results).is_dir()  # the retry works
+
+
+def test_the_readme_carries_the_summarys_text_as_text(tmp_path):
+    hostile = summary_for(gpu='NVIDIA H100 <script>alert(1)</script> | x', command=["python", "[a](javascript:x)"])
+    archive = _archive(tmp_path / "a.tar.gz", hostile)
+    target = pack.unpack(archive, tmp_path / "results")
+    readme = (target / "README.md").read_text()
+    assert "<script>" not in readme and "](javascript" not in readme and "&lt;script>" in readme
+    assert target.name == "gpu-h100-script-alert-1-script-x-20261126"
+
+
+def test_every_committed_call_summary_is_one_unpack_reads():
+    summaries = sorted(RESULTS.glob("gpu-*/gpu-check.json"))
+    assert summaries
+    for path in summaries:
+        pack.check_summary(json.loads(path.read_text()), path)
 
 
 def test_unpack_command_line(tmp_path, capsys):
