@@ -69,15 +69,19 @@ def whole(low: int, high: int, what: str = "whole number"):
     return parse
 
 
+_runs_or_auto = whole(1, MAX_REPEATS, "number of runs, or 'auto',")
+_percent = number(0, 100, low_open=True, high_open=True, what="percentage")
+
+
 def repeats_or_auto(text: str) -> int | str:
     """--repeats N (runs of a rung) or --repeats auto."""
-    return AUTO if text.strip().lower() == AUTO else whole(1, MAX_REPEATS, "number of runs, or 'auto',")(text)
+    return AUTO if text.strip().lower() == AUTO else _runs_or_auto(text)
 
 
 def target_percent(text: str) -> float:
     """--target 2 or 2%: a positive percentage below 100, returned as a fraction (0.02)."""
     try:
-        return number(0, 100, low_open=True, high_open=True, what="percentage")(text.strip().removesuffix("%")) / 100
+        return _percent(text.strip().removesuffix("%")) / 100
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a positive percentage below 100, like 2 or 2%") from None
 

@@ -22,7 +22,6 @@ from harness.analysis.tables import registry
 from harness.analysis.tables.registry import TABLES
 from harness.analysis.tables.underneath import TOP_UNDERNEATH
 from harness.analysis.verdict import verdict
-from harness.argtypes import path_text
 from harness.output import OutputError, emit, fail, hold, run_process
 from harness.render import header_lines, more_lines, render_csv, render_json, render_text, verdict_lines
 from harness.textsafe import markdown, terminal
@@ -46,7 +45,7 @@ def common_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """Options shared by harness.compare and harness.report."""
     p = argparse.ArgumentParser(prog=prog, description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=stats.rule_text())
-    p.add_argument("paths", nargs="+", metavar="PATH", type=path_text, help="record files or directories (searched recursively)")
+    p.add_argument("paths", nargs="+", metavar="PATH", type=argtypes.path_text, help="record files or directories (searched recursively)")
     p.add_argument("--baseline-env", metavar="ENV", help="env every other env is compared with (default: the oldest torch)")
     p.add_argument("--baseline-gpu", metavar="GPU", help="GPU (name or unique part of it) every other GPU is compared with "
                    "(default: lowest compute capability)")

@@ -17,7 +17,6 @@ from dataclasses import dataclass, fields
 
 from gpt.config import PRESETS, ConfigError, coerce, make_config
 from harness import argtypes
-from harness.argtypes import path_text
 from harness.envs.spec import SpecError, check_env_name
 from harness.flags import FlagError, flags_for
 from harness.flags import parse_assignments as parse_flag_assignments
@@ -227,9 +226,9 @@ def selection_line(request: RunRequest, points: list[Point]) -> str | None:
 # The options harness.run, batch_search and tune share: flag, type, default and help, defined once. A CLI may
 # word a help text for its own use (`help=`); the rest is the same everywhere.
 OPTIONS: dict[str, tuple[tuple[str, ...], dict]] = {
-    "plan": (("--plan",), {"default": "seed-ladder", "type": path_text, "help": f"built-in plan ({', '.join(builtin_plans())}) or a .yaml path"}),
+    "plan": (("--plan",), {"default": "seed-ladder", "type": argtypes.path_text, "help": f"built-in plan ({', '.join(builtin_plans())}) or a .yaml path"}),
     "preset": (("--preset",), {"default": "tiny", "choices": sorted(PRESETS), "help": "model shape (default: tiny)"}),
-    "out": (("--out",), {"default": DEFAULT_OUT, "type": path_text, "help": f"directory for the records (default: {DEFAULT_OUT}/)"}),
+    "out": (("--out",), {"default": DEFAULT_OUT, "type": argtypes.path_text, "help": f"directory for the records (default: {DEFAULT_OUT}/)"}),
     "env": (("--env",), {"help": "env name the records belong to (default: $HARNESS_ENV or local)"}),
     "set": (("--set",), {"action": "append", "metavar": "FIELD=VALUE", "help": "override a workload field (repeatable)"}),
     "flag": (("--flag",), {"action": "append", "metavar": "NAME=VALUE", "help": "override a frozen flag (repeatable)"}),

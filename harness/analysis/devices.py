@@ -153,11 +153,8 @@ def apart(identities: dict, sources: dict) -> list[Apart]:
             missing = tuple(sorted(set().union(*(envs for d in others.values() for envs in d.values())) - envs_here))
             if not missing:
                 continue
-
-            def likeness(pair):  # the pair sharing most, then by label: one answer whatever the order
-                same, differs = identity_difference(identities[pair[0]], identities[pair[1]])
-                return (-len(same), len(differs), pair)
-            device, nearest = min(((h, t) for h in sorted(here) for t in sorted(there)), key=likeness)
-            same, differs = identity_difference(identities[device], identities[nearest])
+            pairs = [(h, t, *identity_difference(identities[h], identities[t])) for h in here for t in there]
+            # the pair sharing most, then by label: one answer whatever the order
+            device, nearest, same, differs = min(pairs, key=lambda p: (-len(p[2]), len(p[3]), p[0], p[1]))
             out.append(Apart(folder, device, tuple(others), nearest, same, differs, missing))
     return out

@@ -24,7 +24,6 @@ from pathlib import Path
 
 from harness import argtypes
 from harness.analysis import stats
-from harness.argtypes import path_arg, path_text
 from harness.bisect.candidates import (
     CandidateError,
     candidate_at,
@@ -55,16 +54,16 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--landscape", action="store_true", help="measure every candidate instead, and draw the metric against the version")
     p.add_argument("--newest-patches", action="store_true", help="only the newest patch of each minor release (and both ends)")
     p.add_argument("--list", action="store_true", help="print the candidates and what each installs; measure nothing")
-    p.add_argument("--out", default=DEFAULT_OUT, type=path_text, help=f"the bisect's folder: specs, records, logs, results (default {DEFAULT_OUT}/)")
+    p.add_argument("--out", default=DEFAULT_OUT, type=argtypes.path_text, help=f"the bisect's folder: specs, records, logs, results (default {DEFAULT_OUT}/)")
     p.add_argument("--repeats", type=argtypes.repeats_or_auto, default=3, help="runs per candidate (default 3), or 'auto': 2 "
                    "each, then one more run at a time of a build whose comparison with its neighbours is undecided, "
                    "up to --max-repeats")
     p.add_argument("--max-repeats", dest="max_repeats", type=argtypes.max_repeats, metavar="N",
                    help=f"with --repeats auto: at most N runs of a build, 2 to 1,000 (default {AUTO_MAX_REPEATS})")
     p.add_argument("--index-url", help="the index torch releases come from (default: pip's configured index, else PyPI)")
-    p.add_argument("--find-links", type=path_arg, metavar="DIR", help="a folder of torch wheels instead of an index")
+    p.add_argument("--find-links", type=argtypes.path_arg, metavar="DIR", help="a folder of torch wheels instead of an index")
     p.add_argument("--python", help="the candidates' Python (default: the good end's spec's, else this interpreter's)")
-    p.add_argument("--venvs", type=path_arg, default=Path(DEFAULT_VENVS), help=f"where candidate venvs go (default {DEFAULT_VENVS}/)")
+    p.add_argument("--venvs", type=argtypes.path_arg, default=Path(DEFAULT_VENVS), help=f"where candidate venvs go (default {DEFAULT_VENVS}/)")
     p.add_argument("--remove-venvs", action="store_true", help="remove each candidate's venv once it is measured (with --repeats auto: once two newer builds are, or at the end, so the runs added to an undecided pair install nothing)")
     p.add_argument("--free-disk", action="store_true", help="with --remove-venvs: also drop the build's torch, triton and "
                    "nvidia-* wheels from uv's cache (GBs per build; a rerun downloads them again)")

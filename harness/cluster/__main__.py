@@ -13,7 +13,6 @@ import time
 from tabulate import tabulate
 
 from harness import argtypes
-from harness.argtypes import path_arg, path_text
 from harness.cluster import k8s, slurm
 from harness.cluster.matrix import ClusterError, find_matrix, load_config, new_matrix
 from harness.request import add_option
@@ -31,13 +30,13 @@ def _matrix_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=argtypes.repeats, help="repeats per rung (default: the plan's)")
     add_option(p, "steps", help="steps per rung")
     add_option(p, "device", help="device (default: harness.run's)")
-    p.add_argument("--cluster-config", metavar="PATH", type=path_text, help="cluster YAML (default harness/cluster/cluster.yaml)")
+    p.add_argument("--cluster-config", metavar="PATH", type=argtypes.path_text, help="cluster YAML (default harness/cluster/cluster.yaml)")
     p.add_argument("run_args", nargs="*", metavar="-- HARNESS_RUN_ARGS",
                    help="more harness.run options after --, e.g. -- --set batch_size=8 --warmup-steps 2")
 
 
 def _which(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--results", default="results", type=path_text, help="the shared results folder (default results/)")
+    p.add_argument("--results", default="results", type=argtypes.path_text, help="the shared results folder (default results/)")
     p.add_argument("--matrix", help="the matrix id, where RESULTS/.cluster/ holds more than one")
 
 
@@ -48,7 +47,7 @@ def make_parser() -> argparse.ArgumentParser:
 
     sub = s.add_parser("submit", help="one job array per GPU type, one task per (env, GPU type) cell")
     _matrix_options(sub)
-    sub.add_argument("--results", default="results", type=path_text, help="the shared results folder (default results/)")
+    sub.add_argument("--results", default="results", type=argtypes.path_text, help="the shared results folder (default results/)")
     sub.add_argument("--partition", help="Slurm partition (default: the cluster config's, else Slurm's default)")
     sub.add_argument("--dry-run", action="store_true", help="print the sbatch scripts; write and submit nothing")
 
@@ -71,7 +70,7 @@ def make_parser() -> argparse.ArgumentParser:
     k = backends.add_parser("k8s", help="the matrix as Kubernetes Jobs").add_subparsers(dest="command", required=True)
     render = k.add_parser("render", help="write one batch/v1 Job per cell")
     _matrix_options(render)
-    render.add_argument("-o", "--out", required=True, type=path_arg, help="folder for the Job manifests")
+    render.add_argument("-o", "--out", required=True, type=argtypes.path_arg, help="folder for the Job manifests")
     return p
 
 

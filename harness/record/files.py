@@ -84,14 +84,19 @@ def not_own_folder(path: str | os.PathLike) -> str | None:
     return None if stat.S_ISDIR(st.st_mode) else "not a folder"
 
 
+class NotRegular(OSError):
+    """open_regular's refusal of a FIFO, a device or a folder."""
+
+
 def open_regular(path: str | os.PathLike, limit: int | None = None):
     """`path` opened for reading in binary, if it is a regular file of at most `limit` bytes: never through a symbolic
-    link, and never blocking (a FIFO in its place would hang the reader). OSError otherwise."""
+    link (OSError ELOOP), and never blocking (a FIFO in its place would hang the reader: NotRegular). OSError
+    otherwise. The one way the harness opens a file a results folder may hold: records, the index, kept charts."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
+            raise NotRegular(errno.EINVAL, "not a regular file", str(path))
         if limit is not None and st.st_size > limit:
             raise OSError(errno.EFBIG, f"larger than {limit:,} bytes", str(path))
         os.set_blocking(fd, True)

@@ -41,6 +41,7 @@ import math
 import mmap
 import os
 import secrets
+import stat
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from functools import cache
@@ -571,7 +572,8 @@ class _Store:
         now = time.time()
         for path in self.path.parent.glob(".tmp-*"):
             with contextlib.suppress(OSError):
-                if path.is_file() and not path.is_symlink() and now - path.lstat().st_mtime > STALE_TEMP_S:
+                st = path.lstat()
+                if stat.S_ISREG(st.st_mode) and now - st.st_mtime > STALE_TEMP_S:
                     path.unlink()
 
     def _write(self, rows: list[tuple], target: Path) -> None:

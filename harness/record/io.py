@@ -15,7 +15,6 @@ import json
 import math
 import os
 import secrets
-import stat
 from functools import cache, lru_cache
 from pathlib import Path, PurePath
 
@@ -25,7 +24,7 @@ except ImportError:  # a bare Python (harness.envs): the standard parser alone
     _orjson = None
 
 from gpt.config import SIZE_BOUNDS
-from harness.record.files import TEMP_PREFIX, write_new
+from harness.record.files import TEMP_PREFIX, NotRegular, open_regular, write_new
 from harness.record.migrate import migrate
 from harness.record.model import SCHEMA_VERSION, RecordError, record_filename
 
@@ -310,12 +309,10 @@ def file_bytes(path: str | os.PathLike) -> bytes:
     could bring any file of the machine into a report; a link named on the command line is read where it points:
     iter_records). RecordError for anything else."""
     try:
-        # a FIFO named *.json must not hang us
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise RecordError("not a regular file")
+        with open_regular(path) as f:  # a FIFO named *.json must not hang us
             data = f.read(MAX_RECORD_BYTES + 1)
+    except NotRegular:
+        raise RecordError("not a regular file") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise RecordError("a symbolic link, not followed (name the file it points to, to read it)") from None
