@@ -76,6 +76,16 @@ def report_stops(prog: str, records: list[dict], out: str | os.PathLike, note: s
             stop.exit_code = 1
 
 
+# This process's invocation: every run it makes carries it with its env (record.invocation), so a comparison tells
+# runs of one invocation (which share its conditions: the machine's state, the venv, the GPU call) from runs of two.
+_PROCESS = f"{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def invocation_id(env: str) -> str:
+    """The invocation a run of `env` made by this process belongs to (one venv, one process)."""
+    return f"{_PROCESS}-{env}"
+
+
 def new_run_id(env: str, plan: str, point: Point, out: str | os.PathLike) -> str:
     """A run id that is a plain file name (a sweep value like data=text:/a/b cannot make a path of it) and is
     not taken in `out` yet."""
@@ -294,7 +304,7 @@ def run_points(request: RunRequest, plan_name: str, points: list[Point], records
             run_id=new_run_id(request.env, plan_name, point, request.out), env=request.env, plan=plan_name,
             rung=point.rung, rung_index=point.rung_index, repeat=point.repeat, sweep=point.sweep,
             workload=point.workload, flags=point.flags, out=str(request.out),
-            rerun=rerun(point), threads=request.threads,
+            rerun=rerun(point), threads=request.threads, invocation=invocation_id(request.env),
         )
         started = time.monotonic()
         try:

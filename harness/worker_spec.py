@@ -37,6 +37,7 @@ class WorkerSpec:
     sweep: dict | None = None  # {name, field, value} of a sweep point
     rerun: str = ""  # the command that makes this measurement again (the record's rerun.command)
     threads: int | None = None  # --threads; None: the CPUs the worker may use
+    invocation: str | None = None  # the launching process's invocation (harness.launcher.invocation_id)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -62,5 +63,5 @@ class WorkerSpec:
         (harness.workload_code: the worker and the launcher run the same checkout), and the rerun command);
         `fields_`: the rest (started_at, reason, environment, ...)."""
         return new_record(run_id=self.run_id, env=self.env, plan=self.plan, rung=self.rung, rung_index=self.rung_index,
-                          repeat=self.repeat, sweep=self.sweep, workload=self.workload, flags_requested=self.flags,
+                          repeat=self.repeat, invocation=self.invocation, sweep=self.sweep, workload=self.workload, flags_requested=self.flags,
                           workload_code=workload_code(), rerun_command=self.rerun, **fields_)

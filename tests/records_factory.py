@@ -86,7 +86,7 @@ def failure_record(*, env="torch212", rung="fp32", workload=None, gpu: str | Non
     device (environment.device and environment.gpu from NVML)."""
     r = make_record(env=env, rung=rung, workload=workload, status="error", reason=reason)
     r.update(schema_version=1, workload_hash="", flags={"requested": r["flags"]["requested"], "hash": ""}, summary={})
-    del r["contention"], r["workload_code"]  # version 2's
+    del r["contention"], r["workload_code"], r["invocation"]  # versions 2's and 3's
     r["environment"] = {"env_name": env}
     if gpu is not None:
         r["environment"].update(device="cuda", gpu={"name": GPUS[gpu][0], "capability": GPUS[gpu][1]})

@@ -24,7 +24,7 @@ REFERENCE_OOM = RESULTS / "reference/ref-000-L017-tf32-b32.json"
 PEER = RESULTS / "gpu-h100-80gb-hbm3/peer/peer-build-nanogpt-h100-80gb-hbm3-L010.json"
 COMMITTED = (CPU, H100_OOM, H200, REFERENCE, REFERENCE_OOM, PEER)
 ORDER = ["schema_version", "run_id", "kind", "status", "reason", "notes", "started_at", "finished_at", "env", "plan",
-         "rung", "rung_index", "repeat", "sweep", "workload", "workload_hash", "workload_code", "flags", "environment",
+         "rung", "rung_index", "repeat", "invocation", "sweep", "workload", "workload_hash", "workload_code", "flags", "environment",
          "steps", "summary", "explain", "contention", "rerun"]
 
 
@@ -83,7 +83,7 @@ ALL_COMMITTED = sorted(p for folder in (RESULTS, ROOT / "tests/data") for p in f
                        if json.loads(p.read_text()).__class__ is dict and "schema_version" in json.loads(p.read_text()))
 
 
-def test_every_committed_record_is_read_as_version_2_with_every_value_it_holds_where_it_was():
+def test_every_committed_record_is_read_as_the_current_version_with_every_value_it_holds_where_it_was():
     """The migration on every committed record (they stay version 1 on disk: evidence, never rewritten): each value
     on disk is read back at its place, and what version 1 left to absence is there, said."""
     assert len(ALL_COMMITTED) >= 160
@@ -92,14 +92,15 @@ def test_every_committed_record_is_read_as_version_2_with_every_value_it_holds_w
         before = sha(path)
         on_disk = json.loads(path.read_text())
         r = read_record(path)
-        assert sha(path) == before and on_disk["schema_version"] in (1, 2) and r["schema_version"] == SCHEMA_VERSION == 2
+        assert sha(path) == before and on_disk["schema_version"] in (1, 2) and r["schema_version"] == SCHEMA_VERSION == 3
         for where, value in leaves({k: v for k, v in on_disk.items() if k != "schema_version"}):
             assert at(r, where) == value, (path, where)
         added = set(r) - set(on_disk)
-        if on_disk["schema_version"] == 2:  # made by today's worker (a calibration, the 2-thread landscape): as written
-            assert not added and r["workload_code"] != "unknown", path
+        assert r["invocation"] == "not recorded"  # version 3's field: every committed record predates it
+        if on_disk["schema_version"] == 2:  # made by a worker of 2026-11-25 (a calibration, the 2-thread landscape)
+            assert added == {"invocation"} and r["workload_code"] != "unknown", path
             continue
-        assert added <= {"contention", "workload_code"}, (path, added)
+        assert added <= {"contention", "workload_code", "invocation"}, (path, added)
         assert r["workload_hash"] == workload_hash(r["workload"]) and r["workload"]["lm_head_loss"] in ("plain", "liger")
         assert r["flags"]["changes"] == on_disk["flags"].get("changes", "not recorded")
         assert r["contention"] == on_disk.get("contention", "not recorded")
@@ -117,7 +118,7 @@ def test_each_kind_of_committed_record_is_read_as_the_current_version_and_left_a
     on_disk = json.loads(path.read_text())
     r = read_record(path)
     assert sha(path) == before  # evidence: migrated in memory, never rewritten
-    assert r["schema_version"] == SCHEMA_VERSION == on_disk["schema_version"] + 1
+    assert r["schema_version"] == SCHEMA_VERSION == on_disk["schema_version"] + 2
     assert r["workload_hash"] == workload_hash(r["workload"])
     assert ("lm_head_loss" in on_disk["workload"]) == (path == PEER)  # the measured ones predate it
     assert RecordView(r).workload_value("lm_head_loss") == "plain"  # ... and read as the loss they ran with
@@ -178,12 +179,13 @@ def test_a_newer_version_is_refused_with_what_this_code_reads(tmp_path):
 
 
 def test_a_later_version_is_reached_by_chaining_the_upgrades(monkeypatch):
-    """How a version 2 will be read: version 1 brought to today's v1 shape, then UPGRADES[1]."""
-    monkeypatch.setattr(migrate, "SCHEMA_VERSION", 3)
-    monkeypatch.setitem(migrate.UPGRADES, 2, lambda r: {**r, "renamed": r["rung"]})
+    """How a version 4 will be read: version 1 brought to today's v1 shape, then UPGRADES[1], [2] and [3]."""
+    monkeypatch.setattr(migrate, "SCHEMA_VERSION", 4)
+    monkeypatch.setitem(migrate.UPGRADES, 3, lambda r: {**r, "renamed": r["rung"]})
     r = migrate.migrate(old_failure_record())
-    assert r["schema_version"] == 3 and r["renamed"] == "bf16" and r["workload_hash"] != ""
+    assert r["schema_version"] == 4 and r["renamed"] == "bf16" and r["workload_hash"] != ""
     assert r["contention"] == "not recorded" and r["workload_code"] == "unknown"  # version 2 on the way
+    assert r["invocation"] == "not recorded"  # version 3 on the way
 
 
 def test_the_view_answers_each_kind_by_its_rule():

@@ -19,10 +19,11 @@ from harness.record.model import RecordError
 
 def minimal_record(**changes):
     record = {
-        "schema_version": 2, "run_id": "r1", "kind": "measured", "status": "ok", "env": "local", "plan": "p",
+        "schema_version": 3, "run_id": "r1", "kind": "measured", "status": "ok", "env": "local", "plan": "p",
         "rung": "fp32", "workload": {"batch_size": 4, "lm_head_loss": "plain"}, "workload_hash": "w",
         "workload_code": "unknown", "flags": {"requested": {}, "hash": "h", "changes": []}, "environment": {},
         "steps": {"ms": [1.0], "loss": [2.0], "grad_norm": [None]}, "summary": {"final_loss": 2.0}, "contention": None,
+        "invocation": None,
     }
     record.update(changes)
     return record
@@ -141,7 +142,7 @@ def test_nan_is_stored_as_null(tmp_path):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"schema_version": 3}, "schema_version 3; this harness reads version 2"),
+    ({"schema_version": 4}, "schema_version 4; this harness reads version 3"),
     ({"status": "great"}, "status"),
     ({"steps": {"ms": ["fast"]}}, "steps/ms/0"),
 ])

@@ -28,7 +28,7 @@ from harness.bisect.candidates import Candidate, candidate_spec, public, spec_ya
 from harness.bisect.search import CandidateFailed
 from harness.envs.install import find_uv, install
 from harness.envs.spec import ENVS_DIR_VAR, ROOT, EnvSpec
-from harness.launcher import failure_record, new_run_id, run_points
+from harness.launcher import failure_record, invocation_id, new_run_id, run_points
 from harness.record.files import write_atomic
 from harness.record.io import iter_records, write_record
 from harness.record.model import measurement_key
@@ -186,7 +186,7 @@ class Measurer:
             run_id=new_run_id(spec.name, self.plan_name, point, self.records_dir), env=spec.name, plan=self.plan_name,
             rung=point.rung, rung_index=point.rung_index, repeat=point.repeat, sweep=point.sweep,
             workload=point.workload, flags=point.flags, out=str(self.records_dir),
-            rerun=self.rerun_for(c)(point), threads=self.request.threads)
+            rerun=self.rerun_for(c)(point), threads=self.request.threads, invocation=invocation_id(spec.name))
         self.records_dir.mkdir(parents=True, exist_ok=True)
         write_record(failure_record(run_spec, f"torch {c.version}: {reason}"[:800]), self.records_dir)
         raise CandidateFailed(reason)

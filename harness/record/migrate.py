@@ -15,6 +15,9 @@ it). v1_to_v2 fills them: contention, flags.changes, environment.threads and .ma
 .torch_capability (where the record names its CPU), workload.lm_head_loss (model.ADDED_FIELD_DEFAULTS: the value
 every earlier run ran with) and workload_code (the identity of the code that measured, model.workload_code_of: from
 git history where it gives one, else "unknown").
+Version 3 (2026-11-29): `invocation`, the harness process (and env) that made a run, so runs of one invocation are
+told from runs of two (harness.analysis.noise). v2_to_v3 says it was not recorded (NOT_RECORDED); readers then take
+a record's folder, env and plan for its invocation (harness.analysis.dataset.invocation).
 A later version N+1 adds UPGRADES[N], a function taking a version-N record to version N+1; migrate chains them.
 """
 
@@ -62,7 +65,13 @@ def v1_to_v2(record: dict) -> dict:
     return record
 
 
-UPGRADES: dict = {1: v1_to_v2}  # version N -> function(record of version N) -> record of version N+1
+def v2_to_v3(record: dict) -> dict:
+    """Version 2 -> 3: the invocation a run belonged to, not recorded before version 3."""
+    record.setdefault("invocation", NOT_RECORDED)
+    return record
+
+
+UPGRADES: dict = {1: v1_to_v2, 2: v2_to_v3}  # version N -> function(record of version N) -> record of version N+1
 
 
 def migrate(raw):

@@ -15,7 +15,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-SCHEMA_VERSION = 2  # the version new records are written with (harness.record.migrate reads the older ones)
+SCHEMA_VERSION = 3  # the version new records are written with (harness.record.migrate reads the older ones)
 NOT_RECORDED = "not recorded"  # a field the harness that made a record did not record yet (null: not measured)
 UNKNOWN_CODE = "unknown"  # workload_code of a record whose measuring code is not known (a transcription, history)
 KINDS = ("measured", "reference", "peer")
@@ -100,6 +100,7 @@ def new_record(*, run_id: str, env: str, plan: str, rung: str, workload: dict, f
                flags_hash: str | None = None,
                kind: str = "measured", status: str = "error", reason: str | None = None, notes: list | None = None,
                started_at: str | None = None, rung_index: int | None = None, repeat: int | None = None,
+               invocation: str | None = None,
                sweep: dict | None = None, environment: dict | None = None, steps: dict | None = None,
                summary: dict | None = None, rerun_command: str | None = None, workload_code: str = UNKNOWN_CODE,
                **blocks) -> dict:
@@ -139,6 +140,7 @@ def new_record(*, run_id: str, env: str, plan: str, rung: str, workload: dict, f
         "rung": rung,
         "rung_index": rung_index,
         "repeat": repeat,
+        "invocation": invocation if kind == "measured" else NOT_RECORDED,
         "sweep": sweep,
         "workload": workload,
         "workload_hash": workload_hash(workload),

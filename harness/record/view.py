@@ -14,7 +14,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import NamedTuple
 
-from harness.record.model import ADDED_FIELD_DEFAULTS
+from harness.record.model import ADDED_FIELD_DEFAULTS, NOT_RECORDED
 from harness.record.parts import Evidence, Gemm, Kernels, KernelTime, MemorySplit, Mfu
 from harness.record.sections import (
     Contention,
@@ -250,6 +250,16 @@ class RecordView:
     rung = property(lambda self: self._r.get("rung"))
     rung_index = property(lambda self: self._r.get("rung_index"))
     repeat = property(lambda self: self._r.get("repeat"))
+    started_at = property(lambda self: self._r.get("started_at"))
+
+    @property
+    def invocation(self) -> str | None:
+        """The harness process (harness.run, calibrate, bisect, tune) that ran it: one id shared by every run that
+        process made, so runs of one invocation are told from runs of two (their offset; harness.analysis.noise).
+        None in records made before runs carried one."""
+        value = self._r.get("invocation")
+        return value if isinstance(value, str) and value and value != NOT_RECORDED else None
+
     @once
     def sweep(self) -> Sweep | None:
         """The sweep point a run is (harness.record.sections.Sweep), None for a plan rung."""
