@@ -58,7 +58,6 @@ def common_parser(prog: str, description: str) -> argparse.ArgumentParser:
                    help=f"smallest relative delta called beyond noise (default {stats.NOISE_FLOOR})")
     p.add_argument("--loss-tol", type=argtypes.tolerance, default=DEFAULT_LOSS_TOL, metavar="FRACTION",
                    help=f"relative loss difference flagged as drift (default {DEFAULT_LOSS_TOL})")
-    p.add_argument("--boot", type=argtypes.whole(stats.MIN_BOOT, stats.MAX_BOOT, "number of resamples"), default=stats.N_BOOT, metavar="N", help=f"bootstrap resamples (default {stats.N_BOOT})")
     p.add_argument("--all", action="store_true", help=f"what changed underneath: every kernel change, not the {TOP_UNDERNEATH} "
                    "largest per pair")
     p.add_argument("--include-contended", action="store_true", help="put the runs timed under contention back into "
@@ -72,7 +71,7 @@ def common_parser(prog: str, description: str) -> argparse.ArgumentParser:
 def options_from(args: argparse.Namespace) -> CompareOptions:
     """The parsed shared options as keyword arguments of the comparison (harness.analysis.options)."""
     return CompareOptions(tuple(args.paths), args.baseline_env, args.baseline_gpu, tuple(args.env), tuple(args.gpu),
-                          tuple(args.plan), tuple(args.rung), args.noise_floor, args.loss_tol, args.boot, args.all,
+                          tuple(args.plan), tuple(args.rung), args.noise_floor, args.loss_tol, args.all,
                           args.include_contended, use_index=not args.no_index, index=args.index)
 
 

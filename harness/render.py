@@ -15,6 +15,7 @@ from tabulate import tabulate
 from harness.analysis import stats
 from harness.analysis.cells import SHOWN_AS_TEXT, Cell, Memory, Mfu, Table, fmt_int, fmt_mib, fmt_ms, fmt_pct
 from harness.analysis.dataset import Dataset
+from harness.analysis.noise import MIN_BETWEEN_DF
 from harness.analysis.verdict import SERIES, by_series, extremes, series_key
 from harness.textsafe import csv_cell, csv_comment, markdown_cell, one_line
 from harness.textsafe import markdown as md
@@ -261,7 +262,8 @@ MAX_PAIRS = 10  # pairs shown in the verdict; the rest are counted (every one is
 
 
 def _times(d: stats.Delta) -> str:
-    """A tokens/s ratio as pyperf says it: '1.82x faster [1.67,2.41]', '1.25x slower [...]', with the verdict."""
+    """A tokens/s ratio as pyperf says it: '1.82x faster [1.67,2.41]', '1.25x slower [...]', with the verdict (where
+    the offset between its invocations is not measured, the Noise block says so, once, and what would measure it)."""
     r = 1.0 + d.value
     if d.low is not None and d.high is not None:
         lo, hi = 1.0 + d.low, 1.0 + d.high
@@ -280,8 +282,8 @@ def _times(d: stats.Delta) -> str:
     could = ""
     if d.detectable is not None:
         could = f": could detect {d.detectable:.1%} or more"
-        if d.runs_for_half:
-            could += f"; ~{d.runs_for_half} runs a side for half that"
+        if d.runs_to_decide:
+            could += f"; ~{d.runs_to_decide} runs a side would decide it"
     return text + f" (within noise{', borrowed' if d.borrowed else ''}{could})"
 
 
@@ -326,7 +328,7 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
                 "the other): --table versions, --table gpus")
         blocks.append((text, []))
     blocks += _parity_blocks(v, name) + _left_out_blocks(v, name)
-    noise = noise_line(v.noise, name)
+    noise = noise_line(v.noise, name, v.pairs)
     if noise:
         blocks.append(noise)
     blocks.append(("Devices: " + "; ".join(f"{alias} = {label}" for alias, label in v.devices), []))
@@ -349,7 +351,7 @@ def _pair_block(p, name, env_text) -> tuple[str, list[str]]:
     if p.missing:
         detail += f"; {p.missing} rung(s) not ok on one side"
     details = [detail]
-    if p.most is not None:
+    if p.most is not None and p.most.d_tokens.beyond:  # a change within noise has no cause to name
         details.append(f"underneath {p.most.label}: " + (p.underneath or "no kernel profile or memory split on both sides"))
     return f"{head}: {_times(p.speed)} over {len(p.rows)} rung{'s' if len(p.rows) > 1 else ''}", details
 
@@ -398,27 +400,63 @@ def _left_out_blocks(v, name) -> list[tuple[str, list[str]]]:
     return blocks
 
 
-def _noise_json(n: stats.Noise | None) -> dict | None:
-    """A run-to-run spread as data: sd of log per-run values (about the relative sd), degrees of freedom, basis."""
-    return None if n is None else {"sd": n.sd, "df": n.df, "cells": n.cells, "runs": n.runs}
-
-
-def noise_line(noise: list, name) -> tuple[str, list[str]] | None:
-    """How much runs of one configuration differ on each compared device (the spread every interval rests on)."""
-    parts = []
-    for n in noise:
-        if n.tokens is None:
-            parts.append(f"{name(n.device)}: unknown (no cell with 2+ runs; --repeats {stats.REPEATS_TO_KNOW} or "
-                         f"python -m harness.calibrate to know)")
-            continue
-        cells = f"{n.tokens.cells} cell{'s' if n.tokens.cells != 1 else ''}"
-        text = f"{name(n.device)} {n.tokens.sd:.1%} in tokens/s ({cells}, {n.tokens.runs} runs"
-        text += f", {n.calibration_runs} of them calibration)" if n.calibration_runs else ")"
-        mem = "; ".join(f"{m} {x.sd:.1%}" for m, x in sorted(n.memory.items()))
-        parts.append(text + (f", {mem}" if mem else ""))
-    if not parts:
+def _noise_json(n: stats.DeviceSpread | None) -> dict | None:
+    """A device's spreads as data: the run-to-run sd of log per-run values (about the relative sd) with its degrees of
+    freedom and basis, whether its cells are alike in noise (else the prior df each cell's own is shrunk with), and
+    the sd of an invocation's offset (None: not measured)."""
+    if n is None:
         return None
-    return ("Noise: runs of one configuration differ by about (sd) " + "; ".join(parts), [])
+    between = None if n.between is None else {"sd": n.between.sd, "df": n.between.df, "cells": n.between.configs}
+    return {"sd": n.sd, "df": n.df, "cells": n.cells, "runs": n.runs,
+            "apart": sorted(({"sd": s.sd, "df": s.df} for s in n.apart.values()), key=lambda x: (x["sd"], x["df"])),
+            "between_invocations": between, "modes": sorted([lo, hi] for lo, hi in n.modes.values())}
+
+
+def _modes_text(spread: stats.DeviceSpread) -> str:
+    """' (two modes: 600/790 MiB)' where a configuration's peaks fell at two levels (stats.modes), else ''."""
+    if not spread.modes:
+        return ""
+    return " (two modes: " + ", ".join(f"{lo / 2**20:,.0f}/{hi / 2**20:,.0f} MiB" for lo, hi in sorted(spread.modes.values())) + ")"
+
+
+def noise_line(noise: list, name, pairs: list = ()) -> tuple[str, list[str]] | None:
+    """How much runs of one configuration differ on each compared device (the spread every interval rests on), how
+    much its invocations differ, and, once, what would measure what is not known where a delta of `pairs` (the
+    verdict's) lacked it."""
+    if not noise:
+        return None
+    undecided = {g.gpu for p in pairs for r in p.rows if r.d_tokens.verdict == stats.ONE_RUN for g in (r.base, r.group)}
+    unmeasured = {g.gpu for p in pairs for r in p.rows if r.d_tokens.between_unknown for g in (r.base, r.group)}
+    lines, unknown, no_lending, no_offset = [], [], [], []
+    for n in noise:
+        t = n.tokens
+        if t is None:
+            unknown.append(name(n.device))
+            continue
+        text = (f"{name(n.device)} {t.sd:.1%} ({t.runs} runs of {t.cells} config{'s' if t.cells != 1 else ''}"
+                + (f", {n.calibration_runs} of them calibration" if n.calibration_runs else ""))
+        if t.apart:
+            spreads = ", ".join(f"{s.sd:.1%}" for s in sorted(t.apart.values(), key=lambda s: (s.var, s.df)))
+            text += f"; {len(t.apart)} apart: {spreads}"
+        text += ")" + (f", {t.between.sd:.1%} between invocations" if t.between is not None else "")
+        mem = ", ".join(f"{m} {x.sd:.1%}{_modes_text(x)}" for m, x in sorted(n.memory.items()))
+        lines.append(text + (f", {mem}" if mem else ""))
+        if not t.borrowable and n.device in undecided:
+            no_lending.append(name(n.device))
+        if t.between is None and n.device in unmeasured:
+            no_offset.append(name(n.device))
+    if unknown:
+        lines.append(f"unknown on {', '.join(unknown)} (no configuration with 2+ runs of one invocation; --repeats "
+                     f"{stats.REPEATS_TO_KNOW} or python -m harness.calibrate to know)")
+    if not lines:
+        return None
+    notes = []
+    if no_lending:
+        notes.append(f"no spread to lend a one-run cell on {', '.join(no_lending)} (one configuration measured, or "
+                     "configurations unlike in noise: python -m harness.calibrate --rung with two rungs)")
+    if no_offset:
+        notes.append(f"offset between invocations unmeasured: {', '.join(no_offset)} (harness.calibrate {MIN_BETWEEN_DF + 1}x)")
+    return "Noise: runs of one configuration (config) differ by (sd of tokens/s, memory) " + "; ".join(lines), notes
 
 
 def _range(pairs: list) -> tuple:

@@ -6,9 +6,10 @@
 Every run is a fresh worker (harness.run's), its record in --out tagged plan `fastest`:
   1. start: one rung of a plan (default: the seed ladder's fused-adamw-clip, its best rung on the H100 and H200
      records in results/gpu-*), at the preset's B or --batch-size, 3 runs (or --repeats, if more): the device's
-     run-to-run spread, which each knob's run borrows (harness.analysis.stats);
+     run-to-run spread, which each knob's run borrows (harness.analysis.stats) where the first knob's 2 runs agree;
   2. each knob alone on top of the start: the rungs of --knobs-plan (default beyond-ladder: SDPA backends, compile
-     modes, fused lm_head losses, Inductor options), each rung's change against that plan's defaults;
+     modes, fused lm_head losses, Inductor options), each rung's change against that plan's defaults; the first
+     knob twice (a second configuration's spread: one configuration cannot show that others are as quiet);
   3. when two or more knobs helped, all of them together (rung `combined`; of knobs that change the same field or
      flag, the faster);
   4. the batch search (harness.batch_search's) on the winner at the start's B, from that B up to --max-batch;
@@ -88,6 +89,9 @@ class TuneOptions:
 
 
 START_RUNS = 3  # runs of the start: with fewer the spread every knob is judged by rests on one degree of freedom
+# runs of the first knob: a second configuration's spread, so the device shows whether its configurations are alike in
+# noise; a knob's single run borrows the pooled spread only where two of them agree (harness.analysis.noise)
+SECOND_RUNS = 2
 
 
 class Session:
@@ -322,9 +326,12 @@ def search_and_report(session: Session) -> int:
     o, r = session.options, session.request
     print(f"tune: start {o.start_plan}/{o.start_rung}, {len(knobs)} knob(s) of {o.knobs_plan}: {', '.join(knobs) or 'none'}; "
           f"preset {r.preset}, env {r.env} -> {r.out}/ (plan file {session.plan_path})", flush=True)
-    # the start runs START_RUNS times at least: the device's run-to-run spread, which a knob's single run borrows
+    # the start runs START_RUNS times at least and the first knob SECOND_RUNS: the device's run-to-run spread over
+    # two configurations, which a knob's single run borrows where they agree
     session.run([fastest.START_RUNG], repeats=max(r.repeats or 1, START_RUNS))
-    session.run(knobs)
+    if knobs:
+        session.run(knobs[:1], repeats=max(r.repeats or 1, SECOND_RUNS))
+        session.run(knobs[1:])
     cmp, search = session.analyse()
     if search is None:
         start = next((r for r in map(RecordView, session.records) if r.rung == fastest.START_RUNG), None)

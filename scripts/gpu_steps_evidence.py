@@ -28,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.analysis import stats
+from harness.analysis import noise, stats
 from harness.record.io import iter_records
 from harness.record.view import RecordView
 
@@ -46,18 +46,18 @@ def ok_records(paths) -> list[RecordView]:
     return out
 
 
-def tokens(r: RecordView, warmup: int, timed: int, device: stats.Noise | None = None) -> stats.Estimate:
+def tokens(r: RecordView, warmup: int, timed: int, device: stats.DeviceSpread | None = None) -> stats.Estimate:
     ms = r.step_ms[warmup:warmup + timed]
-    return stats.throughput([ms], r.summary.tokens_per_step, key=f"{r.run_id}/{warmup}/{timed}", device=device)
+    return stats.throughput([ms], r.summary.tokens_per_step, device=device)
 
 
-def spreads(groups: dict, warmup: int, timed: int) -> dict[str, stats.Noise | None]:
+def spreads(groups: dict, warmup: int, timed: int) -> dict[str, stats.DeviceSpread | None]:
     """Each GPU's run-to-run spread of tokens/s at these steps, pooled over its configurations with repeats."""
     cells: dict[str, list] = defaultdict(list)
     for (dev, _w, _f), runs in groups.items():
         cells[dev].append([stats.run_throughput(r.step_ms[warmup:warmup + timed], r.summary.tokens_per_step)
                            for r in runs])
-    return {dev: stats.pooled_noise(cs) for dev, cs in cells.items()}
+    return {dev: noise.fit({i: [stats.CellRuns.of(c)] for i, c in enumerate(cs)}) for dev, cs in cells.items()}
 
 
 def gpu(r: RecordView) -> str:
@@ -78,7 +78,8 @@ def rows(records: list[RecordView]) -> list[dict]:
         for r in records:
             full, e = tokens(r, 10, 40), tokens(r, w, n, noise[gpu(r)])
             shifts.append(abs(e.point / full.point - 1))
-            halves.append(e.half_width())
+            if e.half_width() is not None:  # a one-run cell its device cannot lend a spread: no interval
+                halves.append(e.half_width())
         aa = [stats.ratio(tokens(a, w, n, noise[dev]), tokens(b, w, n, noise[dev]))[0]
               for (dev, _w, _f), g in groups.items() for a, b in combinations(g, 2)]
         known = []
@@ -107,11 +108,13 @@ def main(argv=None) -> int:
         print(f"{t['warmup']:>3}+{t['timed']:<2}  {t['shift_median']:6.2%} {t['shift_max']:6.2%}  {t['spread']:7.2%}  "
               f"{t['half_median']:7.2%} {t['half_max']:8.2%}  {t['aa_max']:11.2%}  "
               f"{t['aa_within']:>4} of {t['aa_pairs']:<2}  {t['saved_b16']:8.1f} {t['saved_b64']:8.1f}")
-    print(f"known effects (delta [{stats.interval_name()}] verdict; one run a side, the GPU's spread borrowed):")
+    print(f"known effects (delta [{stats.interval_name()}] verdict; one run a side, the GPU's spread borrowed where its "
+          "configurations lend it):")
     for t in table:
         if (t["warmup"], t["timed"]) in ((10, 40), (5, 25)):
             for name, d in t["known"]:
-                print(f"  {t['warmup']}+{t['timed']}  {name}: {d.value:+.2%} [{d.low:+.2%},{d.high:+.2%}] {d.verdict}")
+                bounds = f" [{d.low:+.2%},{d.high:+.2%}]" if d.low is not None else ""
+                print(f"  {t['warmup']}+{t['timed']}  {name}: {d.value:+.2%}{bounds} {d.verdict}")
     return 0
 
 

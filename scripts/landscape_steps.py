@@ -7,7 +7,7 @@ One folder of one rung's records under several torch builds (a bisect's or a lan
 builds' cells with the run-to-run spread pooled over all of them (the rule compare applies to a folder), then each
 build against the one before it, and the whole range. With --against, a second folder of the same builds on another
 device (another thread count, another CPU): each step on the first device over the same step on the second, with its
-interval from the two steps' replicates: is a step a property of the build, or of where it ran? Contended and failed
+interval from the two steps' log forms: is a step a property of the build, or of where it ran? Contended and failed
 runs count nowhere, as in compare. No torch import.
 """
 
@@ -44,12 +44,12 @@ def builds(folder: Path) -> dict[str, Group]:
 
 def step_of_steps(metric: Metric, first: dict[str, Group], second: dict[str, Group], a: str, b: str) -> str:
     """b/a on the second device, then (b/a on the first) / (b/a on the second) - 1 with its interval from the two steps'
-    replicates and its verdict."""
-    d1, boot1 = stats.ratio(metric.estimate(first[a]), metric.estimate(first[b]))
-    d2, boot2 = stats.ratio(metric.estimate(second[a]), metric.estimate(second[b]))
-    if d1.value is None or d2.value is None or boot1 is None or boot2 is None:
+    log forms and its verdict."""
+    d1, form1 = stats.ratio(metric.estimate(first[a]), metric.estimate(first[b]))
+    d2, form2 = stats.ratio(metric.estimate(second[a]), metric.estimate(second[b]))
+    if d1.value is None or d2.value is None or form1 is None or form2 is None:
         return "n/a (a side has no noise estimate)"
-    d = stats.interval((1 + d1.value) / (1 + d2.value) - 1, (1 + boot1) / (1 + boot2) - 1)
+    d = stats.difference(form1, form2)
     return f"there {delta_text(d2)}; here/there {delta_text(d)}"
 
 

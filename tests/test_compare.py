@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from records_factory import constant_ms, kernels, make_record, noisy_ms, write
 from shipped import RESULTS
 
 from harness import compare
-from harness.analysis import stats
+from harness.analysis import noise, stats
 from harness.analysis.cells import Cell
 from harness.analysis.context import Compare
 from harness.analysis.dataset import Filters, load, torch_version_key
@@ -152,43 +153,63 @@ def test_significance_labels(tmp_path):
     assert spread.verdict == stats.WITHIN
 
 
+def _device(*cells) -> stats.DeviceSpread:
+    """A device whose configurations are these cells (per-run values, one invocation each), as noise.fit makes it."""
+    return noise.fit({i: [stats.CellRuns.of(list(c), [f"inv{i}"] * len(c))] for i, c in enumerate(cells)})
+
+
 def test_stats_units():
-    one = stats.Estimate(100.0, None, 1, 1)
+    one = stats.Estimate(100.0, 1, 1)
     many = stats.throughput([[100.0] * 10] * 2, 1000)
     assert stats.ratio(one, many)[0].verdict == stats.SINGLE
-    mem = lambda *values, device=None: stats.memory(list(values), key=repr(values), device=device)
-    both = stats.pooled_noise([[100, 104], [101, 103]])  # the device's spread, pooled over the two cells
-    assert stats.counter(mem(100, 104, device=both), mem(101, 103, device=both)).verdict == stats.WITHIN
-    both = stats.pooled_noise([[100, 101], [120, 121]])
-    assert stats.counter(mem(100, 101, device=both), mem(120, 121, device=both)).verdict == stats.BEYOND
-    # two runs and nothing else: one degree of freedom, t = 63.7 at 99%: a 20% change is not decided
-    assert stats.counter(mem(100, 101), mem(120, 121)).verdict == stats.WITHIN
+    mem = lambda *values, device=None, config=0: stats.memory(list(values), device=device, config=config)
+    both = _device([100, 104], [101, 103])  # the device's spread, pooled over the two configurations
+    assert stats.counter(mem(100, 104, device=both), mem(101, 103, device=both, config=1)).verdict == stats.WITHIN
+    both = _device([100, 101], [120, 121])
+    assert stats.counter(mem(100, 101, device=both), mem(120, 121, device=both, config=1)).verdict == stats.BEYOND
+    # two runs a side and nothing else: each side its own spread (1 df), Welch-Satterthwaite's df (about 2): a
+    # 3% change between runs 4% apart is not decided, and the delta says how many runs a side would decide it
+    undecided = stats.counter(mem(100, 104), mem(103, 107))
+    assert undecided.verdict == stats.WITHIN and undecided.runs_to_decide > 2
     assert stats.counter(mem(100), mem(120)).verdict == stats.ONE_RUN
-    # one run a side borrows the device's spread, and says so
-    device = stats.Noise(0.01, 20, 5, 25, "device")
-    borrowed = stats.counter(mem(100, device=device), mem(120, device=device))
+    # one run a side borrows the spread of a device whose configurations are alike, and says so
+    device = _device([100, 101, 100.5], [50, 50.4, 50.2], [80, 80.6, 80.3])
+    assert device.borrowable
+    borrowed = stats.counter(mem(100, device=device, config="new"), mem(120, device=device, config="new"))
     assert borrowed.verdict == stats.BEYOND and borrowed.borrowed
-    # a single run has no spread of its own: with no device estimate its tokens/s has no replicates
+    # ... but not from one configuration alone: whether another is as quiet is not known
+    lone = _device([100, 101, 100.5])
+    assert stats.counter(mem(100, device=lone, config="new"), mem(120, device=lone, config="new")).verdict == stats.ONE_RUN
+    # a single run has no spread of its own: with no device estimate its tokens/s has none
     a = stats.throughput([np.full(10, 100.0)], 1000)
-    assert a.point == pytest.approx(10_000) and a.boot is None and a.why == stats.ONE_RUN
+    assert a.point == pytest.approx(10_000) and not a.known and a.why == stats.ONE_RUN
     # runs are the unit: flat runs 20% apart give a wide interval, though every step inside a run agrees
     b = stats.throughput([np.full(10, 90.0), np.full(10, 110.0)], 1000)
-    assert b.boot.min() < b.point * 0.5 and b.boot.max() > b.point * 1.5  # t with 1 degree of freedom
-    # the t table: exact at its rows, monotone between them, the normal's beyond
-    assert stats.t_quantile(2) == pytest.approx(9.925) and stats.t_quantile(10_000) == pytest.approx(2.576, abs=0.01)
-    assert stats.t_quantile(30) > stats.t_quantile(35) > stats.t_quantile(40)
+    low, high = b.bounds()
+    assert low < b.point * 0.5 and high > b.point * 1.5  # t with 1 degree of freedom
+    # the t quantile: exact (a table's rows), the normal's at infinity
+    assert stats.t_critical(2) == pytest.approx(9.925, abs=1e-3) and stats.t_critical(math.inf) == pytest.approx(2.5758, abs=1e-4)
+    assert stats.t_critical(30) > stats.t_critical(35) > stats.t_critical(40)
     with pytest.raises(ValueError):
-        stats.t_quantile(0)
+        stats.t_critical(0)
 
 
-def test_device_spread_is_pooled_over_cells_and_a_noisier_cell_keeps_its_own():
-    quiet = [[100, 101, 99], [50, 50.5, 49.5]]  # about 1% between runs, two cells
+def test_device_spread_is_pooled_over_alike_configurations_and_a_noisier_one_keeps_its_own():
+    quiet = [[100, 101, 99], [50, 50.5, 49.5]]  # about 1% between runs, two configurations
     pooled = stats.pooled_noise(quiet)
     assert pooled.df == 4 and pooled.cells == 2 and pooled.runs == 6 and 0.008 < pooled.sd < 0.012
     assert stats.pooled_noise([[100], [50]]) is None  # no cell with two runs: no estimate
-    assert stats.cell_noise([100, 130], pooled).sd > pooled.sd  # this cell's runs differ more than its device's
-    assert stats.cell_noise([100, 100.1], pooled) is pooled  # a quieter cell takes the device's spread
-    assert stats.cell_noise([100], None) is None
+    device = _device(*quiet)
+    assert device.alike and device.pooled.df == 4 and device.spread_for(0) is device.spread_for(1) is device.pooled
+    # a configuration clearly noisier than the rest keeps its own spread (and df)
+    noisier = _device(*quiet, [80, 80.8, 79.2], [100, 104, 96])
+    assert noisier.spread_for(3) is noisier.apart[3] and noisier.spread_for(3).df == 2
+    assert noisier.spread_for(0) is noisier.pooled and noisier.pooled.df == 8  # it still counts in the pool
+    # configurations not alike in noise (Bartlett): each its own, none pooled, a new one borrows nothing
+    mixed = _device([100, 100.1, 99.9, 100.05], [50, 50.02, 49.99, 50.01], [100, 140, 70, 120], [60, 90, 45, 75])
+    assert not mixed.alike and mixed.pooled is None and set(mixed.apart) == {0, 1, 2, 3}
+    assert mixed.spread_for("new") is None
+    assert noise.fit({0: [stats.CellRuns.of([100])]}) is None
 
 
 def test_bad_files_warned_once_each_and_rest_compared(tmp_path, capsys):
@@ -463,9 +484,10 @@ def test_pooled_runs_from_separate_invocations_are_named(tmp_path):
 
 
 def test_memory_deltas_are_intervals_and_narrow_intervals_keep_digits():
-    device = stats.pooled_noise([[100, 101], [120, 121]])
-    mem = Cell(stats.counter(stats.memory([100, 101], "a", device=device), stats.memory([120, 121], "b", device=device)))
-    assert mem.text().startswith("+19.9% [") and mem.text().endswith("beyond")  # medians 100.5 -> 120.5
+    device = _device([100, 101], [120, 121])
+    mem = Cell(stats.counter(stats.memory([100, 101], device=device, config=0),
+                             stats.memory([120, 121], device=device, config=1)))
+    assert mem.text().startswith("+19.9% [") and mem.text().endswith("beyond")  # geometric means 100.5 -> 120.5
     assert Cell(stats.Delta(0.2, 0.1, 0.3, stats.WITHIN, borrowed=True)).text() == "+20.0% [+10.0,+30.0] within noise (borrowed)"
     narrow = Cell(stats.Delta(0.0351, 0.0348, 0.0353, stats.BEYOND))
     assert narrow.text() == "+3.51% [+3.48,+3.53] beyond"  # was "+3.5% beyond": the interval vanished
@@ -563,7 +585,8 @@ def test_real_gpu_records_read_as_a_person_would():
         assert h100["runs"] == "oom" and h200["tokens_s"] > 0
         assert h200["d_tokens_s"].text() == "n/a (the baseline ran out of memory)"
     fp32 = by(gpus, rung="fp32", batch="B=16, T=1024", gpu="h200")
-    assert fp32["baseline"] == "h100-80g / local" and "[" in fp32["d_tokens_s"].text()
+    # one run a side, and in these two folders the H200 repeated one configuration only: nothing to borrow
+    assert fp32["baseline"] == "h100-80g / local" and fp32["d_tokens_s"].text() == "+3.5% (one run a side, noise unknown)"
     ladder = next(t for t in registry.build(cmp, ["ladder"]) if "h100-80g" in t.title and "B=64" in t.title)
     assert by(ladder, rung="fused-adamw-clip")["runs"] == "3x40 pooled"
     assert any("sweep batch-search batch_size=64" in n for n in ladder.notes)

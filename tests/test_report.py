@@ -149,12 +149,12 @@ def _findings(md: str) -> str:
 
 
 def test_2x2_finding_says_when_the_interaction_is_larger_than_both_factors(rich):
-    """rich: vocab 50304 gives +54.5% on H100/torch212 and +2.7..+5.3% elsewhere: the interaction (-49 pp) is larger
+    """rich: vocab 50304 gives +54.7% on H100/torch212 and +2.6..+5.6% elsewhere: the interaction (-49 pp) is larger
     than the GPU (+27 pp) and version (-25 pp) factors. The old finding said 'the larger is the GPU'."""
     findings = _findings((rich / "report.md").read_text())
     line = next(x for x in findings.splitlines() if x.startswith("- vocab_size 50257 -> 50304 (at"))
     assert ("the interaction is larger than both factors, so the effect is not the GPU's or the torch version's alone: "
-            "it comes from h100-80g together with torch212 (+54.5% there, +2.7% to +5.3% in the other three cells)") in line
+            "it comes from h100-80g together with torch212 (+54.7% there, +2.6% to +5.6% in the other three cells)") in line
     assert "the larger is" not in line
     sdpa = next(x for x in findings.splitlines() if x.startswith("- attention naive -> sdpa"))
     assert "both are beyond noise; the larger is the GPU" in sdpa  # there the GPU factor (+16.5 pp) is the larger

@@ -229,7 +229,7 @@ def test_sweep_rows_group_merge_order_and_mark():
     tokens = 1024  # per unit of B at T=1024
     records = [
         point(64, 105.0, used=40 * GIB), point(32, 60.0, used=22 * GIB), point(96, 146.0, used=58 * GIB),
-        point(96, 148.0, used=59 * GIB, repeat=1),  # a repeat: merged (median tokens/s, largest memory)
+        point(96, 148.0, used=59 * GIB, repeat=1),  # a repeat: merged (geometric mean tokens/s, largest memory)
         point(128, 0, status="oom"),
         point(32, 60.0, env="torch212", used=23 * GIB),  # another env: another curve
         make_record(env="nightly", gpu="H100"),  # no sweep: ignored
@@ -238,7 +238,7 @@ def test_sweep_rows_group_merge_order_and_mark():
     assert [(r["env"], r["value"]) for r in rows] == [("nightly", 32), ("nightly", 64), ("nightly", 96), ("nightly", 128), ("torch212", 32)]
     r32, r64, r96, r128, other = rows
     assert r96["runs"] == 2 and r96["peak_memory_bytes"] == 59 * GIB and r96["memory_source"] == "device used"
-    r96_tps = 96 * tokens / 0.147  # stats' one rule: the median of both repeats' timed steps pooled (146 and 148 ms)
+    r96_tps = 96 * tokens / (0.146 * 0.148) ** 0.5  # stats' one rule: the geometric mean of both repeats' tokens/s
     assert r96["tokens_per_s"] == pytest.approx(r96_tps)
     assert r96["is_best"] and r96["is_knee"] and "knee" in r96["mark"] and "best" in r96["mark"]
     assert r64["vs_best"] == pytest.approx((64 * tokens / 0.105) / r96_tps) and not r64["is_knee"]  # 93% of the best

@@ -56,17 +56,17 @@ def test_the_search_steps_with_known_numbers(tmp_path, monkeypatch, capsys):
     text = capsys.readouterr().out
     assert rc == 0, text
     rungs = [(r, b) for r, b, _s in calls]
-    # 1. the start and each knob alone at B=16
-    # 1. the start (three runs: the spread each knob's one run is judged by) and each knob alone at B=16
-    assert rungs[:7] == [("start", 16)] * 3 + [("sdpa-auto", 16), ("inductor-coordinate-descent", 16),
-                                               ("lm-head-liger", 16), ("lm-head-cce", 16)]
+    # 1. the start (three runs) and the first knob (two: the spread each other knob's one run is judged by, shown
+    # alike over two configurations), then each other knob alone at B=16
+    assert rungs[:8] == [("start", 16)] * 3 + [("sdpa-auto", 16)] * 2 + [("inductor-coordinate-descent", 16),
+                                                                         ("lm-head-liger", 16), ("lm-head-cce", 16)]
     # 2. the two that helped together (liger is faster but not equivalent; cce unsupported)
-    assert rungs[7] == ("combined", 16)
+    assert rungs[8] == ("combined", 16)
     # 3. the batch search on the winner from B=16 (its own run is the first try): 32, 64 (too big), 48, 56 (too big)
-    assert rungs[8:12] == [("combined", 32), ("combined", 64), ("combined", 48), ("combined", 56)]
+    assert rungs[9:13] == [("combined", 32), ("combined", 64), ("combined", 48), ("combined", 56)]
     # 4. the start at the fastest B that fits, for the loss comparison, and nothing after
-    assert rungs[12:] == [("start", 48)]
-    assert all(s and s["name"] == "batch-search" for _r, _b, s in calls[8:])
+    assert rungs[13:] == [("start", 48)]
+    assert all(s and s["name"] == "batch-search" for _r, _b, s in calls[9:])
     assert "helped (equivalent and faster than the start): sdpa-auto, inductor-coordinate-descent" in text
     assert "best: combined [batch_size=48] at B=48, T=1024" in text
     assert "NOT EQUIVALENT: loss final +5.00%" in text and "not equivalent (faster, but its loss drifts): lm-head-liger" in text
@@ -82,7 +82,7 @@ def test_the_search_steps_with_known_numbers(tmp_path, monkeypatch, capsys):
     combined = next(r for r in plan.rungs if r.name == "combined")
     assert combined.settings["sdpa_backend"] == "auto" and combined.flags == {"inductor_coordinate_descent_tuning": "on"}
     records = [r for _p, r in iter_records([out])]
-    assert len(records) == 13 and {r["plan"] for r in records} == {"fastest"}
+    assert len(records) == 14 and {r["plan"] for r in records} == {"fastest"}
     assert all(f"--plan {plan_file}" in r["rerun"]["command"] for r in records)
 
 

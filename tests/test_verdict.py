@@ -8,13 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 from records_factory import constant_ms, make_record, noisy_ms, write
 from shipped import RESULTS, SHIPPED_ROOT
 
 from harness import compare
-from harness.analysis import stats
+from harness.analysis import noise, stats
 from harness.analysis.devices import aliases, device_alias, device_word
 from harness.analysis.options import CompareOptions, analyse
 from harness.analysis.verdict import verdict
@@ -26,11 +25,23 @@ VOCAB = dict(SDPA, vocab_size=50304)
 
 
 def test_geomean_of_ratios_and_its_interval():
-    rng = np.random.default_rng(0)
-    parts = [(stats.Delta(1.0), 2.0 + rng.normal(0, 0.01, 500) - 1.0), (stats.Delta(0.125), 1.125 + rng.normal(0, 0.01, 500) - 1.0)]
+    """Two rungs on one device, every cell 3 runs of one invocation per env: the cells share one pooled spread, so
+    the geometric mean's interval is one t with that spread's degrees of freedom, on the mean of the log ratios."""
+    runs = {("a", 0): [100, 102, 98], ("b", 0): [200, 205, 197],  # rung 1's runs differ as rung 0's do: no
+            ("a", 1): [80, 81.6, 78.4], ("b", 1): [90, 92.25, 88.65]}  # configuration noisier than the other
+    cells = {k: stats.CellRuns.of(v, [k[0]] * 3) for k, v in runs.items()}
+    device = noise.fit({rung: [cells["a", rung], cells["b", rung]] for rung in (0, 1)})
+    assert device.alike and device.pooled.df == 8
+    est = {k: stats.memory(v, device, [k[0]] * 3, config=k[1]) for k, v in runs.items()}
+    parts = [stats.ratio(est["a", rung], est["b", rung]) for rung in (0, 1)]
     d = stats.geomean(parts)
-    assert d.value == pytest.approx(math.sqrt(2.0 * 1.125) - 1.0) and d.beyond and d.low < d.value < d.high
-    assert stats.geomean([(stats.Delta(0.5), None)]).verdict == stats.FEW  # no replicates: no noise estimate
+    logs = [cells["b", r].mean - cells["a", r].mean for r in (0, 1)]
+    se = math.sqrt(device.pooled.var * (4 * (1 / 3)) / 4)  # (1/2)^2 * (1/3 + 1/3) * s^2, twice
+    assert d.value == pytest.approx(math.expm1(sum(logs) / 2), rel=1e-12)
+    assert d.low == pytest.approx(math.expm1(sum(logs) / 2 - stats.t_critical(8) * se), rel=1e-12)
+    assert d.high == pytest.approx(math.expm1(sum(logs) / 2 + stats.t_critical(8) * se), rel=1e-12)
+    assert d.beyond and d.low < d.value < d.high
+    assert stats.geomean([(stats.Delta(0.5), None)]).verdict == stats.FEW  # no form: no noise estimate
     assert stats.geomean([]).value is None
 
 
@@ -103,7 +114,7 @@ def test_every_table_fits_the_width_on_the_shipped_records(capsys):
     assert compare.main([str(RESULTS), "--detail"]) == 0
     out = capsys.readouterr().out
     assert [line for line in out.splitlines() if len(line) > WIDTH] == []
-    assert all(n in out for n in ("50,130", "148,463", "277,908", "385,453", "414,290", "431,878"))  # B=16: the first three pool the padding calls
+    assert all(n in out for n in ("50,131", "148,286", "277,331", "384,851", "414,290", "431,878"))  # B=16: the first three pool the padding calls
     assert "- sweep: batch-search (batch_size); rung: fused-adamw-clip; device: h100-80g" in out
 
 
@@ -116,7 +127,7 @@ def test_many_builds_on_one_device_are_one_series_block(tmp_path):
             for v, m in ms.items() for i in range(2)]
     lines, _err = _default_output(write(tmp_path / "r", recs))
     head = next(i for i, line in enumerate(lines) if "5 torch builds against torch212 (torch 2.1.2)" in line)
-    assert "newest torch260 (torch 2.6.0) 1.43x faster" in lines[head]
+    assert "newest torch260 (torch 2.6.0) 1.44x faster" in lines[head]
     assert lines[head + 1].startswith("  fastest torch241 (torch 2.4.1) 1.67x faster")
     assert "slowest torch222 (torch 2.2.2) 1.01x faster" in " ".join(lines[head + 1:head + 3])
     assert sum(line.startswith("h100-80g: torch") for line in lines) == 0  # no block per build
@@ -208,4 +219,4 @@ def test_the_key_findings_say_a_pair_of_devices_under_many_envs_once():
                       lambda line: None)
     texts = [k.text for k in key_findings(cx)]
     about_threads = [t for t in texts if "against xeon-avx512bf16-1t" in t]
-    assert len(about_threads) == 1 and "under 14 envs" in about_threads[0] and "beyond noise under 13 of 14" in about_threads[0]
+    assert len(about_threads) == 1 and "under 14 envs" in about_threads[0] and "beyond noise under 14 of 14" in about_threads[0]

@@ -12,7 +12,7 @@ Records are read through harness.record.view.RecordView only (tests/test_record_
   tables/      one module per theme: its typed result (ladder.Ladder, cross.Cross, knobs.Split, loss.ParityRow, ...)
                computed once per Compare, and the Table(s) built from it; tables/registry.py names them (TABLES)
 
-  stats.py     the significance rule: throughput estimates, bootstrap intervals, ranges, verdicts
+  stats.py     the significance rule: cell estimates, closed-form intervals, verdicts (student.py: the t quantile)
   fit.py       whether a run fits its device (peak + headroom <= usable): the batch search's rule, read by all
   fastest.py   the fastest loss-equivalent run found per device (beyond-ladder, harness.tune): Search, Overview
   findings.py  findings computed from the typed results, each citing its run ids (the report's appendix)

@@ -26,8 +26,8 @@ class Cell:
             return "n/a"
         text = Cell(stats.Delta(d.value, verdict=stats.NA), self.style).text()
         return text + {stats.BEYOND: "", stats.WITHIN: " (within noise)", stats.SINGLE: " (single sample)",
-                       stats.FEW: " (too few samples)", stats.ONE_RUN: " (one run a side, noise unknown)"
-                       }.get(d.verdict, "") + (" (noise borrowed)" if d.borrowed and d.verdict == stats.BEYOND else "")
+                       stats.FEW: " (too few samples)", stats.ONE_RUN: " (one run a side, noise unknown)",
+                       stats.MODES: " (two modes, not decided)"}.get(d.verdict, "") + (" (noise borrowed)" if d.borrowed and d.verdict == stats.BEYOND else "")
 
     def _fmt(self, x: float, digits: int) -> str:
         return f"{1 + x:.{digits}f}" if self.style == "ratio" else f"{x * 100:+.{digits}f}"
@@ -62,6 +62,8 @@ class Cell:
             return f"{head} (too few samples)"
         if d.verdict == stats.ONE_RUN:
             return f"{head} (one run a side, noise unknown)"
+        if d.verdict == stats.MODES:
+            return f"{head} (two modes, not decided)"
         return head
 
 

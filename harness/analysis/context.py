@@ -143,7 +143,7 @@ class Compare:
                                           self.gpu_rank[t[2].gpu], self.env_rank[t[2].env]))
 
     def footer(self) -> list[str]:
-        return [stats.rule_text(self.floor, self.ds.groups[0].n_boot if self.ds.groups else stats.N_BOOT),
+        return [stats.rule_text(self.floor),
                 f"Loss parity tolerance: {self.loss_tol:.1%} relative.",
                 (f"Baselines: env = oldest torch in each comparison (--baseline-env to choose); {self.word} = "
                  + BASELINE_DEVICE[self.word] + " (--baseline-gpu). " + COMPARABLE_RULE)]

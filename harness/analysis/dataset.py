@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from harness.analysis import noise, stats
+from harness.analysis import noise
 from harness.analysis.devices import aliases, device_alias
 from harness.analysis.group import Group
 from harness.envs.spec import parse_version
@@ -40,11 +40,30 @@ def short_gpu(label: str) -> str:
     return re.sub(r"^(NVIDIA|AMD)\s+(GeForce\s+)?", "", label)
 
 
-def _gpu_sort_key(record: RecordView, label: str) -> tuple:
-    """GPUs by compute capability (unknown last among GPUs), then CPUs."""
+def _gpu_sort_key(record: RecordView) -> tuple:
+    """GPUs by compute capability (unknown last among GPUs), then CPUs; among equals, the first measured comes first
+    (_Sorting.dataset adds it: never a name, which a rename would change)."""
     if record.is_cuda and record.intended_device:
-        return (0, record.gpu_capability or 99.0, label)
-    return (1, 0.0, label)
+        return (0, record.gpu_capability or 99.0)
+    return (1, 0.0)
+
+
+def _data_key(r: RecordView) -> tuple:
+    """An order of records from what they measured, never their names (run id, env, device, file): when a run
+    started, else (a transcribed log line) where its line is; then rung, repeat and what it ran."""
+    at = r.started_at if isinstance(r.started_at, str) else ""
+    line = r.reference or r.peer
+    where = (str(line.source or ""), line.line if isinstance(line.line, int) else 0) if line else ("", 0)
+    return (at, where, str(r.kind), str(r.plan), r.rung_index if isinstance(r.rung_index, int) else -1,
+            r.repeat if isinstance(r.repeat, int) else -1, str(r.workload_hash), str(r.flags_hash))
+
+
+def _first(started: dict, key, r: RecordView) -> None:
+    """started[key]: the earliest start of a run (a time recorded, before none)."""
+    at = r.started_at if isinstance(r.started_at, str) else None
+    old = started.get(key)
+    if key not in started or (at is not None and (old is None or at < old)):
+        started[key] = at
 
 
 def _has_nonfinite(obj) -> bool:
@@ -119,7 +138,7 @@ class Dataset:
     contended: list = field(default_factory=list)  # (path, RecordView): ok runs measured under contention, left out
     include_contended: bool = False  # True: contended runs are in their groups, marked, instead
     names: dict = field(default_factory=dict)  # device label -> its short alias (harness.analysis.devices)
-    calibration: list = field(default_factory=list)  # RecordView of harness.calibrate's runs (noise only, no cell)
+    calibration: list = field(default_factory=list)  # (RecordView, invocation) of harness.calibrate's runs (noise only)
     noise: dict = field(default_factory=dict)  # device label -> harness.analysis.noise.DeviceNoise
     identities: dict = field(default_factory=dict)  # device label -> RecordView.device_identity, of measured runs
     sources: dict = field(default_factory=dict)  # each path given (as given) -> {device label: set of envs} of its
@@ -177,6 +196,7 @@ class _Reading:
                 self.kept.append((path, r))
             else:
                 self.filtered += 1
+        self.kept.sort(key=lambda item: _data_key(item[1]))  # what follows sees them in an order no name makes
         return self
 
 
@@ -196,6 +216,14 @@ def _env_labels(kept) -> Callable[[RecordView], str]:
     return env_label
 
 
+def invocation(path: str, r: RecordView) -> object:
+    """Which invocation (one harness process) a run came from: what its record says (RecordView.invocation); a
+    record older than that field: its folder, env and plan (runs written into one folder by one plan in one env, as
+    one invocation does; two invocations into one folder are then taken as one). Compared, never ordered or shown:
+    a renamed folder or env changes nothing."""
+    return r.invocation or ("folder", os.path.dirname(os.path.abspath(path)), r.env, r.plan)
+
+
 @dataclass
 class _Sorting:
     """load's second half: each kept record into its place: a transcription beside the measurements, a failed or
@@ -203,7 +231,6 @@ class _Sorting:
 
     names: dict
     left_out: list
-    n_boot: int
     include_contended: bool
     groups: dict = field(default_factory=dict)
     references: list = field(default_factory=list)
@@ -212,18 +239,20 @@ class _Sorting:
     contended: list = field(default_factory=list)
     env_versions: dict = field(default_factory=dict)
     gpu_keys: dict = field(default_factory=dict)
+    first_started: dict = field(default_factory=dict)  # ("env", label) or ("gpu", label) -> its earliest run's start
     env_of: dict = field(default_factory=dict)
     calibration: list = field(default_factory=list)
 
     def add(self, path: str, r: RecordView, env_label: Callable[[RecordView], str]) -> None:
         gpu = r.device_label
         if r.kind in ("reference", "peer"):  # beside the measurements, never one of them
-            g = Group(r.kind, *r.set_key, r.env, gpu, [r], [path], self.n_boot)
+            g = Group(r.kind, *r.set_key, r.env, gpu, [r], [path], [invocation(path, r)])
             (self.references if r.kind == "reference" else self.peers).append(g)
             return
         label = self.env_of[r.run_id] = env_label(r)
         if self.env_versions.get(label) is None:  # a failed run may not know its torch version; an ok run does
             self.env_versions[label] = r.torch_version
+        _first(self.first_started, ("env", label), r)
         if not r.ok:
             self._failed(path, r)
         elif not r.timed_ms:
@@ -233,16 +262,22 @@ class _Sorting:
             why = f"contended ({r.contention_reason}): left out of every delta; rerun: {r.rerun_command or 'not recorded'}"
             self.left_out.append(LeftOut(self._where(path, r), why, "contended"))
         elif r.plan == noise.CALIBRATION_PLAN:  # an A/A measurement of the machine: its spread, never a cell
-            self.calibration.append(r)
+            self.calibration.append((r, invocation(path, r)))
         else:
             if gpu not in self.gpu_keys:  # one key per device, from its first run (not made for every run)
-                self.gpu_keys[gpu] = _gpu_sort_key(r, gpu)
+                self.gpu_keys[gpu] = _gpu_sort_key(r)
+            _first(self.first_started, ("gpu", gpu), r)
             key = (*r.set_key, label, gpu)
             group = self.groups.get(key)
             if group is None:  # made once per cell, not once per run (a setdefault's default is made every time)
-                group = self.groups[key] = Group("measured", *key, n_boot=self.n_boot)
+                group = self.groups[key] = Group("measured", *key)
             group.records.append(r)
             group.paths.append(path)
+            group.invocations.append(invocation(path, r))
+
+    def _started(self, key) -> tuple:
+        at = self.first_started.get(key)
+        return (at is None, at or "")
 
     def _where(self, path: str, r: RecordView) -> str:
         """How a run left out is named in the list of what was left out."""
@@ -258,25 +293,33 @@ class _Sorting:
         self.left_out.append(LeftOut(where, why, "not ok"))
 
     def dataset(self, reading: _Reading) -> Dataset:
-        for g in self.groups.values():
-            g.records.sort(key=lambda r: (r.repeat is None, r.repeat or 0, r.run_id))
-        env_rank = sorted(self.env_versions, key=lambda e: (torch_version_key(self.env_versions[e]), e))
+        for g in self.groups.values():  # its runs in the order they ran: names never order them
+            runs = sorted(zip(g.records, g.paths, g.invocations, strict=True),
+                          key=lambda t: (t[0].repeat is None, t[0].repeat or 0, str(t[0].started_at), t[0].run_id))
+            g.records, g.paths, g.invocations = (list(x) for x in zip(*runs, strict=True))
+        # oldest torch first; one version under two names (an A/A pair, a build in two images): the env measured
+        # first, so a rename never turns a baseline around (the name only where the records cannot tell)
+        env_rank = sorted(self.env_versions, key=lambda e: (torch_version_key(self.env_versions[e]),
+                                                            self._started(("env", e)), e))
+        env_order = {e: i for i, e in enumerate(env_rank)}
+        gpu_order = {gname: i for i, gname in enumerate(sorted(self.gpu_keys, key=lambda g: (
+            self.gpu_keys[g], self._started(("gpu", g)), g)))}
         return Dataset(
-            groups=sorted(self.groups.values(),
-                          key=lambda g: (g.gpu, g.env, g.rungs[0][0] or "", g.rungs[0][2] or 0, g.label)),
+            groups=sorted(self.groups.values(), key=lambda g: (gpu_order[g.gpu], env_order.get(g.env, 1 << 30),
+                                                               g.rungs[0][0] or "", g.rungs[0][2] or 0, g.label,
+                                                               g.workload.batch_size or 0, g.workload.seq_len or 0)),
             references=sorted(self.references, key=lambda g: (g.first.rung_index or 0, g.workload.batch_size or 0,
-                                                              g.first.run_id)),
+                                                              _data_key(g.first))),
             failed=self.failed, left_out=self.left_out, notes=[], valid_records=reading.valid,
-            filtered=reading.filtered, env_order={e: i for i, e in enumerate(env_rank)},
-            gpu_order={gname: i for i, gname in enumerate(sorted(self.gpu_keys, key=self.gpu_keys.get))},
+            filtered=reading.filtered, env_order=env_order, gpu_order=gpu_order,
             env_versions=self.env_versions, kept_envs={r.env for _path, r in reading.kept}, env_of=self.env_of,
-            peers=sorted(self.peers, key=lambda g: (g.gpu, g.first.run_id)),
+            peers=sorted(self.peers, key=lambda g: _data_key(g.first)),
             contended=self.contended, include_contended=self.include_contended, names=self.names,
             calibration=self.calibration,
         )
 
 
-def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.N_BOOT,
+def load(paths, warn=print, filters: Filters | None = None,
          include_contended: bool = False, read=read_record, files=record_files) -> Dataset:
     """Read every record under the paths; one warning per bad file; group what is comparable. A run measured under
     contention is left out of every group (listed with its reason and rerun command) unless include_contended.
@@ -284,7 +327,7 @@ def load(paths, warn=print, filters: Filters | None = None, n_boot: int = stats.
     outcome, from the index)."""
     reading = _Reading(warn).read(paths, filters or Filters(), read, files)
     env_label = _env_labels(reading.kept)
-    sorting = _Sorting(aliases(r.device_label for _path, r in reading.kept), reading.left_out, n_boot, include_contended)
+    sorting = _Sorting(aliases(r.device_label for _path, r in reading.kept), reading.left_out, include_contended)
     for path, r in reading.kept:
         sorting.add(path, r, env_label)
     ds = sorting.dataset(reading)

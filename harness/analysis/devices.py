@@ -134,11 +134,13 @@ def identity_difference(a, b) -> tuple[tuple, tuple]:
     return tuple(same), tuple(differs)
 
 
-def apart(identities: dict, sources: dict) -> list[Apart]:
+def apart(identities: dict, sources: dict, env_rank: dict | None = None, device_rank: dict | None = None) -> list[Apart]:
     """Each given path whose CPUs (or GPUs) appear under no other given path, while the others ran builds on CPUs (or
     GPUs) that its own did not: the one line that tells a user why their first runs are compared with none of the
     shipped builds. Folders of a CPU and of GPUs, or of two GPUs under the same builds (compared on purpose), say
-    nothing here."""
+    nothing here. env_rank, device_rank: the dataset's orders (oldest torch first; the baseline device first), which
+    order the builds named and break a tie between devices, so no name does."""
+    env_rank, device_rank = env_rank or {}, device_rank or {}
     out = []
     for folder, devices in sources.items():
         for kind in sorted({identities[label].kind for label in devices}):
@@ -150,11 +152,13 @@ def apart(identities: dict, sources: dict) -> list[Apart]:
             if not there or set(here) & there:
                 continue
             envs_here = set().union(*here.values())
-            missing = tuple(sorted(set().union(*(envs for d in others.values() for envs in d.values())) - envs_here))
+            missing = tuple(sorted(set().union(*(envs for d in others.values() for envs in d.values())) - envs_here,
+                                   key=lambda e: (env_rank.get(e, 1 << 30), e)))
             if not missing:
                 continue
             pairs = [(h, t, *identity_difference(identities[h], identities[t])) for h in here for t in there]
-            # the pair sharing most, then by label: one answer whatever the order
-            device, nearest, same, differs = min(pairs, key=lambda p: (-len(p[2]), len(p[3]), p[0], p[1]))
+            # the pair sharing most, then in the devices' order: one answer whatever the order or the names
+            device, nearest, same, differs = min(pairs, key=lambda p: (-len(p[2]), len(p[3]), device_rank.get(p[0], 0),
+                                                                       device_rank.get(p[1], 0), p[0], p[1]))
             out.append(Apart(folder, device, tuple(others), nearest, same, differs, missing))
     return out

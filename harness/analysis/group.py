@@ -27,13 +27,13 @@ def run_origin(record: RecordView) -> str:
 
 
 def estimate(g: Group) -> stats.Estimate:
-    """A group's tokens/s: measured runs' bootstrap estimate; a transcribed log line's or a peer's own logged
+    """A group's tokens/s: measured runs' estimate (harness.analysis.stats); a transcribed log line's or a peer's own logged
     tokens/s (one sample, no noise estimate), else the one derived from its logged step time."""
     est = g.throughput
     if g.kind == "measured":
         return est
     logged = g.first.summary_number("tokens_per_s")
-    return stats.Estimate(logged if logged is not None else est.point, None, est.n, est.repeats)
+    return stats.Estimate(logged if logged is not None else est.point, est.n, est.repeats)
 
 
 def run_ids(*groups: Group) -> list[str]:
@@ -53,7 +53,7 @@ class Group:
     gpu: str
     records: list[RecordView] = field(default_factory=list)
     paths: list = field(default_factory=list)  # its record files (path strings), in the order of records
-    n_boot: int = stats.N_BOOT
+    invocations: list = field(default_factory=list)  # each run's invocation (dataset.invocation), in that order
     noise: object = None  # its device's run-to-run spreads (harness.analysis.noise.DeviceNoise), set when loaded
 
     @property
@@ -182,23 +182,29 @@ class Group:
 
     @cached_property
     def throughput(self) -> stats.Estimate:
-        """tokens/s, its interval from the run-to-run spread (its own runs', or its device's where that is larger or
-        it has one run)."""
+        """tokens/s: the geometric mean of its runs', its interval from the run-to-run spread (harness.analysis.stats:
+        its own runs' and its device's) and, where its runs came from several invocations, theirs."""
         device = self.noise.tokens if self.noise is not None else None
-        return stats.throughput(self.samples, self.first.tokens_per_step, key=repr(self.key), n_boot=self.n_boot,
-                                device=device, median_ms=self.ms_median,
-                                run_medians=[r.timed_median for r in self.records])
+        return stats.throughput(self.samples, self.first.tokens_per_step, device=device,
+                                run_medians=[r.timed_median for r in self.records], invocations=self.invocations,
+                                config=self.set_key)
 
     @cached_property
     def memory_estimate(self) -> stats.Estimate:
-        """Peak memory (the median over runs of memory[0]'s metric), with its interval by the same rule."""
-        metric, values = self.memory
+        """Peak memory (the geometric mean over runs of memory[0]'s metric), with its interval by the same rule."""
+        metric = self.memory[0]
         device = self.noise.memory_noise(metric) if self.noise is not None else None
-        return stats.memory(values, key="memory " + repr(self.key), n_boot=self.n_boot, device=device)
+        peaks = [(value, inv) for (value, _m), inv in zip((r.peak_memory() for r in self.records), self.invocations,
+                                                          strict=True) if value is not None]
+        return stats.memory([v for v, _i in peaks], device=device, invocations=[i for _v, i in peaks],
+                            config=self.set_key)
 
-    @cached_property  # its throughput reads it, and a reference table once per reference it stands beside
-    def ms_median(self) -> float | None:
-        return stats.median([x for s in self.samples for x in s])
+    @cached_property  # a reference table reads it once per reference it stands beside
+    def ms_per_step(self) -> float | None:
+        """Its step time: the geometric mean of its runs' median timed steps (the one its tokens/s is made from:
+        tokens per step / this; harness.analysis.stats)."""
+        medians = stats.CellRuns.of([r.timed_median for r in self.records])
+        return medians.geometric_mean if medians.n else None
 
     @cached_property
     def memory(self) -> tuple[str, list]:
@@ -207,7 +213,7 @@ class Group:
 
     @property
     def memory_bytes(self) -> float | None:
-        return stats.median(self.memory[1])
+        return self.memory_estimate.point
 
     def summary_median(self, name: str) -> float | None:
         """The median over its runs of one summary number (each name computed once: a reference table asks per row)."""

@@ -30,7 +30,7 @@ def kernel_split(g: Group) -> dict | None:
         return None
     cats = {c: v.per_step_us or 0.0 for c, v in g.kernel_categories.items()}
     out = {
-        "step_ms": g.ms_median,
+        "step_ms": g.ms_per_step,
         "busy": k.busy_us_per_step or sum(cats.values()),
         "attention": cats.get("attention", 0.0),
         "gemm": cats.get("gemm", 0.0),

@@ -35,7 +35,6 @@ class CompareOptions:
     rungs: tuple = ()
     noise_floor: float = stats.NOISE_FLOOR
     loss_tol: float = DEFAULT_LOSS_TOL
-    boot: int = stats.N_BOOT
     show_all: bool = False  # what changed underneath: every kernel change
     include_contended: bool = False  # runs timed under contention back in the deltas, marked
     use_index: bool = True  # read through the record index (harness.record.index); False: every file parsed directly
@@ -50,8 +49,6 @@ class CompareOptions:
                                   ("--loss-tol", self.loss_tol, argtypes.tolerance)):
             if not kind.accepts(value):  # the command line's own rule (NaN is no fraction)
                 raise UsageError(f"{flag} {value!r}: expected {kind.expected}")
-        if not stats.MIN_BOOT <= self.boot <= stats.MAX_BOOT:
-            raise UsageError(f"--boot {self.boot}: must be from {stats.MIN_BOOT} to {stats.MAX_BOOT:,}")
         if self.index is not None and not self.use_index:
             raise UsageError("--index and --no-index: choose one")
 
@@ -103,7 +100,7 @@ def analyse(options: CompareOptions, warn, notice=None) -> tuple[Dataset, Compar
     options.check()
     with _no_cyclic_gc():
         index = RecordIndex.open(options.paths, options.index, notice or warn) if options.use_index else None
-        ds = load(options.paths, warn, options.filters, n_boot=options.boot, include_contended=options.include_contended,
+        ds = load(options.paths, warn, options.filters, include_contended=options.include_contended,
                   **({"read": index.read, "files": index.files} if index else {}))
     if not ds.valid_records:
         raise NothingToCompare(f"no valid record found under {', '.join(map(str, options.paths))}")

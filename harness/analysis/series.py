@@ -1,6 +1,6 @@
 """What the report's charts draw, computed here so that harness.report only renders: the ladder's bars per plan with the
 user's logged numbers that match them, the landscape over torch versions, the cross-version and cross-GPU deltas, and
-each point's interval (always stats.interval over the estimates' replicates: one rule for every chart). No torch import,
+each point's interval (always stats.Estimate.bounds, the cell's own interval: one rule for every chart). No torch import,
 no matplotlib.
 """
 
@@ -40,13 +40,12 @@ class Point:
 
 
 def throughput_point(est: stats.Estimate) -> Point | None:
-    """tokens/s with its interval (stats.interval over the estimate's replicates: the run-to-run spread's)."""
+    """tokens/s with its interval (stats.Estimate.bounds: the run-to-run spread's, and its invocation's offset where
+    measured)."""
     if est.point is None:
         return None
-    if est.boot is None:
-        return Point(est.point)
-    d = stats.interval(est.point, est.boot)
-    return Point(est.point, d.low, d.high)
+    bounds = est.bounds()
+    return Point(est.point) if bounds is None else Point(est.point, *bounds)
 
 
 @dataclass
@@ -169,7 +168,7 @@ def version_points(groups: list[Group]) -> list[VersionPoint]:
         est = g.memory_estimate  # the median peak with its interval, by the rule of tokens/s
         memory = None
         if est.point is not None:
-            low, high = stats.percentile_bounds(est.boot) if est.boot is not None else (est.point, est.point)
+            low, high = est.bounds() or (est.point, est.point)
             memory = (est.point / 2**20, low / 2**20, high / 2**20)
         out.append(VersionPoint(torch_release(g), g.env, throughput_point(g.throughput), bool(g.contended), metric,
                                 memory))

@@ -1,94 +1,87 @@
 """Is a delta beyond noise? One rule, used by every table, the verdict, the report, the bisect, tune and the repeats
-that harness.run adds until a rung is decided.
+that harness.run adds until a rung is decided. Closed form: no random draw decides anything, and no name, order or
+cache changes a number (sums are math.fsum, exact whatever their order).
 
 The run (one worker process) is the unit of noise: two runs of one build differ by more than the steps inside one
 run do (on the shared 2-core CPU of this project by 5-26%, on an H100 by under 1%), so no interval may rest on
-step-to-step noise alone.
+step-to-step noise alone; and two invocations (two venvs, two GPU calls) can differ by more than their runs do.
 
-  value     a cell's tokens/s is tokens per step / the median timed step of its runs pooled (warm-up excluded); a
-            run's own tokens/s is the same over its own steps. Memory: the median over runs of each run's peak.
-  spread    how much runs of one configuration differ: the standard deviation of log(per-run value), so relative.
-            The device's spread is pooled over every cell of that device label with 2+ runs (and over its
-            calibration runs, harness.calibrate): a variance pooled over cells, with its degrees of freedom. A cell
-            uses the larger of its own runs' spread and its device's, with the device's degrees of freedom (a cell
-            noisier than its device keeps its own spread).
-  interval  a cell's uncertainty is spread / sqrt(runs), Student-t with those degrees of freedom; its replicates are
-            draws of that (seeded per cell, so every output is reproducible), and a delta's 99% interval is the
-            0.5..99.5 percentile of the replicate ratios (differences of effects and geometric means combine
-            replicate by replicate).
+  value     a run's tokens/s is tokens per step / its median timed step (warm-up excluded); its memory the run's
+            peak. A cell's value is the geometric mean of its runs' values (the mean of their logs): the statistic
+            whose spread the interval uses.
+  spread    how much runs of one configuration differ: the sd of log(per-run value) about its invocation's mean,
+            so relative (harness.analysis.noise estimates it per device and metric). A configuration (workload and
+            flags) pools its cells across envs; configurations alike in noise (Bartlett's test) share one pooled
+            spread, and one clearly noisier than the rest keeps its own; where they are not alike each keeps its
+            own, with its own degrees of freedom. A cell of one run borrows the pooled spread only where 2+
+            configurations showed it ("borrowed").
+  between   invocations of one configuration differ by an offset on top of that (its variance: "between
+            invocations", measured where 5+ invocations of a configuration ran). A delta between cells of different
+            invocations carries it; a delta inside one invocation carries none (it cancels). Where it is not
+            measured the delta says so (`between_unknown`).
+  interval  the delta in log space (log b - log a; a geometric mean: the mean of its rungs' log ratios) is a
+            linear form of the cells' log values; its variance is a sum of the spreads above, each once (cells
+            that share a spread share its estimate), and its degrees of freedom Welch-Satterthwaite's (exactly the
+            shared spread's when one spread carries it all). The 99% interval is value +- t * se, mapped back to a
+            relative change. Differences of effects (2x2 splits) are linearized the same way.
   verdict   beyond noise: the interval excludes 0 AND |delta| >= the floor (1%); within noise otherwise, with the
-            change it could have detected and about how many runs a side would detect half of it. A cell of one run
-            borrows its device's spread, and says so ("borrowed"); where the device has no spread at all (no cell
-            with 2+ runs, no calibration): "one run a side: run-to-run noise unknown", never beyond noise.
+            change it could have detected and how many runs a side would decide the delta seen. No spread at all
+            (one run a side, none to borrow): "one run a side: run-to-run noise unknown", never beyond noise. A
+            per-run counter whose configuration peaks at two levels (memory): "two modes", never beyond noise.
 
-Why 99% and a pooled spread: one A/A comparison (a build against itself) is a few dozen deltas; at 95% one in twenty
-of them would be called beyond noise by chance alone, and a spread from two runs is itself a guess (pooling over the
-device's cells gives it the degrees of freedom that two runs lack). tests/test_noise.py holds the rule to at most 1 in
-20 on real A/A sets of this machine, and checks that real effects stay beyond noise.
+Why 99%: one A/A comparison (a build against itself) is a few dozen deltas; at 95% one in twenty of them would be
+called beyond noise by chance alone. tests/test_noise.py holds the rule to at most 1 in 20 on real A/A sets of this
+machine, tests/test_noise_simulation.py (scripts/noise_simulation.py) to its stated 1% on synthetic records with a
+known truth, and checks that real effects stay beyond noise.
 
-numpy only (no scipy), no torch.
+No numpy draw, no scipy, no torch: harness.analysis.student has the t quantile.
 """
 
 from __future__ import annotations
 
-import hashlib
-import itertools
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-import numpy as np
+from harness.analysis.student import t_quantile
 
 CONFIDENCE = 0.99
-N_BOOT = 10_000
-MIN_BOOT, MAX_BOOT = 100, 100_000  # --boot: fewer make a noisy interval; more take minutes per table for nothing
 NOISE_FLOOR = 0.01  # relative (1%); for differences of effects, 1 percentage point
 MIN_SAMPLES = 5  # fewer timed samples than this in a cell: no noise estimate
 REPEATS_TO_KNOW = 3  # what the "noise unknown" verdict tells a user to run
+MAX_RUNS_SAID = 1000  # more runs a side than this to decide a delta: "more runs will not decide it"
 
 BEYOND = "beyond noise"
 WITHIN = "within noise"
 SINGLE = "single sample, no noise estimate"
 FEW = "too few samples, no noise estimate"
 ONE_RUN = f"one run a side: run-to-run noise unknown (--repeats {REPEATS_TO_KNOW} to know)"
+MODES = "two modes: its runs peak at one of two levels, so no delta of it is decided"
+MODE_GAP = 0.10  # two levels of a per-run counter this far apart (relative), each tight, are two modes
+MODE_TIGHT = 5.0  # ... where the gap is this many times the spread inside either level
 NA = "n/a"
 
-# Student's t, two-sided 99% (the 0.995 quantile), by degrees of freedom; between the rows: linear in 1/df.
-_T99 = {1: 63.657, 2: 9.925, 3: 5.841, 4: 4.604, 5: 4.032, 6: 3.707, 7: 3.499, 8: 3.355, 9: 3.250, 10: 3.169,
-        11: 3.106, 12: 3.055, 13: 3.012, 14: 2.977, 15: 2.947, 16: 2.921, 17: 2.898, 18: 2.878, 19: 2.861, 20: 2.845,
-        22: 2.819, 24: 2.797, 26: 2.779, 28: 2.763, 30: 2.750, 40: 2.704, 60: 2.660, 120: 2.617}
-_Z99 = 2.576
+
+def t_critical(df: float) -> float:
+    """The two-sided CONFIDENCE critical value of Student's t with df degrees of freedom (inf: the normal's)."""
+    return t_quantile(float(df), 1.0 - (1.0 - CONFIDENCE) / 2)
 
 
-def t_quantile(df: float) -> float:
-    """The two-sided 99% critical value of Student's t with df degrees of freedom (df >= 1; inf: the normal's)."""
-    if df < 1:
-        raise ValueError(f"degrees of freedom {df}: at least 1")
-    keys = sorted(_T99)
-    if df in _T99:
-        return _T99[df]
-    if df > keys[-1]:
-        lo, hi, t_lo, t_hi = keys[-1], math.inf, _T99[keys[-1]], _Z99
-    else:
-        hi = next(k for k in keys if k > df)
-        lo = max(k for k in keys if k < df)
-        t_lo, t_hi = _T99[lo], _T99[hi]
-    w = (1 / lo - 1 / df) / (1 / lo - (0 if hi == math.inf else 1 / hi))
-    return t_lo + w * (t_hi - t_lo)
-
-
-def rule_text(noise_floor: float = NOISE_FLOOR, n_boot: int = N_BOOT) -> str:
+def rule_text(noise_floor: float = NOISE_FLOOR) -> str:
     """The significance rule in one paragraph (footer of every output, and the docs)."""
     return (
-        f"Significance: the run is the unit of noise (runs of one build differ by more than the steps inside a run "
-        f"do, so no interval rests on step noise alone). tokens/s = tokens per step / median timed step (warm-up "
-        f"excluded; a cell's runs pooled); memory = the median of the runs' peaks. Run-to-run spread = the sd of "
-        f"log per-run values, pooled over the device's cells with 2+ runs and its calibration runs; a cell uses the "
-        f"larger of its own and its device's. Interval: {CONFIDENCE:.0%} (a build compared with itself must not be "
-        f"called faster by chance), Student-t on spread/sqrt(runs) "
-        f"({n_boot} seeded replicates). 'beyond noise' when the interval excludes 0 and |delta| >= {noise_floor:.0%} "
-        f"(1 pp for differences of effects), else 'within noise'. A one-run cell borrows its device's spread "
-        f"('borrowed'); with none known: '{ONE_RUN}'. Fewer than {MIN_SAMPLES} timed steps: no noise estimate."
+        f"Significance: the run is the unit of noise. A cell's value is the geometric mean of its runs' values "
+        f"(tokens/s: tokens per step / the run's median timed step, warm-up excluded; memory: the run's peak). "
+        f"Run-to-run spread = the sd of log per-run values about their invocation's mean, per device and metric, "
+        f"pooled over the configurations alike in noise (and calibration runs); one unlike the rest keeps its own; "
+        f"a one-run cell borrows the pooled spread where 2+ configurations showed it ('borrowed'). Invocations "
+        f"differ by an offset, measured from 5+ invocations of a configuration; it enters a delta between two "
+        f"invocations, and is said where not measured. Interval: {CONFIDENCE:.0%} (a build compared with itself "
+        f"must not be called faster by chance), closed form: log ratio +- t * se, Welch-Satterthwaite degrees of "
+        f"freedom (one t where both sides share one spread); a geometric mean over rungs: the mean of their log "
+        f"ratios. 'beyond noise' when the interval excludes 0 and |delta| >= {noise_floor:.0%} (1 pp for "
+        f"differences of effects), else 'within noise'. No spread known: '{ONE_RUN}'. A memory that peaks at two "
+        f"levels: 'two modes', never beyond. Fewer than {MIN_SAMPLES} timed steps: no noise estimate."
     )
 
 
@@ -97,109 +90,245 @@ def interval_name() -> str:
     return f"{CONFIDENCE:.0%} interval"
 
 
+# ------------------------------------------------------------------------------------------- spreads and cells
+
+
+@dataclass(frozen=True, eq=False)
+class Spread:
+    """One estimate of a variance of log values, with its degrees of freedom (inf: taken as known). Compared by
+    identity: two cells that use one Spread share its estimate, and an interval counts it once."""
+
+    var: float
+    df: float
+
+    @property
+    def sd(self) -> float:
+        return math.sqrt(self.var)
+
+
+@dataclass(frozen=True, eq=False)
+class Between:
+    """The variance of an invocation's offset, estimated as sum(coefficient * Spread.var) over its parts: the mean
+    square between invocations (scaled by the runs an invocation counts for) less the run-to-run variance it holds
+    (harness.analysis.noise). Kept as parts, not one number, so an interval counts each estimate once, with its
+    own degrees of freedom, and an offset measured near zero still carries its uncertainty."""
+
+    parts: tuple  # ((Spread, coefficient), ...): the mean square first, then the run-to-run spreads it holds
+    configs: int = 0  # configurations (calibration sets included) with runs of 2+ invocations, behind it
+    n0: float = 1.0  # the runs an invocation behind it counts for (its mean square: offset + run-to-run / n0)
+    lendable: bool = False  # 2+ configurations behind it, alike: a cell with no run-to-run spread may be judged by it
+
+    @property
+    def mean_square(self) -> Spread:
+        """The variance of the mean of n0 runs of one invocation (offset and run-to-run noise together)."""
+        return self.parts[0][0]
+
+    @property
+    def var(self) -> float:
+        return max(math.fsum(c * s.var for s, c in self.parts), 0.0)
+
+    @property
+    def sd(self) -> float:
+        return math.sqrt(self.var)
+
+    @property
+    def df(self) -> float:
+        return _satterthwaite([(c * s.var, s.df) for s, c in self.parts])[1]
+
+
 @dataclass(frozen=True)
 class Noise:
     """How much runs of one configuration differ: the sd of log(per-run value) (about the relative sd), with its
-    degrees of freedom and what it rests on."""
+    degrees of freedom and what it rests on. source: "own" (the cell's runs), "device" (pooled over the device's
+    cells alike in noise), "moderated" (the cell's own shrunk toward its device's)."""
 
     sd: float
-    df: int
-    cells: int = 1  # cells (or calibration sets) it is pooled over
+    df: float
+    cells: int = 1  # cells (or calibration sets) it rests on
     runs: int = 0
-    source: str = "own"  # "own" (the cell's runs) or "device" (pooled over the device's cells and calibration)
+    source: str = "own"
 
     def describe(self) -> str:
         return f"{self.sd:.1%} ({self.cells} cell{'s' if self.cells != 1 else ''}, {self.runs} runs)"
 
 
-def pooled_noise(cells: list[list[float]], source: str = "device") -> Noise | None:
-    """The spread pooled over cells: each cell is the per-run values of one configuration (positive numbers); the
-    cells with 2+ runs count (sum of squared log deviations / sum of (runs - 1)). None when no cell has 2 runs."""
-    ss, df, n_cells, runs = 0.0, 0, 0, 0
-    for values in cells:
-        logs = np.log([v for v in values if v is not None and v > 0])
-        if len(logs) < 2:
-            continue
-        ss += float(np.sum((logs - logs.mean()) ** 2))
-        df += len(logs) - 1
-        n_cells += 1
-        runs += len(logs)
-    if not df:
-        return None
-    return Noise(math.sqrt(ss / df), df, n_cells, runs, source)
-
-
 @dataclass(frozen=True)
-class Delta:
-    """A relative change (0.12 = +12%) or a difference of effects, with its interval and verdict."""
+class CellRuns:
+    """The per-run values of one cell as logs, each with the invocation it came from (runs of one harness process
+    share one; harness.record.view.RecordView.invocation)."""
 
-    value: float | None
-    low: float | None = None
-    high: float | None = None
-    verdict: str = NA
-    bounds: str = "ci"  # what low..high are: "ci" (the interval) or "range" (min..max, for the user's logs only)
-    borrowed: bool = False  # a side of one run took its device's run-to-run spread
-    detectable: float | None = None  # within noise: the smallest change this comparison could have called (half-width)
-    runs_for_half: int | None = None  # about how many runs a side would detect half of `detectable` (said when within)
+    logs: tuple[float, ...]
+    invocations: tuple = ()
+    values: tuple[float, ...] = ()
+
+    @staticmethod
+    def of(values: list, invocations: list | None = None) -> CellRuns:
+        invocations = invocations if invocations is not None else [None] * len(values)
+        kept = [(float(v), i) for v, i in zip(values, invocations, strict=True) if v is not None and v > 0]
+        return CellRuns(tuple(math.log(v) for v, _i in kept), tuple(i for _v, i in kept), tuple(v for v, _i in kept))
 
     @property
-    def beyond(self) -> bool:
-        return self.verdict == BEYOND
+    def geometric_mean(self) -> float:
+        """exp(mean of the logs), taken about the smallest value, so runs that agree give their value to the bit."""
+        if not self.values:
+            return math.exp(self.mean)
+        ref = min(self.values)
+        return ref * math.exp(math.fsum(math.log(v / ref) for v in self.values) / len(self.values))
 
-    def to_dict(self) -> dict:
-        low, high = ("range_low", "range_high") if self.bounds == "range" else ("ci_low", "ci_high")
-        out = {"value": self.value, low: self.low, high: self.high, "verdict": self.verdict}
-        if self.borrowed:
-            out["noise"] = "borrowed from the device"
-        if self.detectable is not None:
-            out["could_detect"] = self.detectable
-            out["runs_a_side_for_half"] = self.runs_for_half
+    @property
+    def n(self) -> int:
+        return len(self.logs)
+
+    @property
+    def by_invocation(self) -> dict:
+        out: dict = {}
+        for x, i in zip(self.logs, self.invocations, strict=True):
+            out.setdefault(i, []).append(x)
         return out
 
+    @property
+    def k(self) -> int:
+        """How many invocations its runs came from."""
+        return len(self.by_invocation)
 
-@dataclass
+    @property
+    def mean(self) -> float:
+        return math.fsum(self.logs) / len(self.logs)
+
+    @property
+    def df_within(self) -> int:
+        return self.n - self.k
+
+    @property
+    def ss_within(self) -> float:
+        """The sum of squared deviations of its logs from their invocation's mean."""
+        out = []
+        for xs in self.by_invocation.values():
+            m = math.fsum(xs) / len(xs)
+            out.extend((x - m) ** 2 for x in xs)
+        return math.fsum(out)
+
+
+@dataclass(frozen=True, eq=False)
+class DeviceSpread:
+    """What one device's runs say about noise, for one metric (harness.analysis.noise.fit makes it).
+
+    A configuration (a comparison set: workload and flags) pools its cells' runs across envs and calibration: the
+    same configuration is taken to be alike in noise whichever build runs it. Configurations whose spreads agree
+    share one pooled spread (`pooled`, over `members`); one whose spread differs (an F test against the rest)
+    keeps its own (`apart`). A configuration without 2 runs of one invocation borrows `pooled` only where the
+    device showed its configurations alike (`borrowable`: 2+ of them, none told apart). A configuration of the pool
+    clearly noisier than the rest keeps its own spread too (and still counts in the pool). between: the variance
+    of an invocation's offset (None: not measured on this device)."""
+
+    pooled: Spread | None
+    members: frozenset = frozenset()  # the configurations `pooled` rests on
+    apart: dict = field(default_factory=dict)  # configuration -> its own Spread (it differs, or is clearly noisier)
+    alike: bool = True  # every configuration's spread agreed with the rest's (none told apart by Bartlett's test)
+    runs: int = 0
+    between: Between | None = None
+    calibration_runs: int = 0
+    modes: dict = field(default_factory=dict)  # configuration -> (low, high): a cell of it peaked at two levels
+
+    @property
+    def cells(self) -> int:
+        """Configurations with a spread of their own (pooled or apart)."""
+        return len(self.members | set(self.apart))
+
+    @property
+    def borrowable(self) -> bool:
+        return self.pooled is not None and len(self.members) >= 2 and self.alike
+
+    @property
+    def sd(self) -> float:
+        return (self.pooled or self.typical_apart()).sd
+
+    @property
+    def df(self) -> float:
+        return (self.pooled or self.typical_apart()).df
+
+    def typical_apart(self) -> Spread:
+        """Where no configuration is pooled: the median one of those apart (for a one-line summary only)."""
+        spreads = sorted(self.apart.values(), key=lambda s: (s.var, s.df))
+        return spreads[len(spreads) // 2]
+
+    def spread_for(self, config) -> Spread | None:
+        """The spread a configuration's cells use: its own if apart, the pooled one if it is pooled or may borrow."""
+        if config in self.apart:
+            return self.apart[config]
+        if config in self.members or self.borrowable:
+            return self.pooled
+        return None
+
+    def noise(self, config) -> Noise | None:
+        spread = self.spread_for(config)
+        if spread is None:
+            return None
+        if config in self.apart:
+            return Noise(spread.sd, spread.df, 1, 0, "own")
+        return Noise(spread.sd, spread.df, len(self.members), self.runs, "device")
+
+
+def cell_spread(runs: CellRuns, device: DeviceSpread | None, config=None) -> tuple[Spread, Noise] | None:
+    """The run-to-run spread a cell of `config` uses, and its description; None where nothing is known (one run,
+    no device spread, or a device whose configurations differ in noise)."""
+    if device is not None:
+        spread = device.spread_for(config)
+        return None if spread is None else (spread, device.noise(config))
+    if runs.df_within < 1:
+        return None
+    own = Spread(runs.ss_within / runs.df_within, runs.df_within)
+    return own, Noise(own.sd, own.df, 1, runs.n, "own")
+
+
+# ------------------------------------------------------------------------------------------- estimates
+
+
+@dataclass(eq=False)
 class Estimate:
-    """A point value with its replicates (None when there is no noise estimate, `why` says which case)."""
+    """A cell's value (the geometric mean of its runs') with what its uncertainty rests on; `why` says which case
+    has none. Compared by identity: an interval counts a cell once however many parts name it."""
 
     point: float | None
-    boot: np.ndarray | None
     n: int  # timed samples behind it (memory: runs)
     repeats: int  # runs behind it
-    noise: Noise | None = None  # the spread its replicates were drawn with
-    why: str | None = None  # no replicates: SINGLE, FEW or ONE_RUN
+    noise: Noise | None = None  # the run-to-run spread it uses (its description)
+    why: str | None = None  # no noise estimate: SINGLE, FEW or ONE_RUN
+    log: float | None = None  # log(point): the mean of its runs' logs
+    within: tuple = ()  # ((Spread, weight), ...): the run-to-run variance of `log` is sum(weight * var)
+    loads: tuple = ()  # ((invocation, share of its runs), ...)
+    device: DeviceSpread | None = None  # whose between-invocation spread its invocations carry
+    by_invocations: bool = False  # no run-to-run spread of its own: judged by how its device's invocations differ
+    config: object = None  # its configuration on the device (whose two modes, if it has them, decide nothing)
+
+    @property
+    def modes(self) -> tuple | None:
+        """(low, high): the two levels its configuration's runs peak at on its device, where a cell showed two."""
+        return self.device.modes.get(self.config) if self.device is not None else None
+
+    @property
+    def known(self) -> bool:
+        """Has a noise estimate: an interval can be drawn (for one judged by invocations, only against a cell of
+        another invocation)."""
+        return self.log is not None and (bool(self.within) or self.by_invocations)
 
     @property
     def borrowed(self) -> bool:
         return self.repeats < 2 and self.noise is not None
 
-    def half_width(self) -> float | None:
-        """The relative half-width of this cell's own 99% interval (what --repeats auto drives down)."""
-        if self.noise is None or not self.repeats:
+    def bounds(self) -> tuple[float, float] | None:
+        """Its own CONFIDENCE interval (low, high) in its units, an invocation's offset included where measured;
+        None without a noise estimate."""
+        if not self.known:
             return None
-        return math.expm1(t_quantile(self.noise.df) * self.noise.sd / math.sqrt(self.repeats))
+        half = Linear(self.log, {self: [1.0]}).half_width()
+        return math.exp(self.log - half), math.exp(self.log + half)
 
-
-def seed_for(key: str) -> int:
-    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
-
-
-def cell_noise(run_values: list[float], device: Noise | None) -> Noise | None:
-    """The spread a cell's interval uses: the larger of its own runs' and its device's, with the device's degrees
-    of freedom where the device has an estimate (its own otherwise); None with one run and no device estimate."""
-    own = pooled_noise([run_values], source="own")
-    if device is None:
-        return own
-    if own is not None and own.sd > device.sd:
-        return Noise(own.sd, device.df, device.cells, device.runs, "own")
-    return device
-
-
-def replicates(point: float, noise: Noise, runs: int, n_boot: int, key: str) -> np.ndarray:
-    """point * exp(sd / sqrt(runs) * t_df): draws of the cell's value (seeded by key)."""
-    rng = np.random.default_rng(seed_for(key))
-    draws = rng.standard_t(noise.df, size=n_boot) if noise.df < 1000 else rng.standard_normal(n_boot)
-    # t with few degrees of freedom has tails heavy enough to overflow exp: clipped far beyond any 99% bound
-    return point * np.exp(np.clip(noise.sd / math.sqrt(runs) * draws, -30.0, 30.0))
+    def half_width(self) -> float | None:
+        """The relative half-width of its own interval (what --repeats auto drives down)."""
+        if not self.known:
+            return None
+        return math.expm1(Linear(self.log, {self: [1.0]}).half_width())
 
 
 NUMPY_MEDIAN_FROM = 1000  # values from which numpy's partition is quicker than sorting them in Python
@@ -207,13 +336,13 @@ NUMPY_MEDIAN_FROM = 1000  # values from which numpy's partition is quicker than 
 
 def median(values: list) -> float | None:
     """The median of numbers (the mean of the middle two for an even count: np.median's value to the bit), None for
-    none. In Python for a few: a run's steps, a cell's few runs or a log line's one sample each cost microseconds
-    this way, about fifty with numpy (a report of 100,000 records takes some 100,000 medians); with numpy for many:
-    a cell of 800 runs pools 32,000 steps, 4 ms sorted in Python, 1 ms partitioned."""
+    none. In Python for a few (microseconds a run, where numpy costs about fifty); with numpy for many."""
     if not values:
         return None
     if len(values) < NUMPY_MEDIAN_FROM:
         return float(statistics.median(values))
+    import numpy as np
+
     return float(np.median(np.asarray(values, dtype=float)))
 
 
@@ -229,128 +358,338 @@ def rate(median_ms: float | None, tokens_per_step: float | None) -> float | None
     return tokens_per_step / (median_ms / 1000.0) if median_ms > 0 else None
 
 
-def throughput(samples_ms: list, tokens_per_step: float | None, key: str = "", n_boot: int = N_BOOT,
-               device: Noise | None = None, median_ms: float | None = None,
-               run_medians: list | None = None) -> Estimate:
-    """tokens/s from per-run lists of timed step times (ms), with replicates from the run-to-run spread. median_ms: the
-    median of those steps pooled, where the caller has it already (a cell's ms/step: one sort of its steps, not two);
-    run_medians: each run's own median, in the order of samples_ms, where the caller has them (a record's view keeps
-    its own: the noise rule read them already)."""
-    if run_medians is not None:
-        run_medians = [m for s, m in zip(samples_ms, run_medians, strict=True) if len(s)]
-    # plain numbers: a run's median is taken in Python (a record's steps are a list of them already)
-    samples = [s if type(s) is list else [float(x) for x in s] for s in samples_ms if len(s)]
-    n = sum(len(s) for s in samples)
-    if not n or not tokens_per_step:
-        return Estimate(None, None, n, len(samples))
-    if median_ms is None:
-        median_ms = median(list(itertools.chain.from_iterable(samples)))
-    if median_ms <= 0:
-        return Estimate(None, None, n, len(samples))
-    point = tokens_per_step / (median_ms / 1000.0)
+def throughput(samples_ms: list, tokens_per_step: float | None, device: DeviceSpread | None = None,
+               run_medians: list | None = None, invocations: list | None = None, config=None) -> Estimate:
+    """tokens/s from per-run lists of timed step times (ms): the geometric mean of the runs' own tokens/s, with its
+    uncertainty. run_medians: each run's own median, in the order of samples_ms, where the caller has them;
+    invocations: each run's invocation, in that order; config: its configuration (its spread's, on the device)."""
+    invocations = invocations if invocations is not None else [None] * len(samples_ms)
+    if run_medians is None:
+        run_medians = [median([x for x in s if x is not None]) for s in samples_ms]
+    kept = [(s, m, i) for s, m, i in zip(samples_ms, run_medians, invocations, strict=True) if len(s)]
+    n = sum(len(s) for s, _m, _i in kept)
+    per_run = [rate(m, tokens_per_step) for _s, m, _i in kept]
+    runs = CellRuns.of(per_run, [i for _s, _m, i in kept])
+    if not n or not runs.n:
+        return Estimate(None, n, len(kept))
     if n < MIN_SAMPLES:
-        return Estimate(point, None, n, len(samples), why=SINGLE if n <= 1 else FEW)
-    per_run = [run_throughput(s, tokens_per_step) for s in samples] if run_medians is None else \
-        [rate(m, tokens_per_step) for m in run_medians]
-    return _estimate(point, per_run, n, device, n_boot, key)
+        return Estimate(runs.geometric_mean, n, runs.n, why=SINGLE if n <= 1 else FEW)
+    return _estimate(runs, n, device, config)
 
 
-def memory(values: list, key: str = "", n_boot: int = N_BOOT, device: Noise | None = None) -> Estimate:
-    """A per-run counter (peak memory): the median over runs, with replicates from the run-to-run spread."""
-    runs = [float(v) for v in values if v is not None and v > 0]
-    if not runs:
-        return Estimate(None, None, 0, 0)
-    return _estimate(median(runs), runs, len(runs), device, n_boot, key)
+def memory(values: list, device: DeviceSpread | None = None, invocations: list | None = None,
+           config=None) -> Estimate:
+    """A per-run counter (peak memory): the geometric mean over runs, with its uncertainty by the same rule."""
+    runs = CellRuns.of([float(v) if v is not None else None for v in values], invocations)
+    if not runs.n:
+        return Estimate(None, 0, 0)
+    return _estimate(runs, runs.n, device, config)
 
 
-def _estimate(point: float, per_run: list, n: int, device: Noise | None, n_boot: int, key: str) -> Estimate:
-    runs = [v for v in per_run if v is not None]
-    noise = cell_noise(runs, device)
-    if noise is None:
-        return Estimate(point, None, n, len(runs), why=ONE_RUN)
-    return Estimate(point, replicates(point, noise, len(runs), n_boot, key), n, len(runs), noise)
+def _estimate(runs: CellRuns, n: int, device: DeviceSpread | None, config) -> Estimate:
+    log, point = runs.mean, runs.geometric_mean
+    spread = cell_spread(runs, device, config)
+    shares: dict = {}
+    for i in runs.invocations:
+        shares[i] = shares.get(i, 0) + 1
+    loads = tuple((i, c / runs.n) for i, c in shares.items())
+    if spread is None:
+        between = device.between if device is not None else None
+        if between is not None and between.lendable:
+            # no run-to-run spread for this configuration, but how the device's invocations differ (offset and
+            # run-to-run noise together) is measured: against another invocation, that is its noise
+            ms = between.mean_square
+            noise = Noise(math.sqrt(ms.var * between.n0), ms.df, between.configs, 0, "between invocations")
+            return Estimate(point, n, runs.n, noise, log=log, loads=loads, device=device, by_invocations=True,
+                            config=config)
+        return Estimate(point, n, runs.n, why=ONE_RUN, log=log, device=device, config=config)
+    spread, noise = spread
+    within = ((spread, 1.0 / runs.n),)
+    return Estimate(point, n, runs.n, noise, log=log, within=within, loads=loads, device=device, config=config)
 
 
-def _verdict(value: float, low: float, high: float, floor: float) -> str:
-    return BEYOND if (low > 0 or high < 0) and abs(value) >= floor else WITHIN
+# ------------------------------------------------------------------------------------------- deltas
+
+
+@dataclass(frozen=True)
+class Delta:
+    """A relative change (0.12 = +12%) or a difference of effects, with its interval and verdict."""
+
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    verdict: str = NA
+    bounds: str = "ci"  # what low..high are: "ci" (the interval) or "range" (min..max, for the user's logs only)
+    borrowed: bool = False  # a side of one run took its device's run-to-run spread
+    detectable: float | None = None  # within noise: the smallest change this comparison could have called
+    runs_to_decide: int | None = None  # within noise: about how many runs a side would decide the delta seen
+    between_unknown: bool = False  # its sides are different invocations whose offset is not measured on the device
+
+    @property
+    def beyond(self) -> bool:
+        return self.verdict == BEYOND
+
+    def to_dict(self) -> dict:
+        low, high = ("range_low", "range_high") if self.bounds == "range" else ("ci_low", "ci_high")
+        out = {"value": self.value, low: self.low, high: self.high, "verdict": self.verdict}
+        if self.borrowed:
+            out["noise"] = "borrowed from the device"
+        if self.between_unknown:
+            out["between_invocations"] = "not measured"
+        if self.detectable is not None:
+            out["could_detect"] = self.detectable
+            out["runs_a_side_to_decide"] = self.runs_to_decide
+        return out
+
+
+@dataclass
+class Linear:
+    """A delta as a linear form of cells' log values: value, and d value / d log(cell) per cell (a list of
+    contributions, summed exactly). log: value is a log ratio (a relative change is expm1 of it); otherwise a
+    difference in the delta's own units (linearized)."""
+
+    value: float
+    grads: dict = field(default_factory=dict)  # Estimate -> [contribution, ...]
+    log: bool = True
+
+    def gradient(self) -> list[tuple[Estimate, float]]:
+        return [(e, math.fsum(gs)) for e, gs in self.grads.items()]
+
+    def parts(self) -> tuple[dict, dict, bool, bool]:
+        """The variance as {Spread: [coefficient, ...]}: the run-to-run part, and the invocation offsets' part
+        (each Spread once; an offset's estimate is a difference of spreads, so some coefficients are negative);
+        whether an invocation offset that does not cancel is unmeasured; and whether a cell judged by invocations
+        meets a cell of its own invocation (then nothing judges the delta)."""
+        within: dict[Spread, list[float]] = {}
+        between: dict[Spread, list[float]] = {}
+        loads: dict[tuple, list[float]] = {}
+        by_invocations: dict[tuple, float] = {}  # its invocations -> the fewest runs a cell has of one
+        for est, g in self.gradient():
+            for s, w in est.within:
+                within.setdefault(s, []).append(g * g * w)
+            for inv, share in est.loads:
+                loads.setdefault((est.device, inv), []).append(g * share)
+                if est.by_invocations:
+                    runs = share * est.repeats
+                    by_invocations[est.device, inv] = min(by_invocations.get((est.device, inv), runs), runs)
+        unknown = unjudged = False
+        for key, contributions in loads.items():
+            device = key[0]
+            load = math.fsum(contributions)
+            if abs(load) < 1e-9:  # both sides ran in this invocation: its offset cancels
+                unjudged = unjudged or key in by_invocations
+                continue
+            if device is None or device.between is None:
+                unknown = True
+                continue
+            if key in by_invocations:
+                # a cell judged by invocations has no run-to-run term to take the mean square's share from; with
+                # fewer runs than the invocations behind it (n0), the mean square scaled by n0 / runs bounds it
+                scale = max(1.0, device.between.n0 / by_invocations[key])
+                between.setdefault(device.between.mean_square, []).append(load * load * scale)
+                continue
+            for s, coef in device.between.parts:
+                between.setdefault(s, []).append(load * load * coef)
+        return within, between, unknown, unjudged
+
+    def variance(self) -> tuple[float, float, bool, float]:
+        """(variance, Welch-Satterthwaite df, between_unknown, the run-to-run part of the variance). An offset's
+        estimate subtracts run-to-run variance; where that leaves a spread's coefficient below 0 it counts 0 (the
+        offset's mean square alone: conservative). A small mean square is not replaced by the run-to-run part:
+        its few degrees of freedom already widen t for it (with runs as many as the calibration's, t is exact)."""
+        within, between, unknown, unjudged = self.parts()
+        if unjudged:
+            return math.nan, math.nan, unknown, math.nan
+        w_var, w_df = _satterthwaite([(math.fsum(cs) * s.var, s.df) for s, cs in within.items()])
+        merged = {s: list(cs) for s, cs in within.items()}
+        for s, cs in between.items():
+            merged.setdefault(s, []).extend(cs)
+        var, df = _satterthwaite([(max(math.fsum(cs), 0.0) * s.var, s.df) for s, cs in merged.items()])
+        if not between or var <= 0.0:
+            return w_var, w_df, unknown, w_var
+        # An offset's mean square rests on few invocations: no other term may lend the sum more degrees of freedom
+        # than it has (a run-to-run term kept where a subtraction was dropped would, and t would shrink).
+        offset_df = min(s.df for s, cs in between.items() if math.fsum(cs) > 0)
+        return var, min(df, offset_df), unknown, w_var
+
+    def half_width(self) -> float:
+        var, df, _unknown, _w = self.variance()
+        return t_critical(df) * math.sqrt(var) if var > 0 else 0.0  # (nan where unjudged)
+
+
+def _satterthwaite(terms: list[tuple[float, float]]) -> tuple[float, float]:
+    """The variance sum(terms) and its Welch-Satterthwaite degrees of freedom (inf where every term is known)."""
+    var = math.fsum(a for a, _df in terms)
+    den = math.fsum(a * a / df for a, df in terms if not math.isinf(df))
+    return var, (var * var / den if den > 0 else math.inf)
+
+
+def _add(grads: dict, est: Estimate, g: float) -> None:
+    grads.setdefault(est, []).append(g)
+
+
+def _delta(form: Linear, floor: float, borrowed: bool, runs_now: float | None) -> Delta:
+    """The interval and verdict of a delta given as a linear form, with what it could detect where within."""
+    var, df, unknown, within = form.variance()
+    if math.isnan(var):  # a cell judged by invocations against its own invocation: no spread says anything
+        return Delta(form.value if not form.log else math.expm1(form.value), verdict=ONE_RUN)
+    half = t_critical(df) * math.sqrt(var) if var > 0 else 0.0
+    if form.log:  # t with under 1 degree of freedom can make a half-width beyond any float's exp: clipped far out
+        value, low, high = (math.expm1(max(min(x, 700.0), -700.0)) for x in (form.value, form.value - half,
+                                                                              form.value + half))
+    else:
+        value, low, high = form.value, form.value - half, form.value + half
+    verdict = BEYOND if (low > 0 or high < 0) and abs(value) >= floor else WITHIN
+    detectable = runs = None
+    if verdict == WITHIN:
+        detectable = max(math.expm1(min(half, 700.0)) if form.log else half, floor)
+        runs = _runs_to_decide(value, floor, runs_now, var, df, within, form.log)
+    return Delta(value, low, high, verdict, borrowed=borrowed, detectable=detectable, runs_to_decide=runs,
+                 between_unknown=unknown)
+
+
+def _runs_to_decide(value: float, floor: float, runs_now: float | None, var: float, df: float, within: float,
+                    log: bool) -> int | None:
+    """About how many runs a side would make an interval narrow enough to decide `value` (at least the floor):
+    the run-to-run part of the variance shrinks as 1/runs, an invocation offset's does not (None: more runs of
+    these invocations cannot decide it, or it would take over MAX_RUNS_SAID)."""
+    if not runs_now or within <= 0:
+        return None
+    target = max(abs(value), floor)
+    target = math.log1p(target) if log else target
+    room = (target / t_critical(df)) ** 2 - (var - within)
+    if room <= 0:
+        return None
+    runs = math.ceil(runs_now * within / room)
+    return runs if runs <= MAX_RUNS_SAID else None
 
 
 def _no_estimate(*estimates: Estimate) -> str | None:
-    whys = [e.why or (SINGLE if e.n <= 1 else FEW) for e in estimates if e.boot is None]
+    whys = [e.why or (SINGLE if e.n <= 1 else FEW) for e in estimates if not e.known]
     return _missing(whys) if whys else None
 
 
-def ratio(a: Estimate, b: Estimate, floor: float = NOISE_FLOOR) -> tuple[Delta, np.ndarray | None]:
-    """b relative to a (b/a - 1), and its replicates (for differences of effects and geometric means)."""
-    if a.point is None or b.point is None or a.point == 0:
-        return Delta(None), None
-    value = b.point / a.point - 1.0
-    missing = _no_estimate(a, b)
-    if missing:
-        return Delta(value, verdict=missing), None
-    boot = b.boot / a.boot - 1.0
-    d = interval(value, boot, floor, borrowed=a.borrowed or b.borrowed)
-    return _with_power(d, math.ceil(8 / (1 / max(a.repeats, 1) + 1 / max(b.repeats, 1))), floor), boot
-
-
-def _with_power(d: Delta, runs_for_half: int | None, floor: float) -> Delta:
-    """A within-noise delta with what it could have detected (its half-width, at least the floor) and about how many
-    runs a side would detect half that (the half-width goes as sqrt(1/runs_a + 1/runs_b): n = 8 / (1/runs_a +
-    1/runs_b) a side; below the floor more runs do not help, so none is said)."""
-    half = max(abs(d.high - d.value), abs(d.value - d.low), floor) if d.verdict == WITHIN else None
-    if half is not None and half / 2 < floor:
-        runs_for_half = None
-    return Delta(d.value, d.low, d.high, d.verdict, d.bounds, d.borrowed, half, runs_for_half)
-
-
-def interval(value: float, boot: np.ndarray, floor: float = NOISE_FLOOR, borrowed: bool = False) -> Delta:
-    """The delta's interval from its replicates (the central CONFIDENCE share of them) and its verdict."""
-    low, high = percentile_bounds(boot)
-    return Delta(value, low, high, _verdict(value, low, high, floor), borrowed=borrowed)
-
-
-def percentile_bounds(boot: np.ndarray) -> tuple[float, float]:
-    """The central CONFIDENCE share of replicates: (low, high). Every interval drawn or printed comes from here."""
-    tail = (1.0 - CONFIDENCE) / 2 * 100
-    low, high = (float(x) for x in np.percentile(boot, [tail, 100 - tail]))
-    return low, high
-
-
 def _missing(verdicts: list[str]) -> str:
-    for why in (SINGLE, FEW, ONE_RUN):
+    for why in (MODES, SINGLE, FEW, ONE_RUN):
         if why in verdicts:
             return why
     return FEW
 
 
-def combine(parts: list[tuple[float, tuple[Delta, np.ndarray | None]]], floor: float = NOISE_FLOOR) -> Delta:
-    """A weighted sum of effects (e.g. a 2x2 factor: 0.5*(e22 - e12) + 0.5*(e21 - e11)), in absolute units."""
-    if any(d.value is None for _, (d, _b) in parts):
-        return Delta(None)
-    value = sum(w * d.value for w, (d, _b) in parts)
-    if any(b is None for _, (_d, b) in parts):
-        return Delta(value, verdict=_missing([d.verdict for _, (d, _b) in parts]))
-    boot = sum(w * b for w, (_d, b) in parts)
-    return interval(value, boot, floor, borrowed=any(d.borrowed for _, (d, _b) in parts))
+def _harmonic_runs(*estimates: Estimate) -> float:
+    """The runs a side of a comparison, as its variance counts them: 2 / (1/runs_a + 1/runs_b)."""
+    return len(estimates) / math.fsum(1.0 / max(e.repeats, 1) for e in estimates)
+
+
+def ratio(a: Estimate, b: Estimate, floor: float = NOISE_FLOOR) -> tuple[Delta, Linear | None]:
+    """b relative to a (b/a - 1), and its linear form (for differences of effects and geometric means)."""
+    if a.point is None or b.point is None or a.point <= 0 or b.point <= 0:
+        return Delta(None), None
+    value = b.point / a.point - 1.0
+    if a.modes or b.modes:
+        return Delta(value, verdict=MODES), None
+    missing = _no_estimate(a, b)
+    if missing:
+        return Delta(value, verdict=missing), None
+    form = Linear(b.log - a.log)
+    _add(form.grads, b, 1.0)
+    _add(form.grads, a, -1.0)
+    d = _delta(form, floor, a.borrowed or b.borrowed, _harmonic_runs(a, b))
+    return Delta(value, d.low, d.high, d.verdict, borrowed=d.borrowed, detectable=d.detectable,
+                 runs_to_decide=d.runs_to_decide, between_unknown=d.between_unknown), form
 
 
 def counter(a: Estimate, b: Estimate, floor: float = NOISE_FLOOR) -> Delta:
-    """A per-run counter (peak memory) of b against a's (Estimates from memory()): the same rule as tokens/s."""
+    """A per-run counter (peak memory) of b against a's (Estimates from memory()): the same rule as tokens/s, except
+    where either side's configuration peaks at two levels on its device (modes()): a run in the other mode is not a
+    change, so its delta is said as MODES, never beyond noise."""
     return ratio(a, b, floor)[0]
 
 
-def geomean(parts: list[tuple[Delta, np.ndarray | None]], floor: float = NOISE_FLOOR) -> Delta:
-    """The geometric mean of several ratios (each a Delta b/a - 1 with its replicates): exp(mean(log(1 + d))) - 1.
-    Its interval comes from the replicates combined replicate by replicate (every cell drawn on its own);
-    a part without replicates leaves the mean without a noise estimate."""
-    values = [d.value for d, _b in parts]
+def modes(cell: CellRuns) -> tuple[float, float] | None:
+    """(low, high) where a cell's runs fall at two levels: the widest gap between its sorted values is at least
+    MODE_GAP and MODE_TIGHT times the spread inside either side, each side 2+ runs (a peak RSS of 600 or 790 MiB,
+    within one invocation too); None otherwise."""
+    logs = sorted(cell.logs)
+    if len(logs) < 4:
+        return None
+    gap, at = max((logs[i + 1] - logs[i], i) for i in range(len(logs) - 1))
+    low, high = logs[:at + 1], logs[at + 1:]
+    if len(low) < 2 or len(high) < 2:
+        return None
+    inside = max(_sd(low), _sd(high))
+    if gap < math.log1p(MODE_GAP) or gap < MODE_TIGHT * inside:
+        return None
+    return math.exp(math.fsum(low) / len(low)), math.exp(math.fsum(high) / len(high))
+
+
+def _sd(logs: list[float]) -> float:
+    mean = math.fsum(logs) / len(logs)
+    return math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+
+
+def combine(parts: list[tuple[float, tuple[Delta, Linear | None]]], floor: float = NOISE_FLOOR) -> Delta:
+    """A weighted sum of relative effects (e.g. a 2x2 factor: 0.5*(e22 - e12) + 0.5*(e21 - e11)), in absolute
+    units: its interval from the effects' log forms, linearized (d e / d log = 1 + e)."""
+    if any(d.value is None for _, (d, _f) in parts):
+        return Delta(None)
+    value = math.fsum(w * d.value for w, (d, _f) in parts)
+    if any(f is None for _, (_d, f) in parts):
+        return Delta(value, verdict=_missing([d.verdict for _, (d, _f) in parts]))
+    form = Linear(value, log=False)
+    for w, (d, f) in parts:
+        for est, g in f.gradient():
+            _add(form.grads, est, w * (1.0 + d.value) * g)
+    d = _delta(form, floor, any(d.borrowed for _, (d, _f) in parts), None)
+    return Delta(d.value, d.low, d.high, d.verdict, borrowed=d.borrowed, detectable=d.detectable,
+                 between_unknown=d.between_unknown)
+
+
+def geomean(parts: list[tuple[Delta, Linear | None]], floor: float = NOISE_FLOOR) -> Delta:
+    """The geometric mean of several ratios (each a Delta b/a - 1 with its log form): exp(mean of the log ratios)
+    - 1, its interval from the mean of the log forms (rungs that share a spread share its estimate, and an
+    invocation's offset common to every rung is counted once). A part without a form leaves it without a noise
+    estimate."""
+    values = [d.value for d, _f in parts]
     if not parts or any(v is None or v <= -1 for v in values):
         return Delta(None)
-    value = float(np.exp(np.mean(np.log1p(values))) - 1.0)
-    boots = [b for _d, b in parts]
-    if any(b is None for b in boots):
-        return Delta(value, verdict=_missing([d.verdict for d, _b in parts]))
-    boot = np.exp(np.mean(np.log1p(np.stack(boots)), axis=0)) - 1.0
-    d = interval(value, boot, floor, borrowed=any(d.borrowed for d, _b in parts))
-    runs = [p.runs_for_half for p, _b in parts if p.runs_for_half]
-    return _with_power(d, max(runs) if runs else None, floor)
+    value = math.expm1(math.fsum(math.log1p(v) for v in values) / len(values))
+    forms = [f for _d, f in parts]
+    if any(f is None for f in forms):
+        return Delta(value, verdict=_missing([d.verdict for d, _f in parts]))
+    form = Linear(math.fsum(f.value for f in forms) / len(forms))
+    for f in forms:
+        for est, g in f.gradient():
+            _add(form.grads, est, g / len(forms))
+    ests = list(form.grads)
+    d = _delta(form, floor, any(d.borrowed for d, _f in parts), _harmonic_runs(*ests) if ests else None)
+    return Delta(value, d.low, d.high, d.verdict, borrowed=d.borrowed, detectable=d.detectable,
+                 runs_to_decide=d.runs_to_decide, between_unknown=d.between_unknown)
+
+
+def difference(first: Linear, second: Linear, floor: float = NOISE_FLOOR) -> Delta:
+    """(1 + first) / (1 + second) - 1 of two log forms (a ratio of ratios: one step on one device against the same
+    step on another), judged by the rule."""
+    form = Linear(first.value - second.value)
+    for f, sign in ((first, 1.0), (second, -1.0)):
+        for est, g in f.gradient():
+            _add(form.grads, est, sign * g)
+    return _delta(form, floor, False, None)
+
+
+def pooled_noise(cells: list[list[float]], source: str = "device") -> Noise | None:
+    """The spread pooled over cells (each the per-run values of one configuration, one invocation): the sum of
+    squared log deviations / the sum of (runs - 1). None when no cell has 2 runs. (harness.calibrate's summary of
+    its own runs; comparisons use harness.analysis.noise.fit.)"""
+    ss, df, n_cells, runs = [], 0, 0, 0
+    for values in cells:
+        cell = CellRuns.of(list(values))
+        if cell.n < 2:
+            continue
+        ss.append(cell.ss_within)
+        df += cell.df_within
+        n_cells += 1
+        runs += cell.n
+    if not df:
+        return None
+    return Noise(math.sqrt(math.fsum(ss) / df), df, n_cells, runs, source)

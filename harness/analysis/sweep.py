@@ -99,8 +99,7 @@ def _merge(records: list[RecordView]) -> dict:
     return {
         "status": status,
         "runs": len(records),
-        "tokens_per_s": stats.throughput(samples, tokens, key=json.dumps(curve_key(records[0])),
-                                         median_ms=step_ms).point,
+        "tokens_per_s": stats.throughput(samples, tokens, run_medians=[r.timed_median for r in ok]).point,
         "step_ms": step_ms,
         "peak_memory_bytes": peak,
         "memory_source": source,

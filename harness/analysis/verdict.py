@@ -3,10 +3,11 @@ leaner, by how much, how sure, and what changed underneath. What harness.compare
 top of the report. No torch import.
 
 A pair's speed is the geometric mean of its tokens/s ratios over the rungs both sides ran ok (each rung's ratio with
-its bootstrap replicates, combined replicate by replicate: harness.analysis.stats.geomean), judged by the same rule
+its log form, their mean: harness.analysis.stats.geomean, one closed-form interval), judged by the same rule
 as every delta. Its memory is the geometric mean of the per-rung peak-memory ratios, with how many rungs moved beyond
-noise. The rung that changed most is named, and for it the one line underneath that moved most: the kernel (or kernel
-category) whose time per step changed most, else the memory-split part that moved most. It is computed from the
+noise. The rung that changed most is named, and, where its change is beyond noise, the one line underneath that moved
+most: the kernel (or kernel category) whose time per step changed most, else the memory-split part that moved most
+(a change within noise is not explained: the kernel times of one build move by noise too). It is computed from the
 cross-version and cross-device results (harness.analysis.tables.cross), so it obeys the comparability rule, the
 baselines and the left-out runs of those tables.
 """
@@ -103,7 +104,7 @@ def _verdict(cx: Compare) -> Verdict:
         not_ok=Counter(r.status for _p, r in cx.ds.failed),
         devices=[(cx.name(g), g) for g in dict.fromkeys([*cx.ds.gpus(), *(r.device_label for _p, r in cx.ds.contended)])],
         noise=[cx.ds.noise[g] for g in cx.ds.gpus() if g in cx.ds.noise],
-        apart=apart(cx.ds.identities, cx.ds.sources))
+        apart=apart(cx.ds.identities, cx.ds.sources, cx.ds.env_order, cx.ds.gpu_order))
 
 
 def _count_kinds(left_out) -> Counter:
@@ -146,7 +147,9 @@ def _judge(cx: Compare, pair: Pair) -> None:
         pair.memory_judged = sum(r.d_memory.verdict in (stats.BEYOND, stats.WITHIN) for r in rows)
     known = [r for r in rows if r.d_tokens.value is not None]
     pair.most = max(known, key=lambda r: abs(r.d_tokens.value), default=None)
-    if pair.most is not None:
+    # what changed underneath explains a decided change only: a change within noise has no cause to name, and the
+    # kernels' own times move by run-to-run noise too (an A/A pair's aten::mm moved 23% by itself)
+    if pair.most is not None and pair.most.d_tokens.beyond:
         pair.underneath = underneath(pair.most.base, pair.most.group)
 
 

@@ -33,12 +33,13 @@ from harness.bisect.candidates import (
     resolve_end,
 )
 from harness.bisect.explain import answer_lines, landscape_chart, points_table, underneath, write_state
-from harness.bisect.search import METRICS, Search
+from harness.bisect.search import METRICS, Search, calibration_runs
 from harness.launcher import Interrupted, stop_on_signals
 from harness.request import AUTO, AUTO_MAX_REPEATS, USAGE_ERRORS, RunRequest, add_option
 
 DEFAULT_OUT = "results/bisect"  # under results/runs' rule: results/bisect is git-ignored
 DEFAULT_VENVS = ".venvs/bisect"
+DEFAULT_CALIBRATION = "results/runs"  # where python -m harness.calibrate writes by default
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -68,6 +69,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--free-disk", action="store_true", help="with --remove-venvs: also drop the build's torch, triton and "
                    "nvidia-* wheels from uv's cache (GBs per build; a rerun downloads them again)")
     p.add_argument("--noise-floor", type=argtypes.fraction, default=stats.NOISE_FLOOR, help=f"smallest relative change called beyond noise (default {stats.NOISE_FLOOR})")
+    p.add_argument("--calibration", action="append", type=argtypes.path_text, metavar="DIR",
+                   help="harness.calibrate's records of this device, pooled into its run-to-run spread as harness.compare "
+                   f"pools them (repeatable; default: {DEFAULT_CALIBRATION}/ and the bisect's own records/)")
     p.add_argument("--include-contended", action="store_true", help="reuse runs timed under contention too (by default "
                    "a contended run counts nowhere, as in harness.compare, and the build is measured again)")
     p.add_argument("--all", action="store_true", help="what changed underneath: every kernel change, not the largest few")
@@ -142,7 +146,11 @@ def main(argv=None) -> int:
         print(f"{mode} {metric.name} of rung {args.rung} ({args.preset}): {len(cands)} candidate(s) "
               f"{cands[0].version} .. {cands[-1].version}, {args.repeats} run(s) each -> {out.as_posix()}/", flush=True)
     # --at writes no search state: the bisect's own file stays what the search found
-    search = Search(cands, metric, measurer, args.noise_floor, mode=mode, max_runs=max_runs,
+    calibration = calibration_runs(args.calibration or [DEFAULT_CALIBRATION, str(out / "records")],
+                                   args.include_contended)
+    if calibration:
+        print(f"calibration: {len(calibration)} run(s) of harness.calibrate pooled into the device's spread", flush=True)
+    search = Search(cands, metric, measurer, args.noise_floor, mode=mode, max_runs=max_runs, calibration=calibration,
                     on_point=(lambda result: None) if args.at else (lambda result: write_state(result, out, command)))
     with stop_on_signals():
         try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from harness.analysis import noise, stats
 from harness.analysis.group import Group
@@ -52,19 +53,18 @@ class Metric:
         raise ValueError(self.name)
 
     def estimate(self, g: Group) -> stats.Estimate:
-        """The group's value with its replicates, by harness.compare's rule for this kind of number."""
+        """The group's value with its uncertainty, by harness.compare's rule for this kind of number."""
         if self.name == "tokens_per_s":
             return g.throughput
         if self.name == "peak_memory":
             return g.memory_estimate
-        return stats.memory(self.values(g), key=f"{self.name} {g.key!r}")  # its own runs' spread: no device's
+        return stats.memory(self.values(g))  # its own runs' spread: no device's
 
     def value(self, g: Group) -> tuple[float | None, float | None, float | None]:
         """(point, low, high): the value with its interval (low, high None without a noise estimate)."""
         est = self.estimate(g)
-        if est.point is None or est.boot is None:
-            return est.point, None, None
-        return (est.point, *stats.percentile_bounds(est.boot))
+        bounds = est.bounds()
+        return (est.point, None, None) if bounds is None else (est.point, *bounds)
 
     def delta(self, a: Group, b: Group, floor: float = stats.NOISE_FLOOR) -> stats.Delta:
         """b relative to a, by the rule harness.compare uses for this kind of number."""
@@ -88,10 +88,26 @@ METRICS = {
 
 
 def group_of(records: list[dict]) -> Group:
-    """The records of one candidate as one comparable group (the measurer gives only comparable, ok records)."""
+    """The records of one candidate as one comparable group (the measurer gives only comparable, ok records); each
+    run's invocation as harness.compare reads it (its record's, else the build's env: one venv a build)."""
     views = list(map(RecordView.of, records))
     first = views[0]
-    return Group("measured", first.workload_hash, first.flags_hash, first.env, first.device_label, records=views)
+    return Group("measured", first.workload_hash, first.flags_hash, first.env, first.device_label, records=views,
+                 invocations=[v.invocation or ("build", v.env) for v in views])
+
+
+def calibration_runs(paths, include_contended: bool = False) -> list[tuple[RecordView, object]]:
+    """harness.calibrate's ok runs under paths (its records: plan CALIBRATION_PLAN), with their invocations, for
+    Search(calibration=...): the device's A/A spread, as harness.compare pools it."""
+    from harness.analysis.dataset import invocation
+    from harness.record.io import iter_records
+
+    out = []
+    for path, raw in iter_records([p for p in paths if Path(p).is_dir()], warn=lambda line: None):
+        r = RecordView(raw)
+        if r.plan == noise.CALIBRATION_PLAN and r.ok and (include_contended or not r.contended):
+            out.append((r, invocation(str(path), r)))
+    return out
 
 
 # --------------------------------------------------------------------------- the search
@@ -142,9 +158,13 @@ class Search:
 
     def __init__(self, candidates: list[Candidate], metric: Metric, measure: Callable[..., list[dict]],
                  floor: float = stats.NOISE_FLOOR, say: Callable[[str], None] = print, mode: str = "bisect",
-                 on_point: Callable[[Result], None] | None = None, max_runs: int = 0):
-        """measure(candidate) -> its records; with max_runs (--repeats auto), measure(candidate, n) -> at least n."""
+                 on_point: Callable[[Result], None] | None = None, max_runs: int = 0,
+                 calibration: list | None = None):
+        """measure(candidate) -> its records; with max_runs (--repeats auto), measure(candidate, n) -> at least n.
+        calibration: (RecordView, invocation) of harness.calibrate's runs (calibration_runs), pooled into the
+        device's spread as harness.compare pools them."""
         self.metric, self.measure, self.floor, self.say = metric, measure, floor, say
+        self.calibration = calibration or []
         self.max_runs = max_runs
         self.on_point = on_point or (lambda result: None)
         self.result = Result(metric, candidates, {c.version: Point(c) for c in candidates}, mode)
@@ -174,12 +194,13 @@ class Search:
         return point
 
     def _pool_noise(self) -> None:
-        """Every measured build's group made afresh with the run-to-run spread pooled over all of them (the rule
-        harness.compare uses over a folder), so no estimate rests on one build's runs alone."""
+        """Every measured build's group made afresh with the run-to-run spread pooled over all of them and the
+        device's calibration runs (the rule harness.compare uses over a folder), so no estimate rests on one build's
+        runs alone."""
         measured = [p for p in self.result.points.values() if p.group is not None]
         for p in measured:
             p.group = group_of(p.group.records)
-        noise.by_device([p.group for p in measured], [])
+        noise.by_device([p.group for p in measured], self.calibration)
 
     def _vs(self, p: Point, other: Point, scale: float | None = None) -> stats.Delta:
         """p against other; until decided, when max_runs allows: more runs of the side with fewer."""

@@ -170,7 +170,7 @@ def ladder_tables(cx: Compare) -> list[Table]:
                 continue
             mfu = g.summary_median("mfu")
             table.rows.append({"rung": rung if rung == g.label else f"{rung} (= {g.label})", "runs": g.n_text,
-                               "ms": g.ms_median, "tokens_s": g.throughput.point, "memory": g.memory_bytes,
+                               "ms": g.ms_per_step, "tokens_s": g.throughput.point, "memory": g.memory_bytes,
                                "mfu": None if mfu is None else Mfu(mfu),
                                "vs_previous": Cell(step.vs_previous, "ratio") if step.vs_previous else None,
                                "vs_first": Cell(step.vs_first, "ratio") if step.vs_first else None, "run_ids": run_ids(g)})

@@ -39,7 +39,7 @@ def reference_ladder_tables(cx: Compare) -> list[Table]:
                 previous = rung_of[list(rung_of)[-1]]
             rung_of.setdefault(rung, ref)
             est = estimate(ref)
-            row.update(ms=ref.ms_median, tokens_s=est.point, memory=ref.memory_bytes,
+            row.update(ms=ref.ms_per_step, tokens_s=est.point, memory=ref.memory_bytes,
                        first=ref.first.first_step_ms, watts=info.watts,
                        vs_previous=Cell(stats.ratio(estimate(previous), est)[0], "ratio") if previous else None,
                        vs_first=Cell(stats.ratio(estimate(first), est)[0], "ratio") if first else None)
@@ -68,13 +68,13 @@ def reference_table(cx: Compare) -> Table:
             table.rows.append({**base, "ref_ms": r.status})
             continue
         ref_est = estimate(ref)
-        base.update(ref_ms=ref.ms_median, ref_tokens_s=ref_est.point, ref_mem=ref.memory_bytes)
+        base.update(ref_ms=ref.ms_per_step, ref_tokens_s=ref_est.point, ref_mem=ref.memory_bytes)
         matches = measured.get((r.rung, ref.workload.batch_size, ref.workload.seq_len), [])
         if not matches:
             table.rows.append({**base, "measured": "(none)"})
         for g in matches:
             conditions = reference_conditions(ref, g)  # typed, beside the column's text (not a column)
-            table.rows.append({**base, "measured": f"{cx.name(g.gpu)} / {g.env}", "ms": g.ms_median, "tokens_s": g.throughput.point,
+            table.rows.append({**base, "measured": f"{cx.name(g.gpu)} / {g.env}", "ms": g.ms_per_step, "tokens_s": g.throughput.point,
                                "mem": g.summary_median("device_used_bytes"),
                                "d_tokens_s": Cell(stats.ratio(ref_est, g.throughput, cx.floor)[0]),
                                "differs": conditions_text(conditions), "conditions": conditions})

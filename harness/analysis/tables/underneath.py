@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from harness.analysis.cells import Table, fmt_pct, shorten
+from harness.analysis.cells import Cell, Table, fmt_pct, shorten
 from harness.analysis.group import Group
 from harness.record.parts import Gemm, KernelRow, KernelTime
 from harness.record.view import CPU_INDUCTOR
@@ -28,8 +28,9 @@ TOP_UNDERNEATH = 5  # "what changed underneath": ranked rows shown per pair besi
 def underneath_table(cx: Compare) -> Table:
     table = Table("underneath", "What changed underneath: kernels of the same rung, baseline vs other (lm_head GEMM and "
                   "attention first, then the largest changes in time per step)", [
-        ("pair", "A -> B"), ("rung", "rung"), ("what", "what"), ("a", "A"), ("b", "B"), ("impact", "B - A us/step")])
-    hidden = 0
+        ("pair", "A -> B"), ("rung", "rung"), ("d_tokens", "tokens/s B vs A"), ("what", "what"), ("a", "A"), ("b", "B"),
+        ("impact", "B - A us/step")])
+    hidden = noise = 0
     for across, a, b in cx.pairs():
         pair = f"{cx.name(a.gpu)}: {a.env} -> {b.env}" if across == "env" else f"{a.env}: {cx.name(a.gpu)} -> {cx.name(b.gpu)}"
         result = kernel_diff(a, b, top=None if cx.show_all else TOP_UNDERNEATH)
@@ -37,11 +38,17 @@ def underneath_table(cx: Compare) -> Table:
             continue
         rows, more = result
         hidden += more
+        delta = cx.delta(a, b)
+        noise += not delta.beyond
         for what, va, vb, impact in rows:
-            table.rows.append({"pair": pair, "rung": f"{a.label} ({a.batch})", "what": what, "a": va, "b": vb, "impact": impact})
+            table.rows.append({"pair": pair, "rung": f"{a.label} ({a.batch})", "d_tokens": Cell(delta), "what": what,
+                               "a": va, "b": vb, "impact": impact})
     if hidden:
         table.notes.append(f"per pair: the lm_head GEMM, the attention kernels and the {TOP_UNDERNEATH} changes with the largest "
                            f"|B - A| time per step; {hidden} smaller changes not shown (--all shows every row)")
+    if noise:
+        table.notes.append(f"{noise} pair(s) of rungs whose tokens/s did not change beyond noise: their kernel times "
+                           "differ by run-to-run noise too, and explain nothing (the verdict names none for them)")
     if not table.rows:
         table.notes.append("no pair of comparable runs has kernel profiles on both sides (explain.kernels)")
     return table
