@@ -218,7 +218,7 @@ def test_bad_files_warned_once_each_and_rest_compared(tmp_path, capsys):
     (good / "truncated.json").write_text('{"schema_version": 1, "run_id": "x", "ki')
     (good / "foreign.json").write_text('{"name": "package.json", "version": "1.0.0"}')
     future = make_record(env="torch212", rung="fp32")
-    future["schema_version"] = 3
+    future["schema_version"] = 4
     (good / "future.json").write_text(json.dumps(future))
     nan = make_record(env="torch212", rung="tf32", workload={"precision": "tf32"})
     (good / "nan.json").write_text(json.dumps(nan).replace('"ms": [5000.0', '"ms": [NaN'))
@@ -229,7 +229,7 @@ def test_bad_files_warned_once_each_and_rest_compared(tmp_path, capsys):
     assert len(lines) == 5, lines
     for name in ("truncated.json", "foreign.json", "future.json", "nan.json", "empty"):
         assert sum(name in line for line in lines) == 1, name
-    assert "schema_version 3" in err and "NaN" in err and "truncated" in err
+    assert "schema_version 4" in err and "NaN" in err and "truncated" in err
     assert "+100.0%" in out  # the two good records were still compared
     assert "truncated.json" in out  # and the skipped files are listed as left out
 

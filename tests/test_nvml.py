@@ -139,11 +139,12 @@ def test_the_record_schema_and_its_typed_part_know_the_gpu_id():
     import json
 
     from harness.record.io import validate
+    from harness.record.migrate import migrate
     from harness.record.model import RecordError
     from harness.record.view import RecordView
 
     calls = RESULTS / "gpu-h200-20261126-call1"
-    record = json.loads(min((calls / "beyond").glob("*.json")).read_text())
+    record = migrate(json.loads(min((calls / "beyond").glob("*.json")).read_text()))  # version 2 on disk
     record["environment"]["driver"]["nvml"]["gpu_id"] = "5f0e9c1a2b3c"
     assert RecordView(validate(copy.deepcopy(record))).environment.driver.nvml.gpu_id == "5f0e9c1a2b3c"
     record["environment"]["driver"]["nvml"]["gpu_id"] = 5

@@ -133,7 +133,8 @@ class Between:
 
     @property
     def df(self) -> float:
-        return _satterthwaite([(c * s.var, s.df) for s, c in self.parts])[1]
+        """The degrees of freedom a delta carrying it has at most: its mean square's (Linear.variance)."""
+        return self.mean_square.df
 
 
 @dataclass(frozen=True)
