@@ -106,9 +106,12 @@ def ladder_charts(ladders: list[series.LadderChart]) -> list[Chart]:
                     "and each part has its own scale." if len(parts) > 1 else "")
             charts.append((_file_name(f"ladder-{file_part(lc.plan)}", names), _ladder(lc, WIDE), (
                 f"Tokens/s per rung of plan {lc.plan}, one bar per device / env and B (whiskers: "
-                f"{stats.interval_name()}, absent where too few samples give none; hatched: the user's logged single "
-                f"samples){of}.{more}"), _ladder(lc, NARROW)))
+                f"{stats.interval_name()}, absent where too few samples give none, a triangle where one runs past the "
+                f"chart's edge; hatched: the user's logged single samples){of}.{more}"), _ladder(lc, NARROW)))
     return charts
+
+
+WHISKER_ROOM = 1.5  # the value axis of a ladder chart reaches this many times its tallest bar at most
 
 
 def _ladder(lc, width: float) -> bytes:
@@ -123,11 +126,17 @@ def _ladder_figure(lc, width: float) -> bytes:
     x = np.arange(len(lc.rungs))
     bar = ax.barh if narrow else ax.bar
     colors = series_colors(n)
+    # the value axis fits the bars: a whisker past WHISKER_ROOM times the tallest bar (a configuration of one noisy
+    # pair of runs, t at 2 df) is cut at the edge and marked, not allowed to squash every bar to nothing
+    tallest = max((p.value for s in lc.series for p in s.points.values() if p is not None), default=0.0)
+    edge = tallest * WHISKER_ROOM
+    cut = []
     for i, s in enumerate(lc.series):
         points = [s.points.get(r) for r in lc.rungs]
         xs = x - 0.4 + size * (i + 0.5)
         errors = np.array([p.errors if p is not None else (0.0, 0.0) for p in points]).T
         values = [p.value if p is not None else np.nan for p in points]
+        cut += [xi for xi, p in zip(xs, points, strict=True) if p is not None and p.value + p.errors[1] > edge > 0]
         bar(xs, values, size, label=s.label, hatch="//" if s.reference else None, capsize=2, color=colors[i],
             edgecolor="black" if s.reference else None, linewidth=0.5, alpha=0.6 if s.reference else 1.0,
             **({} if s.reference or not errors.any() else {"xerr" if narrow else "yerr": errors}))
@@ -139,6 +148,13 @@ def _ladder_figure(lc, width: float) -> bytes:
                     ax.text(xi, 0, f" {s.failed[r]}", rotation=90, ha="center", va="bottom", fontsize=9, color="dimgray")
     value_axis = ax.xaxis if narrow else ax.yaxis
     value_axis.set_major_formatter(THOUSANDS)
+    if cut:
+        (ax.set_xlim if narrow else ax.set_ylim)(0, edge)
+        for xi in cut:  # the whisker runs on past the edge
+            if narrow:
+                ax.plot([edge], [xi], marker=">", color="black", markersize=5, clip_on=False)
+            else:
+                ax.plot([xi], [edge], marker="^", color="black", markersize=5, clip_on=False)
     if narrow:
         ax.set_yticks(x, lc.rungs)
         ax.set_ylim(len(lc.rungs) - 0.5, -0.5)  # the first rung on top
