@@ -300,3 +300,33 @@ def test_a_cells_interval_from_its_runs_own_medians_is_the_same():
     assert stats.throughput(samples, 256).bounds() is not None  # the intervals compared were drawn
     for v in views:
         assert stats.rate(v.timed_median, 256) == stats.run_throughput(v.timed_ms, 256)
+
+
+# --------------------------------------------------------------------------- six invocations of one build
+
+AA6 = DATA / "aa6-cpu-2t"
+
+
+@pytest.mark.skipif(not AA6.is_dir(), reason="no tests/data/aa6-cpu-2t")
+def test_six_invocations_of_one_build_measure_their_offset_and_call_nothing():
+    """tests/data/aa6-cpu-2t: one build, six invocations of harness.run (a, b, a, b, a, b; 3 runs of bf16 each), the
+    sides compared as two envs, every run of a side pooled. Three invocations a side measure the offset between
+    invocations (2 degrees of freedom a side, 4 in all), and neither tokens/s nor peak RSS is called different from itself
+    (a memory whose runs peak at two levels is said as two modes, never a delta)."""
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for side in ("a", "b"):
+            for _path, r in iter_records([AA6 / side], warn=lambda line: None):
+                target = Path(tmp) / side / f"{r['run_id']}.json"
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(json.dumps(_as(r, env=f"aa-{side}")))
+        ds, cx = analyse(CompareOptions((Path(tmp) / "a", Path(tmp) / "b"), include_contended=True), lambda line: None)
+        (pair,) = [p for p in verdict(cx).pairs if p.across == "env"]
+        (device,) = ds.noise.values()
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert len(pair.rows) == 1 and len(pair.rows[0].base.records) == len(pair.rows[0].group.records) == 9
+    assert device.tokens.between is not None and device.tokens.between.mean_square.df == 4  # 2 cells of 3 invocations
+    assert not pair.speed.beyond and not pair.speed.between_unknown
+    assert pair.memory is None or not pair.memory.beyond
