@@ -326,10 +326,12 @@ class Estimate:
         return math.exp(self.log - half), math.exp(self.log + half)
 
     def half_width(self) -> float | None:
-        """The relative half-width of its own interval (what --repeats auto drives down)."""
-        if not self.known:
+        """The relative half-width of its run-to-run interval (what --repeats auto drives down: more runs of one
+        invocation narrow that part, never its offset); None without a run-to-run spread."""
+        if self.log is None or not self.within:
             return None
-        return math.expm1(Linear(self.log, {self: [1.0]}).half_width())
+        var, df = _satterthwaite([(w * s.var, s.df) for s, w in self.within])
+        return math.expm1(t_critical(df) * math.sqrt(var)) if var > 0 else 0.0
 
 
 NUMPY_MEDIAN_FROM = 1000  # values from which numpy's partition is quicker than sorting them in Python
