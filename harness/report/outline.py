@@ -41,7 +41,8 @@ METHOD = (
     ("Timing: per-step CUDA events (CPU: perf_counter) around each optimizer step, read after one synchronisation "
      "at the end; the first workload.warmup_steps steps are warm-up and excluded; step 0 (which includes "
      "compilation) is reported separately as the first-step time."),
-    "Throughput: tokens per step / median timed step time; repeats of a group are pooled.",
+    ("Throughput: a run's tokens per step / its median timed step time; a group's, the geometric mean of its "
+     "runs' (harness.analysis.stats)."),
 )
 FASTEST_INTRO = (
     "Per device: the seed ladder's best run, the fastest loss-equivalent run found beyond it (plan beyond-ladder, "

@@ -141,8 +141,9 @@ def overview_tables(cmp: Compare, ov: Overview) -> list[Table]:
     if not ov.peers:
         t.rows.append(_row(cmp, ov, "peer", None))
     t.notes += [
-        ("tokens/s: measured runs = tokens per step / median timed step; the user's log = its one logged step; the "
-         "peer = its own median of steps 10-49. Only measured runs have a noise estimate."),
+        ("tokens/s: measured runs = the geometric mean of each run's tokens per step / median timed step; the user's "
+         "log = its one logged step; the peer = its own median of steps 10-49. Only measured runs have a noise "
+         "estimate."),
         (f"equivalent: loss within {cmp.loss_tol:.1%} of the start configuration at the same B and T on this GPU "
          "(plan beyond-ladder: the seed ladder's last rung; harness.tune: its start rung). A faster run that is not "
          "equivalent is not counted here."),
