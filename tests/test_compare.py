@@ -212,6 +212,25 @@ def test_device_spread_is_pooled_over_alike_configurations_and_a_noisier_one_kee
     assert noise.fit({0: [stats.CellRuns.of([100])]}) is None
 
 
+def test_a_memory_that_peaks_at_two_levels_is_never_a_delta():
+    """Peak RSS of one build at about 600 or 790 MiB, within one invocation: two modes, said, and no delta of that
+    configuration decided, even where each side's runs sit in one mode (a delta from one mode against the other)."""
+    mib = 2**20
+    both = [600 * mib, 601 * mib, 790 * mib, 792 * mib, 600.5 * mib]
+    assert stats.modes(stats.CellRuns.of(both)) == (pytest.approx(600.5 * mib, rel=1e-3), pytest.approx(791 * mib, rel=1e-3))
+    assert stats.modes(stats.CellRuns.of([600 * mib, 601 * mib, 602 * mib, 790 * mib])) is None  # one run is no mode
+    assert stats.modes(stats.CellRuns.of([600 * mib, 630 * mib, 660 * mib, 700 * mib])) is None  # a spread, no gap
+    device = noise.fit({"bf16": [stats.CellRuns.of(both, ["i"] * 5)], "fp32": [stats.CellRuns.of([900 * mib] * 3)]},
+                       find_modes=True)
+    assert list(device.modes) == ["bf16"]
+    low = stats.memory([600 * mib, 601 * mib, 600.5 * mib], device, config="bf16")
+    high = stats.memory([790 * mib, 791 * mib, 792 * mib], device, config="bf16")
+    d = stats.counter(low, high)
+    assert d.verdict == stats.MODES and not d.beyond and Cell(d).text() == "+31.7% (two modes, not decided)"
+    other = stats.memory([900 * mib] * 3, device, config="fp32")
+    assert stats.counter(other, stats.memory([950 * mib] * 3, device, config="fp32")).beyond  # other configurations: as ever
+
+
 def test_bad_files_warned_once_each_and_rest_compared(tmp_path, capsys):
     good = write(tmp_path / "r", [make_record(env="torch212", rung="bf16", workload={"precision": "bf16"}),
                                   make_record(env="nightly", rung="bf16", workload={"precision": "bf16"}, ms=constant_ms(50))])

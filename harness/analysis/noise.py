@@ -78,7 +78,8 @@ def fit(configs: dict, calibration_runs: int = 0, find_modes: bool = False) -> s
     fitted = _fit(configs, calibration_runs)
     if fitted is None or not find_modes:
         return fitted
-    found = {c: m for c, m in ((c, next(filter(None, map(stats.modes, cells)), None)) for c, cells in configs.items())
+    # a configuration's cells in any order: the lowest pair of levels found, so no order of cells picks another
+    found = {c: m for c, m in ((c, min(filter(None, map(stats.modes, cells)), default=None)) for c, cells in configs.items())
              if m is not None}
     return dataclasses.replace(fitted, modes=found) if found else fitted
 
