@@ -19,6 +19,7 @@ import argparse
 import math
 import shlex
 import sys
+import textwrap
 from dataclasses import replace
 from pathlib import Path
 
@@ -137,14 +138,19 @@ def main(argv=None) -> int:
         stop.total = len(points)
         print(f"calibrate: {args.runs} runs of {args.plan}/{args.rung} ({args.preset}), env {args.env} -> "
               f"{Path(request.out).as_posix()}/ (records tagged plan={CALIBRATION_PLAN})", flush=True)
-        rerun = shlex.join(["python", "-m", "harness.calibrate", "--rung", args.rung, "--runs", "1", "--plan", args.plan,
-                            "--preset", args.preset, "--out", request.out, "--env", args.env, *override_args(request)])
-        run_points(request, CALIBRATION_PLAN, points, records, rerun=lambda point: rerun)
+        def rerun(point) -> str:  # one more run of this point's rung (a calibration of two rungs names one)
+            return shlex.join(["python", "-m", "harness.calibrate", "--rung", point.rung, "--runs", "1", "--plan",
+                               args.plan, "--preset", args.preset, "--out", request.out, "--env", args.env,
+                               *override_args(request)])
+
+        run_points(request, CALIBRATION_PLAN, points, records, rerun=rerun)
     if stop.exit_code is not None:
         return stop.exit_code
     print()
-    print("\n".join(summary_lines(records, _device_noise(request.out, records, args.include_contended),
-                                   args.include_contended)))
+    lines = summary_lines(records, _device_noise(request.out, records, args.include_contended), args.include_contended)
+    # at 120 columns, each line's continuation indented under it
+    print("\n".join(textwrap.fill(line, 120, subsequent_indent=" " * (len(line) - len(line.lstrip()) + 2),
+                                   break_on_hyphens=False) for line in lines))
     warning = contention_warning(records)
     if warning:
         print(warning, file=sys.stderr, flush=True)
