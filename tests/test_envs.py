@@ -228,7 +228,7 @@ def test_no_pin_written_twice():
 
 def test_no_torch_install_pin_anywhere_else():
     """Across the repository (prose may name versions), nothing installs a pinned torch outside envs/*/env.yaml.
-    Records under results/, tests/data/contended-cpu/, aa-cpu-*/ and calibration-*/ are skipped: their captured `pip freeze` says `torch==...` as a
+    Records under results/, tests/data/contended-cpu/, aa-cpu-*/, aa6-cpu-*/ and calibration-*/ are skipped: their captured `pip freeze` says `torch==...` as a
     fact, not a pin; so are
     the commands' outputs stored in tests/data/golden/ (`envs install-args` prints the spec's pin)."""
     listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], check=False, cwd=ROOT,
@@ -238,7 +238,7 @@ def test_no_torch_install_pin_anywhere_else():
     for rel in listed:
         path = ROOT / rel
         recorded = ("results/", "tests/data/golden/", "tests/data/contended-cpu/", "tests/data/aa-cpu-",
-                    "tests/data/calibration-")  # records and outputs: their pip freeze is a fact, not a pin
+                    "tests/data/aa6-cpu-", "tests/data/calibration-")  # records and outputs: their pip freeze is a fact
         if rel.endswith("env.yaml") or rel == "tests/test_envs.py" or rel.startswith(recorded) or not path.is_file():
             continue
         try:
