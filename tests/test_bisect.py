@@ -89,6 +89,32 @@ def test_monotone_step_found_in_log2_measurements(at):
     assert set(verdicts[1:-1]) <= {"like A", "like B"}
 
 
+def test_one_run_builds_are_decided_only_with_the_devices_calibration(tmp_path):
+    """One run a build: nothing of the builds' own says how much runs differ, so no step is decided. harness.calibrate's
+    runs of the same device (two rungs, alike in noise), found by calibration_runs and handed to Search, lend their
+    spread as they do to compare, and the release that changed it is found."""
+    from harness.analysis.noise import CALIBRATION_PLAN
+    from harness.bisect.search import calibration_runs
+
+    alone = run(StandIn(step("2.5.1"), repeats=1))
+    assert alone.outcome != "boundary" or not alone.boundary_delta.beyond
+    records = []
+    for rung, precision in (("fp32", "fp32"), ("bf16", "bf16")):
+        for r in range(3):
+            rec = make_record(env="local", gpu=None, rung=rung, plan=CALIBRATION_PLAN, repeat=r,
+                              workload={"precision": precision}, torch_version="2.9.1+cu121",
+                              ms=noisy_ms(100.0 * (1 + 0.01 * (r - 1)), 0.01, seed=r, warmup=2, timed=10))
+            records.append(rec)
+    write(tmp_path / "runs", records)
+    calibration = calibration_runs([tmp_path / "runs", tmp_path / "no-such-folder"])
+    assert len(calibration) == 6 and all(view.plan == CALIBRATION_PLAN for view, _inv in calibration)
+    search = Search(cands(), METRICS["tokens_per_s"], StandIn(step("2.5.1"), repeats=1), say=lambda line: None,
+                    calibration=calibration)
+    found = search.bisect()
+    assert found.outcome == "boundary" and found.boundary == ("2.4.1", "2.5.1") and found.boundary_delta.beyond
+    assert found.boundary_delta.borrowed
+
+
 def test_same_ends_install_nothing_more():
     measure = StandIn({v: 100.0 for v in VERSIONS})
     r = run(measure)
