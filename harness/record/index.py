@@ -614,6 +614,8 @@ class _Store:
                 digest = self._mac(body, _written(f, _joined(cores)), lengths)  # the cores hashed as they are written
                 f.writelines(_explain_bytes(explains))
                 f.write(lengths + MAGIC + digest)
+                f.flush()
+                os.fsync(f.fileno())  # whole on disk before it is renamed into place, as record/files.py writes
             os.replace(tmp, target)
         finally:
             with contextlib.suppress(OSError):

@@ -146,6 +146,8 @@ class ChartCache:
             self.folder.mkdir(parents=True, exist_ok=True)
             with open(tmp, "wb") as f:
                 f.write(body + self._mac(name, body))
+                f.flush()
+                os.fsync(f.fileno())  # whole on disk before it is renamed into place, as record/files.py writes
             os.replace(tmp, self.folder / (name + SUFFIX))
         except OSError as exc:
             self.unwritable = self.unwritable or (exc.strerror or str(exc))
