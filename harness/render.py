@@ -402,8 +402,8 @@ def _left_out_blocks(v, name) -> list[tuple[str, list[str]]]:
 
 def _noise_json(n: stats.DeviceSpread | None) -> dict | None:
     """A device's spreads as data: the run-to-run sd of log per-run values (about the relative sd) with its degrees of
-    freedom and basis, whether its cells are alike in noise (else the prior df each cell's own is shrunk with), and
-    the sd of an invocation's offset (None: not measured)."""
+    freedom and basis, the configurations that keep their own spread (apart), the sd of an invocation's offset (None:
+    not measured) and, per memory metric, the two levels a configuration's peaks fell at (modes)."""
     if n is None:
         return None
     between = None if n.between is None else {"sd": n.between.sd, "df": n.between.df, "cells": n.between.configs}

@@ -194,9 +194,8 @@ class Group:
         """Peak memory (the geometric mean over runs of memory[0]'s metric), with its interval by the same rule."""
         metric = self.memory[0]
         device = self.noise.memory_noise(metric) if self.noise is not None else None
-        peaks = [(value, inv) for (value, _m), inv in zip((r.peak_memory() for r in self.records), self.invocations,
-                                                          strict=True) if value is not None]
-        return stats.memory([v for v, _i in peaks], device=device, invocations=[i for _v, i in peaks],
+        # a run without a peak is dropped with its invocation by stats.CellRuns.of
+        return stats.memory([r.peak_memory()[0] for r in self.records], device=device, invocations=self.invocations,
                             config=self.set_key)
 
     @cached_property  # a reference table reads it once per reference it stands beside

@@ -166,7 +166,6 @@ def _between(configs: dict, pooled: stats.Spread | None, apart: dict) -> stats.B
     per_config = []  # each configuration's variance of an invocation's mean (its mean square / n0)
     for c, cells in configs.items():
         spread = apart.get(c, pooled)
-        counted = False
         c_squares, c_weight, c_df = [], [], 0
         for cell in cells:
             groups = list(cell.by_invocation.values())
@@ -178,8 +177,7 @@ def _between(configs: dict, pooled: stats.Spread | None, apart: dict) -> stats.B
             c_weight.append(cell.n - math.fsum(len(xs) ** 2 for xs in groups) / cell.n)  # (k - 1) * n0
             minus.setdefault(spread, []).append(k - 1)
             c_df += k - 1
-            counted = True
-        if counted:
+        if c_df:
             n_configs += 1
             squares += c_squares
             weight += c_weight

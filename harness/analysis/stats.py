@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from harness.analysis.student import t_quantile
 
@@ -140,8 +141,9 @@ class Between:
 @dataclass(frozen=True)
 class Noise:
     """How much runs of one configuration differ: the sd of log(per-run value) (about the relative sd), with its
-    degrees of freedom and what it rests on. source: "own" (the cell's runs), "device" (pooled over the device's
-    cells alike in noise), "moderated" (the cell's own shrunk toward its device's)."""
+    degrees of freedom and what it rests on. source: "own" (its configuration's runs), "device" (pooled over the
+    device's configurations alike in noise), "between invocations" (a cell judged by how its device's invocations
+    differ)."""
 
     sd: float
     df: float
@@ -180,7 +182,7 @@ class CellRuns:
     def n(self) -> int:
         return len(self.logs)
 
-    @property
+    @cached_property  # read by k, df_within, ss_within and the offset's estimate: grouped once
     def by_invocation(self) -> dict:
         out: dict = {}
         for x, i in zip(self.logs, self.invocations, strict=True):
@@ -216,11 +218,11 @@ class DeviceSpread:
 
     A configuration (a comparison set: workload and flags) pools its cells' runs across envs and calibration: the
     same configuration is taken to be alike in noise whichever build runs it. Configurations whose spreads agree
-    share one pooled spread (`pooled`, over `members`); one whose spread differs (an F test against the rest)
-    keeps its own (`apart`). A configuration without 2 runs of one invocation borrows `pooled` only where the
-    device showed its configurations alike (`borrowable`: 2+ of them, none told apart). A configuration of the pool
-    clearly noisier than the rest keeps its own spread too (and still counts in the pool). between: the variance
-    of an invocation's offset (None: not measured on this device)."""
+    (Bartlett's test) share one pooled spread (`pooled`, over `members`), and one of them clearly noisier than the
+    rest (a one-sided F test) keeps its own (`apart`) while still counting in the pool; where they do not agree,
+    every configuration keeps its own (`apart`, `alike` False, no pool). A configuration without 2 runs of one
+    invocation borrows `pooled` only where the device showed its configurations alike (`borrowable`: 2+ of them).
+    between: the variance of an invocation's offset (None: not measured on this device)."""
 
     pooled: Spread | None
     members: frozenset = frozenset()  # the configurations `pooled` rests on
@@ -392,10 +394,7 @@ def memory(values: list, device: DeviceSpread | None = None, invocations: list |
 def _estimate(runs: CellRuns, n: int, device: DeviceSpread | None, config) -> Estimate:
     log, point = runs.mean, runs.geometric_mean
     spread = cell_spread(runs, device, config)
-    shares: dict = {}
-    for i in runs.invocations:
-        shares[i] = shares.get(i, 0) + 1
-    loads = tuple((i, c / runs.n) for i, c in shares.items())
+    loads = tuple((i, len(xs) / runs.n) for i, xs in runs.by_invocation.items())
     if spread is None:
         between = device.between if device is not None else None
         if between is not None and between.lendable:
@@ -457,6 +456,11 @@ class Linear:
 
     def gradient(self) -> list[tuple[Estimate, float]]:
         return [(e, math.fsum(gs)) for e, gs in self.grads.items()]
+
+    def add(self, other: Linear, weight: float, per: float = 1.0) -> None:
+        """weight times another form's gradient, over `per`, added to this one's (its value is the caller's to set)."""
+        for est, g in other.gradient():
+            _add(self.grads, est, weight * g / per)
 
     def parts(self) -> tuple[dict, dict, bool, bool]:
         """The variance as {Spread: [coefficient, ...]}: the run-to-run part, and the invocation offsets' part
@@ -597,9 +601,7 @@ def ratio(a: Estimate, b: Estimate, floor: float = NOISE_FLOOR) -> tuple[Delta, 
     form = Linear(b.log - a.log)
     _add(form.grads, b, 1.0)
     _add(form.grads, a, -1.0)
-    d = _delta(form, floor, a.borrowed or b.borrowed, _harmonic_runs(a, b))
-    return Delta(value, d.low, d.high, d.verdict, borrowed=d.borrowed, detectable=d.detectable,
-                 runs_to_decide=d.runs_to_decide, between_unknown=d.between_unknown), form
+    return replace(_delta(form, floor, a.borrowed or b.borrowed, _harmonic_runs(a, b)), value=value), form
 
 
 def counter(a: Estimate, b: Estimate, floor: float = NOISE_FLOOR) -> Delta:
@@ -641,11 +643,8 @@ def combine(parts: list[tuple[float, tuple[Delta, Linear | None]]], floor: float
         return Delta(value, verdict=_missing([d.verdict for _, (d, _f) in parts]))
     form = Linear(value, log=False)
     for w, (d, f) in parts:
-        for est, g in f.gradient():
-            _add(form.grads, est, w * (1.0 + d.value) * g)
-    d = _delta(form, floor, any(d.borrowed for _, (d, _f) in parts), None)
-    return Delta(d.value, d.low, d.high, d.verdict, borrowed=d.borrowed, detectable=d.detectable,
-                 between_unknown=d.between_unknown)
+        form.add(f, w * (1.0 + d.value))
+    return _delta(form, floor, any(d.borrowed for _, (d, _f) in parts), None)
 
 
 def geomean(parts: list[tuple[Delta, Linear | None]], floor: float = NOISE_FLOOR) -> Delta:
@@ -662,21 +661,18 @@ def geomean(parts: list[tuple[Delta, Linear | None]], floor: float = NOISE_FLOOR
         return Delta(value, verdict=_missing([d.verdict for d, _f in parts]))
     form = Linear(math.fsum(f.value for f in forms) / len(forms))
     for f in forms:
-        for est, g in f.gradient():
-            _add(form.grads, est, g / len(forms))
+        form.add(f, 1.0, per=len(forms))
     ests = list(form.grads)
     d = _delta(form, floor, any(d.borrowed for d, _f in parts), _harmonic_runs(*ests) if ests else None)
-    return Delta(value, d.low, d.high, d.verdict, borrowed=d.borrowed, detectable=d.detectable,
-                 runs_to_decide=d.runs_to_decide, between_unknown=d.between_unknown)
+    return replace(d, value=value)
 
 
 def difference(first: Linear, second: Linear, floor: float = NOISE_FLOOR) -> Delta:
     """(1 + first) / (1 + second) - 1 of two log forms (a ratio of ratios: one step on one device against the same
     step on another), judged by the rule."""
     form = Linear(first.value - second.value)
-    for f, sign in ((first, 1.0), (second, -1.0)):
-        for est, g in f.gradient():
-            _add(form.grads, est, sign * g)
+    form.add(first, 1.0)
+    form.add(second, -1.0)
     return _delta(form, floor, False, None)
 
 

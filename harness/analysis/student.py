@@ -1,7 +1,7 @@
 """The distributions the noise rule needs, in closed form and in plain Python (no scipy; no random draw anywhere):
 Student's t quantile at any degrees of freedom (the incomplete beta function, Numerical Recipes' continued fraction,
-solved by bisection to 1e-13), and the digamma and trigamma functions with trigamma's inverse (for the spread pooled
-over cells that are alike, harness.analysis.spread: limma's moderated variance, Smyth 2004).
+solved by bisection to 1e-13), the F distribution's tail through the same incomplete beta, and the chi-square tail
+(the incomplete gamma function) for Bartlett's test of configurations alike in noise (harness.analysis.noise).
 """
 
 from __future__ import annotations
@@ -65,53 +65,6 @@ def t_quantile(df: float, upper: float) -> float:
         mid = (lo + hi) / 2.0
         lo, hi = (mid, hi) if t_tail(mid, df) > tail else (lo, mid)
     return (lo + hi) / 2.0
-
-
-def digamma(x: float) -> float:
-    """psi(x) for x > 0: recurrence up to 6, then the asymptotic series."""
-    out = 0.0
-    while x < 10.0:
-        out -= 1.0 / x
-        x += 1.0
-    f = 1.0 / (x * x)
-    return out + math.log(x) - 0.5 / x - f * (1 / 12 - f * (1 / 120 - f * (1 / 252 - f * (1 / 240 - f / 132))))
-
-
-def trigamma(x: float) -> float:
-    """psi'(x) for x > 0: recurrence up to 6, then the asymptotic series."""
-    out = 0.0
-    while x < 10.0:
-        out += 1.0 / (x * x)
-        x += 1.0
-    f = 1.0 / (x * x)
-    return out + 1.0 / x + f / 2 + f / x * (1 / 6 - f * (1 / 30 - f * (1 / 42 - f / 30)))
-
-
-def trigamma_inverse(y: float) -> float:
-    """x with trigamma(x) = y (y > 0): Newton's method on 1/trigamma, as limma's trigammaInverse."""
-    if y > 1e7:
-        return 1.0 / math.sqrt(y)
-    if y < 1e-6:
-        return 1.0 / y
-    x = 0.5 + 1.0 / y
-    for _ in range(50):
-        tri = trigamma(x)
-        # the derivative of trigamma: -1/x^2 - 1/x^3 - ... ; Newton on 1/trigamma(x), whose slope is near 1
-        step = tri * (1.0 - tri / y) / _tetragamma(x)
-        x += step
-        if -step / x < 1e-10:
-            break
-    return x
-
-
-def _tetragamma(x: float) -> float:
-    """psi''(x) for x > 0 (Newton's slope for trigamma_inverse)."""
-    out = 0.0
-    while x < 10.0:
-        out -= 2.0 / x ** 3
-        x += 1.0
-    f = 1.0 / (x * x)
-    return out - f - 1.0 / x ** 3 - f * f * (0.5 - f * (1 / 6 - f * (1 / 6 - f * 3 / 10)))
 
 
 def chi2_tail(x: float, df: float) -> float:

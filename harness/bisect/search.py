@@ -98,16 +98,11 @@ def group_of(records: list[dict]) -> Group:
 
 def calibration_runs(paths, include_contended: bool = False) -> list[tuple[RecordView, object]]:
     """harness.calibrate's ok runs under paths (its records: plan CALIBRATION_PLAN), with their invocations, for
-    Search(calibration=...): the device's A/A spread, as harness.compare pools it."""
-    from harness.analysis.dataset import invocation
-    from harness.record.io import iter_records
+    Search(calibration=...): the device's A/A spread, read as harness.compare reads it (dataset.load's)."""
+    from harness.analysis.dataset import load
 
-    out = []
-    for path, raw in iter_records([p for p in paths if Path(p).is_dir()], warn=lambda line: None):
-        r = RecordView(raw)
-        if r.plan == noise.CALIBRATION_PLAN and r.ok and (include_contended or not r.contended):
-            out.append((r, invocation(str(path), r)))
-    return out
+    folders = [p for p in paths if Path(p).is_dir()]
+    return load(folders, warn=lambda line: None, include_contended=include_contended).calibration if folders else []
 
 
 # --------------------------------------------------------------------------- the search
