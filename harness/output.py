@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from harness.record.files import stage
+from harness.record.files import publish, stage
 from harness.signals import STOP_SIGNALS, Interrupted, stop_on_signals
 from harness.textsafe import is_file_part, terminal
 
@@ -129,7 +129,7 @@ def write_files(out_dir: str | os.PathLike, files: dict[str, bytes]) -> list[Pat
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
             for name, tmp in temps.items():
-                os.replace(tmp, out / name)
+                publish(tmp, out / name)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     except BaseException as exc:  # a full disk, and a stop signal (Ctrl-C, SIGTERM) half-way: no temp file stays

@@ -9,12 +9,10 @@ Every value comes through RecordView and the Dataset: the same rules as every ta
 
 from __future__ import annotations
 
-import contextlib
-import os
-import secrets
 from pathlib import Path
 
 from harness.analysis.dataset import Dataset
+from harness.record.files import atomic_file
 from harness.record.view import RecordView
 
 RUN_COLUMNS = ("run_id", "role", "kind", "status", "env", "env_name", "torch_version", "device", "device_alias",
@@ -79,12 +77,7 @@ def export_parquet(ds: Dataset, out: Path) -> list[Path]:
     written = []
     for name, table in tables.items():
         final = out / f"{name}.parquet"
-        tmp = out / f".tmp-{secrets.token_hex(8)}.parquet"
-        try:
-            pq.write_table(table, tmp, compression="zstd")
-            os.replace(tmp, final)
-        finally:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
+        with atomic_file(final) as f:  # harness.record.files: fsynced, renamed into place, removed on any failure
+            pq.write_table(table, f, compression="zstd")
         written.append(final)
     return written

@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 from harness.envs.spec import EnvSpec, SpecError
+from harness.record.files import write_atomic
 
 INDEX_VAR = "HARNESS_TORCH_INDEX_URL"  # mirror for every spec that names a PyTorch index
 PROBE_TIMEOUT_S = 5.0
@@ -154,7 +155,7 @@ def install(spec: EnvSpec, venv: Path, project: Path, editable: bool = False, fi
     if find_links is not None:
         source = {**torch_wheel(venv, find_links), "folder": str(find_links),
                   "dependencies": f"the folder, then {effective_index(spec) or 'the default index'}"}
-        (venv / TORCH_SOURCE_FILE).write_text(json.dumps(source, indent=1) + "\n")
+        write_atomic(venv / TORCH_SOURCE_FILE, json.dumps(source, indent=1) + "\n")
 
 
 def folder_install_steps(spec: EnvSpec, pip: list[str], folder: Path) -> list[list[str]]:

@@ -20,7 +20,7 @@ import tarfile
 import zlib
 from pathlib import Path
 
-from harness.record.files import write_atomic
+from harness.record.files import TEMP_PREFIX, publish_folder, write_atomic
 from harness.record.index import INDEX_DIR
 from harness.textsafe import markdown, markdown_cell
 
@@ -57,7 +57,8 @@ def pack(results: Path, summary: dict, summary_text: str, into: Path) -> list[Pa
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for path in sorted(results.rglob("*")):
-            if path.is_file() and not path.name.startswith(".tmp-") and INDEX_DIR not in path.relative_to(results).parts:
+            if path.is_file() and not path.name.startswith(TEMP_PREFIX) and \
+                    INDEX_DIR not in path.relative_to(results).parts:
                 tar.add(path, arcname=f"{TOP}/{path.relative_to(results).as_posix()}")
     data = buf.getvalue()
     archive = into / archive_name(summary)
@@ -143,15 +144,15 @@ def unpack(archive: Path, results_root: Path = Path("results"), into: Path | Non
     target = into or target_for(summary, results_root)
     if target.exists() or target.is_symlink():
         raise PackError(f"{target} exists; records are never overwritten: name another folder with --into")
-    staging = target.parent / f".tmp-unpack-{secrets.token_hex(6)}"
+    staging = target.parent / f"{TEMP_PREFIX}unpack-{secrets.token_hex(6)}"
     try:
         with tarfile.open(archive, "r:gz") as tar:
             members = _members(tar, archive)
             target.parent.mkdir(parents=True, exist_ok=True)
             staging.mkdir()
             tar.extractall(staging, members=members, filter="data")
-        (staging / "README.md").write_text(readme(summary, target.name))
-        staging.rename(target)
+        write_atomic(staging / "README.md", readme(summary, target.name))  # over one the archive may hold, as before
+        publish_folder(staging, target)  # every file in it fsynced, then the one rename
     except (OSError, EOFError, zlib.error, tarfile.TarError) as exc:
         raise PackError(f"{archive}: not unpacked ({type(exc).__name__}: {exc}); nothing left behind") from None
     finally:

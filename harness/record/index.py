@@ -47,7 +47,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
-from harness.record.files import not_own_folder, open_regular
+from harness.record.files import TEMP_PREFIX, atomic_file, not_own_folder, open_regular, stage
 from harness.record.io import file_bytes, read_record, record_names, record_of
 from harness.record.model import SCHEMA_VERSION, RecordError
 from harness.record.view import RecordView
@@ -122,10 +122,7 @@ def user_key() -> bytes:
         if len(key) == 32:
             return key
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{secrets.token_hex(8)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(secrets.token_bytes(32))
+    tmp = stage(path, secrets.token_bytes(32), mode=0o600)
     try:
         os.link(tmp, path)
     except FileExistsError:
@@ -570,7 +567,7 @@ class _Store:
         """Remove the temp files of writers killed before they could (SIGKILL, a power cut): one an hour old is no
         live write's (writing 100,000 records' index takes about a minute)."""
         now = time.time()
-        for path in self.path.parent.glob(".tmp-*"):
+        for path in self.path.parent.glob(f"{TEMP_PREFIX}*"):
             with contextlib.suppress(OSError):
                 st = path.lstat()
                 if stat.S_ISREG(st.st_mode) and now - st.st_mtime > STALE_TEMP_S:
@@ -607,19 +604,11 @@ class _Store:
         lengths = len(body).to_bytes(8, "little") + cores_length.to_bytes(8, "little")
         cores = [core for core in cores if core is not None]
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".tmp-{secrets.token_hex(8)}.idx")
-        try:
-            with open(tmp, "wb") as f:
-                f.write(body)
-                digest = self._mac(body, _written(f, _joined(cores)), lengths)  # the cores hashed as they are written
-                f.writelines(_explain_bytes(explains))
-                f.write(lengths + MAGIC + digest)
-                f.flush()
-                os.fsync(f.fileno())  # whole on disk before it is renamed into place, as record/files.py writes
-            os.replace(tmp, target)
-        finally:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
+        with atomic_file(target) as f:  # a temp file beside it, fsynced, renamed into place; removed on any failure
+            f.write(body)
+            digest = self._mac(body, _written(f, _joined(cores)), lengths)  # the cores hashed as they are written
+            f.writelines(_explain_bytes(explains))
+            f.write(lengths + MAGIC + digest)
 
     def damaged(self, key: str, file: _Mapped) -> dict:
         """An explain section whose bytes do not match the hash its file's body holds: one warning; that file removed

@@ -22,7 +22,6 @@ import hmac
 import json
 import os
 import pickle
-import secrets
 import time
 from collections.abc import Callable
 from functools import cache
@@ -30,7 +29,7 @@ from importlib import metadata
 from pathlib import Path
 
 from harness.envinfo import source_sha256
-from harness.record.files import not_own_folder, open_regular
+from harness.record.files import not_own_folder, open_regular, write_atomic
 from harness.record.index import index_path, user_key
 
 MAGIC = b"HARNESS-CHARTS-1\n"
@@ -141,19 +140,12 @@ class ChartCache:
         pngs = [item for chart in charts for item in chart if isinstance(item, bytes)]
         body = b"".join([MAGIC, len(header).to_bytes(8, "little"), header, *pngs])
         self.used.add(name)
-        tmp = self.folder / f".tmp-{secrets.token_hex(8)}{SUFFIX}"
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(body + self._mac(name, body))
-                f.flush()
-                os.fsync(f.fileno())  # whole on disk before it is renamed into place, as record/files.py writes
-            os.replace(tmp, self.folder / (name + SUFFIX))
+            # fsynced, renamed into place, its temp file (.tmp-*.charts: _prune's) removed on any failure
+            write_atomic(self.folder / (name + SUFFIX), body + self._mac(name, body))
         except OSError as exc:
             self.unwritable = self.unwritable or (exc.strerror or str(exc))
-        finally:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
 
     def close(self) -> None:
         if self.failed:
