@@ -24,7 +24,7 @@ from harness.analysis.tables.underneath import TOP_UNDERNEATH
 from harness.analysis.verdict import verdict
 from harness.output import OutputError, emit, fail, hold, run_process
 from harness.render import header_lines, more_lines, render_csv, render_json, render_text, verdict_lines
-from harness.textsafe import markdown, terminal
+from harness.textsafe import TEXT, bounded, markdown, terminal
 
 FORMATS = ("text", "markdown", "csv", "json")
 
@@ -75,17 +75,24 @@ def options_from(args: argparse.Namespace) -> CompareOptions:
                           args.include_contended, use_index=not args.no_index, index=args.index)
 
 
+def said(line) -> str:
+    """A line for the terminal that may quote a record (a warning, a notice, an error naming envs and devices): at
+    most TEXT characters (harness.textsafe.bounded; its words kept whole: a file's path is what finds it), no control
+    character sent."""
+    return terminal(bounded(line, TEXT))
+
+
 def analyse_or_exit(p: argparse.ArgumentParser, args: argparse.Namespace, warn) -> tuple[Dataset, Compare]:
     """analyse at the edge: a bad option is the parser's usage error (exit 2), nothing to compare one line (exit 1).
     The comparison is held until the process ends (harness.output.hold)."""
     try:
-        ds, cmp = analyse(options_from(args), warn, notice=lambda line: print(terminal(line), file=sys.stderr))
+        ds, cmp = analyse(options_from(args), warn, notice=lambda line: print(said(line), file=sys.stderr))
         hold(ds, cmp)
         return ds, cmp
     except UsageError as exc:
-        p.error(terminal(exc))  # it may name envs and devices the records hold
+        p.error(said(exc))  # it may name envs and devices the records hold
     except NothingToCompare as exc:
-        print(terminal(f"error: {exc}"), file=sys.stderr)
+        print(said(f"error: {exc}"), file=sys.stderr)
         sys.exit(1)
 
 
@@ -95,8 +102,8 @@ def main(argv=None) -> int:
     warnings: list[str] = []
 
     def warn(line: str) -> None:
-        warnings.append(line)
-        print(terminal(line), file=sys.stderr)
+        warnings.append(line)  # exact in --format json's "warnings"
+        print(said(line), file=sys.stderr)
 
     ds, cmp = analyse_or_exit(p, args, warn)
     if args.export_parquet:

@@ -13,17 +13,31 @@ from collections import Counter
 from tabulate import tabulate
 
 from harness.analysis import stats
-from harness.analysis.cells import SHOWN_AS_TEXT, Cell, Memory, Mfu, Table, fmt_int, fmt_mib, fmt_ms, fmt_pct
+from harness.analysis.cells import (
+    SHOWN_AS_TEXT,
+    Cell,
+    Memory,
+    Mfu,
+    Table,
+    fmt_change,
+    fmt_int,
+    fmt_mib,
+    fmt_ms,
+    fmt_pct,
+    fmt_times,
+)
 from harness.analysis.dataset import Dataset
 from harness.analysis.noise import MIN_BETWEEN_DF
 from harness.analysis.verdict import SERIES, by_series, extremes, series_key
-from harness.textsafe import csv_cell, csv_comment, markdown_cell, one_line
+from harness.textsafe import CELL, TEXT, WORD, bounded, csv_cell, csv_comment, markdown_cell, one_line
 from harness.textsafe import markdown as md
 
 WIDTH = 120  # what compare's plain-text output fits in: the verdict, and every table (cells wrap)
 
 
 def display_rows(table: Table) -> list[list]:
+    """Each row's values as display text: numbers formatted, a text (a name, a reason) at most CELL characters, none
+    of its words over WORD (harness.textsafe.bounded); the rows' values themselves are unchanged (JSON, CSV)."""
     keys = [k for k, _h in table.columns]
     fmt = {"ms": fmt_ms, "ref_ms": fmt_ms, "first": fmt_ms,
            "tokens_s": fmt_int, "ref_tokens_s": fmt_int, "memory": fmt_mib, "ref_mem": fmt_mib, "mem": fmt_mib,
@@ -35,10 +49,11 @@ def display_rows(table: Table) -> list[list]:
             v = row.get(k)
             if isinstance(v, (Cell, Mfu, *SHOWN_AS_TEXT)):
                 v = v.text()
+                v = v if v is None else bounded(v, CELL, WORD)
             elif k in fmt and isinstance(v, (int, float)):
                 v = fmt[k](v)
             elif isinstance(v, str):  # a name from a record: on its row (a newline would start a forged line)
-                v = one_line(v)
+                v = one_line(bounded(v, CELL, WORD))
             line.append("" if v is None else v)
         out.append(line)
     return out
@@ -103,18 +118,21 @@ def _row_lines(headers: list[str], row: list) -> list[str]:
 def render_text(tables: list[Table], header: list[str], footer: list[str], markdown: bool = False) -> str:
     """Plain text or Markdown. In Markdown every piece of text is escaped (harness.textsafe: a record's strings
     carry no HTML, links or images into a page); the caller makes the whole text safe for a terminal."""
-    esc = md if markdown else str
+    def esc(text) -> str:  # a title, a note, a line: bounded (harness.textsafe.bounded), then escaped for Markdown
+        text = bounded(text, TEXT, WORD)
+        return md(text) if markdown else text
+
     parts = [("\n".join(map(esc, header)) + "\n") if header else ""]
     for t in tables:
         if markdown:
             parts.append(f"### {esc(t.title)}\n")
         else:
-            parts += _wrap(f"== {t.title}", "")
+            parts += _wrap(f"== {esc(t.title)}", "")
         if t.rows:
             rows = display_rows(t)
             if markdown:
                 rows = [[markdown_cell(c) for c in r] for r in rows]
-            headers = [esc(h) for _k, h in t.columns]
+            headers = [(md if markdown else str)(bounded(h, CELL, WORD)) for _k, h in t.columns]
             fit = None if markdown else fit_widths(headers, rows)
             if fit == []:  # too many columns for WIDTH: each row as one wrapped "column: value; ..." item
                 parts += [line for r in rows for line in _row_lines(headers, r)]
@@ -125,10 +143,10 @@ def render_text(tables: list[Table], header: list[str], footer: list[str], markd
                 parts.append(tabulate(rows, headers=headers, tablefmt="github" if markdown else "simple",
                                       disable_numparse=True))
         for n in t.notes:
-            parts += [f"- {esc(n)}"] if markdown else _wrap(f"note: {n}")
+            parts += [f"- {esc(n)}"] if markdown else _wrap(f"note: {esc(n)}")
         parts.append("")
     for f in footer:
-        parts += [f"- {esc(f)}"] if markdown else _wrap(f, "")
+        parts += [f"- {esc(f)}"] if markdown else _wrap(esc(f), "")
     return "\n".join(parts).rstrip() + "\n"
 
 
@@ -250,9 +268,10 @@ def header_lines(ds: Dataset, paths, legend: bool = True) -> list[str]:
                   + (f", {len(ds.contended)} contended left out" if ds.contended else "")
                   + (f", {ds.filtered} filtered out" if ds.filtered else "") + ".", "")
     if ds.env_order:
-        lines += _wrap("envs (oldest torch first): " + ", ".join(f"{e} ({ds.env_versions.get(e) or '?'})" for e in ds.envs()), "")
+        lines += _wrap("envs (oldest torch first): " + ", ".join(f"{bounded(e, WORD)} ({bounded(ds.env_versions.get(e) or '?', WORD)})"
+                                                             for e in ds.envs()), "")
     if ds.gpu_order and legend:
-        lines += _wrap("devices: " + "; ".join(f"{ds.name(g)} = {g}" for g in ds.gpus()), "")
+        lines += _wrap("devices: " + "; ".join(f"{bounded(ds.name(g), WORD)} = {bounded(g, WORD)}" for g in ds.gpus()), "")
     return lines
 
 
@@ -270,18 +289,18 @@ def _times(d: stats.Delta) -> str:
     else:
         lo = hi = None
     if r >= 1.0:
-        text, bounds = f"{r:.2f}x faster", (lo, hi)
+        text, bounds = f"{fmt_times(r)}x faster", (lo, hi)
     else:
-        text, bounds = f"{1 / r:.2f}x slower", ((1 / hi, 1 / lo) if lo else (None, None))
+        text, bounds = f"{fmt_times(1 / r)}x slower", ((1 / hi, 1 / lo) if lo else (None, None))
     if bounds[0] is not None:
-        text += f" [{bounds[0]:.2f},{bounds[1]:.2f}]"
+        text += f" [{fmt_times(bounds[0])},{fmt_times(bounds[1])}]"
     if d.beyond:
         return text + (" (noise borrowed)" if d.borrowed else "")
     if d.verdict != stats.WITHIN:
         return text + f" ({d.verdict})"
     could = ""
     if d.detectable is not None:
-        could = f": could detect {d.detectable:.1%} or more"
+        could = f": could detect {fmt_pct(d.detectable)} or more"
         if d.runs_to_decide:
             could += f"; ~{d.runs_to_decide} runs a side would decide it"
     return text + f" (within noise{', borrowed' if d.borrowed else ''}{could})"
@@ -301,8 +320,10 @@ VERDICT_HOW = (f"tokens/s: geometric mean of the ratios over the rungs both ran,
 def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[str]]]:
     """The verdict as (head, details) blocks: one per pair, then loss parity, what was left out, the device legend.
     harness.compare wraps them to WIDTH; the report shows them as a nested list. name: device label -> alias;
-    versions: env label -> torch version."""
-    env_text = lambda e: f"{e} (torch {versions.get(e) or '?'})"
+    versions: env label -> torch version. Each name at most WORD characters, each line at most TEXT
+    (harness.textsafe.bounded)."""
+    env_text = lambda e: f"{bounded(e, WORD)} (torch {bounded(versions.get(e) or '?', WORD)})"
+    name = lambda label, alias=name: bounded(alias(label), WORD)
     blocks = []
     compared = [p for p in v.pairs if p.rows]
     # many pairs of one kind said as one block: a device's env pairs (a landscape's builds), or one pair of devices
@@ -331,8 +352,9 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
     noise = noise_line(v.noise, name, v.pairs)
     if noise:
         blocks.append(noise)
-    blocks.append(("Devices: " + "; ".join(f"{alias} = {label}" for alias, label in v.devices), []))
-    return blocks
+    blocks = [(bounded(head, TEXT, WORD), [bounded(d, TEXT, WORD) for d in details]) for head, details in blocks]
+    devices = "; ".join(f"{bounded(alias, WORD)} = {bounded(label, WORD)}" for alias, label in v.devices)
+    return [*blocks, ("Devices: " + devices, [])]  # a list of names: each bounded, however many
 
 
 def _pair_block(p, name, env_text) -> tuple[str, list[str]]:
@@ -347,7 +369,7 @@ def _pair_block(p, name, env_text) -> tuple[str, list[str]]:
     if p.memory is not None and p.memory.value is not None:
         judged = (f"{p.memory_changed} of {p.memory_judged} beyond noise" if p.memory_judged else
                   "one run a side: noise unknown")
-        detail += f"; {p.memory_metric} {p.memory.value * 100:+.1f}% ({judged})"
+        detail += f"; {p.memory_metric} {fmt_change(p.memory.value)} ({judged})"
     if p.missing:
         detail += f"; {p.missing} rung(s) not ok on one side"
     details = [detail]
@@ -466,7 +488,7 @@ def _range(pairs: list) -> tuple:
     slower = sum(p.speed.beyond and p.speed.value < 0 for p in pairs)
     mem = [p.memory.value for p in pairs if p.memory is not None and p.memory.value is not None]
     counted = (f"tokens/s beyond noise: {faster} faster, {slower} slower, {len(pairs) - faster - slower} within noise"
-               + (f"; {pairs[-1].memory_metric} {min(mem) * 100:+.1f}% to {max(mem) * 100:+.1f}%" if mem else ""))
+               + (f"; {pairs[-1].memory_metric} {fmt_change(min(mem))} to {fmt_change(max(mem))}" if mem else ""))
     return fastest, slowest, counted
 
 

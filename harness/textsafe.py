@@ -10,6 +10,12 @@ output is made harmless. Records travel between people and clusters, so every st
   csv_cell(v)     a text cell a spreadsheet would run as a formula (= + - @ tab CR first) gets a leading '
   csv_comment(s)  a '# title' line above a CSV table: one line, no piece between commas a formula or a quote
   chart_text(s)   terminal(s) with '$' escaped (matplotlib's mathtext)
+  bounded(s, width, word)  at most width characters, no word longer than word: a longer one keeps its head and
+                  tail around a marker that counts what was left out ('NVIDIA H100 80GB XXXX…(+19,950)…XXXX HBM3'), so
+                  a name of a megabyte grows no chart, table or line, and two names that differ at their end still
+                  read different. On text as displayed (before the escapes above), never on a key (grouping,
+                  matching) nor on data (JSON, CSV). The widths: LABEL, CHART_WORD, CROWDED, CHART_TITLE (charts),
+                  WORD, CELL, TEXT (text, Markdown, HTML, warnings)
   file_part(s)    a piece of a file name: letters, digits, '.', '_', '-' only, never '.' or '..'
   script_value(v, what)   a value for a generated script (sbatch, Dockerfile): refused with a newline or a
                   control character (ScriptValueError), else shell-quoted where it needs it
@@ -37,6 +43,24 @@ _FILE_BAD = re.compile(r"[^A-Za-z0-9._-]+")
 _LINE_START_BRACKET = re.compile(r"(?m)^([ \t>*+-]*(?:\d{1,9}[.)][ \t>*+-]*)*)\[")
 _AUTOLINK_SCHEME = re.compile(r"(?i)\b(https?|ftp|mailto|xmpp)(?=:)|\b(www)(?=\.)")
 _EMAIL = re.compile(r"[A-Za-z0-9._+-]+@[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)+")
+
+
+# How wide a text from a record is shown (harness.textsafe.bounded), in characters. Above what the committed records'
+# outputs hold (their longest word in a table: a 107-character URL in an out-of-memory message; their longest cell: a
+# 593-character one; their longest paragraph: 1,571 characters), so only an unusual record's text is shortened.
+LABEL = 90  # a chart's tick label, legend entry or annotation (each of its lines)
+CHART_WORD = 60  # one word in a chart's text (a name: a label of a device, an env and a rung keeps all three)
+CROWDED = 32  # a name where a chart has a few characters' room (a 2x2 chart's bar: its device, its env)
+CHART_TITLE = 240  # a chart's title, before it is wrapped to the chart's width (4 lines of a wide chart)
+WORD = 120  # one word (a name, a path, a URL: no space in it) in text, Markdown and HTML
+CELL = 1_000  # a table cell or header
+TEXT = 8_000  # a line, a paragraph, a list item, a note, a warning (the 50 run ids a report section cites, each WORD)
+_MARK = "…(+{:,})…"  # what stands for the characters left out, with their count
+_LEAST = 24  # shortening a text's longest words to fit its width stops at this (the whole text is shortened then)
+_MARKED = re.compile(r"…\(\+([\d,]+)\)…")
+# between words: spaces, and '/' and '@' (a path's folders and file name, an env label with its torch version
+# 'env@2.6.0'), so each part is shortened on its own and a file's name stays whole in a long path
+_SPACE = re.compile(r"(\s+|[/@])")
 
 
 class ScriptValueError(ValueError):
@@ -107,6 +131,62 @@ def chart_text(text) -> str:
     """A chart label, title or legend entry: terminal(), and '$' escaped so matplotlib draws it instead of
     parsing it as mathtext (an unbalanced or hostile formula would otherwise fail the whole chart)."""
     return terminal(text).replace("$", r"\$")
+
+
+def bounded(text, width: int, word: int | None = None) -> str:
+    """text in at most `width` characters, none of its words longer than `word` (default: width); words are what
+    spaces, '/' and '@' separate (a path's file name, an env label's torch version is a word of its own).
+    A word too long keeps its head and tail around a marker that says how many characters were left out:
+    'env-aaaa…(+196)…aaa-one'. Where the words so shortened are still too many for the width, the longest are shortened
+    further (down to _LEAST characters), so a sentence keeps its words and a label its parts ('h100 / env…(+9)…one /
+    B=16'); past that the whole text keeps its head and tail. Text as it is when it fits: the display of ordinary names
+    does not change. Use it on the text as displayed, before escaping it (a cut never splits an escape), never on a
+    key that groups or matches."""
+    text = str(text)
+    word = width if word is None else min(word, width)
+    if len(text) <= word:
+        return text
+    parts = _SPACE.split(text)  # words at even indices, what is between them at odd ones
+    spaces = sum(len(p) for p in parts[1::2])
+    words = parts[::2]
+
+    def total(cap: int) -> int:
+        return spaces + sum(min(len(w), cap) for w in words)
+
+    if total(word) > width:  # shorten the longest words further, to the largest cap that fits
+        low, high = _LEAST, word
+        if total(low) > width:
+            return _cut(text, width)
+        while low < high:
+            mid = (low + high + 1) // 2
+            low, high = (mid, high) if total(mid) <= width else (low, mid - 1)
+        word = low
+    return "".join(_cut(p, word) if i % 2 == 0 else p for i, p in enumerate(parts))
+
+
+def _cut(text: str, width: int) -> str:
+    """text (longer than width) as its head, the marker and its tail, width characters in all. Text shortened before
+    (a name, then the line it is in) keeps one marker, that counts all that was left out."""
+    if len(text) <= width:
+        return text
+    marks = list(_MARKED.finditer(text))
+    if marks:
+        start, end = marks[0].start(), marks[-1].end()
+        hidden = (end - start) + sum(int(m.group(1).replace(",", "")) - len(m.group()) for m in marks)
+    else:
+        start = end = (len(text) + 1) // 2
+        hidden = 0
+    head, tail = text[:start], text[end:]
+    shown = len(head) + len(tail)
+    keep = min(shown, width - len(_MARK.format(hidden + shown)))  # the longest marker it could need
+    while keep < shown and keep + 1 + len(_MARK.format(hidden + shown - keep - 1)) <= width:
+        keep += 1
+    if keep < 2:
+        return text[:width]
+    left = min(len(head), (keep + 1) // 2)
+    right = min(len(tail), keep - left)
+    left = keep - right
+    return head[:left] + _MARK.format(hidden + shown - keep) + tail[len(tail) - right:]
 
 
 def file_part(text, fallback: str = "x") -> str:

@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from harness.analysis import stats
+from harness.analysis.cells import fmt_change, fmt_times
 from harness.analysis.series import Point
 
 GIB = 2**30
@@ -68,7 +69,7 @@ class BatchCurve:
 # ---------------------------------------------------------------- words for a Delta
 
 def pct(x: float) -> str:
-    return f"{x * 100:+.1f}%"
+    return fmt_change(x)
 
 
 def said(d: stats.Delta, style: str = "pct") -> str:
@@ -76,7 +77,7 @@ def said(d: stats.Delta, style: str = "pct") -> str:
     no noise estimate)'; bounds that are a range (the user's logs: min..max) say so."""
     if d.value is None:
         return f"n/a ({d.verdict})"
-    show = (lambda x: f"{1 + x:.2f}x") if style == "ratio" else pct
+    show = (lambda x: f"{fmt_times(1 + x)}x") if style == "ratio" else pct
     if d.low is not None and d.high is not None:
         bounds = "range " if d.bounds == "range" else ""
         return f"{show(d.value)} [{bounds}{show(d.low)}, {show(d.high)}] {d.verdict}"

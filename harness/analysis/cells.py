@@ -159,12 +159,29 @@ def fmt_mib(x):
     return None if x is None else f"{x / 2**20:,.0f}"
 
 
+# Past this a ratio or a percentage is shown with three significant digits: an interval resting on one degree of
+# freedom can be 10^48 wide, and 49 digits say no more than 4.57e+48 (nor fit a line).
+HUGE = 1e4
+
+
 def fmt_pct(x):
-    return None if x is None else f"{x * 100:.1f}%"
+    return None if x is None else f"{x * 100:.1f}%" if abs(x * 100) < HUGE else f"{x * 100:.3g}%"
 
 
 def fmt_signed_pct(x):
-    return None if x is None else f"{round(x * 100, 2) or 0.0:+.2f}%"  # no "-0.00%"
+    if x is None:
+        return None
+    return f"{round(x * 100, 2) or 0.0:+.2f}%" if abs(x * 100) < HUGE else f"{x * 100:+.3g}%"  # no "-0.00%"
+
+
+def fmt_change(x: float) -> str:
+    """A relative change: '+7.5%', '-3.0%', '+4.57e+48%'."""
+    return f"{x * 100:+.1f}%" if abs(x * 100) < HUGE else f"{x * 100:+.3g}%"
+
+
+def fmt_times(r: float) -> str:
+    """A ratio, without its 'x': '1.82', '4.57e+48'."""
+    return f"{r:.2f}" if abs(r) < HUGE else f"{r:.3g}"
 
 
 def shorten(name, width=90):

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.analysis import noise, stats
+from harness.analysis.cells import fmt_change
 from harness.analysis.group import Group
 from harness.bisect.candidates import Candidate
 from harness.record.view import RecordView
@@ -350,5 +351,5 @@ def delta_text(d: stats.Delta | None) -> str:
         return f"n/a ({d.verdict})" if d else "n/a"
     bounds = ""
     if d.low is not None:
-        bounds = f" ({stats.CONFIDENCE:.0%} CI {d.low:+.1%}..{d.high:+.1%})"
-    return f"{d.value:+.1%}{bounds}, {d.verdict}" + (" (noise borrowed)" if d.borrowed else "")
+        bounds = f" ({stats.CONFIDENCE:.0%} CI {fmt_change(d.low)}..{fmt_change(d.high)})"
+    return f"{fmt_change(d.value)}{bounds}, {d.verdict}" + (" (noise borrowed)" if d.borrowed else "")

@@ -16,7 +16,7 @@ from harness import argtypes
 from harness.cluster import k8s, slurm
 from harness.cluster.matrix import ClusterError, find_matrix, load_config, new_matrix
 from harness.request import add_option
-from harness.textsafe import ScriptValueError, script_value, terminal
+from harness.textsafe import WORD, ScriptValueError, bounded, script_value, terminal
 
 PROG = "python -m harness.cluster"
 
@@ -89,7 +89,7 @@ def _after_dashes(items: list[str]) -> list[str]:
 
 def status_table(rows: list[slurm.CellStatus]) -> str:
     table = [[r.cell.name, r.state, r.task or "-", r.slurm.state if r.slurm else "-", r.slurm.exit_code if r.slurm else "-",
-              f"{r.done}/{r.expected}", ", ".join(r.devices) or "-"] for r in rows]
+              f"{r.done}/{r.expected}", ", ".join(bounded(d, WORD) for d in r.devices) or "-"] for r in rows]
     return terminal(tabulate(table, headers=["cell", "state", "slurm task", "slurm state", "exit", "records", "ran on"],
                              disable_numparse=True))  # "ran on" comes from the records
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from harness.argtypes import path_text
-from harness.compare import analyse_or_exit, common_parser
+from harness.compare import analyse_or_exit, common_parser, said
 from harness.output import OutputError, emit, fail, run_process
 from harness.report import chart_cache, document, drawing, outline
 from harness.textsafe import terminal
@@ -24,7 +24,7 @@ def parser():
 
 
 def _say(line: str) -> None:
-    print(terminal(line), file=sys.stderr)
+    print(said(line), file=sys.stderr)
 
 
 def main(argv=None) -> int:

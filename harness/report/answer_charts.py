@@ -4,13 +4,11 @@ states the answer, the bars and their units come from the analysis; nothing is c
 
 from __future__ import annotations
 
-import textwrap
-
 import matplotlib.pyplot as plt
 import numpy as np
 
 from harness.analysis.answers import Chart
-from harness.report.charts import NARROW, WIDE, _png, fonts, sweep_chart
+from harness.report.charts import NARROW, WIDE, _png, _tight_layout, _title, fonts, sweep_chart
 
 OURS, USERS = "tab:blue", "tab:gray"
 
@@ -29,7 +27,7 @@ def draw(chart: Chart | None, width: float = WIDE) -> bytes | None:
 
 
 def _wrap(title: str, width: float) -> str:
-    return textwrap.fill(title, int(7.5 * width))
+    return _title(title, int(7.5 * width))
 
 
 def _hbars(ax, bars, unit: str, signed: bool) -> None:
@@ -74,7 +72,7 @@ def _bars(chart: Chart, width: float) -> bytes:
     for ax, (name, bars) in zip(axes[:, 0], panels):
         _hbars(ax, bars, chart.units[name], signed=False)
     fig.suptitle(_wrap(chart.title, width))
-    fig.tight_layout()
+    _tight_layout(fig)
     return _png(fig)
 
 

@@ -19,11 +19,11 @@ import matplotlib.ticker
 import numpy as np
 
 from harness.analysis import series, stats
-from harness.analysis.cells import Cell
+from harness.analysis.cells import Cell, fmt_change
 from harness.analysis.series import KNEE_TOLERANCE, MEMORY_DEFINITION
 from harness.analysis.stats import Delta
 from harness.analysis.tables.knobs import Splits
-from harness.textsafe import chart_text, file_part
+from harness.textsafe import CHART_TITLE, CHART_WORD, CROWDED, LABEL, bounded, chart_text, file_part
 
 DPI = 110
 # zlib level 3, not Pillow's 6: the same pixels, 4% more bytes, 40% less time compressing (0.74 -> 0.46 s for the
@@ -32,19 +32,85 @@ PNG_OPTIONS = {"format": "png", "dpi": DPI, "pil_kwargs": {"compress_level": 3}}
 Chart = tuple[str, bytes, str]  # file name, PNG, caption
 
 
-def _png(fig, before_save=None) -> bytes:
-    # Every title, label, legend entry and tick label drawn as written (harness.textsafe.chart_text): no control
-    # characters, no mathtext from a record. Tick labels are drawn from their formatter, so it is changed too.
-    # before_save(fig) runs after that, for layout that measures text (measuring the raw text can fail).
+# lines of one text in a chart (a title wrapped; a label: a 2x2 chart's device and env, two lines each), past which
+# the rest run on in the last (a name of many lines is not drawn over its neighbours)
+CHART_LINES, LABEL_LINES = 8, 4
+
+
+def _label(text) -> str:
+    """A tick label, legend entry or annotation as drawn: each line at most LABEL characters, no word over
+    CHART_WORD; a line that had to be shortened is also wrapped at half that (what a phone's chart has room for)."""
+    return _lines(text, LABEL, CHART_WORD, wrap=LABEL // 2, most=LABEL_LINES)
+
+
+def _lines(text, width: int, word: int, wrap: int | None = None, most: int = CHART_LINES) -> str:
+    """text in at most `most` lines, each at most `width` characters with no word over `word`
+    (harness.textsafe.bounded; with `wrap`, a line shortened is wrapped at that), then made safe to draw
+    (harness.textsafe.chart_text)."""
+    lines = str(text).split("\n")
+    if len(lines) > most:
+        lines[most - 1:] = [" ".join(lines[most - 1:])]
+    shown = [bounded(line, width, word) for line in lines]
+    if wrap:
+        shown = [textwrap.fill(new, wrap) if new != line else new for new, line in zip(shown, lines, strict=True)]
+    return chart_text("\n".join(shown))
+
+
+PER_INCH = 10  # characters of 10-point text an inch of a chart holds (about 13: some room spare)
+
+
+def _crowded(text) -> str:
+    """A name where a few characters' room is all there is (under one of four bars): at most CROWDED characters, in
+    lines of half that."""
+    return textwrap.fill(bounded(text, CROWDED), CROWDED // 2) if len(str(text)) > CROWDED // 2 else str(text)
+
+
+def _title(text, width: int) -> str:
+    """A title that names what the records hold, wrapped at `width` characters: at most CHART_TITLE characters before
+    it is wrapped, no word over CHART_WORD (a long name is shortened, not broken over lines)."""
+    return textwrap.fill(bounded(text, CHART_TITLE, CHART_WORD), width)
+
+
+def _drawable(fig) -> None:
+    """Every title, label, legend entry and tick label drawn as written (harness.textsafe.chart_text): no control
+    characters, no mathtext from a record. Tick labels are drawn from their formatter, so it is changed too. And
+    bounded (harness.textsafe.bounded), whatever a record holds: tick labels, legend entries and annotations (names,
+    mostly) at LABEL characters a line, titles and axis labels at CHART_TITLE, no word over CHART_WORD. Once per
+    figure, before anything measures its text (_tight_layout, _png)."""
+    if getattr(fig, "_harness_drawable", False):
+        return
+    fig._harness_drawable = True
+    labels = set()
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             formatter = axis.get_major_formatter()
             if isinstance(formatter, matplotlib.ticker.FixedFormatter):
-                formatter.seq = [chart_text(t) for t in formatter.seq]
+                formatter.seq = [_label(t) for t in formatter.seq]
             elif isinstance(formatter, matplotlib.ticker.FuncFormatter):  # what set_xticks(x, labels) makes
-                formatter.func = lambda v, pos, func=formatter.func: chart_text(func(v, pos))
+                formatter.func = lambda v, pos, func=formatter.func: _label(func(v, pos))
+            labels.update(axis.get_ticklabels())
+        labels.update(ax.texts)
+    for legend in [*fig.legends, *(ax.get_legend() for ax in fig.axes)]:
+        if legend is not None:
+            labels.update(legend.get_texts())
     for text in fig.findobj(matplotlib.text.Text):
-        text.set_text(chart_text(text.get_text()))
+        if text in labels:
+            text.set_text(_label(text.get_text()))
+        else:
+            text.set_text(_lines(text.get_text(), CHART_TITLE, CHART_WORD))
+
+
+def _tight_layout(fig) -> None:
+    """fig.tight_layout() on the text as it will be drawn (_drawable): a record's name as written could be too wide
+    to lay out."""
+    _drawable(fig)
+    fig.tight_layout()
+
+
+def _png(fig, before_save=None) -> bytes:
+    # the text as drawn (_drawable); before_save(fig) runs after that, for layout that measures text (measuring the
+    # raw text can fail)
+    _drawable(fig)
     if before_save is not None:
         before_save(fig)
     # The tight bounding box, measured at the PNG's dpi without a draw: bbox_inches="tight" first draws the whole
@@ -165,7 +231,7 @@ def _ladder_figure(lc, width: float) -> bytes:
         ax.set_xlim(-0.5, len(lc.rungs) - 0.5)  # every rung's slot, also where only a status text stands
         ax.set_ylabel("thousands of tokens/s")
         ax.grid(axis="y", alpha=0.3)
-    ax.set_title(textwrap.fill(lc.title, int(7.5 * width)))
+    ax.set_title(_title(lc.title, int(7.5 * width)))
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 if narrow else -0.28), ncol=1 if narrow else 2,
               frameon=False)  # below the axes and their labels: never over a bar or a rung's name
     return _png(fig, None if narrow else _legend_under_tick_labels)
@@ -212,7 +278,7 @@ def heatmap_chart(cells: dict[tuple[str, str], Delta]) -> Chart | None:
     ax.set_xticks(range(len(cols)), cols, rotation=15, ha="right")
     ax.set_yticks(range(len(rows)), rows)
     for (r, c), d in cells.items():
-        text = f"{d.value * 100:+.1f}%" + ("" if d.beyond else "\n(noise)" if d.verdict == stats.WITHIN else "\n(no estimate)")
+        text = fmt_change(d.value) + ("" if d.beyond else "\n(noise)" if d.verdict == stats.WITHIN else "\n(no estimate)")
         ax.text(cols.index(c), rows.index(r), text, ha="center", va="center", fontsize=8,
                 color="black" if abs(d.value * 100) < 0.6 * limit else "white")
     fig.colorbar(im, ax=ax, label="delta tokens/s vs baseline env (%)" + (" (saturated past the scale)" if clipped else ""),
@@ -291,9 +357,9 @@ def factors_chart(result: Splits, name=str) -> Chart | None:
             bar.set_hatch("//" if envs.index(v) else None)
             bar.set_edgecolor("black" if (g, v) == odd else "dimgray")
             bar.set_linewidth(2.0 if (g, v) == odd else 0.5)
-        left.set_xticks(range(4), [f"{name(g)}\n{v}" for (g, v), _d in quad], fontsize=7)
+        left.set_xticks(range(4), [f"{_crowded(name(g))}\n{_crowded(v)}" for (g, v), _d in quad], fontsize=7)
         left.set_ylabel("effect on tokens/s (%)", fontsize=8)
-        left.set_title(textwrap.fill(f"{r.knob} at {r.at}: effect per cell", 70), fontsize=8)
+        left.set_title(_title(f"{r.knob} at {r.at}: effect per cell", 70), fontsize=8)
         parts = [("GPU factor", r.gpu_factor), ("version factor", r.version_factor), ("interaction", r.interaction)]
         right.bar(range(3), [(d.value or 0.0) * 100 for _n, d in parts], capsize=3,
                   color=[matplotlib.colors.to_rgba(c, 1.0 if d.beyond else 0.35)
@@ -301,12 +367,12 @@ def factors_chart(result: Splits, name=str) -> Chart | None:
                   yerr=_delta_errors([d for _n, d in parts if d.value is not None]) if all(d.value is not None for _n, d in parts) else None)
         right.set_xticks(range(3), [f"{n}\n{Cell(d, 'pp').brief()}" for n, d in parts], fontsize=7)
         right.set_ylabel("percentage points", fontsize=8)
-        right.set_title(textwrap.fill(r.verdict(name), 60), fontsize=8)
+        right.set_title(_title(r.verdict(name), 60), fontsize=8)
         for ax in (left, right):
             ax.axhline(0, color="black", linewidth=0.8)
             ax.grid(axis="y", alpha=0.3)
     fig.suptitle("Is it the GPU or the torch version? Each knob's effect split over 2 GPUs x 2 envs")
-    fig.tight_layout()
+    _tight_layout(fig)
     caption = ("Left: the knob's effect on tokens/s in each (GPU, env) cell (colour: GPU, hatched: the second env; outlined "
                "where the interaction is larger than both factors: the cell the effect comes from). Right: GPU factor, version factor and their interaction in percentage points (faded: within noise "
                "or no estimate); whiskers: " + stats.interval_name() + "s.")
@@ -340,7 +406,9 @@ def kernel_mix_chart(mix: series.KernelMix | None) -> Chart | None:
     if mix is None:
         return None
     most = max(len(bars) for _t, bars in mix.cells)  # wide enough that each bar's label has its own room
-    fig, axes = plt.subplots(1, len(mix.cells), figsize=(max(6.0, max(4.2, 0.4 * most) * len(mix.cells)), 5.4),
+    panel = max(4.2, 0.4 * most)
+    room = int(PER_INCH * 0.7 * panel)  # characters of a title over one panel's axes (0.7 of its width)
+    fig, axes = plt.subplots(1, len(mix.cells), figsize=(max(6.0, panel * len(mix.cells)), 5.4),
                              squeeze=False, sharey=True)
     palette = plt.get_cmap("tab20")(np.linspace(0, 1, max(2, len(mix.order))))
     for ax, (title, bars) in zip(axes[0], mix.cells):
@@ -350,11 +418,12 @@ def kernel_mix_chart(mix: series.KernelMix | None) -> Chart | None:
             ax.bar(range(len(bars)), values, bottom=bottom, color=palette[mix.order.index(cat)], label=cat)
             bottom += values
         ax.set_xticks(range(len(bars)), [label for label, _s in bars], rotation=45, ha="right", fontsize=9)
-        ax.set_title(title, fontsize=10)
+        ax.set_title(textwrap.fill(bounded(title, 2 * room, room), room), fontsize=10)  # not over the next panel's
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel(f"share of profiled {' / '.join(mix.kinds)} time (%)")
     axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
-    fig.suptitle("Kernel-time mix per rung")
+    lines = max(ax.get_title().count("\n") + 1 for ax in axes[0])
+    fig.suptitle("Kernel-time mix per rung", y=0.98 + 0.04 * (lines - 1))  # above the panels' titles
     caption = "Kernel time by category per rung (explain.kernels.by_category)."
     if mix.total_cells > len(mix.cells):
         caption += f" First {len(mix.cells)} of {mix.total_cells} (device, env) cells shown."
@@ -400,8 +469,8 @@ def _sweep_figure(lines: list, fieldname: str, title: str, width: float) -> byte
     if handles:
         fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, -0.08 if not narrow else -0.06),
                    ncol=1 if narrow else 2, frameon=False)
-    fig.suptitle(textwrap.fill(title, int(7.5 * width)))
-    fig.tight_layout()
+    fig.suptitle(_title(title, int(7.5 * width)))
+    _tight_layout(fig)
     return _png(fig)
 
 

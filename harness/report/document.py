@@ -17,7 +17,8 @@ from harness.analysis.findings import Finding
 from harness.analysis.tables.registry import TABLES
 from harness.output import write_files
 from harness.render import display_rows
-from harness.textsafe import markdown, markdown_cell, terminal
+from harness.textsafe import CELL, TEXT, WORD, bounded, markdown_cell, terminal
+from harness.textsafe import markdown as _markdown
 
 
 @dataclass
@@ -94,7 +95,13 @@ SHOWN_ROWS, SHOWN_NOTES, CITED_IDS = 100, 30, 50
 
 
 def _headers(t: Table) -> list[str]:
-    return [h for _k, h in t.columns]
+    return [bounded(h, CELL, WORD) for _k, h in t.columns]
+
+
+def markdown(text) -> str:
+    """A heading, paragraph, list item, note or caption in Markdown: at most TEXT characters, no word over WORD
+    (harness.textsafe.bounded: what a record holds is shown bounded), then escaped (harness.textsafe.markdown)."""
+    return _markdown(bounded(text, TEXT, WORD))
 
 
 def to_markdown(doc: Doc) -> str:
@@ -137,6 +144,7 @@ def to_markdown(doc: Doc) -> str:
 
 CSS = """body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
 h1{border-bottom:2px solid #444}h2{border-bottom:1px solid #bbb;margin-top:2em}
+h1,h2,h3,p,li,summary,figcaption,.caption{overflow-wrap:break-word}
 .scroll{max-width:100%;overflow-x:auto;margin:.5em 0 1em}
 table{border-collapse:collapse;font-size:.85em}
 code{background:#f3f3f3;padding:0 .25em;border-radius:3px;font-size:.9em}
@@ -156,8 +164,9 @@ CODE_SPAN = re.compile(r"`([^`<>]+)`")  # Markdown's `code`, as the report's own
 
 
 def _text(text) -> str:
-    """Text for the page: HTML-escaped, and its control characters shown as escapes (harness.textsafe.terminal)."""
-    return html.escape(terminal(text), quote=True)
+    """Text for the page: at most TEXT characters, no word over WORD (harness.textsafe.bounded), HTML-escaped, and its
+    control characters shown as escapes (harness.textsafe.terminal)."""
+    return html.escape(terminal(bounded(text, TEXT, WORD)), quote=True)
 
 
 def _inline(text: str) -> str:

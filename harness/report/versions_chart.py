@@ -17,7 +17,7 @@ from harness.analysis.series import VersionPoint
 
 # before any figure: the charts' type and text settings (harness.report.charts sets them as it is imported), so this
 # chart is laid out and drawn the same wherever it is drawn (harness.bisect, a report's worker or its own process)
-from harness.report.charts import _png
+from harness.report.charts import _png, _tight_layout
 
 
 def draw(points: list[VersionPoint], title: str, boundary: tuple[str, str] | None = None, png: bool = True):
@@ -55,7 +55,7 @@ def draw(points: list[VersionPoint], title: str, boundary: tuple[str, str] | Non
         for ax in (top, bottom):
             ax.axvspan(min(i, j), max(i, j), color="tab:orange", alpha=0.15)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    _tight_layout(fig)
     if not png:
         return fig
     return _png(fig)
