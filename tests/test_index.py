@@ -202,11 +202,10 @@ def test_what_validation_leaves_out_the_index_leaves_out(tmp_path):
         _index, records, warnings, _n = _read(folder)
         direct = []
         assert [p for p, _r in records] == [p for p, _r in iter_records([folder], direct.append)]
-        assert warnings == direct and len(warnings) == 3
-        nan = dict(records)[folder / "nan.json"]
-        assert nan.has_nonfinite and not nan  # left out by load, with its own warning; nothing of it is kept
+        assert warnings == direct and len(warnings) == 4 and records == []
+        assert any("nan.json: skipped: steps.loss[0] = nan: NaN or infinity" in line for line in warnings)
     rows = idx._Store(folder, idx.index_path(folder, None), idx.user_key()).load()
-    assert sorted(row[6] for row in rows.values()) == ["bad", "bad", "bad", "nonfinite"]
+    assert sorted(row[6] for row in rows.values()) == ["bad", "bad", "bad", "bad"]
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "foreign", "other-key", "empty"])
@@ -421,27 +420,16 @@ def test_sections_round_trip_exactly():
         assert repr(back) == repr(value)  # the same types too: 2**70 stays an int, -0.0 a float
 
 
-def test_nonfinite_is_what_the_dataset_walk_finds():
-    from harness.analysis.dataset import _walk_nonfinite
-
-    cases = [{"a": 1.0}, {"a": math.nan}, [1, [2, {"x": math.inf}]], {"v": [1e308, 1e308]}, {"v": [1e308, math.nan]},
-             {"v": [10**400, 1.0]}, {"v": [math.inf, -math.inf]}, {"a": {"b": [None, True, 2.5]}},
-             {"s": "x", "n": -math.inf}]
-    assert [idx._nonfinite(c) for c in cases] == [_walk_nonfinite(c) for c in cases]
-
-
 def test_a_warm_load_walks_no_record_and_opens_no_explain(tmp_path, monkeypatch):
-    """The index knows which records hold a NaN: a warm load never walks one (a merge once lost this, and the walk,
-    opening every record's explain section, was most of a warm compare's time); the verdict opens the explain
+    """A warm load opens no record's explain section (a walk of every record for NaN once did, and was most of a warm
+    compare's time: the reader's bounds refuse a NaN now, before anything is indexed); the verdict opens the explain
     sections of the few runs whose kernels it compares, not every run's."""
-    from harness.analysis import dataset
     from harness.analysis.options import CompareOptions, analyse
     from harness.analysis.verdict import verdict
 
     folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     analyse(CompareOptions(paths=(folder,)), warn=lambda _line: None)  # cold: the index built
     opened, fill = set(), idx.LazySection._fill
-    monkeypatch.setattr(dataset, "_walk_nonfinite", lambda obj: pytest.fail("a record was walked"))
     monkeypatch.setattr(idx.LazySection, "_fill", lambda self: opened.add(id(self)) or fill(self))
     ds, cmp = analyse(CompareOptions(paths=(folder,)), warn=lambda _line: None)
     assert ds.valid_records > 20 and not opened
@@ -479,8 +467,8 @@ def test_validation_by_sections_is_validation_whole(tmp_path):
 
     good = read_record(min((RESULTS / "cpu-amd-epyc-2core").glob("*.json")))
     assert io.validate(good) is good
-    for edit, where in ((lambda r: r["steps"]["ms"].append("x"), "steps/ms/"), (lambda r: r.pop("summary"), "<top>"),
-                        (lambda r: r["steps"]["loss"].append(True), "steps/loss/"),
+    for edit, where in ((lambda r: r["steps"]["ms"].append("x"), "steps.ms["), (lambda r: r.pop("summary"), "the record"),
+                        (lambda r: r["steps"]["loss"].append(True), "steps.loss["),
                         (lambda r: r.update(workload=[]), "workload"),
                         (lambda r: r.update(kind="bogus"), "kind")):
         bad = json.loads(json.dumps(good))
@@ -488,7 +476,7 @@ def test_validation_by_sections_is_validation_whole(tmp_path):
         with pytest.raises(RecordError) as exc:
             io.validate(bad)
         assert str(exc.value).startswith(where)
-        if where.startswith("steps/"):  # the step series are checked in one pass of their own, with their own words
+        if where.startswith("steps."):  # the step series are checked in one pass of their own, with their own words
             assert str(exc.value).endswith("is not a number or null")
             continue
         import jsonschema
@@ -521,12 +509,20 @@ def test_the_listing_is_what_rglob_finds(tmp_path, monkeypatch):
 
 
 def test_a_section_the_plain_check_passes_jsonschema_passes():
-    """io._plain_section's checks only save work: every value one passes, over a grid of JSON values of every type
-    (bool beside int, 1.0 beside 1, null, nested) and each committed record's own, jsonschema finds valid; and they
-    are what most of a record's sections go through."""
+    """io._plain_section's checks only save work: every value one passes that is within the bounds (checked first,
+    harness.record.bounds), over a grid of JSON values of every type (bool beside int, 1.0 beside 1, null, nested,
+    out of bounds) and each committed record's own, jsonschema finds valid; and they are what most of a record's
+    sections go through."""
     import itertools
 
-    from harness.record import io
+    from harness.record import bounds, io
+
+    def within(name, value) -> bool:
+        try:
+            bounds.check({name: value})
+            return True
+        except RecordError:
+            return False
 
     scalars = [None, True, False, 0, 1, -3, 2**70, 1.0, 2.5, -0.0, "", "ok", "measured", "x" * 3, [], {}, ["a"], [1]]
     records = [r for _p, r in iter_records([RESULTS], lambda _line: None)]
@@ -541,7 +537,7 @@ def test_a_section_the_plain_check_passes_jsonschema_passes():
             keys = list(io.schema()["properties"]["summary"]["properties"])[:4] + ["not_in_the_schema"]
             values += [dict(zip(keys, combo)) for combo in itertools.product(scalars[:9], repeat=2)]
         for value in values:
-            if plain(value):
+            if plain(value) and within(name, value):
                 checked += 1
                 assert validator.is_valid(value), (name, value)
     assert checked > 1000 and sum(io._plain_section(n) is not None for n in io.schema()["properties"]) >= 12
@@ -592,20 +588,23 @@ def test_a_folder_copied_with_its_index_is_reindexed_quietly(tmp_path):
     assert notices == [] and index.stats["indexed"] == 0
 
 
-def test_only_json_parsed_text_can_hold_nan():
-    """parse_json says finite only where orjson parsed the text (it refuses NaN, infinity and numbers past a double):
-    the index walks a record for NaN only where json parsed it, and every text that parses to a NaN or an infinity
-    goes that way."""
+def test_every_text_that_parses_to_nan_is_refused_by_the_bounds():
+    """Whichever parser reads a text (orjson refuses NaN, infinity and numbers past a double; json reads them as
+    floats), a NaN or an infinity it holds is refused by the bounds, naming the field; finite texts give finite
+    floats."""
+    from harness.record import bounds
     from harness.record.io import parse_json
 
     for text in (b'[NaN]', b'[-Infinity]', b'[1e400]', b'[1E+309]', b'[1e0000000309]', b'[' + b'9' * 309 + b'.0]',
                  b'{"a": 2e999}', b'[1e400 ]', b'[' + b'9' * 250 + b'e60]'):
-        value, finite = parse_json(text)
-        assert not finite and idx._nonfinite(value), text
+        with pytest.raises(RecordError, match="NaN or infinity"):
+            bounds.check({"loss": parse_json(text)})
     for text in (b'[1.5e-300, 1e99, 1e308]', b'{"a": [0.00044378077229848456, -2.5E+10]}', b'{"note": "NaN, 1e400"}',
                  b'{"workload_hash": "3fe0123ab12e456", "h": "12e4567c"}', b'[1e-400]'):
-        value, finite = parse_json(text)
-        assert finite and not idx._nonfinite(value), text
+        value = parse_json(text)
+        floats = [v for v in (value.values() if isinstance(value, dict) else value) if isinstance(v, float)]
+        floats += [v for v in value.get("a", []) if isinstance(v, float)] if isinstance(value, dict) else []
+        assert all(map(math.isfinite, floats)), text
 
 
 def test_the_listing_as_strings_is_in_the_order_of_the_paths(tmp_path, monkeypatch):

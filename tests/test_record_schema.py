@@ -222,3 +222,32 @@ def test_a_transcribed_records_kind_block_reads_as_its_type():
     assert isinstance(ref.reference, Reference) and ref.reference.line == ref.raw["reference"]["line"] > 0
     assert not ref.peer and ref.peer.name is None  # not a peer record: a false Peer, never a crash
     assert isinstance(RecordView({"kind": "peer", "peer": {"name": "x", "line": 3}}).peer, Peer)
+
+
+def bounded_fields(spec: dict, section: str = "", name: str = ""):
+    """(spec, section, name) for every field the schema lists by name (a property, the items of a named array, an
+    alternative of anyOf) whose type holds a number or a string (not an enum or a const)."""
+    if not isinstance(spec, dict):
+        return
+    types = spec.get("type")
+    types = set(types if isinstance(types, list) else [types] if types else [])
+    if types & {"number", "integer", "string"} and "enum" not in spec and "const" not in spec:
+        yield spec, section, name
+    for key, sub in (spec.get("properties") or {}).items():
+        yield from bounded_fields(sub, section or key, key)
+    yield from bounded_fields(spec.get("items"), section, name)
+    for alternative in spec.get("anyOf", []):
+        yield from bounded_fields(alternative, section, name)
+
+
+def test_the_schema_states_the_readers_bounds():
+    """Every number and string the schema lists carries the bounds harness.record.bounds enforces on it (a field
+    added to the schema without them fails here, with what to write)."""
+    from harness.record import bounds
+
+    fields = list(bounded_fields(schema()))
+    assert len(fields) > 200
+    for spec, section, name in fields:
+        expected = bounds.schema_keywords(section, name, spec["type"])
+        stated = {k: spec[k] for k in ("minimum", "maximum", "maxLength") if k in spec}
+        assert stated == expected, f"{section}: {name}: write {expected}"

@@ -9,7 +9,6 @@ logs (kind "reference") and peers' numbers (kind "peer") never join a measured g
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from collections.abc import Callable
@@ -64,23 +63,6 @@ def _first(started: dict, key, r: RecordView) -> None:
     old = started.get(key)
     if key not in started or (at is not None and (old is None or at < old)):
         started[key] = at
-
-
-def _has_nonfinite(obj) -> bool:
-    known = getattr(obj, "has_nonfinite", None)  # a record read from the index (harness.record.index) knows
-    if known is not None:
-        return known
-    return _walk_nonfinite(obj)
-
-
-def _walk_nonfinite(obj) -> bool:
-    if isinstance(obj, float):
-        return not math.isfinite(obj)
-    if isinstance(obj, dict):
-        return any(_walk_nonfinite(v) for v in obj.values())
-    if isinstance(obj, list):
-        return any(_walk_nonfinite(v) for v in obj)
-    return False
 
 
 class LeftOut(NamedTuple):
@@ -183,9 +165,6 @@ class _Reading:
                 self.leave_out(root, "no *.json records in this directory", "empty", skipped=False)
         for path, raw in iter_records(paths, self.unreadable, read, files):
             path = os.fspath(path)  # a Path, or a string of an index's listing: kept as the string either way
-            if _has_nonfinite(raw):
-                self.leave_out(path, "contains NaN or infinity (the harness writes null for those)", "unreadable")
-                continue
             self.valid += 1
             r = RecordView(raw)
             if r.run_id in self.seen:

@@ -37,7 +37,6 @@ import contextlib
 import hashlib
 import hmac
 import json
-import math
 import mmap
 import os
 import secrets
@@ -247,36 +246,10 @@ class SharedSection(dict):
 
 
 class IndexedRecord(dict):
-    """A record read from the index; has_nonfinite says what harness.analysis.dataset would find walking it, known
-    what its RecordView derived when it was indexed (view.INDEXED: the view starts with them)."""
+    """A record read from the index; known: what its RecordView derived when it was indexed (view.INDEXED: the view
+    starts with them)."""
 
-    __slots__ = ("has_nonfinite", "known")
-
-
-_NUMBERS = frozenset((int, float, bool, type(None)))
-_CONTAINERS = frozenset((dict, list))
-
-
-def _nonfinite(value) -> bool:
-    """Holds a NaN or an infinity somewhere (the writer stores those as null): what harness.analysis.dataset's walk
-    finds, with each list's or dict's floats summed at C speed (a sum is finite when every term is, unless it
-    overflows: then each is looked at)."""
-    stack = [value] if type(value) in _CONTAINERS else []
-    while stack:
-        item = stack.pop()
-        values = item.values() if type(item) is dict else item
-        kinds = set(map(type, values))
-        if float in kinds:
-            floats = filter(None, values) if kinds <= _NUMBERS else [v for v in values if type(v) is float]
-            try:
-                if not math.isfinite(math.fsum(floats)):
-                    return True
-            except (OverflowError, ValueError):  # a sum too large for a float; inf + -inf
-                if not all(map(math.isfinite, [v for v in values if type(v) is float])):
-                    return True
-        if not _CONTAINERS.isdisjoint(kinds):
-            stack.extend(v for v in values if type(v) in _CONTAINERS)
-    return False
+    __slots__ = ("known",)
 
 
 def _identity(st: os.stat_result) -> tuple:
@@ -310,15 +283,13 @@ def index_file(job: tuple[str, str]) -> tuple[tuple | None, tuple]:
     try:
         data = file_bytes(path)
         digest = hashlib.blake2b(data, digest_size=16).digest() if racy else None
-        record, finite = record_of(data)
+        record = record_of(data)
     except RecordError as exc:
         record, why = None, str(exc)
     after = _stat(path)
     stable = before is not None and after is not None and _identity(before) == _identity(after)
     if record is None:
         outcome = ("bad", why, None, None, (None,) * len(SHARED))
-    elif not finite and _nonfinite(record):
-        outcome = ("nonfinite", None, None, None, (None,) * len(SHARED))
     else:
         split = {name: encode(record[name]) for name in (*SHARED, LAZY) if isinstance(record.get(name), dict)}
         core = encode([{k: (None if k in split else v) for k, v in record.items()}, RecordView(record).indexed()])
@@ -764,7 +735,6 @@ class RecordIndex:
         if kind == "bad":
             raise RecordError(why)
         record = IndexedRecord()
-        record.has_nonfinite = kind == "nonfinite"
         record.known = None
         if kind == "record":
             fields, known = decode(core)

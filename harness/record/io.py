@@ -24,6 +24,7 @@ except ImportError:  # a bare Python (harness.envs): the standard parser alone
     _orjson = None
 
 from gpt.config import SIZE_BOUNDS
+from harness.record import bounds
 from harness.record.files import TEMP_PREFIX, NotRegular, open_regular, write_new
 from harness.record.migrate import migrate
 from harness.record.model import SCHEMA_VERSION, RecordError, record_filename
@@ -32,7 +33,8 @@ MAX_RECORD_BYTES = 16 * 2**20  # a real record is ~20-200 KB, one of 100,000 ste
 MAX_RECORD_DEPTH = 64  # a real record nests ~6 deep; deeper JSON would overflow the stack of whatever walks it
 SCHEMA_PATH = Path(__file__).parent.parent / "record.schema.json"
 MAX_STEPS = SIZE_BOUNDS["steps"][1]  # no run records more steps than a workload may have
-STEP_SERIES = ("ms", "loss", "grad_norm")  # record.steps: one number (or null) per step each
+STEP_SERIES = ("ms", "loss", "grad_norm")
+MAX_REASON = 300  # characters of the schema's reason for refusing a file (a warning is one line)  # record.steps: one number (or null) per step each
 
 
 @lru_cache(maxsize=1)
@@ -63,12 +65,14 @@ def _json_safe(obj):
 
 
 def validate(record: dict) -> dict:
-    """`record` if it is a valid record of the current schema version; RecordError otherwise."""
+    """`record` if it is a valid record of the current schema version, every number and string within its bounds
+    (harness.record.bounds); RecordError otherwise."""
     if not isinstance(record, dict):
         raise RecordError("not a JSON object")
     version = record.get("schema_version")
     if version != SCHEMA_VERSION:
         raise RecordError(f"schema_version {version!r}; this harness reads version {SCHEMA_VERSION}")
+    bounds.check(record)  # first: the schema states the same bounds, which the shortcuts below may then pass over
     import jsonschema
 
     steps, rest = _check_steps(record.get("steps")), record
@@ -82,9 +86,18 @@ def validate(record: dict) -> dict:
     except RecursionError:
         raise RecordError("nested too deeply to validate") from None
     if exc is not None:
-        where = "/".join(str(p) for p in exc.absolute_path) or "<top>"
-        raise RecordError(f"{where}: {exc.message}") from None
+        where = bounds.field(exc.absolute_path)
+        raise RecordError(f"{where}: {_said(exc)}") from None
     return record
+
+
+def _said(exc) -> str:
+    """jsonschema's message with the value it quotes shortened (it quotes the value whole: a string of 64 Ki
+    characters, an object of megabytes), and at most MAX_REASON characters in all: the reason is one line."""
+    message, value = exc.message, repr(exc.instance)
+    if message.startswith(value):
+        message = bounds.shown(exc.instance) + message[len(value):]
+    return message if len(message) <= MAX_REASON else message[:MAX_REASON - 3] + "..."
 
 
 def _check_steps(steps) -> dict | None:
@@ -97,14 +110,17 @@ def _check_steps(steps) -> dict | None:
         if not isinstance(series, list):
             continue  # absent or not an array: the schema says so
         if len(series) > MAX_STEPS:
-            raise RecordError(f"steps/{key}: {len(series):,} steps; no run records more than {MAX_STEPS:,}")
+            raise RecordError(f"steps.{key}: {len(series):,} steps; no run records more than {MAX_STEPS:,}")
         for i, value in enumerate(series):
             if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
-                raise RecordError(f"steps/{key}/{i}: {value!r:.40} is not a number or null")
+                raise RecordError(f"steps.{key}[{i}]: {bounds.shown(value)} is not a number or null")
     return steps
 
 
 _PLAIN_KEYS = {"$schema", "$id", "title", "description", "type", "required", "properties", "additionalProperties"}
+# The bounds the schema states on numbers and strings: harness.record.bounds.check has enforced them when the
+# shortcuts below look (validate calls it first), so a spec of a type and its bounds is still a plain type to them.
+_BOUNDS = frozenset(("minimum", "maximum", "maxLength"))
 _EXACT_TYPES = {"number": {int, float}, "integer": {int}, "null": {type(None)}, "string": {str}, "boolean": {bool}}
 
 
@@ -118,7 +134,7 @@ def _plain_arrays() -> tuple:
     def walk(node: dict, path: tuple) -> None:
         for name, sub in (node.get("properties") or {}).items():
             items = sub.get("items") if isinstance(sub, dict) else None
-            plain_array = isinstance(items, dict) and sub.get("type") == "array" and set(items) == {"type"}
+            plain_array = isinstance(items, dict) and sub.get("type") == "array" and set(items) - _BOUNDS == {"type"}
             if plain_array and set(sub) <= {"type", "items", "description", "title"}:
                 types = items["type"] if isinstance(items["type"], list) else [items["type"]]
                 if all(t in _EXACT_TYPES for t in types):
@@ -193,7 +209,7 @@ def _section_bytes(value) -> bytes:
     return json.dumps(value, ensure_ascii=True).encode()
 
 
-_DESCRIBING = {"description", "title"}
+_DESCRIBING = {"description", "title"} | _BOUNDS  # words a shortcut passes over (the bounds: checked before)
 
 
 def _types_of(spec) -> frozenset | None:
@@ -301,7 +317,7 @@ def check_writable(out_dir: str | os.PathLike) -> None:
 def read_json(path: str | os.PathLike):
     """The JSON in a record file, read defensively: a regular file of at most MAX_RECORD_BYTES, UTF-8, at most
     MAX_RECORD_DEPTH deep, within Python's integer-size limit. Anything else: RecordError."""
-    return parse_json(file_bytes(path))[0]
+    return parse_json(file_bytes(path))
 
 
 def file_bytes(path: str | os.PathLike) -> bytes:
@@ -322,13 +338,11 @@ def file_bytes(path: str | os.PathLike) -> bytes:
     return data
 
 
-def parse_json(data: bytes) -> tuple[object, bool]:
-    """(the JSON in a record file's bytes, finite): finite when orjson parsed it, which refuses NaN, infinity and any
-    number past a double, so no float in it can be NaN or infinite (False: json parsed it, and it may hold some).
+def parse_json(data: bytes):
+    """The JSON in a record file's bytes (NaN and infinity read as floats: the bounds refuse them, naming the field);
     RecordError as read_json says."""
     value = _fast_loads(data)
-    finite = value is not _SLOW
-    if not finite:
+    if value is _SLOW:
         try:
             value = json.loads(data.decode("utf-8"), parse_constant=lambda c: float(c))
         except UnicodeDecodeError as exc:
@@ -341,7 +355,7 @@ def parse_json(data: bytes) -> tuple[object, bool]:
             raise RecordError(f"not a record: {str(exc).split(';')[0]}") from None
     if _depth(value) > MAX_RECORD_DEPTH:
         raise RecordError(f"not a record: JSON nested deeper than {MAX_RECORD_DEPTH} levels")
-    return value, finite
+    return value
 
 
 _SLOW = object()  # _fast_loads' answer when the standard parser must decide
@@ -397,46 +411,14 @@ def _depth(value) -> int:
 
 
 def read_record(path: str | os.PathLike) -> dict:
-    """The record in a file, read defensively, brought up to the current schema version, validated, and its
-    measurements in range."""
-    return record_of(file_bytes(path))[0]
+    """The record in a file, read defensively, brought up to the current schema version, every number and string in
+    its bounds (harness.record.bounds), and validated."""
+    return record_of(file_bytes(path))
 
 
-def record_of(data: bytes) -> tuple[dict, bool]:
-    """(the record in a file's bytes, as read_record reads it; finite, as parse_json says)."""
-    value, finite = parse_json(data)
-    return check_measurements(validate(migrate(value))), finite
-
-
-def _out_of_range(key: str, value) -> str | None:
-    """Why a summary value is one no run can measure, or None. Times and throughput are above 0; sizes,
-    counts, spreads and MFU at least 0; none of them NaN or infinite (the writer stores those as null)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or key in ("final_loss", "mean_loss"):
-        return None
-    if not math.isfinite(value):
-        return "NaN or infinity, not a number"
-    positive = key in ("tokens_per_s", "tokens_per_step") or (key.endswith("_ms") or key.startswith("step_ms_")) \
-        and key != "step_ms_iqr"
-    if positive and value <= 0:
-        return "must be above 0"
-    if value < 0:
-        return "must be at least 0"
-    return None
-
-
-def check_measurements(record: dict) -> dict:
-    """`record` if its measurements are in range; RecordError naming the first that is not (a step of 0 or
-    -5 ms, a peak RSS of -1 bytes). Such a file passes the schema but would make nonsense of every ratio,
-    interval and chart drawn from it, so it is left out like any other bad file, with one warning."""
-    for key, value in (record.get("summary") or {}).items():
-        why = _out_of_range(key, value)
-        if why:
-            raise RecordError(f"summary.{key} = {value!r}: out of range ({why})")
-    for i, value in enumerate((record.get("steps") or {}).get("ms") or []):
-        why = _out_of_range("step_ms", value)
-        if why:
-            raise RecordError(f"steps.ms[{i}] = {value!r}: out of range ({why})")
-    return record
+def record_of(data: bytes) -> dict:
+    """The record in a file's bytes, as read_record reads it."""
+    return validate(migrate(parse_json(data)))
 
 
 MAX_SKIP_WARNINGS = 20  # bad files named one per line; past that, one line counts the rest
@@ -521,17 +503,28 @@ def _json_entries(folder: Path) -> list[os.DirEntry]:
 
 
 def iter_records(paths, warn=print, read=read_record, files=record_files):
-    """(path, record) for every valid *.json under the paths (recursively); one BadFile to `warn` per bad file
+    """(path, record) for every valid *.json under the paths (recursively), a file that two of them reach (a folder
+    and a file in it, a link and its target) once; one BadFile to `warn` per bad file
     (print writes its line) for the first MAX_SKIP_WARNINGS, then one BadFile.more line with how many more (a folder
     of 10,000 other JSON files is not 10,000 lines). read=read_json gives the raw JSON of every readable file,
     unvalidated; files(folder) lists a folder's record files (record_files, or record_names: the listing an index
     just made, path strings; each path is yielded as files gives it)."""
-    skipped = 0
-    for root in map(Path, paths):
+    skipped, roots = 0, [Path(p) for p in paths]
+    seen = set() if len(roots) > 1 else None  # (device, inode) of each file read: one named twice is read once
+    for root in roots:
         if not root.exists():
             warn(BadFile(root, "no such file or directory", skipped=False))
             continue
         for path in [root] if root.is_file() else files(root):
+            if seen is not None:  # a link is itself (not followed) unless named: then it is the file it names
+                try:
+                    st = os.stat(path) if path is root else os.lstat(path)
+                except OSError:  # gone, or unreadable: read says why
+                    st = None
+                if st is not None:
+                    if (st.st_dev, st.st_ino) in seen:
+                        continue
+                    seen.add((st.st_dev, st.st_ino))
             try:  # a file named as a path is read where it points (the user's choice); one found in a folder is not
                 yield path, read(root.resolve() if path is root and root.is_symlink() else path)
             except RecordError as exc:

@@ -1,0 +1,165 @@
+"""Every number and string of a record is bounded (harness.record.bounds), checked in one place before anything reads
+it: one bad record among many never ends compare or report, whatever its value, size or position. Issue 50, class 1:
+a 401-digit tokens_per_s ended compare with an OverflowError, 5e-324 ms a ZeroDivisionError, 2**64 bytes a numpy
+TypeError."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from hostile import CPU_RECORDS
+from shipped import RESULTS
+
+from harness import compare
+from harness.record import bounds
+from harness.record.io import iter_records, read_record, record_of
+from harness.record.model import RecordError
+from harness.report import __main__ as report_main
+
+CPU = CPU_RECORDS / "20261123T011151Z-torch212-seed-ladder-fp32-r0-2d048b.json"
+GPU = RESULTS / "gpu-h100-80gb-hbm3/ladder/20261123T081330Z-local-seed-ladder-tf32-r0-1ed9a9.json"
+EXTREMES = (10**400, -10**400, 5e-324, -5e-324, 1.7976931348623157e308, -1.7976931348623157e308, 2**64, -1, 0,
+            float("nan"), float("inf"))
+TEXTS = ("x" * 1_000_000, "y" * bounds.TEXT_LENGTH, "z" * bounds.NAME_LENGTH, "", "\x1b[2J<b>\u202e ../..")
+
+
+def leaves(node, path=()):
+    """(path, value) of every number and string in a record; a list by its first and its last item."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from leaves(value, (*path, key))
+    elif isinstance(node, list):
+        for i in sorted({0, len(node) - 1}) if node else ():
+            yield from leaves(node[i], (*path, i))
+    elif not isinstance(node, bool) and isinstance(node, (int, float, str)):
+        yield path, node
+
+
+def with_value(record: dict, path: tuple, value) -> dict:
+    copy = json.loads(json.dumps(record))
+    node = copy
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return copy
+
+
+def cases(record: dict):
+    """(path, value) for every leaf: the extremes and the edges of its rule for a number, texts for a string."""
+    for path, value in leaves(record):
+        if path[0] == "schema_version":
+            continue
+        if isinstance(value, str):
+            yield from ((path, text) for text in TEXTS)
+        else:
+            name = next(p for p in reversed(path) if isinstance(p, str))
+            rule = bounds.rule_for(path[0], name)
+            yield from ((path, x) for x in (*EXTREMES, rule.low, rule.high))
+
+
+def test_a_value_is_read_or_refused_in_one_line_naming_its_field(tmp_path):
+    """Every leaf of a CPU and a GPU record, given each extreme: read, or refused with a RecordError whose one line
+    names the field, and short (a megabyte string or a 401-digit number is quoted cut)."""
+    refused = passed = 0
+    for source in (CPU, GPU):
+        record = json.loads(source.read_text())
+        for path, value in cases(record):
+            data = json.dumps(with_value(record, path, value)).encode()
+            try:
+                record_of(data)
+                passed += 1
+            except RecordError as exc:
+                refused += 1
+                why = str(exc)
+                assert "\n" not in why and len(why) < 400, (path, why[:200])
+                assert why.startswith(bounds.field(path)) or path[0] in ("workload", "environment", "flags", "kind",
+                                                                          "status", "sweep"), (path, why)
+    assert refused > 1000 and passed > 500  # both kinds met: the bounds refuse the absurd, keep the rest
+
+
+def test_every_in_bounds_extreme_is_compared_and_reported_beside_the_rest(tmp_path, capsys):
+    """All the values the reader keeps, each in its own copy of a record, in one folder beside good records:
+    compare (every format, --detail) and report run through, and the good records' verdict is still there."""
+    good = tmp_path / "good"
+    good.mkdir()
+    for source in sorted(CPU_RECORDS.glob("*fp32*.json")):
+        shutil.copy(source, good)
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    for source in (CPU, GPU):
+        record = json.loads(source.read_text())
+        for n, (path, value) in enumerate(cases(record)):
+            copy = with_value(record, path, value)
+            if path != ("run_id",):
+                copy["run_id"] = f"{record['run_id']}-{n}"
+            data = json.dumps(copy).encode()
+            try:
+                record_of(data)
+            except RecordError:
+                continue
+            (kept / f"{source.stem}-{n}.json").write_bytes(data)
+    assert len(list(kept.iterdir())) > 500
+    for fmt in ("text", "markdown", "csv", "json"):
+        assert compare.main([str(good), str(kept), "--detail", "--no-index", "--format", fmt]) == 0, fmt
+    out = capsys.readouterr().out
+    assert "latest" in out and "torch212" in out
+    assert report_main.main([str(good), str(kept), "--no-index", "-o", str(tmp_path / "report")]) == 0
+    assert (tmp_path / "report" / "report.html").stat().st_size > 0
+
+
+@pytest.mark.parametrize("path, value", [
+    (("summary", "tokens_per_s"), 10**400), (("steps", "ms", 3), 5e-324), (("summary", "peak_rss_bytes"), 2**64),
+    (("summary", "tokens_per_s"), float("nan")), (("environment", "cpu", "model"), "x" * 1_000_000),
+    (("env",), "e" * (bounds.NAME_LENGTH + 1)), (("notes",), ["n" * (bounds.TEXT_LENGTH + 1)]),
+], ids=["401 digits", "5e-324 ms", "2**64 bytes", "NaN", "1 MB name", "long env", "long note"])
+def test_one_bad_record_among_many_is_one_line_and_the_answer_for_the_rest(tmp_path, capsys, path, value):
+    """The cases of the issue: the file is left out with one warning naming it and the field, and the verdict of
+    the rest is what it is without the file."""
+    good = tmp_path / "good"
+    good.mkdir()
+    for source in sorted(CPU_RECORDS.glob("*.json")):
+        if source != CPU:
+            shutil.copy(source, good)
+    assert compare.main([str(good), "--no-index"]) == 0
+    alone = capsys.readouterr().out
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / CPU.name).write_text(json.dumps(with_value(json.loads(CPU.read_text()), path, value)))
+    assert compare.main([str(good), str(bad), "--no-index"]) == 0
+    out, err = capsys.readouterr()
+    warnings = err.strip().splitlines()
+    assert len(warnings) == 1 and CPU.name in warnings[0] and bounds.field(path[:2]) in warnings[0], warnings
+    assert len(warnings[0]) < 400
+
+    def verdict(text: str) -> list[str]:  # the pairs' lines: between the verdict's title and loss parity
+        lines = text.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("Verdict"))
+        end = next(i for i, line in enumerate(lines) if line.startswith("Loss parity"))
+        return lines[start:end]
+
+    assert verdict(out) == verdict(alone)
+    assert "1 unreadable" in next(line for line in out.splitlines() if line.startswith("Left out:"))
+
+
+def test_a_file_reached_twice_is_read_once(tmp_path):
+    """A folder and a file in it, or a folder named twice: each record read (and counted) once."""
+    folder = tmp_path / "cpu"
+    shutil.copytree(CPU_RECORDS, folder)
+    files = sorted(folder.glob("*.json"))
+    once = [p for p, _r in iter_records([folder])]
+    warned = []
+    twice = [p for p, _r in iter_records([folder, files[0], folder, tmp_path], warned.append)]
+    assert len(twice) == len(once) == len(files) and warned == []
+
+
+def test_the_writer_checks_the_same_bounds(tmp_path):
+    """A record the harness writes is one it reads back: write_record refuses what read_record would."""
+    from harness.record.io import write_record
+
+    record = read_record(CPU)
+    record["summary"]["tokens_per_s"] = 1e300
+    with pytest.raises(RecordError, match=r"summary.tokens_per_s = 1e\+300: out of range for a rate per second"):
+        write_record(record, tmp_path)
+    assert list(tmp_path.iterdir()) == []
