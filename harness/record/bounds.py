@@ -143,65 +143,70 @@ def field(parts) -> str:
 
 def check(record: dict) -> dict:
     """`record` if every number in it is finite and within its field's rule and every string and key within its
-    length; OutOfBounds naming the first that is not. One walk, a list of numbers checked by its smallest and largest
-    (a record of 100,000 steps holds three such lists)."""
-    stack = [(record, "", "")]  # (a value, its path as a warning says it, the top-level section it is in)
+    length; OutOfBounds naming the first that is not. One walk: a value is compared with its rule's ends (NaN and
+    infinity fail those too) and its path made only to say what failed; a list of numbers is checked by its smallest
+    and largest (a record of 100,000 steps holds three such lists)."""
+    stack = [(record, (), "")]  # (a value, its path, the top-level section it is in)
     while stack:
         node, path, section = stack.pop()
         if type(node) is dict:
             for key, value in node.items():
+                kind = type(value)
+                if kind is dict or kind is list:
+                    stack.append((value, (*path, key), section or key))
+                elif kind is str:
+                    if len(value) > NAME_LENGTH:
+                        _scalar(value, (*path, key), key, section or key)
+                elif kind is int or kind is float:
+                    rule = _RULES.get((section or key, key)) or rule_for(section or key, key)
+                    if not rule.low <= value <= rule.high:
+                        _scalar(value, (*path, key), key, section or key)
                 if len(key) > NAME_LENGTH:
-                    raise OutOfBounds(f"{path or 'the record'}: a key of {len(key):,} characters (at most {NAME_LENGTH})")
-                where = f"{path}.{key}" if path else key
-                if type(value) in (dict, list):
-                    stack.append((value, where, section or key))
-                else:
-                    _scalar(value, where, key, section or key)
+                    raise OutOfBounds(f"{field(path)}: a key of {len(key):,} characters (at most {NAME_LENGTH:,})")
         elif type(node) is list:
-            name = path.rsplit(".", 1)[-1].split("[", 1)[0]
-            scalars = [(i, v) for i, v in enumerate(node) if type(v) not in (dict, list)]
-            if len(scalars) == len(node):
-                _scalars(node, path, name, section)
+            name = next((part for part in reversed(path) if type(part) is str), "")
+            if any(type(v) is dict or type(v) is list for v in node):
+                for i, value in enumerate(node):
+                    if type(value) is dict or type(value) is list:
+                        stack.append((value, (*path, i), section))
+                    else:
+                        _scalar(value, (*path, i), name, section)
             else:
-                for i, value in scalars:
-                    _scalar(value, f"{path}[{i}]", name, section)
-            for i, value in enumerate(node):
-                if type(value) in (dict, list):
-                    stack.append((value, f"{path}[{i}]", section))
+                _scalars(node, path, name, section)
     return record
 
 
-def _scalars(values: list, path: str, name: str, section: str) -> None:
+def _scalars(values: list, path: tuple, name: str, section: str) -> None:
     """A list of scalars (a series of step times, a list of package names): its numbers checked by their extremes, at C
-    speed, and one by one only to name the first that fails."""
+    speed, its strings by the longest, and one by one only to name the first that fails."""
     numbers = [v for v in values if type(v) is int or type(v) is float]
     if numbers:
         rule = rule_for(section, name)
         finite = all(map(math.isfinite, [v for v in numbers if type(v) is float]))
         if not (finite and _within(min(numbers), rule) and _within(max(numbers), rule)):
             for i, value in enumerate(values):
-                _scalar(value, f"{path}[{i}]", name, section)
-    if len(numbers) < len(values):
+                _scalar(value, (*path, i), name, section)
+    if len(numbers) < len(values) and max((len(v) for v in values if type(v) is str), default=0) > NAME_LENGTH:
         for i, value in enumerate(values):
-            if type(value) is str:
-                _scalar(value, f"{path}[{i}]", name, section)
+            _scalar(value, (*path, i), name, section)
 
 
 def _within(value, rule: Rule) -> bool:
     return rule.low <= value <= rule.high  # False for NaN
 
 
-def _scalar(value, path: str, name: str, section: str) -> None:
+def _scalar(value, path: tuple, name: str, section: str) -> None:
+    """OutOfBounds if a string, an integer or a float at `path` is outside its bounds."""
     kind = type(value)
     if kind is str:
         limit = name_length(section, name)
         if len(value) > limit:
-            raise OutOfBounds(f"{path} = {shown(value)}: too long (at most {limit:,} characters)")
+            raise OutOfBounds(f"{field(path)} = {shown(value)}: too long (at most {limit:,} characters)")
     elif kind is float or kind is int:
         if kind is float and not math.isfinite(value):
-            raise OutOfBounds(f"{path} = {shown(value)}: NaN or infinity, not a number (the harness writes null "
-                              "for those)")
+            raise OutOfBounds(f"{field(path)} = {shown(value)}: NaN or infinity, not a number (the harness writes "
+                              "null for those)")
         rule = rule_for(section, name)
         if not _within(value, rule):
-            raise OutOfBounds(f"{path} = {shown(value)}: out of range for {rule.what} (from {rule.low:.6g} to "
+            raise OutOfBounds(f"{field(path)} = {shown(value)}: out of range for {rule.what} (from {rule.low:.6g} to "
                               f"{rule.high:.6g})")
