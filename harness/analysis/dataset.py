@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,11 +31,6 @@ def torch_version_key(version: str | None) -> tuple:
     if parsed is None:
         return (1, (str(version),) if version else ())
     return (0, parse_version(parsed.public))
-
-
-def short_gpu(label: str) -> str:
-    """'NVIDIA H100 80GB HBM3' -> 'H100 80GB HBM3' (for narrow places: charts, effect lists)."""
-    return re.sub(r"^(NVIDIA|AMD)\s+(GeForce\s+)?", "", label)
 
 
 def _gpu_sort_key(record: RecordView) -> tuple:
