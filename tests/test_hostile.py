@@ -771,6 +771,7 @@ def test_threads_are_bounded_by_the_cpus_this_process_may_use(tmp_path):
 def test_step_series_are_checked_in_linear_time_and_bounded(monkeypatch):
     """Class 14 of issue 31: a record's step series are bounded by the steps bound (a 2,000,000-step record took
     compare 87 s, 50 s of it in jsonschema) and checked in one pass: jsonschema never walks them."""
+    from harness.record import bounds
     from harness.record import io as record_io
     from harness.record.model import RecordError
 
@@ -793,11 +794,11 @@ def test_step_series_are_checked_in_linear_time_and_bounded(monkeypatch):
     monkeypatch.setattr(record_io, "_validator", lambda: Spy(real))
     record_io._section_validator.cache_clear()
     record_io._VALID_SECTIONS.clear()
-    record["steps"] = {k: [1.0] * record_io.MAX_STEPS for k in ("ms", "loss", "grad_norm")}
-    assert record_io.validate(record)["steps"]["ms"] == [1.0] * record_io.MAX_STEPS  # the record itself, whole
+    record["steps"] = {k: [1.0] * bounds.MAX_STEPS for k in ("ms", "loss", "grad_norm")}
+    assert record_io.validate(record)["steps"]["ms"] == [1.0] * bounds.MAX_STEPS  # the record itself, whole
     assert seen and all(n == 0 for n in seen)
-    record["steps"]["ms"] = [1.0] * (record_io.MAX_STEPS + 1)
-    with pytest.raises(RecordError, match="steps.ms: 100,001 steps; no run records more than 100,000"):
+    record["steps"]["ms"] = [1.0] * (bounds.MAX_STEPS + 1)
+    with pytest.raises(RecordError, match="steps.ms: 100,001 items; at most 100,000 \\(no run records more steps\\)"):
         record_io.validate(record)
     record["steps"]["ms"] = [1.0, "x", None]
     with pytest.raises(RecordError, match=r"steps.ms\[1\]: 'x' is not a number or null"):

@@ -163,3 +163,40 @@ def test_the_writer_checks_the_same_bounds(tmp_path):
     with pytest.raises(RecordError, match=r"summary.tokens_per_s = 1e\+300: out of range for a rate per second"):
         write_record(record, tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_absurd_but_in_bounds_runs_still_give_a_report(tmp_path, capsys):
+    """Three records, one timed at a nanosecond a step (one degree of freedom: an interval of e^700 and beyond ended
+    the report with an OverflowError), and one naming 2,000 kernel categories (a chart of 2,000 bars and legend
+    entries never finished): the report is written, its kernel-mix chart of bounded size."""
+    import struct
+
+    folder = tmp_path / "three"
+    folder.mkdir()
+    sources = [CPU, CPU_RECORDS / "20261123T011250Z-torch212-seed-ladder-fp32-r1-721678.json",
+               CPU_RECORDS / "20261123T012147Z-latest-seed-ladder-fp32-r0-436177.json"]
+    for n, source in enumerate(sources):
+        record = json.loads(source.read_text())
+        if n == 1:
+            record["steps"]["ms"] = [1e-6] * len(record["steps"]["ms"])
+        if n == 2:
+            categories = record["explain"]["kernels"]["by_category"]
+            categories.update({f"cat-{i}": {"share": 0.0001, "total_us": 1.0, "per_step_us": 1.0, "calls": 1}
+                               for i in range(2000)})
+        (folder / source.name).write_text(json.dumps(record))
+    assert compare.main([str(folder), "--no-index"]) == 0
+    assert "e+" in capsys.readouterr().out  # the interval's far end, in three significant digits
+    assert report_main.main([str(folder), "--no-index", "-o", str(tmp_path / "report")]) == 0
+    width, height = struct.unpack(">II", (tmp_path / "report" / "kernel-mix.png").read_bytes()[16:24])
+    assert width < 2400 and height < 2400
+
+
+def test_a_list_is_bounded_in_length():
+    """An open field may hold a list of millions of small numbers (8,000,000 in a GEMM's shape took 48 s to validate):
+    a list other than a step series holds at most MAX_ITEMS items, a step series at most MAX_STEPS."""
+    record = json.loads(CPU.read_text())
+    record["explain"]["kernels"]["lm_head_gemm"] = {"shape": [64] * (bounds.MAX_ITEMS + 1)}
+    with pytest.raises(RecordError, match=r"explain.kernels.lm_head_gemm.shape: 10,001 items; at most 10,000"):
+        record_of(json.dumps(record).encode())
+    record["explain"]["kernels"]["lm_head_gemm"]["shape"] = [64] * bounds.MAX_ITEMS
+    record_of(json.dumps(record).encode())

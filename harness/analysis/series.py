@@ -6,6 +6,7 @@ no matplotlib.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -252,6 +253,7 @@ def kernel_mix(cmp: Compare, max_cells: int = 6) -> KernelMix | None:
             cells.setdefault((g.gpu, g.env), []).append((g, {c: (v.share or 0) * 100 for c, v in cats.items()}))
     if not cells:
         return None
+    _fold_unknown(cells, CATEGORIES)
     categories = sorted({c for items in cells.values() for _g, shares in items for c in shares})
     keys = sorted(cells, key=lambda k: (cmp.gpu_rank[k[0]], cmp.env_rank[k[1]]))[:max_cells]
     shown = []
@@ -262,6 +264,27 @@ def kernel_mix(cmp: Compare, max_cells: int = 6) -> KernelMix | None:
                        [(g.label + (f" B={g.workload.batch_size}" if several_b else ""), shares) for g, shares in items]))
     kinds = sorted({"CPU op" if is_cpu(gpu) else "GPU kernel" for gpu, _e in keys})
     return KernelMix(shown, categories, list(CATEGORIES) + [c for c in categories if c not in CATEGORIES], kinds, len(cells))
+
+
+MAX_UNKNOWN_CATEGORIES = 4  # categories a record names beyond harness.evidence.kernels' own: the largest kept
+
+
+def _fold_unknown(cells: dict, known) -> None:
+    """A record may name any category (one held 20,000: a chart of 20,000 bars and legend entries never finished):
+    the known ones are kept, and the MAX_UNKNOWN_CATEGORIES others with the largest share; the rest is added to
+    'other'."""
+    largest: dict[str, float] = {}
+    for items in cells.values():
+        for _g, shares in items:
+            for c, v in shares.items():
+                if c not in known:
+                    largest[c] = max(largest.get(c, 0.0), v)
+    kept = set(sorted(largest, key=lambda c: (-largest[c], c))[:MAX_UNKNOWN_CATEGORIES])
+    for items in cells.values():
+        for _g, shares in items:
+            folded = [c for c in shares if c not in known and c not in kept]
+            if folded:
+                shares["other"] = shares.get("other", 0.0) + math.fsum(shares.pop(c) for c in folded)
 
 
 @dataclass

@@ -325,7 +325,7 @@ class Estimate:
         if not self.known:
             return None
         half = Linear(self.log, {self: [1.0]}).half_width()
-        return math.exp(self.log - half), math.exp(self.log + half)
+        return exp(self.log - half), exp(self.log + half)
 
     def half_width(self) -> float | None:
         """The relative half-width of its run-to-run interval (what --repeats auto drives down: more runs of one
@@ -333,7 +333,21 @@ class Estimate:
         if self.log is None or not self.within:
             return None
         var, df = _satterthwaite([(w * s.var, s.df) for s, w in self.within])
-        return math.expm1(t_critical(df) * math.sqrt(var)) if var > 0 else 0.0
+        return expm1(t_critical(df) * math.sqrt(var)) if var > 0 else 0.0
+
+
+# A log ratio is turned back into a ratio clipped at e^+-700 (about 10^+-304): t with one degree of freedom can make an
+# interval's log beyond any float's exp (three records once ended the report with an OverflowError), and a bound that
+# far out says only "unbounded", which 10^304 says too.
+LOG_LIMIT = 700.0
+
+
+def exp(x: float) -> float:
+    return math.exp(max(min(x, LOG_LIMIT), -LOG_LIMIT))
+
+
+def expm1(x: float) -> float:
+    return math.expm1(max(min(x, LOG_LIMIT), -LOG_LIMIT))
 
 
 NUMPY_MEDIAN_FROM = 1000  # values from which numpy's partition is quicker than sorting them in Python
@@ -539,17 +553,16 @@ def _delta(form: Linear, floor: float, borrowed: bool, runs_now: float | None) -
     """The interval and verdict of a delta given as a linear form, with what it could detect where within."""
     var, df, unknown, within = form.variance()
     if math.isnan(var):  # a cell judged by invocations against its own invocation: no spread says anything
-        return Delta(form.value if not form.log else math.expm1(form.value), verdict=ONE_RUN)
+        return Delta(form.value if not form.log else expm1(form.value), verdict=ONE_RUN)
     half = t_critical(df) * math.sqrt(var) if var > 0 else 0.0
-    if form.log:  # t with under 1 degree of freedom can make a half-width beyond any float's exp: clipped far out
-        value, low, high = (math.expm1(max(min(x, 700.0), -700.0)) for x in (form.value, form.value - half,
-                                                                              form.value + half))
+    if form.log:
+        value, low, high = (expm1(x) for x in (form.value, form.value - half, form.value + half))
     else:
         value, low, high = form.value, form.value - half, form.value + half
     verdict = BEYOND if (low > 0 or high < 0) and abs(value) >= floor else WITHIN
     detectable = runs = None
     if verdict == WITHIN:
-        detectable = max(math.expm1(min(half, 700.0)) if form.log else half, floor)
+        detectable = max(expm1(half) if form.log else half, floor)
         runs = _runs_to_decide(value, floor, runs_now, var, df, within, form.log)
     return Delta(value, low, high, verdict, borrowed=borrowed, detectable=detectable, runs_to_decide=runs,
                  between_unknown=unknown)

@@ -27,6 +27,9 @@ FLOAT32_MAX = 3.5e38  # a loss or a gradient norm is a float32 (or bf16) value: 
 INTEGER_LARGEST = 2**53  # the largest integer every JSON reader holds exactly (and numpy as int64): most bounds
 NAME_LENGTH = 1_024  # an identity (env, rung, device, torch version...) and every object key: a name, not a text
 TEXT_LENGTH = 65_536  # any other string (a note, a reason, a kernel's name, a command): 64 Ki characters
+MAX_STEPS = SIZE_BOUNDS["steps"][1]  # a step series (record.steps) holds one value per step at most
+MAX_ITEMS = 10_000  # any other list (the longest in a real record: ~200 installed packages); an 8M-item shape once
+# took 48 s to validate
 
 
 class Rule(NamedTuple):
@@ -50,7 +53,7 @@ NUMBER_RULES: tuple[tuple[frozenset, Rule], ...] = tuple((frozenset(words.split(
     ("bytes", Rule(0, INTEGER_LARGEST, "a size in bytes")),
     ("mib", Rule(0, 2**43, "a size in MiB")),
     ("gib", Rule(0, 2**33, "a size in GiB")),
-    ("share mfu", Rule(0, 100, "a share")),
+    ("share mfu", Rule(0, 10, "a share (a fraction: above 1 only where streams overlap)")),
     ("deficit", Rule(-1, 1, "a fraction")),
     ("flops", Rule(0, 1e21, "a FLOP count or rate")),
     ("w watts", Rule(0, 1e6, "a power in watts")),
@@ -164,6 +167,10 @@ def check(record: dict) -> dict:
                 if len(key) > NAME_LENGTH:
                     raise OutOfBounds(f"{field(path)}: a key of {len(key):,} characters (at most {NAME_LENGTH:,})")
         elif type(node) is list:
+            limit = MAX_STEPS if section == "steps" else MAX_ITEMS
+            if len(node) > limit:
+                raise OutOfBounds(f"{field(path)}: {len(node):,} items; at most {limit:,}"
+                                  + (" (no run records more steps)" if section == "steps" else ""))
             name = next((part for part in reversed(path) if type(part) is str), "")
             if any(type(v) is dict or type(v) is list for v in node):
                 for i, value in enumerate(node):

@@ -23,7 +23,6 @@ try:
 except ImportError:  # a bare Python (harness.envs): the standard parser alone
     _orjson = None
 
-from gpt.config import SIZE_BOUNDS
 from harness.record import bounds
 from harness.record.files import TEMP_PREFIX, NotRegular, open_regular, write_new
 from harness.record.migrate import migrate
@@ -32,7 +31,6 @@ from harness.record.model import SCHEMA_VERSION, RecordError, record_filename
 MAX_RECORD_BYTES = 16 * 2**20  # a real record is ~20-200 KB, one of 100,000 steps (the bound) ~7 MB; larger: unread
 MAX_RECORD_DEPTH = 64  # a real record nests ~6 deep; deeper JSON would overflow the stack of whatever walks it
 SCHEMA_PATH = Path(__file__).parent.parent / "record.schema.json"
-MAX_STEPS = SIZE_BOUNDS["steps"][1]  # no run records more steps than a workload may have
 STEP_SERIES = ("ms", "loss", "grad_norm")
 MAX_REASON = 300  # characters of the schema's reason for refusing a file (a warning is one line)  # record.steps: one number (or null) per step each
 
@@ -101,16 +99,15 @@ def _said(exc) -> str:
 
 
 def _check_steps(steps) -> dict | None:
-    """record.steps if its series are lists of at most MAX_STEPS numbers or nulls (RecordError naming the first
-    that is not), checked in one pass each; None when it is not an object (the schema names that)."""
+    """record.steps if its series are lists of numbers or nulls (RecordError naming the first that is not), checked in
+    one pass each (their length and values: harness.record.bounds); None when it is not an object (the schema names
+    that)."""
     if not isinstance(steps, dict):
         return None
     for key in STEP_SERIES:
         series = steps.get(key)
         if not isinstance(series, list):
             continue  # absent or not an array: the schema says so
-        if len(series) > MAX_STEPS:
-            raise RecordError(f"steps.{key}: {len(series):,} steps; no run records more than {MAX_STEPS:,}")
         for i, value in enumerate(series):
             if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
                 raise RecordError(f"steps.{key}[{i}]: {bounds.shown(value)} is not a number or null")
@@ -483,8 +480,8 @@ def _is_record_name(name: str) -> bool:
 
 def _json_entries(folder: Path) -> list[os.DirEntry]:
     """What folder.rglob("*.json") finds (every entry named *.json in the folder and every folder below it, linked
-    folders not followed, a folder that cannot be read skipped), with one scandir per folder instead of its two (at
-    100,000 files: half the time)."""
+    folders and the writers' temp folders not followed, a folder that cannot be read skipped), with one scandir per
+    folder instead of its two (at 100,000 files: half the time)."""
     found, folders = [], [os.fspath(folder)]
     while folders:
         try:
@@ -493,8 +490,8 @@ def _json_entries(folder: Path) -> list[os.DirEntry]:
                     if entry.name.endswith(".json"):
                         found.append(entry)
                     try:
-                        if entry.is_dir(follow_symlinks=False):
-                            folders.append(entry.path)
+                        if entry.is_dir(follow_symlinks=False) and not entry.name.startswith(TEMP_PREFIX):
+                            folders.append(entry.path)  # a temp folder is a write under way (an unpack), not records
                     except OSError:
                         pass
         except (PermissionError, FileNotFoundError, NotADirectoryError):  # unreadable, or gone while listed
