@@ -20,6 +20,7 @@ from harness import argtypes, envinfo, output
 from harness.gpu_check import budget, estimate, pack, plan, runner, text
 from harness.record.io import check_writable
 from harness.record.model import RecordError
+from harness.textsafe import one_line
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT_GPU = "NVIDIA H100 80GB HBM3"  # the dry run's device: a lent machine's first kind
@@ -61,9 +62,13 @@ def unpack_main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     try:
         target = pack.unpack(args.archive, args.results, args.into)
-    except pack.PackError as exc:
-        p.error(str(exc))
-    print(f"unpacked into {target}/ (README.md written: add what a reader must know under 'Corrections and gaps')")
+    except pack.PackError as exc:  # one line (not argparse's usage above it), exit 2
+        return output.fail(f"{p.prog}: {one_line(exc)}", 2)
+    try:
+        output.emit(f"unpacked into {one_line(target)}/ (README.md written: add what a reader must know under "
+                    "'Corrections and gaps')\n")
+    except output.OutputError as exc:
+        return output.fail(str(exc))
     return 0
 
 
@@ -194,4 +199,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["unpack"]:  # Ctrl-C, SIGTERM or SIGHUP: one line, exit 130/143/129, its temp folder removed
+        output.run_process("python -m harness.gpu_check unpack", lambda: unpack_main(sys.argv[2:]))
     sys.exit(main())

@@ -5,42 +5,57 @@ folder of the call under `gpu-check/`: records, logs, compare.txt, report/, gpu-
 summary as gpu-check.json) and `summary.txt` (the closing table): three files. It is rewritten after every run, so a
 call cut short still returns what finished. `unpack` extracts such an archive into `results/gpu-<device>-<date>/` with
 a README.md of how it was made, as the committed GPU folders have, and never over an existing folder.
+
+The archive `unpack` reads is someone else's: it is opened only if it is a regular file (a FIFO would hang), read
+within bounds (members, bytes inflated, the summary's size and nesting: refused as soon as one is passed, before
+what is past it is inflated), every summary field it uses checked (type, range, length) before it is used, and every
+failure is one line (PackError) that leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import hashlib
 import io
 import json
-import math
+import os
 import re
 import secrets
 import shutil
+import signal
 import tarfile
 import zlib
 from pathlib import Path
 
-from harness.record.files import TEMP_PREFIX, publish_folder, write_atomic
+from harness.gpu_check.archive_summary import SUMMARY, PackError, error_line, named, parse_summary
+from harness.record.files import TEMP_PREFIX, open_regular, publish_folder, write_atomic
 from harness.record.index import INDEX_DIR
-from harness.textsafe import markdown, markdown_cell
+from harness.signals import STOP_SIGNALS
+from harness.textsafe import CELL, TEXT, WORD, bounded, markdown, markdown_cell, one_line
 
 TOP = "gpu-check"  # the archive's one top folder
-SUMMARY = "gpu-check.json"  # the summary inside the results folder (and so inside the archive)
 MAX_FILE_BYTES = 16 * 2**20  # what one file back from a device call may weigh
 MAX_UNPACKED_BYTES = 1024 * 2**20  # what an archive may unpack to in all (a 16 MiB one of records and logs: ~100 MiB)
-STARTED_AT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[^/\\]{0,40}")  # ISO time, as runner writes it
+MAX_MEMBERS = 10_000  # files and folders in an archive (a real call's: 25 to 45); 100,000 empty files took 20 s
+MAX_MEMBER_NAME = 1_024  # characters of a member's name; each of its parts at most 255 bytes (a file name's limit)
+MAX_MEMBER_DEPTH = 32  # folders a member is below gpu-check/ (a real call's: 3 at most)
+HEADER_BYTES = 8 * tarfile.BLOCKSIZE  # a member's header, its long-name or pax header and its padding: the tar
+# stream may inflate to MAX_UNPACKED_BYTES and this per member (and the end's padding), no further
+MAX_SUMMARY_BYTES = 2**20  # the archive's gpu-check.json (a real one: 3 to 13 KB)
+SLUG_LENGTH = 80  # a device's part of a folder or archive name: a 300-character GPU name named no file
 # INDEX_DIR, compare's index of a folder, is keyed to the machine that made it (another rebuilds it with a warning):
 # neither packed nor unpacked
 
 
-class PackError(ValueError):
-    """An archive that cannot be unpacked as asked (one line)."""
-
-
 def slug(gpu: str | None) -> str:
-    """'NVIDIA H100 80GB HBM3' -> 'h100-80gb-hbm3' (the committed folders' names)."""
+    """'NVIDIA H100 80GB HBM3' -> 'h100-80gb-hbm3' (the committed folders' names); one longer than SLUG_LENGTH keeps
+    its head and a hash of the whole, so two long names still name two folders, the same ones every time."""
     words = re.sub(r"^nvidia\s+", "", (gpu or "unknown-gpu").strip(), flags=re.IGNORECASE)
-    return re.sub(r"[^a-z0-9]+", "-", words.lower()).strip("-") or "unknown-gpu"
+    name = re.sub(r"[^a-z0-9]+", "-", words.lower()).strip("-") or "unknown-gpu"
+    if len(name) > SLUG_LENGTH:
+        name = f"{name[:SLUG_LENGTH - 9].rstrip('-')}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+    return name
 
 
 def archive_name(summary: dict) -> str:
@@ -72,60 +87,129 @@ def pack(results: Path, summary: dict, summary_text: str, into: Path) -> list[Pa
     return [archive, into / "summary.json", into / "summary.txt"]
 
 
+# ---------------------------------------------------------------- reading the archive, within bounds
+
+def _too_much(archive) -> PackError:
+    return PackError(f"{named(archive)}: unpacks to more than {MAX_UNPACKED_BYTES // 2**20:,} MiB; not unpacked")
+
+
+class _Inflated:
+    """The tar stream inside a .tar.gz as tarfile reads it, inflated as it goes, and refused (PackError) where a read
+    or a seek would pass `limit` bytes: tarfile passes a member's data by seeking over it, so a header that claims
+    a TB is refused before any of it is inflated, and a long-name or pax header of a GB before it is read."""
+
+    def __init__(self, gz: gzip.GzipFile, limit: int, refuse):
+        self.gz, self.limit, self.refuse = gz, limit, refuse
+
+    def read(self, size: int = -1) -> bytes:
+        room = self.limit - self.gz.tell()
+        if size is None or size < 0 or size > room:
+            raise self.refuse()
+        return self.gz.read(size)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        target = offset if whence == io.SEEK_SET else self.gz.tell() + offset if whence == io.SEEK_CUR else None
+        if target is not None and target > self.limit:
+            raise self.refuse()
+        return self.gz.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.gz.tell()
+
+
+@contextlib.contextmanager
+def _opened(archive: Path):
+    """The archive as a TarFile whose stream is bounded (_Inflated). Opened only if it is a regular file, without
+    blocking (a FIFO nobody writes to hung unpack): PackError, one line, otherwise. A link named on the command line
+    is read where it points, as every command does."""
+    try:
+        f = open_regular(os.path.realpath(archive))
+    except OSError as exc:
+        raise PackError(f"{named(archive)}: cannot be read ({one_line(exc.strerror or exc)}); nothing unpacked") \
+            from None
+    with f, gzip.GzipFile(fileobj=f, mode="rb") as gz:
+        limit = MAX_UNPACKED_BYTES + MAX_MEMBERS * HEADER_BYTES + tarfile.RECORDSIZE
+        stream = _Inflated(gz, limit, lambda: _too_much(archive))
+        with tarfile.TarFile(fileobj=stream, mode="r") as tar:
+            yield tar
+
+
 def read_summary(archive: Path) -> dict:
     """The call's summary inside an archive, checked (check_summary); PackError with one line otherwise."""
     try:
-        with tarfile.open(archive, "r:gz") as tar:
-            member = tar.getmember(f"{TOP}/{SUMMARY}")
-            if not member.isfile() or member.size > MAX_FILE_BYTES:
-                raise PackError(f"{archive}: its {SUMMARY} is not a file of at most {MAX_FILE_BYTES // 2**20} MiB")
-            summary = json.loads(tar.extractfile(member).read())
+        with _opened(archive) as tar:
+            return _scan(tar, archive)[0]
     except PackError:
         raise
-    except (OSError, EOFError, zlib.error, tarfile.TarError, KeyError, ValueError) as exc:
-        raise PackError(f"{archive}: not a gpu_check archive ({type(exc).__name__}: {exc})") from None
-    check_summary(summary, archive)
-    return summary
+    except (OSError, EOFError, zlib.error, tarfile.TarError, ValueError) as exc:
+        raise PackError(f"{named(archive)}: not a gpu_check archive ({error_line(exc)})") from None
 
 
-# What unpack and the README read of a summary: field -> the types it may have (None: may be absent or null)
-SUMMARY_FIELDS = {"started_at": (str,), "budget_s": (int, float), "gpu": (str, None), "finished_at": (str, None),
-                  "runs": (list,), "source": (dict, None), "sanity": (dict, None), "command": (list, None),
-                  "compare": (dict, None), "report": (dict, None), "archive_name": (str, None)}
-RUN_FIELDS = {"status": (str,), "tier": (str,), "key": (str,), "rung": (str,), "steps": (int,), "warmup_steps": (int,),
-              "capture": (bool,), "estimate_s": (int, float), "seconds": (int, float, None), "tokens_s": (int, float, None),
-              "memory": (str, None), "note": (str, None)}
+def _scan(tar: tarfile.TarFile, archive: Path) -> tuple[dict, list[tarfile.TarInfo]]:
+    """Every member's header, read once in order, each bound checked as it is read: at most MAX_MEMBERS members and
+    MAX_UNPACKED_BYTES of data in all (members not unpacked count too: their data is inflated on the way past them),
+    so an archive past either is refused before what is past it is inflated. The summary (checked) and the members
+    to unpack: files and folders under TOP/, renamed to below it, the index of another machine left out. PackError
+    for a member that would land outside, a name that is no plain path, a name twice (the second would replace the
+    first unseen) or below a file."""
+    members: list[tarfile.TarInfo] = []
+    kinds: dict[str, str] = {}  # name -> "file" or "folder", of each member to unpack
+    folders: set[str] = set()  # every folder a member is in
+    data, count, total = None, 0, 0
+    while (m := tar.next()) is not None:
+        count += 1
+        if count > MAX_MEMBERS:
+            raise PackError(f"{named(archive)}: holds more than {MAX_MEMBERS:,} members; not unpacked")
+        total += max(m.size, 0)
+        if total > MAX_UNPACKED_BYTES:
+            raise _too_much(archive)
+        parts = m.name.split("/")
+        if parts[0] != TOP or not (m.isfile() or m.isdir()) or INDEX_DIR in parts:
+            continue
+        name = _member_name(m.name, parts, archive)
+        if not name:
+            continue  # TOP itself
+        shown = one_line(bounded(name, WORD))
+        if name in kinds:
+            raise PackError(f"{named(archive)}: holds {shown!r} twice; not unpacked")
+        rel = name.split("/")
+        for i in range(1, len(rel)):
+            folder = "/".join(rel[:i])
+            if kinds.get(folder) == "file":
+                raise PackError(f"{named(archive)}: {shown!r} would be inside a file; not unpacked")
+            folders.add(folder)
+        if m.isfile() and name in folders:
+            raise PackError(f"{named(archive)}: {shown!r} is a file and a folder; not unpacked")
+        kinds[name] = "file" if m.isfile() else "folder"
+        if name == SUMMARY:
+            if not m.isfile() or m.size > MAX_SUMMARY_BYTES:
+                raise PackError(f"{named(archive)}: its {SUMMARY} is not a file of at most "
+                                f"{MAX_SUMMARY_BYTES // 2**20} MiB")
+            data = tar.extractfile(m).read()
+        m.name = name
+        members.append(m)
+    if data is None:
+        raise PackError(f"{named(archive)}: not a gpu_check archive (no {TOP}/{SUMMARY} in it)")
+    return parse_summary(data, archive), members
 
 
-def _typed(value, kinds) -> bool:
-    if value is None:
-        return None in kinds
-    if isinstance(value, bool) and bool not in kinds:
-        return False
-    if isinstance(value, float) and not math.isfinite(value):
-        return False
-    return isinstance(value, tuple(k for k in kinds if k is not None))
+def _member_name(name: str, parts: list[str], archive: Path) -> str:
+    """A member's name below TOP/, checked: never outside it, a plain relative path of bounded length."""
+    if ".." in parts or "\\" in name:
+        raise PackError(f"{named(archive)}: a member would land outside its folder ({one_line(name[:80])!r}); "
+                        "not unpacked")
+    rel = parts[1:]
+    if len(name) > MAX_MEMBER_NAME or len(rel) > MAX_MEMBER_DEPTH or \
+            any(len(os.fsencode(p)) > 255 for p in rel):
+        raise PackError(f"{named(archive)}: a member's name is longer or deeper than a file's may be "
+                        f"({one_line(bounded(name, WORD))!r}); not unpacked")
+    if any(p in ("", ".") for p in rel):
+        raise PackError(f"{named(archive)}: a member's name is no plain path ({one_line(bounded(name, WORD))!r}); "
+                        "not unpacked")
+    return "/".join(rel)
 
 
-def check_summary(summary, archive: Path) -> None:
-    """Every field unpack and its README read, of the type they read, the time it names a date (PackError, one
-    line): the archive is someone else's, and its summary decides a folder's name."""
-    def bad(what: str) -> PackError:
-        return PackError(f"{archive}: its {SUMMARY} is not a gpu_check summary ({what})")
-    if not isinstance(summary, dict):
-        raise bad("not an object")
-    for name, kinds in SUMMARY_FIELDS.items():
-        if not _typed(summary.get(name), kinds):
-            raise bad(f"{name}: {str(summary.get(name))[:40]!r}")
-    if not STARTED_AT.fullmatch(summary["started_at"]):
-        raise bad(f"started_at: {summary['started_at'][:40]!r} is no ISO time")
-    for i, run in enumerate(summary["runs"]):
-        if not isinstance(run, dict):
-            raise bad(f"runs[{i}]: not an object")
-        for name, kinds in RUN_FIELDS.items():
-            if not _typed(run.get(name), kinds):
-                raise bad(f"runs[{i}].{name}: {str(run.get(name))[:40]!r}")
-
+# ---------------------------------------------------------------- unpacking
 
 def target_for(summary: dict, results_root: Path) -> Path:
     return results_root / f"gpu-{slug(summary.get('gpu'))}-{summary['started_at'][:10].replace('-', '')}"
@@ -133,60 +217,92 @@ def target_for(summary: dict, results_root: Path) -> Path:
 
 def unpack(archive: Path, results_root: Path = Path("results"), into: Path | None = None) -> Path:
     """Extract the archive's gpu-check/ into `into` (default results/gpu-<device>-<date>/) and write its README.md.
-    Refuses a folder that exists: records once there are never overwritten. The archive is someone else's: its
-    summary is checked before it names anything, its members are files and folders under gpu-check/ only, extracted
-    by tarfile's "data" filter, at most MAX_UNPACKED_BYTES in all; everything goes into a temp folder beside the
-    target, renamed into place at the end, and nothing is left behind on a failure (PackError, one line)."""
+    Refuses a folder that exists: records once there are never overwritten. The archive is someone else's: every
+    member's header is read and checked, and its summary, before anything is named or written (_scan); its members
+    are files and folders under gpu-check/ only, extracted by tarfile's "data" filter; everything goes into a temp
+    folder beside the target, renamed into place at the end, and nothing is left behind on a failure (PackError, one
+    line), nor on a stop signal (harness.output.run_process turns it into an exception), nor folders made for it."""
     if not hasattr(tarfile, "data_filter"):  # Python 3.11.4+, 3.10.12+: without it no archive is extracted safely
-        raise PackError(f"this Python's tarfile has no extraction filters (3.11.4 or later has them): {archive} is "
-                        "not unpacked")
-    summary = read_summary(archive)
-    target = into or target_for(summary, results_root)
-    if target.exists() or target.is_symlink():
-        raise PackError(f"{target} exists; records are never overwritten: name another folder with --into")
-    staging = target.parent / f"{TEMP_PREFIX}unpack-{secrets.token_hex(6)}"
+        raise PackError(f"this Python's tarfile has no extraction filters (3.11.4 or later has them): "
+                        f"{named(archive)} is not unpacked")
+    staging: Path | None = None
+    made: list[Path] = []  # folders made for the target, removed again on a failure
+    reading, done = True, False
     try:
-        with tarfile.open(archive, "r:gz") as tar:
-            members = _members(tar, archive)
-            target.parent.mkdir(parents=True, exist_ok=True)
+        with _opened(archive) as tar:
+            summary, members = _scan(tar, archive)
+            reading = False
+            target = Path(into) if into is not None else target_for(summary, results_root)
+            if os.path.lexists(target):
+                raise PackError(f"{named(target)} exists; records are never overwritten: name another folder with "
+                                "--into")
+            _make_folders(target.parent, made)
+            staging = target.parent / f"{TEMP_PREFIX}unpack-{secrets.token_hex(6)}"
             staging.mkdir()
             tar.extractall(staging, members=members, filter="data")
         write_atomic(staging / "README.md", readme(summary, target.name))  # over one the archive may hold, as before
         publish_folder(staging, target)  # every file in it fsynced, then the one rename
-    except (OSError, EOFError, zlib.error, tarfile.TarError) as exc:
-        raise PackError(f"{archive}: not unpacked ({type(exc).__name__}: {exc}); nothing left behind") from None
+        done = True
+    except PackError:
+        raise
+    except (OSError, EOFError, zlib.error, tarfile.TarError, ValueError) as exc:
+        if reading:
+            raise PackError(f"{named(archive)}: not a gpu_check archive ({error_line(exc)})") from None
+        raise PackError(f"{named(archive)}: not unpacked ({error_line(exc)}); nothing left behind") from None
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if not done:
+            _remove(staging, made)
     return target
 
 
-def _members(tar: tarfile.TarFile, archive: Path) -> list[tarfile.TarInfo]:
-    """The archive's files and folders under TOP/, renamed to below it (the index of another machine left out);
-    PackError for a member that would land outside, or an archive that unpacks to more than MAX_UNPACKED_BYTES."""
-    members, total = [], 0
-    for m in tar.getmembers():
-        parts = m.name.split("/")
-        if parts[0] != TOP or not (m.isfile() or m.isdir()) or INDEX_DIR in parts:
-            continue
-        if ".." in parts or m.name.startswith("/") or "\\" in m.name:
-            raise PackError(f"{archive}: a member would land outside its folder ({m.name[:80]!r}); not unpacked")
-        total += m.size
-        if total > MAX_UNPACKED_BYTES:
-            raise PackError(f"{archive}: unpacks to more than {MAX_UNPACKED_BYTES // 2**20:,} MiB; not unpacked")
-        m.name = "/".join(parts[1:])
-        if m.name:
-            members.append(m)
-    return members
+def _make_folders(folder: Path, made: list[Path]) -> None:
+    """`folder` and the folders above it that are missing, each listed in `made` as it is made."""
+    missing = []
+    while not os.path.lexists(folder) and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        path.mkdir()
+        made.append(path)
+
+
+def _remove(staging: Path | None, made: list[Path]) -> None:
+    """What a failed or stopped unpack wrote: its temp folder, then the folders made for it (if empty). A stop signal
+    waits until it is gone (it would cut the removal short), then is raised as usual."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+# ---------------------------------------------------------------- the README, from the checked summary
+
+def _cell(text) -> str:
+    """A summary's text in the README: bounded, then escaped (no markup, link or table cell of its own)."""
+    return markdown_cell(bounded(text, CELL, WORD))
+
+
+def _line(text) -> str:
+    return markdown(bounded(text, TEXT, WORD))
 
 
 def readme(summary: dict, folder: str) -> str:
-    """How the records in this folder were made, from the call's own summary (the committed GPU folders' form)."""
-    md = markdown_cell  # the summary is the archive's: its text adds no markup, link or table cell to the README
-    runs = summary.get("runs", [])
+    """How the records in this folder were made, from the call's own summary (the committed GPU folders' form). The
+    summary is checked (check_summary): its numbers are numbers within bounds, and its text goes in only through
+    _cell and _line (the summary is the archive's: its text adds no markup, link or table cell to the README)."""
+    md = _cell
+    runs = summary.get("runs") or []
     ran = [r for r in runs if r["status"] != "not started"]
-    span = f"{summary['started_at'][11:16]}-{(summary.get('finished_at') or '?')[11:16]} UTC"
-    src = summary.get("source", {})
-    code = md(src.get("commit") or f"source sha256 {str(src.get('source_sha256'))[:12]}")
+    finished = summary.get("finished_at")
+    span = f"{summary['started_at'][11:16]}-{finished[11:16] if finished else '?'} UTC"  # checked ISO times: digits
+    src = summary.get("source") or {}
+    code = md(src.get("commit") or (f"source sha256 {src['source_sha256'][:12]}" if src.get("source_sha256")
+                                    else "source unknown"))
     san = summary.get("sanity") or {}
     lines = [
         f"# GPU records: {md(summary.get('gpu'))}, torch {md(san.get('torch'))}",
@@ -206,7 +322,7 @@ def readme(summary: dict, folder: str) -> str:
         "the machine's own interpreter, env `local` |"),
         ("| workload | gpt2-124m, T=1024, synthetic data, `torch.compile` as the rung says, one fresh worker per run; steps "
         "per run as the table says (warm-up + timed), kernel capture (3 steps after the timed ones) where it says yes |"),
-        f"| command | `{md(' '.join(map(str, summary.get('command') or [])))}` |",
+        f"| command | `{md(' '.join(summary.get('command') or []))}` |",
         "",
         "| folder | what |",
         "|---|---|",
@@ -233,29 +349,28 @@ def readme(summary: dict, folder: str) -> str:
 def compared(summary: dict) -> str:
     """What compare and report read, as a reader of the unpacked folder finds it: this folder, then the repository's
     own folders (the call ran in a copy of it, so their absolute paths were the machine's)."""
-    paths = (summary.get("compare") or {}).get("paths")  # not a record: the call's summary
-    paths = [str(p) for p in paths] if isinstance(paths, list) else []
-    shown = ["this folder"] + [f"`{markdown_cell(p[p.rindex('results/'):] if 'results/' in p else p)}`" for p in paths[1:]]
+    paths = (summary.get("compare") or {}).get("paths") or []  # checked: a list of texts
+    shown = ["this folder"] + [f"`{_cell(p[p.rindex('results/'):] if 'results/' in p else p)}`" for p in paths[1:]]
     return ", ".join(shown) if paths else "nothing (they did not run)"
 
 
 def gaps(summary: dict) -> list[str]:
     """The README's list of what is missing or failed, from the summary: runs not started (by tier, with why), runs
-    that left no measurement, a failed compare or report."""
+    that left no measurement, a failed compare or report (its exit code: checked, a whole number)."""
     out = ["- 'estimate s' is the plan's forecast from the committed records of this GPU, not a measurement."]
     by_tier: dict[str, list[dict]] = {}
-    for r in summary.get("runs", []):
+    for r in summary.get("runs") or []:
         if r["status"] == "not started":
             by_tier.setdefault(r["tier"], []).append(r)
         elif r["status"] in ("error", "timeout"):
-            out.append(f"- {markdown(r['key'])}: {r['status']}, {markdown(r.get('note') or 'no reason recorded')} (its "
-                       "record says more).")
+            out.append(f"- {_line(r['key'])}: {_line(r['status'])}, {_line(r.get('note') or 'no reason recorded')} "
+                       "(its record says more).")
     for tier, runs in by_tier.items():
-        out.append(f"- not started, tier {markdown(tier)}: {markdown(', '.join(r['rung'] for r in runs))} "
-                   f"({markdown(runs[0].get('note'))}).")
+        out.append(f"- not started, tier {_line(tier)}: {_line(', '.join(r['rung'] for r in runs))} "
+                   f"({_line(runs[0].get('note') or 'no reason recorded')}).")
     for step in ("compare", "report"):
-        code = (summary.get(step) or {}).get("exit")  # not a record: the call's summary
+        code = (summary.get(step) or {}).get("exit")  # checked: None or a whole number
         if code:
-            out.append(f"- harness.{step} exited {code}: its output is in " +
+            out.append(f"- harness.{step} exited {int(code)}: its output is in " +
                        ("`compare.txt`." if step == "compare" else "`logs/report.log`."))
     return out
