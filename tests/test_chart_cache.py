@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from records_factory import rich_dataset, write
 
-from harness.record.index import INDEX_DIR
+from harness.record.index import INDEX_DIR, STALE_TEMP_S
 from harness.report import __main__ as report
 from harness.report import chart_cache, charts
 
@@ -150,3 +150,63 @@ def test_an_entry_that_is_a_fifo_is_not_waited_on(records, tmp_path):
     os.mkfifo(entries[0])  # read whole, it hung the report
     assert _report(records, tmp_path / "two") == first
     assert entries[0].is_file()  # drawn again, and kept in its place
+
+
+def test_a_killed_reports_temp_file_is_removed_once_an_hour_old(tmp_path):
+    """A report killed outright leaves its entry's temp file: the next report's end removes it once STALE_TEMP_S old
+    (it waited KEEP_DAYS), a fresh one (a live report's) stays, and so does a folder or a link of such a name."""
+    kept = chart_cache.ChartCache(tmp_path, b"k" * 32)
+    kept.put("e0", [("x.png", bytes(1000), "c")])
+    dead, live = tmp_path / f".tmp-0123456789abcdef-e1{chart_cache.SUFFIX}", tmp_path / f".tmp-fedc-e2{chart_cache.SUFFIX}"
+    for path in (dead, live):
+        path.write_bytes(b"left by a killed report")
+    (tmp_path / f".tmp-a-folder{chart_cache.SUFFIX}").mkdir()
+    hours_ago = time.time() - 2 * STALE_TEMP_S
+    for path in (dead, tmp_path / f".tmp-a-folder{chart_cache.SUFFIX}"):
+        os.utime(path, (hours_ago, hours_ago))
+    later = chart_cache.ChartCache(tmp_path, b"k" * 32)
+    assert later.get("e0") == [("x.png", bytes(1000), "c")]
+    later.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [live.name, f"e0{chart_cache.SUFFIX}", f".tmp-a-folder{chart_cache.SUFFIX}"])
+
+
+class _Counted:
+    """A file that notes how many bytes each read gave."""
+
+    def __init__(self, f, reads: list[int]):
+        self.f, self.reads = f, reads
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+    def fileno(self):
+        return self.f.fileno()
+
+    def read(self, n=-1):
+        data = self.f.read(n)
+        self.reads.append(len(data))
+        return data
+
+
+def test_an_entry_is_checked_by_its_size_and_header_before_its_charts_are_read(tmp_path, monkeypatch):
+    """An entry of 255 MiB that fails its check was read whole first (13 of them: 8.6 s, 349 MB): its size, magic,
+    header and the header's keyed hash are checked first, and its PNGs read only where it is used."""
+    key = b"k" * 32
+    chart_cache.ChartCache(tmp_path, key).put("ours", [("x.png", b"\x89PNG" + bytes(1000), "caption")])
+    chart_cache.ChartCache(tmp_path, b"f" * 32).put("foreign", [("x.png", bytes(16 * 2**20), "caption")])
+    with open(tmp_path / f"sparse{chart_cache.SUFFIX}", "wb") as f:
+        f.truncate(200 * 2**20)  # what the tester made: zeros, on no disk
+    with open(tmp_path / f"long{chart_cache.SUFFIX}", "wb") as f:  # its magic, then a header as long as itself
+        f.write(chart_cache.MAGIC + (100 * 2**20).to_bytes(8, "little"))
+        f.truncate(100 * 2**20 + 100)
+    reads, real = [], chart_cache.open_regular
+    monkeypatch.setattr(chart_cache, "open_regular", lambda path, limit=None: _Counted(real(path, limit), reads))
+    kept = chart_cache.ChartCache(tmp_path, key)
+    for name in ("sparse", "long", "foreign"):
+        assert kept.get(name) is None, name
+    assert kept.failed == 3 and sum(reads) < 4096
+    assert kept.get("ours") == [("x.png", b"\x89PNG" + bytes(1000), "caption")] and kept.failed == 3

@@ -720,3 +720,109 @@ def test_a_fifo_in_place_of_the_index_file_is_not_waited_on(tmp_path):
     direct = _run(tmp_path, "harness.compare", folder, "--no-index")
     assert proc.returncode == 0 and proc.stdout == direct.stdout
     assert "records.idx: unreadable" in proc.stderr
+
+
+def test_a_killed_writers_temp_file_is_removed_by_a_read_that_writes_nothing(tmp_path):
+    """The index folder's stale temp files are removed whenever it is read: a warm compare writes nothing, and one left
+    by a writer killed outright stayed for good. Only regular files of that name, STALE_TEMP_S old."""
+    folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    _read(folder)
+    base = idx.index_path(folder, None)
+    where, written = base.parent, base.stat().st_mtime_ns
+    dead, live = where / ".tmp-0123456789abcdef-records.idx", where / ".tmp-fedcba9876543210-records.idx"
+    for path in (dead, live):
+        path.write_bytes(b"\0" * 1024)
+    (where / ".tmp-a-folder").mkdir()
+    (where / ".tmp-a-link").symlink_to(folder / "elsewhere")
+    hours_ago = time.time() - 2 * idx.STALE_TEMP_S
+    for path in (dead, where / ".tmp-a-folder"):
+        os.utime(path, (hours_ago, hours_ago))
+    os.utime(where / ".tmp-a-link", (hours_ago, hours_ago), follow_symlinks=False)
+    index, _r, _w, notices = _read(folder)
+    assert index.stats["read"] == 0 and notices == [] and base.stat().st_mtime_ns == written  # nothing written
+    assert not dead.exists() and live.exists()
+    assert (where / ".tmp-a-folder").is_dir() and (where / ".tmp-a-link").is_symlink()
+
+
+def _hashed(monkeypatch) -> list[int]:
+    """hmac.new made to note the length of each piece of bytes it is given (its message, each update)."""
+    pieces, real = [], idx.hmac.new
+
+    class Counted:
+        def __init__(self, key, msg=None, digestmod=""):
+            self._mac = real(key, None, digestmod)
+            if msg is not None:
+                self.update(msg)
+
+        def update(self, data):
+            pieces.append(memoryview(data).nbytes)
+            self._mac.update(data)
+
+        def digest(self):
+            return self._mac.digest()
+    monkeypatch.setattr(idx.hmac, "new", Counted)
+    return pieces
+
+
+def test_an_index_file_larger_than_its_folder_could_have_is_not_read(tmp_path, monkeypatch):
+    """A sparse index file (20 GiB with the index's magic and lengths was hashed whole: 33 s, 18 GB resident) past
+    what the folder's records could make is refused unread, with one warning, and rebuilt; INDEX_FLOOR lowered here so
+    that a file of 64 MiB (sparse: no disk) is past it."""
+    folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    _index, records, _w, _n = _read(folder)
+    base = idx.index_path(folder, None)
+    size = 64 * 2**20
+    with open(base, "r+b") as f:  # its own trailer, moved to the end of a file of `size` bytes
+        f.seek(-idx.TRAILER, os.SEEK_END)
+        trailer = f.read()
+        f.truncate(0)
+        f.truncate(size)
+        f.seek(size - idx.TRAILER)
+        f.write((size - idx.TRAILER).to_bytes(8, "little") + bytes(8) + trailer[16:])  # all of it hashed
+    monkeypatch.setattr(idx, "INDEX_FLOOR", 2**20, raising=False)
+    hashed = _hashed(monkeypatch)
+    for mapped in (True, False):  # where it cannot be mapped, it is not read whole either
+        if not mapped:
+            monkeypatch.setattr(idx.mmap, "mmap", lambda *_a, **_k: (_ for _ in ()).throw(OSError(19, "No device")))
+        with pytest.raises(idx.IndexError_, match=f"{size:,} bytes, larger than an index of the "):
+            idx._Store(folder, base, idx.user_key()).load()
+        assert sum(hashed) == 0
+    assert idx.index_bound(idx._listed(folder)[1]) < size / 4  # far past the bound, not at its edge
+    index, again, _w, notices = _read(folder)
+    assert again == records and index.stats["indexed"] == 0
+    assert len(notices) == 1 and notices[0].startswith(f"warning: {base}: {size:,} bytes, larger than an index of")
+    assert notices[0].endswith("; rebuilt") and base.stat().st_size < 2**20
+    index, _r, _w, notices = _read(folder)
+    assert notices == [] and index.stats["read"] == 0
+
+
+def test_an_index_file_is_hashed_a_chunk_at_a_time(tmp_path, monkeypatch):
+    """Within the bound, the index's keyed hash reads it HASH_CHUNK at a time, never whole into memory."""
+    folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    _read(folder)
+    monkeypatch.setattr(idx, "HASH_CHUNK", 4096, raising=False)
+    chunks = _hashed(monkeypatch)
+    index, _r, _w, notices = _read(folder)
+    assert notices == [] and index.stats["read"] == 0
+    assert len(chunks) > 10 and max(chunks) <= 4096
+
+
+def test_index_option_naming_a_file_or_a_fifo_says_so_in_one_line(tmp_path):
+    """--index a regular file or a FIFO: one line saying so, the records read directly (it said 'not written (File
+    exists) ... (--index DIR keeps the index elsewhere)', the wrong reason and a hint repeating what the user did)."""
+    from harness.report.chart_cache import ChartCache
+
+    folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
+    (tmp_path / "afile").write_text("x")
+    os.mkfifo(tmp_path / "fifo")
+    said = "not a folder; the records were read directly, without an index"
+    for name, kind in (("afile", "a file"), ("fifo", "a FIFO")):
+        notices = []
+        assert idx.RecordIndex.open([folder], str(tmp_path / name), notices.append) is None
+        assert notices == [f"warning: --index {tmp_path / name}: {kind}, {said}"]
+        assert ChartCache.beside_index([folder], str(tmp_path / name), notices.append) is None and len(notices) == 1
+    proc, direct = _run(tmp_path, "harness.compare", folder, "--index", tmp_path / "fifo"), \
+        _run(tmp_path, "harness.compare", folder, "--no-index")
+    assert proc.returncode == direct.returncode == 0 and proc.stdout == direct.stdout
+    extra = [line for line in proc.stderr.splitlines() if line not in direct.stderr.splitlines()]
+    assert extra == [f"warning: --index {tmp_path / 'fifo'}: a FIFO, {said}"]

@@ -19,6 +19,8 @@ someone else may have replaced:
 
     not_own_folder(path)      why it is no real folder (a symbolic link would put them elsewhere), or None
     open_regular(path, limit) a regular file opened for reading: never through a link, never a FIFO that would hang
+    sweep_temp(folder)        remove the temp files a killed writer left there (SIGKILL, a power cut): those
+                              STALE_TEMP_S old; called whenever such a folder is opened, for reading too
 
 It lives in the record package, the lowest layer, so that harness.record.io can use it and every other layer may
 import it. Standard library only; no torch.
@@ -31,10 +33,12 @@ import errno
 import os
 import secrets
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 TEMP_PREFIX = ".tmp-"  # readers of a folder skip these names (harness.record.io.iter_records)
+STALE_TEMP_S = 3600  # a temp file this old is no live writer's (writing 100,000 records' index takes about a minute)
 
 
 def _bytes(data: str | bytes) -> bytes:
@@ -152,6 +156,20 @@ def not_own_folder(path: str | os.PathLike) -> str | None:
 
 class NotRegular(OSError):
     """open_regular's refusal of a FIFO, a device or a folder."""
+
+
+def sweep_temp(folder: str | os.PathLike, older_than_s: float = STALE_TEMP_S) -> None:
+    """Remove the temp files (TEMP_PREFIX names, regular files only: a link or a folder of that name is left alone) in
+    `folder` last written more than `older_than_s` ago: a killed writer's, which it could not remove itself. One
+    listing of the folder; nothing said, nothing raised (a folder that is not there has none)."""
+    now = time.time()
+    with contextlib.suppress(OSError), os.scandir(folder) as it:
+        for entry in it:
+            if entry.name.startswith(TEMP_PREFIX):
+                with contextlib.suppress(OSError):
+                    st = entry.stat(follow_symlinks=False)
+                    if stat.S_ISREG(st.st_mode) and now - st.st_mtime > older_than_s:
+                        os.unlink(entry.path)
 
 
 def open_regular(path: str | os.PathLike, limit: int | None = None):

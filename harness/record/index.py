@@ -17,9 +17,11 @@ beside it since (a few files changed: their rows alone, not the whole index agai
 Parquet body, the records' core sections, their explain sections, and a keyed hash of all but the explain sections
 under a key only this user can read (~/.cache/gpt-harness/index-key); each explain section is checked against its
 own hash in the body when it is read (StoredBlob). An index file that is damaged, made by another user or machine, or
-not an index at all fails a check, and the index is rebuilt with one warning line: it is never trusted. Each file is
-written whole to a temp file and renamed into place, so two compares at once each read whole files (the later base
-wins; the other's new entries are read again next time).
+not an index at all fails a check, and the index is rebuilt with one warning line: it is never trusted; so is one
+larger than an index of the folder's records could be (INDEX_FLOOR), before it is read. Each file is written whole to
+a temp file and renamed into place, so two compares at once each read whole files (the later base wins; the other's
+new entries are read again next time); a killed writer's temp file is removed by the next read of the folder's index
+(STALE_TEMP_S).
 
 A record's sections that repeat across runs (environment, flags, workload) are stored once per distinct value and
 shared, read-only, by the records that have them (SharedSection); its explain section (most of its bytes, read by a few
@@ -42,12 +44,12 @@ import os
 import secrets
 import stat
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
-from harness.record.files import TEMP_PREFIX, atomic_file, not_own_folder, open_regular, stage
-from harness.record.io import file_bytes, read_record, record_names, record_of
+from harness.record.files import STALE_TEMP_S, atomic_file, not_own_folder, open_regular, stage, sweep_temp
+from harness.record.io import MAX_RECORD_BYTES, file_bytes, read_record, record_names, record_of
 from harness.record.model import SCHEMA_VERSION, RecordError
 from harness.record.view import RecordView
 
@@ -66,7 +68,25 @@ EARLIER_MAGICS = (b"HARNESS-INDEX-1\n",)  # an earlier harness's layout: rebuilt
 TRAILER = 16 + len(MAGIC) + 32
 PARALLEL_FROM = 256  # files to read before a process per CPU pays for itself
 DELTA = ".delta-"  # a delta's name: the base's name, this, when it was written (ns) and a random part
-STALE_TEMP_S = 3600  # a temp file older than this in an index folder is a killed writer's, removed at the next write
+# STALE_TEMP_S (harness.record.files): a temp file older than this in an index folder is a killed writer's, removed
+# whenever the folder is opened (read, not only written: a warm compare writes nothing)
+# How large an index file may be before it is read. Its keyed hash covers all but its explain sections, so a file of
+# the index's magic and lengths, sparse or not, would be read whole to be refused (20 GiB: 33 s). An index holds, per
+# record file, its path and a few numbers (a row: ROW_BYTES, a path of PATH_MAX and a reason of io.MAX_REASON
+# included) and its record re-encoded (the core: the record less its explain and shared sections, plus what its view
+# derives, which names the steps' own lists instead of repeating them; the explain section compressed; the shared
+# sections once per distinct value): at most GROWTH times the record's JSON even where the record writes its numbers
+# shorter than the index does ("1e5" kept as 100000.0), where a real index holds a quarter of it (the benchmark's: 2.3
+# MB for 322 records of 10 MB, ~7 KB a record; CPU records ~350 bytes). So a file larger than INDEX_FLOOR plus that
+# much for each record file listed (at most io.MAX_RECORD_BYTES each: a larger one is not read) is no index of this
+# folder: not read, one warning, rebuilt. A file up to INDEX_FLOOR is read without that bound (hashing it: ~0.2 s,
+# HASH_CHUNK at a time); a larger one is held to it as soon as the folder's listing (taken while the index is read) is
+# done: before its hash where it is done by then, else between two chunks of it, and in any case before its rows are
+# used (an index of 100,000 benchmark records, ~700 MB, is hashed and parsed while the folder is listed, not after).
+INDEX_FLOOR = 64 * 2**20
+GROWTH = 8
+ROW_BYTES = 8192
+HASH_CHUNK = 8 * 2**20  # an index file is hashed this many bytes at a time, never read whole into memory to be hashed
 MAX_DELTAS = 16  # deltas read before the next change writes a new base that takes them in
 DELTA_SHARE = 0.1  # ... or the share of the rows that they hold
 GONE = "gone"  # a delta's row for a file no longer there
@@ -306,6 +326,12 @@ def _listed(folder: Path) -> tuple[list[str], list[tuple | None]]:
     return listing, [None if (st := _stat(path)) is None else _identity(st) for path in listing]
 
 
+def index_bound(identities: list[tuple | None]) -> int:
+    """The most bytes an index file can hold for a folder whose record files have these identities (_listed): see
+    INDEX_FLOOR."""
+    return INDEX_FLOOR + sum(ROW_BYTES + GROWTH * min(i[0] if i else 0, MAX_RECORD_BYTES) for i in identities)
+
+
 def _relative(paths: list[str], folder: Path) -> list[str]:
     """Path(path).relative_to(folder).as_posix() of each path listed under folder, by slicing where it can (100,000
     files: 0.9 s saved)."""
@@ -383,6 +409,8 @@ class _Store:
 
     def __init__(self, folder: Path, path: Path, key: bytes, notice=print):
         self.folder, self.path, self.key, self.notice = folder, path, key, notice
+        self.listed: Future | None = None  # _listed(folder), taken while the index is read (None: taken when needed)
+        self.bound: tuple[int, int] | None = None  # (index_bound of the listing, the record files listed)
         self.blobs: list[bytes] = []  # distinct SHARED section values
         self.blob_ids: dict[bytes, int] = {}
         self.combinations: dict[tuple, tuple] = {}  # a row's SHARED ids -> their sections' bytes (blobs_of)
@@ -419,28 +447,77 @@ class _Store:
         mac.update(lengths)
         return mac.digest()
 
-    @staticmethod
-    def _map(path: Path) -> _Mapped | None:
-        """An index file mapped read-only, or read whole where its filesystem cannot map it (None where there is
-        none); IndexError_ where it cannot be read."""
+    def _bound(self, wait: bool) -> tuple[int, int] | None:
+        """(index_bound, the record files listed) of the folder's listing; None while it is being taken (wait: waited
+        for)."""
+        if self.bound is None:
+            if self.listed is None:
+                identities = _listed(self.folder)[1]
+            elif wait or self.listed.done():
+                identities = self.listed.result()[1]
+            else:
+                return None
+            self.bound = index_bound(identities), len(identities)
+        return self.bound
+
+    def _check_size(self, path: Path, size: int, wait: bool) -> None:
+        """IndexError_ where an index file of `size` bytes is larger than this folder's could be (INDEX_FLOOR); nothing
+        where it is not, or may yet not be (not `wait`: the listing not yet taken)."""
+        if size <= INDEX_FLOOR:
+            return
+        bound = self._bound(wait)
+        if bound is not None and size > bound[0]:
+            raise IndexError_(path, f"{size:,} bytes, larger than an index of the {bound[1]:,} record file(s) of "
+                                    f"{self.folder} can be ({bound[0]:,} at most): not read")
+
+    def _open(self, path: Path) -> _Mapped | None:
+        """An index file in this code's format, mapped read-only (or read whole where its filesystem cannot map it),
+        its size within the folder's bound and its keyed hash checked; None where there is none, or it is in an
+        earlier format (rebuilt quietly); IndexError_ where it cannot be used."""
         try:
             with open_regular(path) as f:  # a link or a FIFO in its place is no index of ours (a FIFO would hang)
                 st = os.fstat(f.fileno())
                 if st.st_size < TRAILER:
                     raise IndexError_(path, "not a harness index")
+                self._check_size(path, st.st_size, wait=False)
                 try:
-                    return _Mapped(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), path, st.st_ino)
+                    file = _Mapped(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), path, st.st_ino)
                 except (OSError, ValueError):  # some network and FUSE filesystems: the same bytes, read
-                    return _Mapped(f.read(), path, st.st_ino)
+                    self._check_size(path, st.st_size, wait=True)  # read whole: only within the bound
+                    file = _Mapped(f.read(), path, st.st_ino)
+                return self._checked(file, f, st.st_size)
         except (FileNotFoundError, NotADirectoryError):  # none yet (where it cannot be written, save says so)
             return None
         except (OSError, ValueError) as exc:
             raise IndexError_(path, f"unreadable ({getattr(exc, 'strerror', None) or exc})") from None
 
+    def _checked(self, file: _Mapped, f, size: int) -> _Mapped | None:
+        """The file, where it is an index in this code's format whose keyed hash matches (its body and cores hashed
+        HASH_CHUNK at a time, its size held to the folder's bound between two chunks where the listing is done)."""
+        mapped, path = file.data, file.path
+        end = len(mapped) - TRAILER
+        magic = mapped[end + 16:end + 16 + len(MAGIC)] if end >= 0 else b""  # where every format has put its magic
+        if magic in EARLIER_MAGICS:
+            return None
+        if magic != MAGIC:
+            raise IndexError_(path, "not a harness index")
+        lengths = mapped[end:end + 16]
+        hashed = int.from_bytes(lengths[:8], "little") + int.from_bytes(lengths[8:], "little")
+        if hashed <= end:
+            mac = hmac.new(self.key, digestmod="sha256")
+            for chunk in _head(f, mapped, hashed):
+                mac.update(chunk)
+                self._check_size(path, size, wait=False)
+            mac.update(lengths)
+            if hmac.compare_digest(mapped[-32:], mac.digest()):
+                return file
+        raise IndexError_(path, "damaged, or made by another user or machine (its keyed hash does not match)")
+
     def load(self) -> dict[str, tuple]:
         """key -> row of the stored index: the base's rows, then each delta's over them, in the order they were
         written; {} where there is no base or it is another harness code's (rebuilt quietly); IndexError_ for a file
         that cannot be trusted."""
+        sweep_temp(self.path.parent, STALE_TEMP_S)  # a killed writer's temp files: gone, whether or not this run writes
         prefix = self.path.name + DELTA
         with contextlib.suppress(OSError):  # a file of that name only (a folder or a link is none of ours: left alone)
             self.deltas = sorted(self.path.with_name(e.name) for e in os.scandir(self.path.parent)
@@ -464,23 +541,14 @@ class _Store:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        file = self._map(path)
+        file = self._open(path)
         if file is None:
             return None
-        mapped = file.data
-        end = len(mapped) - TRAILER
-        magic = mapped[end + 16:end + 16 + len(MAGIC)]  # where every format has put its magic: before the hash
-        if magic in EARLIER_MAGICS:
-            return None
-        if magic != MAGIC:
-            raise IndexError_(path, "not a harness index")
-        lengths = mapped[end:end + 16]
-        body_length, cores_length = int.from_bytes(lengths[:8], "little"), int.from_bytes(lengths[8:], "little")
-        view = memoryview(mapped)
-        whole = body_length + cores_length <= end
-        body, cores = view[:body_length if whole else 0], view[body_length:body_length + cores_length if whole else 0]
-        if not whole or not hmac.compare_digest(mapped[-32:], self._mac(body, (cores,), lengths)):
-            raise IndexError_(path, "damaged, or made by another user or machine (its keyed hash does not match)")
+        end = len(file.data) - TRAILER
+        body_length = int.from_bytes(file.data[end:end + 8], "little")
+        cores_length = int.from_bytes(file.data[end + 8:end + 16], "little")
+        view = memoryview(file.data)
+        body, cores = view[:body_length], view[body_length:body_length + cores_length]
         try:  # a file that passed the keyed hash was written by save(): failing here means a bug, said in one line
             # ParquetFile, not read_table: read_table imports pyarrow.dataset (0.07-0.27 s here) for nothing
             table = pq.ParquetFile(pa.py_buffer(body), read_dictionary=list(SHARED)).read()
@@ -490,6 +558,7 @@ class _Store:
         if meta.get("format") != INDEX_FORMAT or meta.get("code") != code_identity() or \
                 meta.get("folder") != str(self.folder.resolve()):
             return None  # ours, but made by another version of the harness or for the folder this one was copied from
+        self._check_size(path, len(file.data), wait=True)  # ours, but too large for the folder now: rebuilt too
         self.files.append(file)
         columns = [table.column(name).to_pylist() for name in STORED]
         core_at, core_length, at, length, digest = columns[len(COLUMNS) - 2:]
@@ -522,7 +591,6 @@ class _Store:
         """Write what changed since the index was read: the rows read again (`changed`) and the keys of the files no
         longer there (`gone`) as a delta, where the base was read and its deltas are few and small; else every row as
         a new base, and the deltas it takes in removed. OSError if it cannot be written."""
-        self._sweep_temp()
         if self.based and len(self.deltas) < MAX_DELTAS and \
                 self.delta_rows + len(changed) + len(gone) <= DELTA_SHARE * len(rows):
             name = f"{self.path.name}{DELTA}{time.time_ns():020d}-{secrets.token_hex(4)}"
@@ -533,16 +601,6 @@ class _Store:
         for path in self.deltas:  # a delta written since the base was read is not among them: it stays, as safe
             with contextlib.suppress(OSError):
                 path.unlink()
-
-    def _sweep_temp(self) -> None:
-        """Remove the temp files of writers killed before they could (SIGKILL, a power cut): one an hour old is no
-        live write's (writing 100,000 records' index takes about a minute)."""
-        now = time.time()
-        for path in self.path.parent.glob(f"{TEMP_PREFIX}*"):
-            with contextlib.suppress(OSError):
-                st = path.lstat()
-                if stat.S_ISREG(st.st_mode) and now - st.st_mtime > STALE_TEMP_S:
-                    path.unlink()
 
     def _write(self, rows: list[tuple], target: Path) -> None:
         """Write the rows as one index file: a temp file beside it, renamed to `target`."""
@@ -599,6 +657,24 @@ class _Store:
         return explain if isinstance(explain, dict) else {}
 
 
+def _head(f, data, n: int):
+    """The first n bytes of an index file, HASH_CHUNK at a time: read from f into one buffer where the file is mapped
+    (hashed through the mapping, a file of gigabytes would be resident whole), else views of the bytes read."""
+    if isinstance(data, bytes):  # read whole (not mapped)
+        view = memoryview(data)
+        for at in range(0, n, HASH_CHUNK):
+            yield view[at:min(at + HASH_CHUNK, n)]
+        return
+    buffer = memoryview(bytearray(min(n, HASH_CHUNK)))
+    f.seek(0)
+    while n > 0:
+        got = f.readinto(buffer[:min(n, HASH_CHUNK)])
+        if not got:  # shorter now than when it was mapped: its hash does not match
+            return
+        yield buffer[:got]
+        n -= got
+
+
 def _joined(blobs: list, n: int = 4096):
     """The blobs' bytes, n of them at a time as one (a write and a hash update each for 100,000 cores: 0.9 s here)."""
     for i in range(0, len(blobs), n):
@@ -629,6 +705,20 @@ def _explain_bytes(explains):
             yield blob
     if run is not None:
         yield run[0].view(run[1], run[2])
+
+
+def not_a_folder(where: Path) -> str | None:
+    """What --index names where it is no folder to keep indexes in ('a FIFO', 'a file', ...), or None where it is one
+    (a link to one included: the user's own choice) or nothing yet (made when an index is written)."""
+    try:
+        st = os.stat(where)
+    except FileNotFoundError:
+        return "a symbolic link to nothing" if os.path.islink(where) else None
+    except OSError as exc:
+        return f"unreachable ({exc.strerror or exc})"
+    kinds = ((stat.S_ISDIR, None), (stat.S_ISREG, "a file"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
+    return next((kind for test, kind in kinds if test(st.st_mode)), "something else")
 
 
 class RecordIndex:
@@ -665,6 +755,9 @@ class RecordIndex:
         except OSError as exc:
             notice(f"note: no index key ({_key_file()}: {exc.strerror or exc}): records read without an index")
             return None
+        if where and (kind := not_a_folder(Path(where))):
+            notice(f"warning: --index {where}: {kind}, not a folder; the records were read directly, without an index")
+            return None
         index = cls()
         for folder in dict.fromkeys(Path(p) for p in paths):
             if not folder.is_dir():
@@ -673,15 +766,16 @@ class RecordIndex:
             if refused:
                 notice(f"warning: {folder / INDEX_DIR}: {refused}, not used; {folder} read without an index")
                 continue
-            index._update(_Store(folder, index_path(folder, Path(where) if where else None), key, notice), notice)
+            store = _Store(folder, index_path(folder, Path(where) if where else None), key, notice)
+            index._update(store, notice, hint="" if where else " (--index DIR keeps the index elsewhere)")
         return index
 
-    def _update(self, store: _Store, notice) -> None:
+    def _update(self, store: _Store, notice, hint: str = "") -> None:
         # the folder is listed, and each file's identity taken, while the index file is checked and read: its keyed
         # hash and its Parquet body (0.5 s at 100,000 records) leave the interpreter free for the listing's loops, and
         # the stat calls free it for reading them
         with ThreadPoolExecutor(1) as lister:
-            listed = lister.submit(_listed, store.folder)
+            listed = store.listed = lister.submit(_listed, store.folder)  # the bound of the index's size, too
             try:
                 old = store.load()
             except IndexError_ as exc:
@@ -711,8 +805,8 @@ class RecordIndex:
             try:
                 store.save(rows + changed, changed, gone)
             except OSError as exc:
-                notice(f"warning: {store.path}: not written ({exc.strerror or exc}); the records were read directly "
-                       "(--index DIR keeps the index elsewhere)")
+                notice(f"warning: {store.path}: not written ({exc.strerror or exc}); the records were read directly"
+                       + hint)
 
     @staticmethod
     def _current(row: tuple, path: str, identity: tuple | None) -> bool:

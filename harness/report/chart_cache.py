@@ -8,10 +8,14 @@ later report takes them from there instead of drawing them. Every record is stil
 computed from the records: only drawing a picture already drawn is skipped. A new run that a chart shows changes its
 data, and that chart alone is drawn again.
 
-Untrusted, as the index is: each entry ends in a keyed hash of its name and bytes under the index's key
-(harness.record.index.user_key); an entry that fails it is drawn again and replaced, with one warning line for the
-report. Written whole to a temp file and renamed. Entries no report used for KEEP_DAYS are removed, and the least
-recently used past MAX_BYTES, when a report ends.
+Untrusted, as the index is: an entry is MAGIC, its header's length, its header (JSON: each chart's texts, and its PNGs'
+lengths), a keyed hash of its name and all before it under the index's key (harness.record.index.user_key), the PNGs,
+and a keyed hash of its name and all before that. Its size, magic, header and header's hash are checked before its
+PNGs are read (an entry of hundreds of megabytes that fails is not read whole to fail), its PNGs' lengths must add up to
+its size, and the whole is checked when it is read. An entry that fails is drawn again and replaced, with one warning
+line for the report. Written whole to a temp file and renamed. Entries no report used for KEEP_DAYS are removed, and
+the least recently used past MAX_BYTES, when a report ends; so are temp files left by a killed report, once
+STALE_TEMP_S old.
 """
 
 from __future__ import annotations
@@ -29,13 +33,15 @@ from importlib import metadata
 from pathlib import Path
 
 from harness.envinfo import source_sha256
-from harness.record.files import not_own_folder, open_regular, write_atomic
-from harness.record.index import index_path, user_key
+from harness.record.files import TEMP_PREFIX, not_own_folder, open_regular, sweep_temp, write_atomic
+from harness.record.index import index_path, not_a_folder, user_key
 
-MAGIC = b"HARNESS-CHARTS-1\n"
+MAGIC = b"HARNESS-CHARTS-2\n"  # -1: one keyed hash, of the whole entry, at its end
 SUFFIX = ".charts"
 KEEP_DAYS = 14
 MAX_BYTES = 256 * 2**20  # about a hundred reports' charts
+MAX_HEADER = 4 * 2**20  # a job's header is its charts' captions and file names: ~100-300 bytes; a larger one is not kept
+HASH = 32
 DRAWING_LIBRARIES = ("matplotlib", "pillow", "numpy")
 
 
@@ -67,7 +73,7 @@ class ChartCache:
         """The cache beside the first folder's index (the index's key and place); None where there is no folder among
         `paths` or no key (the index says why in its own line)."""
         folder = next((Path(p) for p in paths if Path(p).is_dir()), None)
-        if folder is None:
+        if folder is None or (where and not_a_folder(Path(where))):  # --index a file or a FIFO: the index says so
             return None
         try:
             key = user_key()
@@ -90,55 +96,72 @@ class ChartCache:
             return None
         return hashlib.sha256(code_identity() + pickled).hexdigest()
 
-    def _mac(self, name: str, body: bytes | memoryview) -> bytes:
-        return hmac.new(self.key, name.encode() + b"\0" + body, "sha256").digest()
+    def _mac(self, name: str, *parts: bytes | memoryview) -> bytes:
+        mac = hmac.new(self.key, name.encode() + b"\0", "sha256")
+        for part in parts:
+            mac.update(part)
+        return mac.digest()
 
     def get(self, name: str) -> list[tuple] | None:
         path = self.folder / (name + SUFFIX)
         try:  # a link, a FIFO or an entry larger than all the kept charts together is none of ours
             with open_regular(path, MAX_BYTES) as f:
-                blob = memoryview(f.read())
+                self.used.add(name)
+                try:
+                    charts = self._read(name, f)
+                except (ValueError, TypeError, KeyError):
+                    self.failed += 1
+                    return None
         except OSError:
-            return None
-        self.used.add(name)
-        try:
-            charts = self._decode(name, blob)
-        except (ValueError, TypeError, KeyError):
-            self.failed += 1
             return None
         with contextlib.suppress(OSError):
             os.utime(path)  # used now: kept for another KEEP_DAYS
         return charts
 
-    def _decode(self, name: str, blob: memoryview) -> list[tuple]:
-        body, mac = blob[:-32], blob[-32:]
-        if len(blob) < len(MAGIC) + 40 or body[:len(MAGIC)] != MAGIC or \
-                not hmac.compare_digest(mac, self._mac(name, body)):
+    def _read(self, name: str, f) -> list[tuple]:
+        """The entry's charts; ValueError (or TypeError, KeyError) where it fails its check. Its PNGs are read only
+        once its size, magic, header and the header's keyed hash are found right."""
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(len(MAGIC) + 8)
+        if size < len(head) + 2 * HASH or head[:len(MAGIC)] != MAGIC:
+            raise ValueError("not a kept chart")
+        length = int.from_bytes(head[len(MAGIC):], "little")
+        if length > min(MAX_HEADER, size - len(head) - 2 * HASH):
+            raise ValueError("its header's length does not fit")
+        header, header_mac = f.read(length), f.read(HASH)
+        if not hmac.compare_digest(header_mac, self._mac(name, head, header)):
+            raise ValueError("its header fails its check")
+        items = json.loads(header)
+        lengths = [item for chart in items for item in chart if isinstance(item, int)]
+        pngs = size - len(head) - length - 2 * HASH
+        if sum(lengths) != pngs:
+            raise ValueError("lengths do not add up")
+        body = memoryview(f.read(pngs + HASH))  # its PNGs: the entry is used
+        if len(body) != pngs + HASH or not hmac.compare_digest(
+                body[pngs:], self._mac(name, head, header, header_mac, body[:pngs])):
             raise ValueError("fails its check")
-        at = len(MAGIC) + 8
-        length = int.from_bytes(body[at - 8:at], "little")
-        header = json.loads(bytes(body[at:at + length]))
-        at += length
-        charts = []
-        for items in header:
-            chart = []
-            for item in items:  # a text as itself, PNG bytes as their length (they follow the header in order), or None
+        at, charts = 0, []
+        for chart in items:  # a text as itself, PNG bytes as their length (in order), or None
+            taken = []
+            for item in chart:
                 if isinstance(item, int):
-                    chart.append(bytes(body[at:at + item]))
+                    taken.append(bytes(body[at:at + item]))
                     at += item
                 else:
-                    chart.append(item)
-            charts.append(tuple(chart))
-        if at != len(body):
-            raise ValueError("lengths do not add up")
+                    taken.append(item)
+            charts.append(tuple(taken))
         return charts
 
     def put(self, name: str, charts: list[tuple]) -> None:
         """Keep a job's charts: each a tuple of texts, PNG bytes and None (harness.report.charts)."""
         header = json.dumps([[len(item) if isinstance(item, bytes) else item for item in chart]
                              for chart in charts]).encode()
+        if len(header) > MAX_HEADER:  # get() would not read it
+            return
         pngs = [item for chart in charts for item in chart if isinstance(item, bytes)]
-        body = b"".join([MAGIC, len(header).to_bytes(8, "little"), header, *pngs])
+        head = MAGIC + len(header).to_bytes(8, "little")
+        header_mac = self._mac(name, head, header)
+        body = b"".join([head, header, header_mac, *pngs])
         self.used.add(name)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -156,12 +179,15 @@ class ChartCache:
         self._prune()
 
     def _prune(self) -> None:
-        """Remove the entries (and temp files left by a killed report) no report used for KEEP_DAYS, then the least
-        recently used past MAX_BYTES; never one this report used."""
+        """Remove the temp files left by a killed report (harness.record.files.sweep_temp: STALE_TEMP_S old), the
+        entries no report used for KEEP_DAYS, then the least recently used past MAX_BYTES; never one this report
+        used."""
+        sweep_temp(self.folder)
         entries = []
         with contextlib.suppress(OSError), os.scandir(self.folder) as it:
             for entry in it:
-                if entry.name.endswith(SUFFIX) and entry.name.removesuffix(SUFFIX) not in self.used:
+                if entry.name.endswith(SUFFIX) and not entry.name.startswith(TEMP_PREFIX) and \
+                        entry.name.removesuffix(SUFFIX) not in self.used:
                     with contextlib.suppress(OSError):
                         st = entry.stat()
                         entries.append((st.st_mtime, st.st_size, entry.path))
