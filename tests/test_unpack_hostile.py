@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 
 import pytest
+from shipped import RESULTS
 from test_gpu_check import _archive, results_folder, summary_for
 
 from harness.gpu_check import __main__ as cli
 from harness.gpu_check import pack
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "results"
 
 
 def _raw_archive(path: Path, members, fmt=tarfile.GNU_FORMAT) -> Path:

@@ -122,16 +122,16 @@ def check_summary(summary, archive: Path) -> None:
         need(name, summary.get(name), check)
     for part, fields in PART_FIELDS.items():
         for name, check in fields.items():
-            need(f"{part}.{name}", (summary.get(part) or {}).get(name), check)
+            need(f"{part}.{name}", (summary.get(part) or {}).get(name), check)  # not a record: the call's summary
     for i, word in enumerate(summary.get("command") or []):
         need(f"command[{i}]", word, _TEXT)
-    for i, path in enumerate((summary.get("compare") or {}).get("paths") or []):
+    for i, path in enumerate((summary.get("compare") or {}).get("paths") or []):  # not a record: the call's summary
         need(f"compare.paths[{i}]", path, _TEXT)
     for i, run in enumerate(summary["runs"]):
         need(f"runs[{i}]", run, _kind(dict, "an object"))
         for name, check in RUN_FIELDS.items():
             need(f"runs[{i}].{name}", run.get(name), check)
-        if run["warmup_steps"] >= run["steps"]:
+        if run["warmup_steps"] >= run["steps"]:  # not a record: the call's summary
             need(f"runs[{i}].warmup_steps", run["warmup_steps"], lambda v: "is not below its steps")
 
 

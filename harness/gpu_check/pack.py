@@ -349,7 +349,7 @@ def readme(summary: dict, folder: str) -> str:
 def compared(summary: dict) -> str:
     """What compare and report read, as a reader of the unpacked folder finds it: this folder, then the repository's
     own folders (the call ran in a copy of it, so their absolute paths were the machine's)."""
-    paths = (summary.get("compare") or {}).get("paths") or []  # checked: a list of texts
+    paths = (summary.get("compare") or {}).get("paths") or []  # not a record: the call's summary; checked: a list of texts
     shown = ["this folder"] + [f"`{_cell(p[p.rindex('results/'):] if 'results/' in p else p)}`" for p in paths[1:]]
     return ", ".join(shown) if paths else "nothing (they did not run)"
 
@@ -369,7 +369,7 @@ def gaps(summary: dict) -> list[str]:
         out.append(f"- not started, tier {_line(tier)}: {_line(', '.join(r['rung'] for r in runs))} "
                    f"({_line(runs[0].get('note') or 'no reason recorded')}).")
     for step in ("compare", "report"):
-        code = (summary.get(step) or {}).get("exit")  # checked: None or a whole number
+        code = (summary.get(step) or {}).get("exit")  # not a record: the call's summary; checked: None or a whole number
         if code:
             out.append(f"- harness.{step} exited {int(code)}: its output is in " +
                        ("`compare.txt`." if step == "compare" else "`logs/report.log`."))
