@@ -653,7 +653,7 @@ def test_the_index_identity_covers_every_file_reading_depends_on(tmp_path):
     record package's modules and data, the schema, and what they import of this project (gpt/config.py's bounds)."""
     code = _code_copy(tmp_path / "code")
     names = {p.relative_to(code).as_posix() for p in idx.identity_files(code)}
-    assert {"harness/record.schema.json", "harness/record/workload_code_history.json", "gpt/config.py",
+    assert {"harness/record/schema.json", "harness/record/workload_code_history.json", "gpt/config.py",
             "harness/record/io.py", "harness/record/migrate.py"} <= names
     assert "harness/analysis/stats.py" not in names  # what reading does not use leaves the index alone
     before = idx.code_identity(code)

@@ -1,4 +1,4 @@
-"""Run records: one JSON file per measurement (schema: harness/record.schema.json).
+"""Run records: one JSON file per measurement (schema: harness/record/schema.json).
 
     model.py     the record's shape and its one constructor (new_record), the schema version, and the one rule for
                  each hash: workload_hash, flags_hash, measurement_key ("the same measurement")
@@ -6,6 +6,9 @@
                  hands out; tests/test_record_schema.py holds the schema equal to them
     parts.py     each object nested in a section as a type (Gpu, Cpu, Kernels and its rows, MemorySplit, Mfu, ...),
                  and Part: how every section and object is read from its JSON (one place) and written back
+    schema.json  the record's JSON Schema: each field's type, and the bounds of each number and string it lists
+    bounds.py    the bounds on every number and string of a record (finite, in range for what it measures, sizes
+                 bounded), checked before anything reads one (and before one is written)
     io.py        the one writer (atomic, never overwrites) and the one reader (defensive, migrated, validated)
     files.py     whole-file writes (fsynced, whole or not at all), for every writer of the harness
     migrate.py   older records read as the current schema version (1 -> 2: what v1 left to absence, said)

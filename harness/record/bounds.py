@@ -101,7 +101,7 @@ def rule_for(section: str, name: str) -> Rule:
 
 def schema_keywords(section: str, name: str, types) -> dict:
     """The bounds of a field named `name` in `section` as JSON Schema says them, for a field of these JSON types:
-    what harness/record.schema.json states beside each number and string it lists (tests/test_record_schema.py holds
+    what harness/record/schema.json states beside each number and string it lists (tests/test_record_schema.py holds
     them equal). `check` enforces the same, in one walk, also where the schema lists nothing."""
     types = set([types] if isinstance(types, str) else types)
     keywords = {}

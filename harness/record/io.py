@@ -30,7 +30,7 @@ from harness.record.model import SCHEMA_VERSION, RecordError, record_filename
 
 MAX_RECORD_BYTES = 16 * 2**20  # a real record is ~20-200 KB, one of 100,000 steps (the bound) ~7 MB; larger: unread
 MAX_RECORD_DEPTH = 64  # a real record nests ~6 deep; deeper JSON would overflow the stack of whatever walks it
-SCHEMA_PATH = Path(__file__).parent.parent / "record.schema.json"
+SCHEMA_PATH = Path(__file__).parent / "schema.json"
 STEP_SERIES = ("ms", "loss", "grad_norm")
 MAX_REASON = 300  # characters of the schema's reason for refusing a file (a warning is one line)  # record.steps: one number (or null) per step each
 

@@ -1,6 +1,6 @@
 """The record: what one measurement's JSON holds, and the one constructor every writer uses.
 
-A record is a plain dict (it is JSON on disk; harness/record.schema.json says what each field means).
+A record is a plain dict (it is JSON on disk; harness/record/schema.json says what each field means).
 new_record builds it in one shape, whoever writes it: the worker for a measured run (harness.worker) and the
 runner for a worker that died without writing one (harness.launcher.failure_record), both from the worker's
 spec (harness.worker_spec.WorkerSpec.new_record); the transcriptions of the user's logs
