@@ -8,10 +8,10 @@ measures, and every string and key has a bounded length. A record that fails is 
 file, the field and why (harness.record.io.iter_records); the rest is compared as without it.
 
 The range of a number comes from its field's name, read as words ("first_step_ms" is a time in milliseconds,
-"peak_rss_bytes" a size, "tokens_per_s" a rate): the first rule in NUMBER_RULES whose words it holds. The ranges are
-far outside anything a run can measure, so no real record is refused (the writer checks the same bounds before it
-writes: harness.record.io.write_record), and far inside what the arithmetic downstream can hold (a ratio of two
-values of one field, its log, its square). Standard library only; no torch.
+"peak_rss_bytes" a size, "tokens_per_s" a rate): the first rule in NUMBER_RULES that names one of its words. The
+ranges are far outside anything a run can measure, so no real record is refused (the writer checks the same bounds
+before it writes: harness.record.io.write_record), and far inside what the arithmetic downstream can hold (a ratio of
+two values of one field, its log, its square). Standard library only; no torch.
 """
 
 from __future__ import annotations
