@@ -19,6 +19,7 @@ from harness.analysis import noise
 from harness.analysis.devices import aliases, device_alias
 from harness.analysis.group import Group
 from harness.envs.spec import parse_version
+from harness.record.files import TEMP_PREFIX
 from harness.record.io import BadFile, iter_records, read_record, record_files
 from harness.record.view import RecordView
 from harness.textsafe import one_line
@@ -155,7 +156,8 @@ class _Reading:
 
     def read(self, paths, filters: Filters, read=read_record, files=record_files) -> _Reading:
         for root in map(Path, paths):
-            if root.is_dir() and not any(p for p in root.rglob("*.json") if not p.name.startswith(".tmp-")):
+            if root.is_dir() and not any(p for p in root.rglob("*.json")
+                                         if not any(part.startswith(TEMP_PREFIX) for part in p.relative_to(root).parts)):
                 self.leave_out(root, "no *.json records in this directory", "empty", skipped=False)
         for path, raw in iter_records(paths, self.unreadable, read, files):
             path = os.fspath(path)  # a Path, or a string of an index's listing: kept as the string either way

@@ -11,12 +11,12 @@ from datetime import datetime
 from pathlib import Path
 
 from harness.argtypes import WEEK_S
+from harness.record.bounds import NAME_LENGTH, TEXT_LENGTH  # a name, and any other text, as in a record
+from harness.record.io import json_depth
 from harness.textsafe import CELL, WORD, bounded, one_line
 
 SUMMARY = "gpu-check.json"  # the summary inside the results folder (and so inside the archive)
 MAX_SUMMARY_DEPTH = 16  # levels its JSON nests (a real one: 3); 60,000 were a RecursionError
-NAME_LENGTH = 1_024  # a name in a summary (a device, a tier, a rung, a version), as harness.record.bounds
-TEXT_LENGTH = 65_536  # any other text in it (a note, a command's word, a path), as harness.record.bounds
 MAX_ITEMS = 1_000  # runs, command words and compared paths in a summary (a real one: 21 runs at most)
 ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:Z|[+-]\d\d:\d\d)?")  # as runner writes it
 
@@ -135,17 +135,6 @@ def check_summary(summary, archive: Path) -> None:
             need(f"runs[{i}].warmup_steps", run["warmup_steps"], lambda v: "is not below its steps")
 
 
-def _depth(value) -> int:
-    """How deep `value` (parsed JSON) nests, counted up to just past MAX_SUMMARY_DEPTH, without recursion."""
-    deepest, todo = 0, [(value, 1)]
-    while todo and deepest <= MAX_SUMMARY_DEPTH:
-        item, level = todo.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, level)
-            todo.extend((x, level + 1) for x in (item.values() if isinstance(item, dict) else item))
-    return deepest
-
-
 def parse_summary(data: bytes, archive: Path) -> dict:
     """The summary in `data` (the archive's gpu-check.json), checked (check_summary); PackError, one line, otherwise."""
     deep = PackError(f"{named(archive)}: its {SUMMARY} is not a gpu_check summary (nested deeper than "
@@ -156,7 +145,7 @@ def parse_summary(data: bytes, archive: Path) -> dict:
         raise deep from None
     except ValueError as exc:  # not JSON, not UTF-8, an integer of more than 4,300 digits
         raise PackError(f"{named(archive)}: not a gpu_check archive (its {SUMMARY}: {error_line(exc)})") from None
-    if _depth(summary) > MAX_SUMMARY_DEPTH:
+    if json_depth(summary) > MAX_SUMMARY_DEPTH:
         raise deep
     check_summary(summary, archive)
     return summary

@@ -350,7 +350,7 @@ def parse_json(data: bytes):
             raise RecordError(f"not a record: JSON nested deeper than {MAX_RECORD_DEPTH} levels") from None
         except ValueError as exc:  # an integer of more than sys.get_int_max_str_digits() digits
             raise RecordError(f"not a record: {str(exc).split(';')[0]}") from None
-    if _depth(value) > MAX_RECORD_DEPTH:
+    if json_depth(value) > MAX_RECORD_DEPTH:
         raise RecordError(f"not a record: JSON nested deeper than {MAX_RECORD_DEPTH} levels")
     return value
 
@@ -391,7 +391,7 @@ def _fast_loads(data: bytes):
 _CONTAINERS = frozenset((dict, list))  # what parsed JSON nests in (json and orjson make exactly these types)
 
 
-def _depth(value) -> int:
+def json_depth(value) -> int:
     """Nesting depth of parsed JSON, level by level, without recursion."""
     if type(value) not in _CONTAINERS:
         return 0
