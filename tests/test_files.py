@@ -85,6 +85,24 @@ def test_atomic_file_fsyncs_then_renames_into_place(tmp_path, monkeypatch):
     assert target.read_bytes() == b"new bytes" and disk.all_synced_first() and os.listdir(tmp_path) == ["index.idx"]
 
 
+def test_a_record_caught_half_written_matches_no_glob_for_records(tmp_path, monkeypatch):
+    """A reader that globs `*.json` (pathlib's glob takes names that start with a dot) never sees a record the writer
+    has not renamed into place yet: the runner's stop test took one for the first record and failed in CI."""
+    from harness.record import io as record_io
+
+    seen = []
+    real = os.link
+
+    def link(src, dst):  # the record's temp file is whole, and hard-linked to its final name
+        seen.append(sorted(p.name for p in tmp_path.glob("*.json")) + sorted(p.name for p in tmp_path.rglob("*.json")))
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "link", link)
+    record = record_io.read_record(min(CPU.glob("*.json")))
+    path = record_io.write_record(record, tmp_path)
+    assert seen == [[]] and [p.name for p in tmp_path.glob("*.json")] == [path.name]
+
+
 @pytest.mark.parametrize("failure", FAILURES)
 @pytest.mark.parametrize("where", ["write", "fsync", "replace"])
 def test_atomic_file_that_fails_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch, failure, where):

@@ -311,7 +311,7 @@ def _disk_full(monkeypatch, module, after: int = 0):
 
 def test_disk_full_leaves_no_partial_or_temp_file(tmp_path, monkeypatch):
     """6. A disk full from the start: --out's check is one RecordError and leaves no 0-byte probe; a record whose
-    write fails half-way leaves neither the record nor its .tmp-*.json."""
+    write fails half-way leaves neither the record nor its .tmp-*.partial."""
     from harness.record import io as record_io
     from harness.record.model import RecordError
 

@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 TEMP_PREFIX = ".tmp-"  # readers of a folder skip these names (harness.record.io.iter_records)
+TEMP_SUFFIX = ".partial"
 STALE_TEMP_S = 3600  # a temp file this old is no live writer's (writing 100,000 records' index takes about a minute)
 
 
@@ -63,10 +64,11 @@ def write_new(path: str | os.PathLike, data: str | bytes, mode: int = 0o666) -> 
 
 
 def temp_name(path: str | os.PathLike) -> Path:
-    """A fresh temp name beside `path`: TEMP_PREFIX, a random part, then the target's name (so a folder's sweep of its
-    own kind of file, *.charts, finds a killed writer's temp file too)."""
+    """A fresh temp name beside `path`: TEMP_PREFIX, a random part, the target's name, then TEMP_SUFFIX, so no glob for
+    the target's kind (`*.json`: pathlib's matches names that start with a dot) ever takes a half-written file for
+    one."""
     path = Path(path)
-    return path.with_name(f"{TEMP_PREFIX}{secrets.token_hex(8)}-{path.name}")
+    return path.with_name(f"{TEMP_PREFIX}{secrets.token_hex(8)}-{path.name}{TEMP_SUFFIX}")
 
 
 def stage(path: str | os.PathLike, data: str | bytes, mode: int = 0o666) -> Path:

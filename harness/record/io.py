@@ -24,7 +24,7 @@ except ImportError:  # a bare Python (harness.envs): the standard parser alone
     _orjson = None
 
 from harness.record import bounds
-from harness.record.files import TEMP_PREFIX, NotRegular, open_regular, write_new
+from harness.record.files import TEMP_PREFIX, NotRegular, open_regular, temp_name, write_new
 from harness.record.migrate import migrate
 from harness.record.model import SCHEMA_VERSION, RecordError, record_filename
 
@@ -277,7 +277,7 @@ def _write_once(record: dict, out: Path, final: Path) -> bool:
     atomic; where the filesystem has no hard links, an exclusive create of the final name, written then
     fsynced, still never replaces anything."""
     text = json.dumps(record, indent=1, sort_keys=False, allow_nan=False)
-    tmp = out / f"{TEMP_PREFIX}{secrets.token_hex(8)}.json"
+    tmp = temp_name(final)
     write_new(tmp, text)
     try:
         os.link(tmp, final)
@@ -304,7 +304,7 @@ def check_writable(out_dir: str | os.PathLike) -> None:
         if out.exists() and not out.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "it is a file, not a directory")
         out.mkdir(parents=True, exist_ok=True)
-        probe = out / f"{TEMP_PREFIX}{secrets.token_hex(8)}.json"
+        probe = temp_name(out / "probe.json")
         write_new(probe, "{}")
         probe.unlink()
     except OSError as exc:

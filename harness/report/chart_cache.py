@@ -165,7 +165,7 @@ class ChartCache:
         self.used.add(name)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            # fsynced, renamed into place, its temp file (.tmp-*.charts: _prune's) removed on any failure
+            # fsynced, renamed into place, its temp file (.tmp-*.partial: _prune's sweep) removed on any failure
             write_atomic(self.folder / (name + SUFFIX), body + self._mac(name, body))
         except OSError as exc:
             self.unwritable = self.unwritable or (exc.strerror or str(exc))
