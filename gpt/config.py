@@ -60,7 +60,7 @@ class WorkloadConfig:
     lr: float = 6e-4
     weight_decay: float = 0.1
     steps: int = 20
-    warmup_steps: int = 5  # excluded from the summary; step 0 (compile) is reported on its own
+    warmup_steps: int = 5  # excluded from the summary, and step 0 (compile) always is: timed_part
     seed: int = 1337
     data: str = "synthetic"  # synthetic | text:PATH | tokens:PATH
     device: str = "auto"
@@ -110,6 +110,13 @@ class WorkloadConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def timed_part(per_step: list, warmup_steps: int) -> list:
+    """The part of a run's per-step values (times, losses) its summary is made of: the steps after the warm-up, and
+    never step 0, which torch.compile works during (kept apart as first_step_ms). A one-step run has only that one.
+    The one rule for it: the worker's summary and the record's reader (harness.record.view) both call this."""
+    return per_step[max(1, warmup_steps):] if len(per_step) > 1 else per_step[:]
 
 
 FIELD_TYPES = {f.name: f.type for f in fields(WorkloadConfig)}

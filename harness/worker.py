@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 import torch
 
 from gpt import torch_compat
-from gpt.config import ConfigError, WorkloadConfig
+from gpt.config import ConfigError, WorkloadConfig, timed_part
 from gpt.data import DataError
 from gpt.train import build, resolve_device
 from harness import contention, envinfo, lifeline, nvml
@@ -70,9 +70,9 @@ class StepTimer:
 
 
 def summarize(config: WorkloadConfig, ms: list[float], losses: list) -> dict:
-    timed = ms[config.warmup_steps:]
+    timed = timed_part(ms, config.warmup_steps)
     q1, median, q3 = statistics.quantiles(timed, n=4, method="inclusive") if len(timed) > 1 else (timed[0],) * 3
-    timed_losses = [x for x in losses[config.warmup_steps:] if x is not None]
+    timed_losses = [x for x in timed_part(losses, config.warmup_steps) if x is not None]
     return {
         "step_ms_median": median,
         "step_ms_q1": q1,
@@ -215,7 +215,7 @@ def _judge(record: dict, config: WorkloadConfig, device: torch.device, loop: Loo
 
 def _fill_explain(record: dict, trainer, config: WorkloadConfig, ms: list, sampler, calibration, run_dtype) -> None:
     """The explain section (harness/evidence/), after the timed steps: each part fails on its own, never the run."""
-    explain = Explain.named(capture(trainer, config, record["summary"], ms[config.warmup_steps:], sampler,
+    explain = Explain.named(capture(trainer, config, record["summary"], timed_part(ms, config.warmup_steps), sampler,
                                     calibration, run_dtype))
     summary = Summary.of(record["summary"]).but(mfu=summary_mfu(explain.mfu.to_json()))
     record["explain"], record["summary"] = explain.to_json(), summary.to_json()

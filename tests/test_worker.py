@@ -32,6 +32,22 @@ def test_ok_record_has_per_step_series_and_summary(tmp_path):
     assert record["steps"]["grad_norm"] == [None] * 6  # no clipping, so no norm is computed
 
 
+@pytest.mark.parametrize("warmup", [0, 1, 2])
+def test_the_summary_and_the_reader_time_the_same_steps(warmup):
+    """One rule for the timed steps (gpt.config.timed_part): at warm-up 0 the summary's tokens/s (what the batch search
+    reads) left in the compile step, which the reader (what compare reads) leaves out."""
+    from harness.record.view import RecordView
+    from harness.worker import summarize
+
+    config = make_config("tiny", steps=5, warmup_steps=warmup)
+    ms, losses = [900.0, 10.0, 12.0, 11.0, 13.0], [5.0, 4.0, 3.0, 2.0, 1.0]
+    s = summarize(config, ms, losses)
+    view = RecordView({"kind": "measured", "workload": config.to_dict(), "steps": {"ms": ms}, "summary": s})
+    assert s["timed_steps"] == len(view.timed_ms) == 5 - max(1, warmup)
+    assert s["step_ms_median"] == view.timed_median and s["first_step_ms"] == 900.0
+    assert s["mean_loss"] == sum(losses[max(1, warmup):]) / (5 - max(1, warmup))
+
+
 @pytest.mark.slow
 def test_loss_falls_on_the_synthetic_corpus(tmp_path):
     record = measure(spec_for(tmp_path, steps=30, lr=3e-3))

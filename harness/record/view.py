@@ -14,6 +14,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import NamedTuple
 
+from gpt.config import timed_part
 from harness.record.model import ADDED_FIELD_DEFAULTS, NOT_RECORDED
 from harness.record.parts import Evidence, Gemm, Kernels, KernelTime, MemorySplit, Mfu
 from harness.record.sections import (
@@ -438,9 +439,9 @@ class RecordView:
 
     @once
     def timed_ms(self) -> list[float]:
-        """The timed step times: warm-up excluded (step 0 = compile is always excluded). A reference record
-        (one logged step) has its logged step after step 0; an older record without warmup_steps says how
-        many steps were timed in summary.timed_steps. The same list on every call: read it, never change it."""
+        """The timed step times, by the worker's own rule (gpt.config.timed_part: the warm-up and step 0 excluded). A
+        reference record (one logged step) has its logged step after step 0; an older record without warmup_steps says
+        how many steps were timed in summary.timed_steps. The same list on every call: read it, never change it."""
         ms = self.steps.ms or []
         if self.kind == "reference":
             return [x for x in ms[1:] if x is not None]
@@ -448,7 +449,7 @@ class RecordView:
         if not isinstance(warmup, int):
             timed = self.summary.timed_steps
             warmup = len(ms) - timed if isinstance(timed, int) and 0 < timed <= len(ms) else 1
-        return [x for x in ms[max(1, warmup) if len(ms) > 1 else 0:] if x is not None]
+        return [x for x in timed_part(ms, warmup) if x is not None]
 
     @once
     def timed_median(self) -> float | None:
