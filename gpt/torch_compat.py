@@ -237,21 +237,7 @@ def grad_scaler_cuda_only(device_type: str) -> str | None:
 OutOfMemoryError = torch.cuda.OutOfMemoryError  # exists, and is raised on CUDA OOM, in 2.1 onwards
 
 
-# --- profiler: *_cuda_* fields (<= 2.3) became *_device_* (2.4+; the cuda names gone by 2.13) ---
-def self_device_time_us(event) -> float:
-    value = getattr(event, "self_device_time_total", None)
-    if value is None:
-        value = getattr(event, "self_cuda_time_total", 0.0)
-    return float(value or 0.0)
-
-
-def device_time_us(event) -> float:
-    value = getattr(event, "device_time_total", None)
-    if value is None:
-        value = getattr(event, "cuda_time_total", 0.0)
-    return float(value or 0.0)
-
-
+# --- profiler ---
 def profiler_activities(device_type: str) -> list:
     from torch.profiler import ProfilerActivity  # CPU and CUDA under these names in 2.1 .. 2.13
 
