@@ -24,7 +24,6 @@ from harness.analysis.cells import (
     fmt_mib,
     fmt_ms,
     fmt_pct,
-    fmt_times,
 )
 from harness.analysis.dataset import Dataset
 from harness.analysis.noise import MIN_BETWEEN_DF
@@ -66,7 +65,7 @@ def fit_widths(headers: list[str], rows: list[list], width: int = WIDTH, gap: in
     None when the table fits as it is; [] when it cannot fit (too many columns: render_text lists it row by row).
     tabulate pads a header by 2 (its MIN_PADDING) in the simple format."""
     def longest_word(text, most):
-        return min(max((len(w) for w in str(text).split()), default=0), most)
+        return min(max((len(w) for w in _kept_whole(str(text)).split()), default=0), most)
 
     natural = [max([len(str(h)) + 2] + [max((len(x) for x in str(r[i]).splitlines()), default=0) for r in rows])
                for i, h in enumerate(headers)]
@@ -89,6 +88,13 @@ def fit_widths(headers: list[str], rows: list[list], width: int = WIDTH, gap: in
 
 
 _INSIDE_A_NAME = re.compile(r"(?<=_)(?=\S)|(?<=\+)(?=[A-Za-z])")  # after a '_', or a '+' before a letter
+_INTERVAL = re.compile(r"\[[^\[\]\s]*(?: [^\[\]\s]+){1,2}\]")  # a delta's interval: '[+7.2%, +8.2%]', '[range 1x, 2x]'
+_KEPT_SPACE = "\x01"
+
+
+def _kept_whole(text: str) -> str:
+    """text with the spaces inside each interval made a mark no wrap breaks at: an interval is read whole."""
+    return _INTERVAL.sub(lambda m: m.group().replace(" ", _KEPT_SPACE), text)
 
 
 class _Wrapper(textwrap.TextWrapper):
@@ -105,8 +111,8 @@ def _fill(cell, width: int | None):
     wrapper = _Wrapper(width, break_on_hyphens=False)
 
     def marked(line: str) -> str:
-        return " ".join(_INSIDE_A_NAME.sub("\x00", w) if len(w) > width else w for w in line.split(" "))
-    return "\n".join("\n".join(wrapper.wrap(marked(line)) or [""]) for line in cell.splitlines())
+        return " ".join(_INSIDE_A_NAME.sub("\x00", w) if len(w) > width else w for w in _kept_whole(line).split(" "))
+    return "\n".join("\n".join(wrapper.wrap(marked(line)) or [""]) for line in cell.splitlines()).replace(_KEPT_SPACE, " ")
 
 
 def _row_lines(headers: list[str], row: list) -> list[str]:
@@ -281,29 +287,9 @@ MAX_PAIRS = 10  # pairs shown in the verdict; the rest are counted (every one is
 
 
 def _times(d: stats.Delta) -> str:
-    """A tokens/s ratio as pyperf says it: '1.82x faster [1.67,2.41]', '1.25x slower [...]', with the verdict (where
-    the offset between its invocations is not measured, the Noise block says so, once, and what would measure it)."""
-    r = 1.0 + d.value
-    if d.low is not None and d.high is not None:
-        lo, hi = 1.0 + d.low, 1.0 + d.high
-    else:
-        lo = hi = None
-    if r >= 1.0:
-        text, bounds = f"{fmt_times(r)}x faster", (lo, hi)
-    else:
-        text, bounds = f"{fmt_times(1 / r)}x slower", ((1 / hi, 1 / lo) if lo else (None, None))
-    if bounds[0] is not None:
-        text += f" [{fmt_times(bounds[0])},{fmt_times(bounds[1])}]"
-    if d.beyond:
-        return text + (" (noise borrowed)" if d.borrowed else "")
-    if d.verdict != stats.WITHIN:
-        return text + f" ({d.verdict})"
-    could = ""
-    if d.detectable is not None:
-        could = f": could detect {fmt_pct(d.detectable)} or more"
-        if d.runs_to_decide:
-            could += f"; ~{d.runs_to_decide} runs a side would decide it"
-    return text + f" (within noise{', borrowed' if d.borrowed else ''}{could})"
+    """A tokens/s ratio as pyperf says it, '1.82x faster [1.67x, 2.41x] (beyond noise)', worded by Cell (where the
+    offset between its invocations is not measured, the Noise block says so, once, and what would measure it)."""
+    return Cell(d, "faster").text(detail=True)
 
 
 def _wrap(text: str, indent: str = "  ") -> list[str]:

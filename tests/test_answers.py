@@ -21,12 +21,15 @@ RUNNER_SIDE = ("harness.evidence", "harness.sweep", "harness.worker", "harness.l
 
 
 def test_words_come_from_the_delta_verdict():
-    assert said(stats.Delta(0.075, 0.072, 0.082, stats.BEYOND)) == "+7.5% [+7.2%, +8.2%] beyond noise"
-    assert said(stats.Delta(0.438, verdict=stats.SINGLE)) == "+43.8% (single sample, no noise estimate)"
-    assert said(stats.Delta(0.008, 0.001, 0.018, stats.WITHIN)) == "+0.8% [+0.1%, +1.8%] within noise"
+    assert said(stats.Delta(0.075, 0.072, 0.082, stats.BEYOND)) == "+7.5% [+7.2%, +8.2%] (beyond noise)"
+    assert said(stats.Delta(0.438, verdict=stats.SINGLE)) == "+43.8% (single sample)"
+    assert said(stats.Delta(0.008, 0.001, 0.018, stats.WITHIN)) == "+0.8% [+0.1%, +1.8%] (within noise)"
     # a verdict the noise rule adds later (issue 27) is written as it is, never dropped
-    assert said(stats.Delta(0.03, 0.0, 0.05, "undecided")) == "+3.0% [+0.0%, +5.0%] undecided"
-    assert said(stats.Delta(0.5, 0.4, 0.6, stats.BEYOND, bounds="range")) == "+50.0% [range +40.0%, +60.0%] beyond noise"
+    assert said(stats.Delta(0.03, 0.0, 0.05, "undecided")) == "+3.0% [+0.0%, +5.0%] (undecided)"
+    assert said(stats.Delta(0.5, 0.4, 0.6, stats.BEYOND, bounds="range")) == "+50.0% [range +40.0%, +60.0%] (beyond noise)"
+    # the same words as compare's tables and verdict (cells.Cell), a tokens/s ratio as pyperf says it
+    assert said(stats.Delta(-0.2, -0.25, -0.15, stats.BEYOND, borrowed=True), "faster") == \
+        "1.25x slower [1.18x, 1.33x] (beyond noise; noise borrowed)"
     assert span([stats.Delta(0.059, 0.05, 0.06, stats.BEYOND), stats.Delta(0.079, 0.07, 0.08, stats.BEYOND)]) == \
         "+5.9% to +7.9% (all beyond noise)"
 
@@ -183,7 +186,7 @@ def test_a_knob_that_changes_memory_says_so_in_its_finding():
 
     knobs = {f.text.split(" (at ")[0]: f.text for f in findings.compute(_h200_calls()) if f.topic == "knobs"}
     cce = knobs["Knob lm_head_loss plain -> cce"]
-    assert "tokens/s +1.5% (within noise) on h200/local; peak alloc -43.8% (noise borrowed) on h200/local." in cce, cce
+    assert "tokens/s +1.5% (within noise; noise borrowed) on h200/local; peak alloc -43.8% (beyond noise; noise borrowed) on h200/local." in cce, cce
     assert "; peak alloc -43.8%" in knobs["Knob lm_head_loss plain -> liger"]
     assert "; peak alloc" not in knobs["Knob sdpa_backend flash -> cudnn (flags: sdpa)"]  # the same peak either way
 

@@ -68,7 +68,7 @@ def test_exact_deltas(exact):
     assert vocab["vs_previous"].delta.value == pytest.approx(0.5)
     assert vocab["vs_first"].delta.value == pytest.approx(2.0)
     # zero noise: a zero-width interval, still shown; bf16 ran once, so it borrowed the device's (zero) spread
-    assert vocab["vs_first"].text() == "3.00x [3.00,3.00] beyond (borrowed)"
+    assert vocab["vs_first"].text() == "3.00x [3.00x, 3.00x] (beyond noise; noise borrowed)"
     assert vocab["runs"] == "2x10" and vocab["ms"] == pytest.approx(100.0)
 
     # cross-version: H100 sdpa-flash 150 -> 105 ms = +42.857%; memory 20 -> 16 GiB = -20%
@@ -97,8 +97,8 @@ def test_exact_deltas(exact):
     assert row["gpu_factor"].delta.value == pytest.approx(0.5 * (0.50 - 0.02) + 0.5 * (0.05 - 0.03))  # +25 pp
     assert row["version_factor"].delta.value == pytest.approx(0.5 * (0.03 - 0.02) + 0.5 * (0.05 - 0.50))  # -22 pp
     assert row["interaction"].delta.value == pytest.approx((0.05 - 0.50) - (0.03 - 0.02))  # -46 pp
-    assert row["gpu_factor"].text() == "+25.0 pp [+25.0,+25.0] beyond"
-    assert row["version_factor"].text() == "-22.0 pp [-22.0,-22.0] beyond"
+    assert row["gpu_factor"].text() == "+25.0 pp [+25.0 pp, +25.0 pp] (beyond noise)"
+    assert row["version_factor"].text() == "-22.0 pp [-22.0 pp, -22.0 pp] (beyond noise)"
 
 
 def test_exact_deltas_in_every_format(exact, capsys):
@@ -116,7 +116,7 @@ def test_exact_deltas_in_every_format(exact, capsys):
     assert float(h100["d_tokens_s_fraction"]) == pytest.approx(1.0) and h100["d_tokens_s_verdict"] == stats.BEYOND
 
     code, out, _err = run([exact, "--format", "markdown", "--table", "factors"], capsys)
-    assert "| vocab_size 50257 -> 50304" in out and "+25.0 pp [+25.0,+25.0] beyond" in out and stats.rule_text()[:40] in out
+    assert "| vocab_size 50257 -> 50304" in out and "+25.0 pp [+25.0 pp, +25.0 pp] (beyond noise)" in out and stats.rule_text()[:40] in out
 
     code, out, _err = run([exact, "--detail"], capsys)
     assert "Significance:" in out and "beyond noise" in out  # the rule is in the footer
@@ -136,7 +136,7 @@ def test_significance_labels(tmp_path):
     # noisy: 100 -> 98 ms under +-30% jitter: the interval spans 0
     noisy = _pair(tmp_path, [noisy_ms(100, 0.3, s) for s in range(3)], [noisy_ms(98, 0.3, s + 9) for s in range(3)], "noisy")
     assert noisy.verdict == stats.WITHIN and noisy.low < 0 < noisy.high
-    assert Cell(noisy).text().endswith("within noise")
+    assert Cell(noisy).text().endswith("(within noise)")
     # exact but tiny: 100 -> 99.6 ms with no jitter, runs that agree, is real but under the 1% floor
     tiny = _pair(tmp_path, [constant_ms(100)] * 2, [constant_ms(99.6)] * 2, "tiny")
     assert tiny.low > 0 and tiny.verdict == stats.WITHIN
@@ -506,16 +506,16 @@ def test_memory_deltas_are_intervals_and_narrow_intervals_keep_digits():
     device = _device([100, 101], [120, 121])
     mem = Cell(stats.counter(stats.memory([100, 101], device=device, config=0),
                              stats.memory([120, 121], device=device, config=1)))
-    assert mem.text().startswith("+19.9% [") and mem.text().endswith("beyond")  # geometric means 100.5 -> 120.5
-    assert Cell(stats.Delta(0.2, 0.1, 0.3, stats.WITHIN, borrowed=True)).text() == "+20.0% [+10.0,+30.0] within noise (borrowed)"
+    assert mem.text().startswith("+19.9% [") and mem.text().endswith("(beyond noise)")  # geometric means 100.5 -> 120.5
+    assert Cell(stats.Delta(0.2, 0.1, 0.3, stats.WITHIN, borrowed=True)).text() == "+20.0% [+10.0%, +30.0%] (within noise; noise borrowed)"
     narrow = Cell(stats.Delta(0.0351, 0.0348, 0.0353, stats.BEYOND))
-    assert narrow.text() == "+3.51% [+3.48,+3.53] beyond"  # was "+3.5% beyond": the interval vanished
-    assert Cell(stats.Delta(0.0351, 0.0351, 0.0351, stats.BEYOND)).text() == "+3.5% [+3.5,+3.5] beyond"
-    assert Cell(stats.Delta(0.004, 0.0035, 0.0042, stats.WITHIN), "ratio").text() == "1.0040x [1.0035,1.0042] within noise"
+    assert narrow.text() == "+3.51% [+3.48%, +3.53%] (beyond noise)"  # was "+3.5% beyond": the interval vanished
+    assert Cell(stats.Delta(0.0351, 0.0351, 0.0351, stats.BEYOND)).text() == "+3.5% [+3.5%, +3.5%] (beyond noise)"
+    assert Cell(stats.Delta(0.004, 0.0035, 0.0042, stats.WITHIN), "ratio").text() == "1.0040x [1.0035x, 1.0042x] (within noise)"
     # but a counter's near-point interval adds no digits to a value that already shows 4 significant ones
     counter = Cell(stats.Delta(2.841312, 2.841310, 2.841314, stats.BEYOND, borrowed=True))
-    assert counter.text() == "+284.1% [+284.1,+284.1] beyond (borrowed)"  # was "+284.1312% [+284.1310,+284.1314]"
-    assert Cell(stats.Delta(0.093193, 0.093193, 0.093194, stats.BEYOND)).text() == "+9.319% [+9.319,+9.319] beyond"
+    assert counter.text() == "+284.1% [+284.1%, +284.1%] (beyond noise; noise borrowed)"  # was "+284.1312% [+284.1310,+284.1314]"
+    assert Cell(stats.Delta(0.093193, 0.093193, 0.093194, stats.BEYOND)).text() == "+9.319% [+9.319%, +9.319%] (beyond noise)"
 
 
 def test_csv_headers_carry_units(exact, capsys):

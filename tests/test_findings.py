@@ -38,7 +38,7 @@ def test_findings_on_the_real_gpu_records_answer_the_users_questions():
     assert "tf32: forward not seen at 50257, backward-input not seen at 50257, backward-weight at 50257" in tf32
     vocab = texts(items, "vocab")
     assert "sdpa-flash on h100-80g / local (torch 2.11.0+cu130), B=64, T=1024, compiler padding default: " \
-           "tokens/s 424,159 -> 457,808 (+7.9% (noise borrowed))" in vocab
+           "tokens/s 424,159 -> 457,808 (+7.9% (beyond noise; noise borrowed))" in vocab
     assert "in the user's log (H100/H800 class, torch not stated), B=16, T=1024: tokens/s 186,796 -> 291,550 (+56.1% (single sample))" in vocab
     assert "No padding A/B among these records" in texts(items, "padding-ab")
     versions = texts(items, "versions")

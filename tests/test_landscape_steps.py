@@ -21,11 +21,11 @@ def test_the_whole_range_is_the_same_at_one_and_two_threads_and_each_step_is_jud
     assert landscape_steps.main([str(TWO), "--against", str(ONE), "--pair", "2.9.1:2.15.0"]) == 0
     out = capsys.readouterr().out.splitlines()
     whole = out.index(next(line for line in out if line.strip().startswith("2.1.2 -> 2.15.0")))
-    assert out[whole].endswith("beyond noise") and "+67.5%" in out[whole]
-    assert "there +70.7%" in out[whole + 1] and out[whole + 1].endswith("within noise")  # here/there
+    assert out[whole].endswith("(beyond noise)") and "+67.5%" in out[whole]
+    assert "there +70.7%" in out[whole + 1] and out[whole + 1].endswith("(within noise)")  # here/there
     steps = [line for line in out if " -> " in line]
     assert len(steps) == 13 + 1 + 1  # 14 builds (2.5.1 failed): 13 steps, the whole range, the asked pair
-    assert not any(line.endswith("beyond noise") for line in steps if "2.1.2 -> 2.15.0" not in line)
+    assert not any(line.endswith("(beyond noise)") for line in steps if "2.1.2 -> 2.15.0" not in line)
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):

@@ -99,8 +99,8 @@ def test_markdown_sections_and_computed_findings(rich):
         assert f"]({chart})" in md
     findings = _findings(md)
     # the knob effects and the 2x2 split are stated with numbers computed from the records
-    assert re.search(r"Knob vocab_size 50257 -> 50304 .*: tokens/s \+\d+\.\d% on a100-80g/torch212", findings)
-    assert re.search(r"GPU factor [+-]\d+\.\d pp, version factor [+-]\d+\.\d pp", findings)
+    assert re.search(r"Knob vocab_size 50257 -> 50304 .*: tokens/s \+\d+\.\d% \(beyond noise\) on a100-80g/torch212", findings)
+    assert re.search(r"GPU factor [+-]\d+\.\d pp \(beyond noise\), version factor [+-]\d+\.\d pp \(beyond noise\)", findings)
     # the user's two logged builds, found in the records (no statement about the seeds is written in)
     assert ("The user's log, fused-adamw-clip at B=64, T=1024 on H100/H800 class: torch 2.1.2 -> nightly: tokens/s "
             "308,130 -> 443,161 (+43.8% (single sample)); device used 77,425 -> 48,007 MiB (-38.0%)") in findings
@@ -154,7 +154,8 @@ def test_2x2_finding_says_when_the_interaction_is_larger_than_both_factors(rich)
     findings = _findings((rich / "report.md").read_text())
     line = next(x for x in findings.splitlines() if x.startswith("- vocab_size 50257 -> 50304 (at"))
     assert ("the interaction is larger than both factors, so the effect is not the GPU's or the torch version's alone: "
-            "it comes from h100-80g together with torch212 (+54.7% there, +2.6% to +5.6% in the other three cells)") in line
+            "it comes from h100-80g together with torch212 (+54.7% (beyond noise) there, +2.6% to +5.6% in the other three "
+            "cells)") in line
     assert "the larger is" not in line
     sdpa = next(x for x in findings.splitlines() if x.startswith("- attention naive -> sdpa"))
     assert "both are beyond noise; the larger is the GPU" in sdpa  # there the GPU factor (+16.5 pp) is the larger
@@ -291,3 +292,4 @@ def test_a_chart_is_the_png_bbox_inches_tight_gives(monkeypatch):
         return buf.getvalue()
     monkeypatch.setattr(charts, "_png", tight)
     assert ours == charts._ladder(lc, charts.WIDE)
+

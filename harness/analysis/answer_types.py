@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from harness.analysis import stats
-from harness.analysis.cells import fmt_change, fmt_times
+from harness.analysis.cells import Cell, fmt_change
 from harness.analysis.series import Point
 
 GIB = 2**30
@@ -73,15 +73,8 @@ def pct(x: float) -> str:
 
 
 def said(d: stats.Delta, style: str = "pct") -> str:
-    """A delta, its interval and its verdict in words: '+7.5% [+7.2%, +8.2%] beyond noise', '+43.8% (single sample,
-    no noise estimate)'; bounds that are a range (the user's logs: min..max) say so."""
-    if d.value is None:
-        return f"n/a ({d.verdict})"
-    show = (lambda x: f"{fmt_times(1 + x)}x") if style == "ratio" else pct
-    if d.low is not None and d.high is not None:
-        bounds = "range " if d.bounds == "range" else ""
-        return f"{show(d.value)} [{bounds}{show(d.low)}, {show(d.high)}] {d.verdict}"
-    return f"{show(d.value)} ({d.verdict})"
+    """A delta, its interval and its verdict in words (harness.analysis.cells.Cell: one wording everywhere)."""
+    return Cell(d, style).text()
 
 
 def span(deltas: list[stats.Delta]) -> str:
@@ -101,7 +94,7 @@ def delta_bar(label: str, d: stats.Delta, reference: bool = False) -> Bar:
     """A delta in % as a bar: hatched unless beyond noise; a measured one not beyond noise says its verdict (the
     user's logged single samples are hatched grey, which the chart's axis says)."""
     return Bar(label, Point(d.value * 100, None if d.low is None else d.low * 100, None if d.high is None else d.high * 100),
-               hatched=reference or not d.beyond, note="" if d.beyond or reference else d.verdict)
+               hatched=reference or not d.beyond, note="" if d.beyond or reference else Cell(d).words())
 
 
 def verb_title(what: str, verb: str, metric: str, size: str) -> str:

@@ -234,12 +234,12 @@ def versions(cmp: Compare) -> Answer:
         break
     env_pairs = [p for p in verdict(cmp).pairs if p.across == "env" and p.rows]
     for p in env_pairs:
-        sentences.append(f"Measured here, {p.other} against {p.base} on {cmp.name(p.same)}: tokens/s {said(p.speed, 'ratio')} "
+        sentences.append(f"Measured here, {p.other} against {p.base} on {cmp.name(p.same)}: tokens/s {said(p.speed, 'faster')} "
                          f"over {len(p.rows)} rungs" + (f", {p.memory_metric} {said(p.memory)}; {p.memory_changed} of {p.memory_judged} rungs beyond noise" if p.memory else "") + ".")
         records += [i for r in p.rows for i in r.run_ids]
         size = abs(p.speed.value or 0.0)
         if head is None or size > head.size:
-            head = KeyFinding(f"{p.other} against {p.base} on {cmp.name(p.same)}: tokens/s {said(p.speed, 'ratio')} over "
+            head = KeyFinding(f"{p.other} against {p.base} on {cmp.name(p.same)}: tokens/s {said(p.speed, 'faster')} over "
                               f"{len(p.rows)} rungs" + (f", {p.memory_metric} {said(p.memory)}; {p.memory_changed} of {p.memory_judged} rungs beyond noise" if p.memory else "") + _underneath(p) + ".",
                               size, tuple(i for r in p.rows for i in r.run_ids))
     sentences.append("Which release changed it, these records cannot say: a bisect over the releases between two "
@@ -294,13 +294,13 @@ def device_headlines(cmp: Compare) -> list[KeyFinding]:
         if len(ps) > SERIES:
             slow, fast = extremes(ps)
             out.append(KeyFinding(f"{cmp.name(other)} against {cmp.name(base)} under {len(ps)} envs: tokens/s from "
-                                  f"{said(slow.speed, 'ratio')} (env {slow.same}) to {said(fast.speed, 'ratio')} (env "
+                                  f"{said(slow.speed, 'faster')} (env {slow.same}) to {said(fast.speed, 'faster')} (env "
                                   f"{fast.same}); beyond noise under {sum(p.speed.beyond for p in ps)} of {len(ps)}.",
                                   abs(fast.speed.value or 0.0), tuple(i for p in ps for r in p.rows for i in r.run_ids)))
             continue
         out += [KeyFinding(f"{cmp.name(p.other)} against {cmp.name(p.base)} (env {p.same}): tokens/s "
-                           f"{said(p.speed, 'ratio')}, the geometric mean over {len(p.rows)} rungs"
-                           + (f"; most at {p.most.label} ({p.most.batch}), {said(p.most.d_tokens)}" if p.most else "")
+                           f"{said(p.speed, 'faster')}, the geometric mean over {len(p.rows)} rungs"
+                           + (f"; most at {p.most.label} ({p.most.batch}), {said(p.most.d_tokens, 'faster')}" if p.most else "")
                            + _underneath(p) + ".", abs(p.speed.value or 0.0), tuple(i for r in p.rows for i in r.run_ids))
                 for p in ps]
     return out

@@ -11,60 +11,108 @@ from dataclasses import dataclass, field
 
 from harness.analysis import stats
 
+# Past this a ratio or a percentage is shown with three significant digits: an interval resting on one degree of
+# freedom can be 10^48 wide, and 49 digits say no more than 4.57e+48 (nor fit a line).
+HUGE = 1e4
+
+
+# A verdict as a delta's words say it, short enough for a table cell (stats' constants are the long forms).
+VERDICT_WORDS = {stats.BEYOND: "beyond noise", stats.WITHIN: "within noise", stats.SINGLE: "single sample",
+                 stats.FEW: "too few samples", stats.ONE_RUN: "one run a side, noise unknown",
+                 stats.MODES: "two modes, not decided"}
+UNITS = {"pct": "%", "pp": " pp", "ratio": "x", "faster": "x"}
+
 
 @dataclass
 class Cell:
-    """A delta to render: style pct (relative %), ratio (x), pp (difference of effects)."""
+    """A delta as words: the one place a delta, its interval and its verdict are worded, in every output (tables,
+    the verdict, the answers, the findings, the bisect, the charts' labels). One grammar, four units:
+
+        text()   '+7.5% [+7.2%, +8.2%] (beyond noise)', '1.13x faster [1.09x, 1.16x] (beyond noise; noise borrowed)',
+                 '+56.1% [range +49.8%, +63.9%] (single sample)', '+43.8% (single sample)'
+        brief()  the same without the interval: '+7.5% (beyond noise)'
+
+    style: pct (a relative change in %), ratio (1 + the change, 'x'), faster (a tokens/s ratio as pyperf says it:
+    '1.25x slower' below 1), pp (a difference of effects, percentage points)."""
 
     delta: stats.Delta
     style: str = "pct"
+
+    def _slower(self) -> bool:
+        return self.style == "faster" and self.delta.value is not None and self.delta.value < 0
+
+    def _fmt(self, x: float, digits: int) -> str:
+        """x (a change) as this style shows it, its unit left out: '+7.5', '1.13', '-44.7'; past HUGE three
+        significant digits."""
+        if self.style in ("ratio", "faster"):
+            r = 1.0 + x
+            if self._slower():
+                r = 1.0 / r if r > 0 else float("inf")
+            return f"{r:.{digits}f}" if abs(r) < HUGE else f"{r:.3g}"
+        return f"{x * 100:+.{digits}f}" if abs(x * 100) < HUGE else f"{x * 100:+.3g}"
+
+    def _significant(self, x: float, digits: int) -> int:
+        """How many significant digits the change shows at that many decimals: '+284.1%' 4, '+0.0091%' 2, '1.0040x' 2
+        (a ratio's change from 1, not its leading 1)."""
+        shown = f"{x:.{digits}f}" if self.style in ("ratio", "faster") else self._fmt(x, digits)
+        return len("".join(c for c in shown if c.isdigit()).lstrip("0"))
+
+    def _digits(self) -> int:
+        """2 decimals for a ratio, 1 for a change; an interval narrower than the last digit gets more (up to 3 more)
+        rather than vanishing, while the value shows fewer than 4 significant digits (a counter's near-point interval
+        is not worth '+284.1312%')."""
+        d = self.delta
+        digits = 2 if self.style in ("ratio", "faster") else 1
+        if d.low is not None and d.high is not None:
+            while (digits < 5 and d.low != d.high and self._fmt(d.low, digits) == self._fmt(d.high, digits)
+                   and self._significant(d.value, digits) < 4):
+                digits += 1
+        return digits
+
+    def _head(self, digits: int) -> str:
+        head = self._fmt(self.delta.value, digits) + UNITS[self.style]
+        if self.style == "faster":
+            head += " slower" if self._slower() else " faster"
+        return head
+
+    def words(self, detail: bool = False) -> str:
+        """The verdict in words: 'beyond noise', 'within noise; noise borrowed', 'single sample'; with detail, what a
+        comparison within noise could have called and how many runs would decide it, or what would know the noise."""
+        d = self.delta
+        text = VERDICT_WORDS.get(d.verdict, d.verdict)
+        if detail and d.verdict == stats.ONE_RUN:
+            text += f": --repeats {stats.REPEATS_TO_KNOW} to know"
+        if detail and d.verdict == stats.WITHIN and d.detectable is not None:
+            text += f": could detect {fmt_pct(d.detectable)} or more"
+            if d.runs_to_decide:
+                text += f"; ~{d.runs_to_decide} runs a side would decide it"
+        if d.borrowed and d.verdict in (stats.BEYOND, stats.WITHIN):
+            text += "; noise borrowed"  # a side of one run took its device's run-to-run spread
+        return text
 
     def brief(self) -> str:
         """Value and verdict, no interval."""
         d = self.delta
         if d.value is None:
-            return "n/a"
-        text = Cell(stats.Delta(d.value, verdict=stats.NA), self.style).text()
-        return text + {stats.BEYOND: "", stats.WITHIN: " (within noise)", stats.SINGLE: " (single sample)",
-                       stats.FEW: " (too few samples)", stats.ONE_RUN: " (one run a side, noise unknown)",
-                       stats.MODES: " (two modes, not decided)"}.get(d.verdict, "") + (" (noise borrowed)" if d.borrowed and d.verdict == stats.BEYOND else "")
+            return "n/a" if d.verdict == stats.NA else f"n/a ({self.words()})"
+        head = self._head(2 if self.style in ("ratio", "faster") else 1)
+        return head if d.verdict == stats.NA else f"{head} ({self.words()})"
 
-    def _fmt(self, x: float, digits: int) -> str:
-        return f"{1 + x:.{digits}f}" if self.style == "ratio" else f"{x * 100:+.{digits}f}"
-
-    def _significant(self, x: float, digits: int) -> int:
-        """How many significant digits the change shows at that many decimals: '+284.1%' 4, '+0.0091%' 2, '1.0040x' 2
-        (a ratio's change from 1, not its leading 1)."""
-        shown = self._fmt(x, digits) if self.style != "ratio" else f"{x:.{digits}f}"
-        return len("".join(c for c in shown if c.isdigit()).lstrip("0"))
-
-    def text(self) -> str:
+    def text(self, detail: bool = False) -> str:
+        """Value, interval and verdict (detail: with what a comparison within noise could have called)."""
         d = self.delta
         if d.value is None:
-            return "n/a" if d.verdict == stats.NA else f"n/a ({d.verdict})"
-        unit = {"pct": "%", "pp": " pp", "ratio": "x"}[self.style]
-        digits = 2 if self.style == "ratio" else 1
-        if d.verdict in (stats.BEYOND, stats.WITHIN):
-            # an interval narrower than the last digit gets more digits (up to 3 more) rather than vanishing, while the
-            # value shows fewer than 4 significant digits: a counter's near-point interval is not worth '+284.1312%'
-            while (digits < 5 and d.low != d.high and self._fmt(d.low, digits) == self._fmt(d.high, digits)
-                   and self._significant(d.value, digits) < 4):
-                digits += 1
-        head = self._fmt(d.value, digits) + unit
-        if d.verdict in (stats.BEYOND, stats.WITHIN):
-            low, high = self._fmt(d.low, digits), self._fmt(d.high, digits)
-            bounds = f"(range {low}..{high})" if d.bounds == "range" else f"[{low},{high}]"
-            # borrowed: a side of one run took its device's run-to-run spread (the footer says so)
-            return f"{head} {bounds} {'beyond' if d.beyond else 'within noise'}" + (" (borrowed)" if d.borrowed else "")
-        if d.verdict == stats.SINGLE:
-            return f"{head} (single sample)"
-        if d.verdict == stats.FEW:
-            return f"{head} (too few samples)"
-        if d.verdict == stats.ONE_RUN:
-            return f"{head} (one run a side, noise unknown)"
-        if d.verdict == stats.MODES:
-            return f"{head} (two modes, not decided)"
-        return head
+            return "n/a" if d.verdict == stats.NA else f"n/a ({self.words()})"
+        digits = self._digits()
+        head = self._head(digits)
+        if d.low is not None and d.high is not None:
+            low, high = sorted((d.low, d.high), reverse=self._slower())
+            unit = UNITS[self.style]
+            head += f" [{'range ' if d.bounds == 'range' else ''}{self._fmt(low, digits)}{unit}, {self._fmt(high, digits)}{unit}]"
+        return head if d.verdict == stats.NA else f"{head} ({self.words(detail)})"
+
+    def __str__(self) -> str:
+        return self.text()
 
 
 @dataclass
@@ -159,11 +207,6 @@ def fmt_mib(x):
     return None if x is None else f"{x / 2**20:,.0f}"
 
 
-# Past this a ratio or a percentage is shown with three significant digits: an interval resting on one degree of
-# freedom can be 10^48 wide, and 49 digits say no more than 4.57e+48 (nor fit a line).
-HUGE = 1e4
-
-
 def fmt_pct(x):
     return None if x is None else f"{x * 100:.1f}%" if abs(x * 100) < HUGE else f"{x * 100:.3g}%"
 
@@ -177,11 +220,6 @@ def fmt_signed_pct(x):
 def fmt_change(x: float) -> str:
     """A relative change: '+7.5%', '-3.0%', '+4.57e+48%'."""
     return f"{x * 100:+.1f}%" if abs(x * 100) < HUGE else f"{x * 100:+.3g}%"
-
-
-def fmt_times(r: float) -> str:
-    """A ratio, without its 'x': '1.82', '4.57e+48'."""
-    return f"{r:.2f}" if abs(r) < HUGE else f"{r:.3g}"
 
 
 def shorten(name, width=90):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.analysis import noise, stats
-from harness.analysis.cells import fmt_change
+from harness.analysis.cells import Cell
 from harness.analysis.group import Group
 from harness.bisect.candidates import Candidate
 from harness.record.view import RecordView
@@ -346,10 +346,5 @@ class Search:
 
 
 def delta_text(d: stats.Delta | None) -> str:
-    """+12.3% (99% CI +10.1%..+14.2%), beyond noise (noise borrowed where a side had one run)."""
-    if d is None or d.value is None:
-        return f"n/a ({d.verdict})" if d else "n/a"
-    bounds = ""
-    if d.low is not None:
-        bounds = f" ({stats.CONFIDENCE:.0%} CI {fmt_change(d.low)}..{fmt_change(d.high)})"
-    return f"{fmt_change(d.value)}{bounds}, {d.verdict}" + (" (noise borrowed)" if d.borrowed else "")
+    """'+12.3% [+10.1%, +14.2%] (beyond noise)': harness.analysis.cells.Cell's words, as everywhere."""
+    return Cell(d).text() if d is not None else "n/a"
