@@ -293,3 +293,31 @@ def test_a_chart_is_the_png_bbox_inches_tight_gives(monkeypatch):
     monkeypatch.setattr(charts, "_png", tight)
     assert ours == charts._ladder(lc, charts.WIDE)
 
+
+def test_an_answer_charts_intervals_and_labels_stay_inside_its_frame():
+    """docs/report-cpu's vocab chart: two CPU bars' intervals 30x their bars ran their whiskers off both ends and
+    their labels outside the frame. An interval is cut one bar length past the bars, its cut end marked, and the axis
+    widened until every label ends inside it."""
+    import matplotlib.pyplot as plt
+
+    from harness.analysis.answer_types import Bar
+    from harness.analysis.series import Point
+    from harness.report import answer_charts
+
+    bars = [Bar("epyc / torch212 B=4 sdpa-flash", Point(17.8, -98.0, 520.0), hatched=True, note="within noise"),
+            Bar("h200 B=16 bf16, padding off", Point(56.7), hatched=True, note="one run a side, noise unknown"),
+            Bar("user's log B=64", Point(63.9), hatched=True)]
+    fig, ax = plt.subplots(figsize=(10, 3))
+    answer_charts._hbars(ax, bars, "change in tokens/s (%)", signed=True)
+    fig.canvas.draw()
+    lo, hi = ax.get_xlim()
+    frame = ax.get_window_extent()
+    for text in ax.texts:
+        box = text.get_window_extent()
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1, text.get_text()
+    whiskers = [x for line in ax.lines for x in line.get_xdata()] + \
+        [x for coll in ax.collections for seg in coll.get_segments() for x, _y in seg]
+    assert whiskers and all(lo <= x <= hi for x in whiskers)
+    assert any(line.get_marker() == ">" for line in ax.lines) and any(line.get_marker() == "<" for line in ax.lines)
+    assert "arrowhead" in ax.get_xlabel()
+    plt.close(fig)

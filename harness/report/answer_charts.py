@@ -40,22 +40,58 @@ def _hbars(ax, bars, unit: str, signed: bool) -> None:
         if b.hatched:
             patch.set_hatch("//")
             patch.set_alpha(0.55)
-    whiskers = [(yi, b.value) for yi, b in zip(y, bars) if b.value.low is not None]  # only where there is an interval
-    if whiskers:
-        ax.errorbar([p.value for _y, p in whiskers], [yi for yi, _p in whiskers], xerr=np.array([p.errors for _y, p in whiskers]).T,
-                    fmt="none", ecolor="black", capsize=3, lw=1)
     top = max(abs(v) for v in values) or 1.0
+    # An interval is drawn as far as one bar length past the bars' span; beyond that it is cut at the frame and its
+    # cut end marked with an arrowhead (a 2-run CPU interval can be 30x its bar: drawn whole, it would leave the bars
+    # a sliver, and drawn past the axis its whisker and label ran off the frame).
+    reach_lo, reach_hi = min(0.0, *values) - top, max(0.0, *values) + top
+    cut = {"<": [], ">": []}
     for yi, b in zip(y, bars):
-        end = max(b.value.value, 0.0, b.value.high if b.value.high is not None else 0.0)  # right of bar and whisker
+        p = b.value
+        if p.low is None or p.high is None:
+            continue
+        low, high = max(p.low, reach_lo), min(p.high, reach_hi)
+        ax.errorbar([p.value], [yi], xerr=[[max(0.0, p.value - low)], [max(0.0, high - p.value)]], fmt="none",
+                    ecolor="black", capsize=0 if p.high > reach_hi or p.low < reach_lo else 3, lw=1)
+        if p.low < reach_lo:
+            cut["<"].append((low, yi))
+        if p.high > reach_hi:
+            cut[">"].append((high, yi))
+    for marker, ends in cut.items():
+        if ends:
+            ax.plot(*zip(*ends), marker=marker, linestyle="none", color="black", markersize=5)
+    labels = []
+    for yi, b in zip(y, bars):
+        high = b.value.high if b.value.high is not None else 0.0
+        end = max(b.value.value, 0.0, min(high, reach_hi))  # right of the bar and of its whisker as drawn
         text = (f"{b.value.value:+.1f}%" if signed else f"{b.value.value:,.1f}") + (f" ({b.note})" if b.note else "")
-        ax.text(end + 0.02 * top, yi, text, va="center", ha="left")
+        labels.append(ax.text(end + 0.02 * top, yi, text, va="center", ha="left"))
     ax.set_yticks(y, [b.label for b in bars])
     ax.invert_yaxis()
     noted = any(b.note for b in bars)
-    ax.set_xlim(min(0.0, *values) * 1.1, top * (1.75 if noted else 1.3))  # room for the value texts
+    drawn_lo = min([0.0, *values] + [max(b.value.low, reach_lo) for b in bars if b.value.low is not None])
+    drawn_hi = max([0.0, *values] + [min(b.value.high, reach_hi) for b in bars if b.value.high is not None])
+    room = (0.75 if noted else 0.3) * max(drawn_hi - drawn_lo, top)  # for the value texts, right of the longest
+    ax.set_xlim(drawn_lo - 0.05 * top if drawn_lo < 0 else 0.0, drawn_hi + room)
+    if cut["<"] or cut[">"]:
+        unit += "; an arrowhead: the interval goes on past it"
+    _keep_inside(ax, labels)
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_xlabel(unit)
     ax.grid(axis="x", alpha=0.3)
+
+
+def _keep_inside(ax, labels) -> None:
+    """Widen the x axis until every value label ends inside the frame: a label's width is fixed in pixels, so the room
+    it needs in data units is measured once the figure is laid out, not guessed from the bars."""
+    for _ in range(3):  # widening rescales the axis, which shrinks each label in data units: it settles in two
+        ax.figure.canvas.draw()
+        inverse = ax.transData.inverted()
+        right = max((inverse.transform(t.get_window_extent().get_points())[1][0] for t in labels), default=None)
+        lo, hi = ax.get_xlim()
+        if right is None or right <= hi:
+            return
+        ax.set_xlim(lo, right + 0.02 * (right - lo))
 
 
 def _delta(chart: Chart, width: float) -> bytes:
