@@ -74,12 +74,12 @@ def test_the_gpu_records_answer_with_their_numbers():
     assert list(by_key) == ["tf32", "vocab", "versions", "batch", "mfu"]
     assert all(a.question.endswith("?") for a in by_key.values())
     tf32 = " ".join(by_key["tf32"].sentences)
-    assert ("+9.3% to +19.1% (2 one run a side: run-to-run noise unknown (--repeats 3 to know), 1 beyond noise)" in tf32
+    assert ("+9.3% to +19.1% (2 one run a side, noise unknown; 1 beyond noise)" in tf32
             and "mostly in live tensors" in tf32)
     assert by_key["tf32"].command == "python -m harness.run --plan padding --preset gpt2-124m"
     assert by_key["tf32"].chart.title == "TF32 raises peak alloc 9-19% (no noise estimate) on h100-80g and h200"
     vocab = " ".join(by_key["vocab"].sentences)
-    assert "+5.9% to +7.9% (2 beyond noise, 2 one run a side" in vocab and "+56.1% to +63.9% (all single sample" in vocab
+    assert "+5.9% to +7.9% (2 beyond noise; 2 one run a side" in vocab and "+56.1% to +63.9% (all single sample" in vocab
     assert by_key["vocab"].command.startswith("nox -s bench-torch212 bench-nightly")
     assert by_key["versions"].command.startswith("python -m harness.bisect")
     assert by_key["batch"].command is None and "the fastest B is 104" in by_key["batch"].sentences[0]

@@ -87,7 +87,7 @@ def test_a_question_the_records_cannot_answer_gives_the_command(rich):
     assert "What would answer it: `python -m harness.run --plan padding --preset gpt2-124m`" in tf32
     vocab = md.split("## Why did padding the vocabulary")[1].split("\n## ")[0]
     assert "Split over 2 GPUs x 2 torch builds: " in vocab and "What would answer it" not in vocab
-    assert "single sample, no noise estimate)" in vocab  # the user's log: never a bare win
+    assert "(all single sample)" in vocab  # the user's log: never a bare win
 
 
 def test_markdown_sections_and_computed_findings(rich):

@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from harness.analysis import stats
-from harness.analysis.cells import Cell, fmt_change
+from harness.analysis.cells import VERDICT_WORDS, Cell, fmt_change
 from harness.analysis.series import Point
 
 GIB = 2**30
@@ -68,10 +68,6 @@ class BatchCurve:
 
 # ---------------------------------------------------------------- words for a Delta
 
-def pct(x: float) -> str:
-    return fmt_change(x)
-
-
 def said(d: stats.Delta, style: str = "pct") -> str:
     """A delta, its interval and its verdict in words (harness.analysis.cells.Cell: one wording everywhere)."""
     return Cell(d, style).text()
@@ -84,10 +80,10 @@ def span(deltas: list[stats.Delta]) -> str:
         return "n/a"
     if len(values) == 1:
         return said(next(d for d in deltas if d.value is not None))
-    counts = Counter(d.verdict for d in deltas if d.value is not None)
+    counts = Counter(VERDICT_WORDS.get(d.verdict, d.verdict) for d in deltas if d.value is not None)
     words = (f"all {next(iter(counts))}" if len(counts) == 1
-             else ", ".join(f"{n} {verdict_}" for verdict_, n in counts.most_common()))
-    return f"{pct(values[0])} to {pct(values[-1])} ({words})"
+             else "; ".join(f"{n} {verdict_}" for verdict_, n in counts.most_common()))
+    return f"{fmt_change(values[0])} to {fmt_change(values[-1])} ({words})"
 
 
 def delta_bar(label: str, d: stats.Delta, reference: bool = False) -> Bar:
