@@ -1,4 +1,23 @@
 """Runs the gpt/ workload, one worker process per measurement; captures, records, compares, reports.
 
-Modules that only read results (record, compare, report) never import torch.
+The commands (`python -m harness.NAME`; the records' rerun commands name them too):
+
+  run, batch_search, tune, calibrate   measure: a plan, the largest batch that fits, the fastest configuration, the noise
+  compare                              the verdict and tables from records (report/: the same as a document)
+  docker                               the env images: render, check, build, run (envs/: the env specs' own CLI)
+  bisect/, cluster/, gpu_check/        which release changed it; Slurm and Kubernetes; one prepared GPU call
+  worker, lifeline, image_entry        entry points the commands start: one measurement; tied to its runner; an image's
+  argtypes                             the types of every command's options
+
+The packages under them:
+
+  runner/      what to measure and one worker process per point (request, plan, flags, launcher, progress)
+  evidence/    why a number is what it is, gathered in the worker (kernels, memory, power, MFU, libraries)
+  provenance/  where, under what load and by what code a run was measured (envinfo, nvml, contention, workload_code)
+  record/      the record: its schema, model, typed view, validation, files, and the index kept beside them
+  analysis/    comparing records: groups, the noise rule, typed results, the users' questions answered
+  console/     a command's edges: compare's renderings, safe text, output that may fail, stop signals, bounded YAML
+  envs/        the env specs (envs/<name>/env.yaml), installs, pins, the Dockerfiles rendered from them
+
+Modules that only read results (record, analysis, console, report, compare) never import torch (tests/test_no_torch.py).
 """

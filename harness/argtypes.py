@@ -16,8 +16,8 @@ from pathlib import Path
 
 from gpt.config import SIZE_BOUNDS
 
-AUTO = "auto"  # --repeats auto (harness.request.AUTO)
-MAX_REPEATS = 1_000  # repeats of one point: a plan's repeats, --repeats, --runs (harness.plan reads it here)
+AUTO = "auto"  # --repeats auto (harness.runner.request.AUTO)
+MAX_REPEATS = 1_000  # repeats of one point: a plan's repeats, --repeats, --runs (harness.runner.plan reads it here)
 WEEK_S = 7 * 24 * 3600.0  # the longest wait or budget any command takes, in seconds
 MAX_THREADS = 65_536
 

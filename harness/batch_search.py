@@ -20,8 +20,8 @@ a table of every try (B, status, tokens/s, peak memory, fits), the largest B tha
 (harness.analysis.sweep.knee over the B's that fit: the smallest B whose tokens/s is within --knee-tolerance of
 the best). Exit 0 when some B fits, 1 when none does (or the search stopped on a non-memory failure).
 
-Each try is a harness.request.RunRequest (the search's own, with this B as a sweep point) run by
-harness.launcher: the same process isolation, the same records, the same rerun commands as harness.run.
+Each try is a harness.runner.request.RunRequest (the search's own, with this B as a sweep point) run by
+harness.runner.launcher: the same process isolation, the same records, the same rerun commands as harness.run.
 """
 
 from __future__ import annotations
@@ -32,13 +32,14 @@ from dataclasses import dataclass, replace
 
 from tabulate import tabulate
 
-from harness import argtypes, launcher
+from harness import argtypes
 from harness.analysis import fit
 from harness.analysis import sweep as sweepmod
 from harness.analysis.fit import CPU_HEADROOM_GIB, GPU_HEADROOM_GIB
-from harness.plan import load_plan
-from harness.progress import fmt
-from harness.request import USAGE_ERRORS, RunRequest, add_option, build_points, check_request
+from harness.runner import launcher
+from harness.runner.plan import load_plan
+from harness.runner.progress import fmt
+from harness.runner.request import USAGE_ERRORS, RunRequest, add_option, build_points, check_request
 
 SWEEP_NAME = "batch-search"
 STOP_STATUSES = ("unsupported", "invalid")  # not about memory: a smaller B would not change them

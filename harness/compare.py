@@ -2,7 +2,7 @@
 leaner, by how much, how sure, what changed underneath) in one screen; --table NAME or --detail for the tables.
 
 The command line only: it parses the options (those shared with harness.report are defined once, in common_parser),
-then calls harness.analysis (loading, grouping by the one comparability rule, the table builders) and harness.render
+then calls harness.analysis (loading, grouping by the one comparability rule, the table builders) and harness.console.render
 (text, markdown, CSV, JSON). Significance: harness.analysis.stats (one rule, printed in the footer). No torch import: this
 runs on a laptop that has only the results.
 """
@@ -22,9 +22,9 @@ from harness.analysis.tables import registry
 from harness.analysis.tables.registry import TABLES
 from harness.analysis.tables.underneath import TOP_UNDERNEATH
 from harness.analysis.verdict import verdict
-from harness.output import OutputError, emit, fail, hold, run_process
-from harness.render import header_lines, more_lines, render_csv, render_json, render_text, verdict_lines
-from harness.textsafe import TEXT, bounded, markdown, terminal
+from harness.console.output import OutputError, emit, fail, hold, run_process
+from harness.console.render import header_lines, more_lines, render_csv, render_json, render_text, verdict_lines
+from harness.console.textsafe import TEXT, bounded, markdown, terminal
 
 FORMATS = ("text", "markdown", "csv", "json")
 
@@ -77,14 +77,14 @@ def options_from(args: argparse.Namespace) -> CompareOptions:
 
 def said(line) -> str:
     """A line for the terminal that may quote a record (a warning, a notice, an error naming envs and devices): at
-    most TEXT characters (harness.textsafe.bounded; its words kept whole: a file's path is what finds it), no control
+    most TEXT characters (harness.console.textsafe.bounded; its words kept whole: a file's path is what finds it), no control
     character sent."""
     return terminal(bounded(line, TEXT))
 
 
 def analyse_or_exit(p: argparse.ArgumentParser, args: argparse.Namespace, warn) -> tuple[Dataset, Compare]:
     """analyse at the edge: a bad option is the parser's usage error (exit 2), nothing to compare one line (exit 1).
-    The comparison is held until the process ends (harness.output.hold)."""
+    The comparison is held until the process ends (harness.console.output.hold)."""
     try:
         ds, cmp = analyse(options_from(args), warn, notice=lambda line: print(said(line), file=sys.stderr))
         hold(ds, cmp)
@@ -131,7 +131,7 @@ def main(argv=None) -> int:
         if args.detail:
             out += "\n" + render_text(registry.build(cmp, names), [], cmp.footer(), markdown=args.format == "markdown")
     try:
-        emit(terminal(out))  # a record's strings reach no terminal as escape sequences (harness.textsafe)
+        emit(terminal(out))  # a record's strings reach no terminal as escape sequences (harness.console.textsafe)
     except OutputError as exc:
         return fail(f"python -m harness.compare: {exc}")
     return 0

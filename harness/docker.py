@@ -7,7 +7,7 @@
 
 build/run talk to the engine through the docker SDK and exit 2 with one line when none is reachable; an engine
 that cannot hand GPUs to containers (no NVIDIA Container Toolkit) gets one line too (exit 1).
-Rendering, parsing and checking live in harness.dockerfiles and need neither an engine nor the SDK.
+Rendering, parsing and checking live in harness.envs.dockerfiles and need neither an engine nor the SDK.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from harness.argtypes import path_arg
-from harness.dockerfiles import RESULTS_IN_IMAGE, check_all, dockerfile_path, ignore_patterns, render
+from harness.envs.dockerfiles import RESULTS_IN_IMAGE, check_all, dockerfile_path, ignore_patterns, render
 from harness.envs.spec import ROOT, SpecError, load_spec
 
 ENGINE_UNREACHABLE_EXIT = 2
@@ -132,7 +132,7 @@ def run(name: str, runner_args: list[str], results: Path, gpus: bool = True, tag
     results.mkdir(parents=True, exist_ok=True)
     device_requests = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if gpus else None
     volumes = {str(results): {"bind": RESULTS_IN_IMAGE, "mode": "rw"}}
-    if Path("/etc/machine-id").is_file():  # the host's: records name the machine, not the image (harness.envinfo.machine_id)
+    if Path("/etc/machine-id").is_file():  # the host's: records name the machine, not the image (harness.provenance.envinfo.machine_id)
         volumes["/etc/machine-id"] = {"bind": "/etc/machine-id", "mode": "ro"}
     container = None
     try:

@@ -12,8 +12,8 @@ or SIGHUP its whole process group (compiler subprocesses included) is killed, an
 an interrupted run prints what finished and exits 128 + the signal number (143 for SIGTERM, 130 for
 SIGINT). A worker also dies with its runner if the runner itself is killed (harness.lifeline).
 
-This module is the command line only: the request is harness.request (`parse_request` makes one from
-harness.run's arguments held as data), the worker processes harness.launcher, the lines printed harness.progress.
+This module is the command line only: the request is harness.runner.request (`parse_request` makes one from
+harness.run's arguments held as data), the worker processes harness.runner.launcher, the lines printed harness.runner.progress.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from pathlib import Path
 
 from harness import argtypes
 from harness.analysis.dataset import load
-from harness.launcher import report_stops, run_points
-from harness.progress import contention_warning, point_label, summary_table
-from harness.request import (
+from harness.runner.launcher import report_stops, run_points
+from harness.runner.progress import contention_warning, point_label, summary_table
+from harness.runner.request import (
     AUTO_MAX_REPEATS,
     AUTO_TARGET,
     DEFAULT_OUT,
@@ -65,7 +65,7 @@ def make_parser(parser_class: type[argparse.ArgumentParser] = argparse.ArgumentP
     p.add_argument("--rungs", help="comma-separated rung names to run (default: all)")
     add_option(p, "set", help="override a workload field for every rung (repeatable)")
     add_option(p, "flag", help="override a frozen flag for every rung (repeatable; wins over the plan's), e.g. "
-               "inductor_shape_padding=off (harness/flags.py lists them)")
+               "inductor_shape_padding=off (harness/runner/flags.py lists them)")
     p.add_argument("--sweep", metavar="FIELD=V1,V2,...", help="run every rung once per value of a workload field, "
                    "each point its own process and record (the value wins over the plan and --set; replaces the plan's sweeps)")
     p.add_argument("--sweep-name", dest="sweep_name", help="the name the points' records are tagged with (default: FIELD)")

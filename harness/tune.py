@@ -36,19 +36,20 @@ from pathlib import Path
 
 import yaml
 
-from harness import argtypes, batch_search, launcher
+from harness import argtypes, batch_search
 from harness.analysis import fastest, fit, stats
 from harness.analysis.cells import Cell, fmt_int
 from harness.analysis.context import DEFAULT_LOSS_TOL, Compare
 from harness.analysis.dataset import load
 from harness.analysis.tables import fastest as fastest_tables
-from harness.flags import parse_assignments as parse_flag_assignments
-from harness.plan import PlanError, builtin_plans, load_plan
+from harness.console.render import render_text
 from harness.record.files import write_atomic
 from harness.record.io import check_writable
 from harness.record.view import RecordView
-from harness.render import render_text
-from harness.request import (
+from harness.runner import launcher
+from harness.runner.flags import parse_assignments as parse_flag_assignments
+from harness.runner.plan import PlanError, builtin_plans, load_plan
+from harness.runner.request import (
     DEFAULT_OUT,
     USAGE_ERRORS,
     RunRequest,

@@ -1,7 +1,7 @@
 """One measurement in its own process: `python -m harness.worker SPEC.json`.
 
-The launcher (harness.launcher) starts it through harness.lifeline, which ties it to the runner first. SPEC.json
-is a harness.worker_spec.WorkerSpec: the workload, the flags, the env name and where the record goes. Order
+The launcher (harness.runner.launcher) starts it through harness.lifeline, which ties it to the runner first. SPEC.json
+is a harness.runner.worker_spec.WorkerSpec: the workload, the flags, the env name and where the record goes. Order
 matters: flags are frozen before the model is built and compiled; the timed steps run with nothing else in
 the loop; evidence (profiling, ...) is gathered only after them.
 """
@@ -24,16 +24,17 @@ from gpt import torch_compat
 from gpt.config import ConfigError, WorkloadConfig, timed_part
 from gpt.data import DataError
 from gpt.train import build, resolve_device
-from harness import contention, envinfo, lifeline, nvml
-from harness import flags as flagmod
+from harness import lifeline
 from harness.evidence import calibration as gemm_calibration
 from harness.evidence import guarded
 from harness.evidence.capture import capture
 from harness.evidence.mfu import summary_mfu
 from harness.evidence.power import THROTTLING, PowerSampler
+from harness.provenance import contention, envinfo, nvml
 from harness.record.io import write_record
 from harness.record.sections import Contention, Environment, Explain, Flags, Steps, Summary
-from harness.worker_spec import WorkerSpec, WorkerSpecError
+from harness.runner import flags as flagmod
+from harness.runner.worker_spec import WorkerSpec, WorkerSpecError
 
 
 def now() -> str:

@@ -39,12 +39,12 @@ from harness import argtypes
 from harness.record.io import iter_records, read_json
 
 # Run one compare or report (the module named first) in this interpreter, ended as `python -m` ends it
-# (harness.output.run_process: what it held is not freed object by object); print how long reading the records took
+# (harness.console.output.run_process: what it held is not freed object by object); print how long reading the records took
 # (the index brought up to date, then dataset.load), the CPU time with its worker processes', its own peak RSS and its
 # largest worker's (KiB on Linux: the index's when it is built, the report's chart drawers) on the last lines of stderr.
 CHILD = """
 import importlib, resource, sys, time
-from harness import output
+from harness.console import output
 from harness.analysis import options
 spent = {"read": 0.0}
 def timed(fn):

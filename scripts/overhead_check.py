@@ -44,7 +44,7 @@ def bare_loop(workload: dict, flags: dict) -> dict:
 
     from gpt.config import WorkloadConfig
     from gpt.train import build
-    from harness import flags as flagmod
+    from harness.runner import flags as flagmod
 
     config = WorkloadConfig(**workload).validate()
     flagmod.apply(flagmod.FrozenFlags.from_dict(flags))  # before the model exists, as the worker does

@@ -4,10 +4,10 @@ history: writes harness/record/workload_code_history.json, which harness.record.
 For each record file (schema version 1) under the folders named (default: results/ and tests/data/), the commit whose
 code measured it is, in this order:
   1. the commit whose gpt/ and harness/ sources hash to the record's environment.harness.source_sha256 (the hash
-     harness.envinfo.code_identity recorded; it holds for a copy of the code outside a checkout too);
+     harness.provenance.envinfo.code_identity recorded; it holds for a copy of the code outside a checkout too);
   2. else the commit the record names (environment.harness.commit) when it says the checkout was clean;
   3. else none: the record keeps "unknown".
-Its identity is harness.workload_code.identity_of over that commit's files.
+Its identity is harness.provenance.workload_code.identity_of over that commit's files.
 
     python scripts/workload_code_history.py [FOLDER ...]      (from the repository root; needs git, no torch)
 """
@@ -24,10 +24,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.envinfo import CODE_DIRS, CODE_SUFFIXES
+from harness.provenance.envinfo import CODE_DIRS, CODE_SUFFIXES
+from harness.provenance.workload_code import identity_of
 from harness.record.model import HISTORY_PATH
 from harness.record.view import RecordView
-from harness.workload_code import identity_of
 
 
 def git(*args: str) -> str:
@@ -60,7 +60,7 @@ def tree(commit: str) -> dict[str, str]:
 
 
 def source_sha256(files: dict[str, str], blobs: Blobs) -> str:
-    """harness.envinfo.code_identity's source_sha256 over a commit's files (its order: pathlib's, part by part)."""
+    """harness.provenance.envinfo.code_identity's source_sha256 over a commit's files (its order: pathlib's, part by part)."""
     import hashlib
 
     digest = hashlib.sha256()
@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
             continue
         if not isinstance(raw, dict) or raw.get("schema_version") != 1 or raw.get("kind") != "measured":
             continue
-        made = RecordView(raw).environment.harness  # the code that made it (harness.envinfo.code_identity)
+        made = RecordView(raw).environment.harness  # the code that made it (harness.provenance.envinfo.code_identity)
         commit, why = by_source.get(made.source_sha256), "its recorded source_sha256"
         if commit is None and made.commit in trees and made.dirty is False:
             commit, why = made.commit, "the clean commit it recorded"

@@ -146,7 +146,7 @@ def test_bad_options_are_argparse_errors_and_run_nothing(tmp_path, args, message
 
 def test_each_try_is_a_harness_run_sweep_point():
     ns = bs.run_args(parse("--memory-budget-gib", "0.9", "--set", "compile=off", "--steps", "2", "--warmup-steps", "1"), 24)
-    from harness import request as runmod
+    from harness.runner import request as runmod
 
     plan, points = runmod.build_points(ns)
     assert plan == "seed-ladder" and len(points) == 1

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from gpt import torch_compat
-from harness import flags as flagmod
-from harness.flags import FrozenFlags
-from harness.plan import load_plan
+from harness.runner import flags as flagmod
+from harness.runner.flags import FrozenFlags
+from harness.runner.plan import load_plan
 from harness.tune import knobs_of
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -377,7 +377,7 @@ def test_contended_runs_are_not_reused_unless_asked(tmp_path):
     """A build whose runs were timed under contention is measured again by the next bisect (compare's rule: a
     contended run counts nowhere); --include-contended reuses them; --at reuses nothing."""
     from harness.bisect.measure import Measurer
-    from harness.request import RunRequest
+    from harness.runner.request import RunRequest
 
     request = RunRequest(out=str(tmp_path / "records"), rungs="bf16", repeats=1, device="cpu", threads=1, steps=20)
     m = Measurer(request, tmp_path, "3.11", tmp_path / "venvs", repeats=2)

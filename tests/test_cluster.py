@@ -20,8 +20,8 @@ from records_factory import make_record, write
 from harness.cluster import k8s, slurm
 from harness.cluster.__main__ import main
 from harness.cluster.matrix import ClusterError, Matrix, expected_points, find_matrix, load_config, new_matrix
-from harness.request import build_points
 from harness.run import parse_request
+from harness.runner.request import build_points
 
 DATA = Path(__file__).parent / "data" / "slurm"
 LOCAL_CONFIG = ROOT / "scripts" / "slurm_local.yaml"

@@ -658,7 +658,7 @@ def test_a_memo_name_is_one_analysiss():
 
 _HOLDING_MAIN = """
 import gc, os, sys, weakref
-from harness.output import hold, run_process
+from harness.console.output import hold, run_process
 
 class Held:
     pass
@@ -705,7 +705,7 @@ def test_main_called_in_a_process_that_goes_on_holds_nothing(tmp_path, capsys):
     import gc
     import weakref
 
-    from harness import output
+    from harness.console import output
 
     class Held:
         pass

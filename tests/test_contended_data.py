@@ -14,9 +14,9 @@ from harness.analysis import findings
 from harness.analysis.options import CompareOptions, analyse
 from harness.analysis.tables import knobs, registry
 from harness.analysis.verdict import verdict
+from harness.console.render import render_json
 from harness.record.io import iter_records
 from harness.record.view import RecordView
-from harness.render import render_json
 
 DATA = Path(__file__).resolve().parent / "data" / "contended-cpu"
 pytestmark = pytest.mark.skipif(not any(DATA.glob("*.json")), reason="tests/data/contended-cpu/ has no records")

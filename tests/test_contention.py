@@ -13,11 +13,11 @@ from module_cli import run_module
 from records_factory import make_record, write
 from shipped import RESULTS
 
-from harness import contention
 from harness.analysis.cells import CONTENDED_NOTE
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
 from harness.analysis.tables import registry
+from harness.provenance import contention
 
 STAT = """cpu  900 0 300 5000 10 0 0 0 0 0
 cpu0 100 0 50 2000 5 0 0 {steal0} 0 0
@@ -143,7 +143,7 @@ def test_the_verdicts_rerun_lines_name_each_command_once_and_count_every_run():
 
     from harness.analysis.options import CompareOptions, analyse
     from harness.analysis.verdict import verdict
-    from harness.render import _left_out_blocks
+    from harness.console.render import _left_out_blocks
 
     results = RESULTS
     ds, cx = analyse(CompareOptions((results,)), lambda line: None)

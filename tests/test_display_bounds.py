@@ -1,5 +1,5 @@
 """Text from records is bounded where it is displayed (issue 50): names of hundreds or tens of thousands of characters
-in compare's text and Markdown, the report's pages and its charts are shortened with a marker (harness.textsafe.bounded),
+in compare's text and Markdown, the report's pages and its charts are shortened with a marker (harness.console.textsafe.bounded),
 two long names that differ at their end still read different, and JSON and CSV keep every name exact (no torch)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from records_factory import constant_ms, kernels, make_record, write
 
 from harness import compare
+from harness.console.textsafe import TEXT, WORD, bounded
 from harness.report import __main__ as report
-from harness.textsafe import TEXT, WORD, bounded
 
 ENV_A = "env-" + "a" * 240 + "-one"  # 248 characters: two envs that differ only at the end
 ENV_B = "env-" + "a" * 240 + "-two"
@@ -25,7 +25,7 @@ KERNEL = "k" * 20_000  # a kernel name of 20,000 characters, within a record's b
 REASON = "worker exited: " + "z" * 20_000 + " (and then some)"
 TORCH = "2.1.2+" + "v" * 240
 BF16 = {"precision": "bf16", "attention": "sdpa", "sdpa_backend": "flash"}
-MARK = re.compile(r"…\(\+[\d,]+\)…")  # harness.textsafe.bounded's marker
+MARK = re.compile(r"…\(\+[\d,]+\)…")  # harness.console.textsafe.bounded's marker
 
 
 def _record(env, gpu, rung, repeat, ms, run_id):
@@ -92,7 +92,7 @@ def test_bounded_keeps_what_fits_and_marks_what_it_cuts():
 
 def test_compare_text_and_markdown_are_bounded(folder, capsys):
     verdict = _compare(capsys, folder)
-    _bounded(verdict, 120)  # harness.render.WIDTH
+    _bounded(verdict, 120)  # harness.console.render.WIDTH
     flat = re.sub(r"\n\s*", "", verdict)  # a name too long for a line is wrapped inside it
     assert "a-one" in flat and "a-two" in flat  # each env's end is shown
     detail = _compare(capsys, folder, "--detail")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness import docker as hdocker
-from harness import dockerfiles
+from harness.envs import dockerfiles
 from harness.envs.spec import ENVS_DIR_VAR, load_all, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -48,7 +48,7 @@ def _collecting() -> list:
 
 @needs_fork
 def test_a_chart_worker_collects_cycles_where_the_report_itself_does_not():
-    """The report's own process runs with the cyclic collector off (harness.output.run_process); its chart workers,
+    """The report's own process runs with the cyclic collector off (harness.console.output.run_process); its chart workers,
     whose figures are made of cycles, turn it back on."""
     import gc
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness import envinfo
+from harness.provenance import envinfo
 
 
 @pytest.mark.parametrize("name, kept", [

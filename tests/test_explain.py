@@ -23,9 +23,9 @@ WORKLOAD = {"steps": 4, "warmup_steps": 1, "profile_steps": 2, "vocab_size": 409
 MEASURE_SCRIPT = """
 import json, sys
 from gpt.config import make_config
-from harness.flags import flags_for
+from harness.runner.flags import flags_for
 from harness.worker import measure
-from harness.worker_spec import WorkerSpec
+from harness.runner.worker_spec import WorkerSpec
 w = make_config("tiny", **json.loads(sys.argv[1])).to_dict()
 spec = WorkerSpec(run_id="explain-test", env="local", plan="test", rung="r", workload=w, flags=flags_for(w).to_dict())
 print("RECORD " + json.dumps(measure(spec)))
@@ -34,9 +34,9 @@ print("RECORD " + json.dumps(measure(spec)))
 
 def measure_here(**overrides):
     from gpt.config import make_config
-    from harness.flags import flags_for
+    from harness.runner.flags import flags_for
+    from harness.runner.worker_spec import WorkerSpec
     from harness.worker import measure
-    from harness.worker_spec import WorkerSpec
 
     w = make_config("tiny", **{**WORKLOAD, **overrides}).to_dict()
     spec = WorkerSpec(run_id="explain-test", env="local", plan="test", rung="r", workload=w, flags=flags_for(w).to_dict())

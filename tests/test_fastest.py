@@ -12,7 +12,7 @@ from harness.analysis import fastest, stats
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
 from harness.analysis.tables import fastest as fastest_tables
-from harness.flags import flags_for
+from harness.runner.flags import flags_for
 
 ROOT = Path(__file__).resolve().parent.parent
 GIB = 2**30

@@ -18,10 +18,10 @@ import pytest
 from module_cli import ROOT
 from shipped import RESULTS
 
-from harness import output
+from harness.console import output
+from harness.console.signals import Interrupted
 from harness.record import files
 from harness.record.files import TEMP_PREFIX
-from harness.signals import Interrupted
 
 CPU = RESULTS / "cpu-amd-epyc-2core"
 
@@ -331,8 +331,8 @@ HELPER = HARNESS / "record" / "files.py"
 
 # (module, what it does) -> why it may. Everything else that puts a file in place, or writes one, is files.py's.
 ALLOWED = {
-    ("harness/output.py", "open(..., 'w')"): "stdout pointed at /dev/null once it failed (no file is written)",
-    ("harness/output.py", "os.open(..., write)"): "stdout pointed at /dev/null once it failed (no file is written)",
+    ("harness/console/output.py", "open(..., 'w')"): "stdout pointed at /dev/null once it failed (no file is written)",
+    ("harness/console/output.py", "os.open(..., write)"): "stdout pointed at /dev/null once it failed (no file is written)",
     ("harness/gpu_check/runner.py", "open(..., 'a')"): "a run's log, appended line by line as the run goes",
     ("harness/bisect/measure.py", "open(..., 'a')"): "an environment build's log, appended to as it goes",
     ("harness/gpu_check/pack.py", "open(..., 'w:gz')"): "tarfile writing into an in-memory buffer (write_atomic "

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from gpt import torch_compat
-from harness import flags as flagmod
-from harness.flags import FlagError, FrozenFlags, flags_for
+from harness.runner import flags as flagmod
+from harness.runner.flags import FlagError, FrozenFlags, flags_for
 
 
 def test_flags_follow_the_workload_as_in_the_seeds():

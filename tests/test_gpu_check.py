@@ -22,7 +22,7 @@ from harness.gpu_check.budget import Result, SimulatedClock, spend
 from harness.gpu_check.plan import Run, Tier
 from harness.record.io import iter_records
 from harness.record.view import RecordView
-from harness.request import build_points
+from harness.runner.request import build_points
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = RESULTS / "gpu-h100-80gb-hbm3"

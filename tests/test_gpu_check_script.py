@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from records_factory import kernels, make_record, write
 
-from harness.request import build_points
+from harness.runner.request import build_points
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "gpu_check.sh"
@@ -82,7 +82,7 @@ def test_every_option_is_accepted_by_the_modules_parser(module_name, argv):
         _plan, points = build_points(module.parse_request(argv))
         assert points and all(p.workload["preset"] == "gpt2-124m" and p.workload["device"] == "cuda" for p in points)
     if module_name == "harness.batch_search":
-        from harness.plan import load_plan
+        from harness.runner.plan import load_plan
 
         assert args.rung in {r.name for r in load_plan(args.plan).rungs}
         _plan, (point,) = build_points(module.run_args(args, args.start))

@@ -135,7 +135,7 @@ def test_report_into_a_folder_it_cannot_write(hostile, tmp_path):
 
 def test_report_files_whole_or_not_at_all(tmp_path, monkeypatch):
     """6/9. A disk that fills up while the report is written: no partial file, no temp file."""
-    from harness import output
+    from harness.console import output
 
     real = os.fsync
     calls = []
@@ -174,7 +174,7 @@ def test_sbatch_values_cannot_add_a_line(tmp_path):
 def test_dockerfile_values_are_one_line():
     from dataclasses import replace
 
-    from harness.dockerfiles import render_dockerfile
+    from harness.envs.dockerfiles import render_dockerfile
     from harness.envs.spec import SpecError, load_spec
 
     spec = load_spec("latest")
@@ -211,7 +211,7 @@ def test_billion_laughs_cluster_config_is_refused(tmp_path):
 
 
 def test_yaml_that_refers_to_itself_is_refused():
-    from harness.yamlfile import YamlTooLarge, load_yaml
+    from harness.console.yamlfile import YamlTooLarge, load_yaml
 
     assert load_yaml("a: &x [1, 2]\nb: *x\n") == {"a": [1, 2], "b": [1, 2]}  # an alias used sanely still works
     with pytest.raises(YamlTooLarge, match="contains it"):
@@ -327,8 +327,9 @@ def test_disk_full_leaves_no_partial_or_temp_file(tmp_path, monkeypatch):
 def test_disk_full_mid_run_stops_with_one_line_and_keeps_what_finished(tmp_path, monkeypatch, capsys):
     """6. The worker could not write its record and not even the failure record fits: the run stops with one line
     (exit 1), lists the runs that finished with their records, and leaves no partial file."""
-    from harness import launcher, run
+    from harness import run
     from harness.record import io as record_io
+    from harness.runner import launcher
 
     finished = record_io.read_record(min((RESULTS / "cpu-amd-epyc-2core").glob("*.json")))
     out = tmp_path / "out"
@@ -353,7 +354,7 @@ def test_disk_full_mid_run_stops_with_one_line_and_keeps_what_finished(tmp_path,
 
 def test_credentials_in_recorded_values_are_stripped():
     """11. Allow-listed variables whose values hold credentials are recorded without them; TRITON_PWD not at all."""
-    from harness.envinfo import env_vars
+    from harness.provenance.envinfo import env_vars
 
     got = env_vars({"TORCHINDUCTOR_REDIS_URL": "redis://u:pw@h", "TORCH_COMPILE_DSN": "postgres://u:pw@h/db",
                     "TRITON_PWD": "pw", "TORCHINDUCTOR_DSN": "host=h password=pw user=u",
@@ -366,7 +367,7 @@ def test_credentials_in_recorded_values_are_stripped():
 
 def test_a_killed_workers_reason_names_the_signal():
     """Also seen: a SIGKILLed worker that printed nothing got the reason "worker exited with code -9: "."""
-    from harness.launcher import exit_reason
+    from harness.runner.launcher import exit_reason
 
     assert exit_reason(-9, "") == ("worker killed by SIGKILL (exit code -9), from outside: the kernel's OOM killer does "
                                    "this (dmesg says); it printed nothing")
@@ -529,7 +530,7 @@ def test_yaml_that_is_deep_not_utf8_or_huge_is_refused_in_one_line(tmp_path, kin
 def test_a_stop_signal_while_the_report_is_written_leaves_nothing(hostile, tmp_path, monkeypatch, capsys, signum):
     """Class 7 of issue 31: Ctrl-C or SIGTERM arriving while report's files are written (the signal sent for real,
     after the first file reached the disk): one line, exit 128 + the signal, no temp file, no report file."""
-    from harness import output
+    from harness.console import output
 
     real, calls = os.fsync, []
 
@@ -552,8 +553,8 @@ def test_a_stop_signal_while_the_report_is_written_leaves_nothing(hostile, tmp_p
 @pytest.mark.parametrize("module", [compare, report_main])
 def test_a_stop_signal_during_the_analysis_is_one_line(hostile, tmp_path, monkeypatch, capsys, module):
     """Class 7 of issue 31: Ctrl-C during compare's or report's analysis: one line, exit 130, nothing written."""
-    from harness import output
     from harness.analysis import options
+    from harness.console import output
 
     real = options.load
 
@@ -595,9 +596,9 @@ def test_a_wheel_folder_installs_torch_from_the_folder_alone_and_says_which_whee
     index is recorded, not run)."""
     import hashlib
 
-    from harness import envinfo
     from harness.bisect.candidates import Candidate, candidate_spec
     from harness.envs import install as install_mod
+    from harness.provenance import envinfo
 
     if install_mod.find_uv() is None:
         pytest.skip("needs uv")
@@ -760,7 +761,7 @@ def test_an_empty_path_is_bad_input(tmp_path, args):
 def test_threads_are_bounded_by_the_cpus_this_process_may_use(tmp_path):
     """Class 14 of issue 31: --threads above the usable CPUs (10,000 on 2 cores ran at 9,674 ms/step) is refused
     before any worker starts, saying the bound and why."""
-    from harness.envinfo import usable_cpus
+    from harness.provenance.envinfo import usable_cpus
 
     out = tmp_path / "out"
     p = run_module("harness.run", "--threads", usable_cpus() + 1, "--out", out, timeout=60)

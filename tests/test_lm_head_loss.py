@@ -14,14 +14,14 @@ from shipped import RESULTS
 
 from gpt import torch_compat
 from gpt.config import ConfigError, make_config
-from harness import flags as flagmod
 from harness.analysis.context import DEFAULT_LOSS_TOL
-from harness.plan import load_plan
 from harness.record.io import iter_records, read_json
 from harness.record.model import workload_hash
-from harness.request import RunRequest, build_points
+from harness.runner import flags as flagmod
+from harness.runner.plan import load_plan
+from harness.runner.request import RunRequest, build_points
+from harness.runner.worker_spec import WorkerSpec
 from harness.worker import measure
-from harness.worker_spec import WorkerSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 HAS_CCE = importlib.util.find_spec("cut_cross_entropy") is not None

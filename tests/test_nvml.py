@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 from shipped import RESULTS
 
-from harness import nvml
+from harness.provenance import nvml
 
 
 class FakeNVML(types.ModuleType):
@@ -85,8 +85,8 @@ def test_environment_memory_and_power_read_the_same_gpu(fake, monkeypatch):
     import torch
 
     from gpt import torch_compat
-    from harness import envinfo
     from harness.evidence import memory, power
+    from harness.provenance import envinfo
 
     monkeypatch.setattr(torch_compat, "nvml_device_index", lambda device: 3)
     device = torch.device("cuda", 0)
@@ -104,17 +104,17 @@ def test_environment_memory_and_power_read_the_same_gpu(fake, monkeypatch):
 
 
 def test_the_runner_names_the_gpu_a_dead_worker_was_meant_for(fake, monkeypatch):
-    from harness import envinfo
-    from harness import launcher as runmod
+    from harness.provenance import envinfo
     from harness.record.view import device_label
-    from harness.worker_spec import WorkerSpec
+    from harness.runner import launcher as runmod
+    from harness.runner.worker_spec import WorkerSpec
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     spec = WorkerSpec(run_id="r", env="local", plan="p", rung="r", workload={"device": "auto"}, flags={})
     env = runmod.intended_environment(spec)
     assert env["device"] == "cuda" and env["gpu"]["name"] == "NVIDIA H100 80GB HBM3" and env["gpu"]["capability"] == "9.0"
     assert fake.asked == [1]
-    # the same label as the worker's own records of that machine: its machine id, like theirs (harness.envinfo)
+    # the same label as the worker's own records of that machine: its machine id, like theirs (harness.provenance.envinfo)
     assert device_label(env) == device_label({"gpu": {"name": "NVIDIA H100 80GB HBM3"}, "machine": envinfo.machine_id()})
     cpu = runmod.intended_environment(replace(spec, workload={"device": "cpu"}))
     assert cpu["device"] == "cpu" and device_label(cpu).startswith("cpu: ")

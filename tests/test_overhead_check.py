@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import overhead_check
 
 from harness import run as runmod
-from harness.request import build_points
+from harness.runner.request import build_points
 
 
 def test_verdict_is_the_median_ratio_against_the_tolerance():

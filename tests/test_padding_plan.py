@@ -17,8 +17,8 @@ from harness.analysis import findings
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
 from harness.analysis.tables import knobs as knob_tables
-from harness.plan import load_plan
 from harness.record.io import iter_records
+from harness.runner.plan import load_plan
 
 TORCH212_PYTHON = os.environ.get("HARNESS_TORCH212_PYTHON", "/tmp/v212/bin/python")
 FAST = ["--preset", "tiny", "--device", "cpu", "--steps", "3", "--warmup-steps", "1", "--set", "compile=off",

@@ -11,8 +11,8 @@ import time
 import pytest
 from module_cli import run_module
 
-from harness import launcher as runmod
 from harness import run
+from harness.runner import launcher as runmod
 
 
 class Clock:
@@ -109,4 +109,4 @@ def test_runs_land_in_results_runs_by_default():
                              check=False)
     if ignored.returncode != 128:  # 128: not a git checkout (a copy); the rule is then in .gitignore as text
         assert ignored.returncode == 0
-    assert "/results/runs/" in (runmod.Path(runmod.__file__).parent.parent / ".gitignore").read_text().splitlines()
+    assert "/results/runs/" in (runmod.Path(run.__file__).parent.parent / ".gitignore").read_text().splitlines()

@@ -16,7 +16,7 @@ SECTIONS = ("summary", "environment", "explain", "steps", "workload", "flags", "
 CHAIN = re.compile(r"or \{\}\)\.get\(")
 SECTION = re.compile(r"""(\[|\.get\()\s*["'](""" + "|".join(SECTIONS) + r""")["']""")
 BUILDERS = {  # modules that build records or their sections (their reads are of what they are writing)
-    "harness/worker.py", "harness/launcher.py", "harness/envinfo.py", "harness/contention.py",
+    "harness/worker.py", "harness/runner/launcher.py", "harness/provenance/envinfo.py", "harness/provenance/contention.py",
     "results/reference/transcribe.py", "results/transcribe_peers.py",
     "scripts/bench_index.py",  # makes the benchmark's records: copies of the committed ones with their numbers varied
 }

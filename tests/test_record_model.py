@@ -157,8 +157,8 @@ def test_a_migrated_failure_record_hashes_its_flags_as_its_ok_twins_do(tmp_path)
     """One flags-hash rule: a dead worker's old record, its hash computed on read, gets the hash the worker writes for
     the same requested flags, Inductor options at "default" included (the old migration hashed them, and split such a
     failure from its ok twins)."""
-    from harness.flags import FrozenFlags, flags_for
-    from harness.worker_spec import WorkerSpec
+    from harness.runner.flags import FrozenFlags, flags_for
+    from harness.runner.worker_spec import WorkerSpec
 
     requested = flags_for({"precision": "bf16"}).to_dict()
     assert requested["inductor_shape_padding"] == "default" and requested != FrozenFlags().to_dict()

@@ -11,15 +11,15 @@ import pytest
 from module_cli import assert_refused, run_module
 from records_factory import make_record
 
-from harness import launcher
 from harness import run as runmod
-from harness.flags import flags_hash
-from harness.plan import PlanError, load_plan
 from harness.record.io import iter_records, read_record
 from harness.record.model import workload_hash
 from harness.record.view import device_label
-from harness.request import OptionError, build_points, rerun_command
-from harness.worker_spec import WorkerSpec
+from harness.runner import launcher
+from harness.runner.flags import flags_hash
+from harness.runner.plan import PlanError, load_plan
+from harness.runner.request import OptionError, build_points, rerun_command
+from harness.runner.worker_spec import WorkerSpec
 
 
 @pytest.mark.parametrize("args, message", [

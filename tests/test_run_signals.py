@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import launcher
 from harness import run as runmod
 from harness.record.io import iter_records
-from harness.request import build_points
-from harness.worker_spec import WorkerSpec
+from harness.runner import launcher
+from harness.runner.request import build_points
+from harness.runner.worker_spec import WorkerSpec
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
 

@@ -14,16 +14,16 @@ import pytest
 from module_cli import assert_refused, run_module
 from records_factory import make_record, write
 
-from harness import request
 from harness import run as runmod
 from harness.analysis import sweep as sweepmod
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
 from harness.analysis.tables import registry
-from harness.plan import PlanError, load_plan
 from harness.record.io import iter_records, validate
 from harness.record.model import flags_hash
 from harness.record.view import RecordView
+from harness.runner import request
+from harness.runner.plan import PlanError, load_plan
 
 GIB = 2**30
 

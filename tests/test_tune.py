@@ -10,11 +10,11 @@ import pytest
 from module_cli import run_module
 from records_factory import make_record, noisy_ms, write
 
-from harness import launcher as runmod
 from harness import tune
 from harness.analysis import fastest
-from harness.plan import load_plan
 from harness.record.io import iter_records
+from harness.runner import launcher as runmod
+from harness.runner.plan import load_plan
 
 GIB = 2**30
 MS = {"start": 100.0, "sdpa-auto": 90.0, "inductor-coordinate-descent": 95.0, "lm-head-liger": 85.0, "combined": 86.0}

@@ -17,7 +17,7 @@ from harness.analysis import noise, stats
 from harness.analysis.devices import aliases, device_alias, device_word
 from harness.analysis.options import CompareOptions, analyse
 from harness.analysis.verdict import verdict
-from harness.render import WIDTH, _times
+from harness.console.render import WIDTH, _times
 
 ROOT = Path(__file__).resolve().parent.parent
 SDPA = {"precision": "bf16", "attention": "sdpa", "sdpa_backend": "flash"}
@@ -135,7 +135,7 @@ def test_many_builds_on_one_device_are_one_series_block(tmp_path):
 
 def test_fit_widths_narrows_the_widest_and_keeps_words_whole():
     from harness.analysis.cells import Table
-    from harness.render import fit_widths, render_text
+    from harness.console.render import fit_widths, render_text
 
     headers = ["rung", "why"]
     rows = [["fused-adamw-clip", "status oom: " + "CUDA out of memory, tried to allocate 12.27 GiB " * 5]]
@@ -150,7 +150,7 @@ def test_fit_widths_narrows_the_widest_and_keeps_words_whole():
 def test_a_name_too_long_for_its_column_breaks_after_an_underscore_not_inside_a_word():
     """A knob's flag names (inductor_comprehensive_padding: 30 characters) in a column narrowed to 20 broke anywhere
     ('inductor_compreh' / 'ensive_padding'); a number's '+' and a name that fits stay whole."""
-    from harness.render import _fill
+    from harness.console.render import _fill
 
     knob = "flags: inductor_comprehensive_padding null -> off, cudnn_allow_tf32 on"
     lines = _fill(knob, 20).splitlines()
@@ -197,7 +197,7 @@ def test_a_device_pair_under_many_envs_is_one_block_and_nothing_else_is_not_noth
     from collections import Counter
 
     from harness.analysis.verdict import Pair, Verdict
-    from harness.render import verdict_blocks
+    from harness.console.render import verdict_blocks
 
     pairs = []
     for i in range(6):

@@ -5,10 +5,10 @@ import torch
 
 from gpt import torch_compat
 from gpt.config import make_config
-from harness.flags import flags_for
 from harness.record.io import validate
+from harness.runner.flags import flags_for
+from harness.runner.worker_spec import WorkerSpec
 from harness.worker import measure
-from harness.worker_spec import WorkerSpec
 
 
 def spec_for(tmp_path, run_id="t", **overrides):
@@ -154,7 +154,7 @@ def test_tf32_on_cpu_says_it_has_no_effect(tmp_path):
 def test_a_key_the_record_model_does_not_name_fails_the_run_loudly(tmp_path, monkeypatch):
     """The worker stores environment (and summary, contention, explain) through the model's types (Part.named): a
     capture that grew a key the model lacks makes an error record naming it, never a silent free object."""
-    from harness import envinfo
+    from harness.provenance import envinfo
 
     real = envinfo.capture
     monkeypatch.setattr(envinfo, "capture", lambda *a, **k: {**real(*a, **k), "gpu": {"name": "X", "clock_mhz": 1}})

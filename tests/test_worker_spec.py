@@ -1,4 +1,4 @@
-"""The worker's contract (harness.worker_spec.WorkerSpec): what the launcher writes is what the worker reads, the
+"""The worker's contract (harness.runner.worker_spec.WorkerSpec): what the launcher writes is what the worker reads, the
 worker's record and the launcher's failure record start from it alike, and a file that is not a spec is one line."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import launcher
-from harness.flags import flags_hash
 from harness.record.io import validate
-from harness.request import RunRequest, build_points, rerun_command
-from harness.worker_spec import WorkerSpec, WorkerSpecError
+from harness.runner import launcher
+from harness.runner.flags import flags_hash
+from harness.runner.request import RunRequest, build_points, rerun_command
+from harness.runner.worker_spec import WorkerSpec, WorkerSpecError
 
 ROOT = Path(__file__).resolve().parent.parent
 

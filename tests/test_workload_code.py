@@ -1,4 +1,4 @@
-"""The workload's code identity (harness.workload_code, record.workload_code): what it covers, that new records carry
+"""The workload's code identity (harness.provenance.workload_code, record.workload_code): what it covers, that new records carry
 it, that the committed ones got their commit's from git history, and that compare marks runs of different code."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import pytest
 from records_factory import make_record
 from shipped import RESULTS
 
-from harness import workload_code
 from harness.analysis.group import Group
+from harness.provenance import workload_code
 from harness.record.io import read_record
 from harness.record.model import HISTORY_PATH
 from harness.record.view import RecordView
-from harness.worker_spec import WorkerSpec
+from harness.runner.worker_spec import WorkerSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 

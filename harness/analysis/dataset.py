@@ -18,11 +18,11 @@ from typing import NamedTuple
 from harness.analysis import noise
 from harness.analysis.devices import aliases, device_alias
 from harness.analysis.group import Group
+from harness.console.textsafe import one_line
 from harness.envs.spec import parse_version
 from harness.record.files import TEMP_PREFIX
 from harness.record.io import BadFile, iter_records, read_record, record_files
 from harness.record.view import RecordView
-from harness.textsafe import one_line
 
 
 def torch_version_key(version: str | None) -> tuple:

@@ -10,8 +10,8 @@ import json
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from harness import contention
 from harness.analysis import stats
+from harness.provenance import contention
 from harness.record.parts import Gemm, Kernels, KernelTime, MemorySplit
 from harness.record.sections import Environment, Sweep, Workload
 from harness.record.view import RecordView
@@ -127,7 +127,7 @@ class Group:
 
     @cached_property
     def workload_codes(self) -> dict[str, list[str]]:
-        """The workload code identity (record.workload_code, harness.workload_code) -> the run ids made by it."""
+        """The workload code identity (record.workload_code, harness.provenance.workload_code) -> the run ids made by it."""
         out: dict[str, list[str]] = {}
         for r in self.records:
             out.setdefault(r.workload_code, []).append(r.run_id)
@@ -144,7 +144,7 @@ class Group:
         if not self.mixed_code:
             return None
         return (f"mixed: {self.label} ({self.batch}) / {self.env}: its {len(self.records)} runs were made by "
-                f"{len(self.workload_codes)} versions of the workload code (gpt/ and the timed loop, harness.workload_code; "
+                f"{len(self.workload_codes)} versions of the workload code (gpt/ and the timed loop, harness.provenance.workload_code; "
                 "unknown: neither recorded nor in git history), pooled all the same: "
                 + "; ".join(f"{code}: {len(ids)} run(s)" for code, ids in self.workload_codes.items()))
 

@@ -17,8 +17,8 @@ from harness.analysis.cells import Cell
 from harness.analysis.context import Compare
 from harness.analysis.differ import knob_fields, value_key
 from harness.analysis.group import Group, estimate
-from harness.flags import flags_for
 from harness.record.parts import Gemm
+from harness.runner.flags import flags_for
 
 MIB = 2**20
 PADDING_FLAGS = ("inductor_shape_padding", "inductor_comprehensive_padding")  # the compiler's own padding (plan padding)

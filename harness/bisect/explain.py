@@ -18,8 +18,8 @@ from harness.analysis.dataset import load
 from harness.analysis.tables import registry
 from harness.analysis.tables.fastest import split_table
 from harness.bisect.search import Point, Result, delta_text
+from harness.console.render import render_text
 from harness.record.files import write_atomic
-from harness.render import render_text
 from harness.report import versions_chart
 
 

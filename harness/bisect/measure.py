@@ -1,6 +1,6 @@
 """Measuring one candidate for real: reuse its records already in the bisect's folder, else write its spec, install
 it with harness.envs' install code (uv's cache makes a reinstall cheap), check it with `python -m harness.envs check`,
-and run the rung in the harness's own worker processes (harness.launcher, under the candidate's interpreter).
+and run the rung in the harness's own worker processes (harness.runner.launcher, under the candidate's interpreter).
 
 Layout of the bisect's output folder (--out):
   envs/<name>/env.yaml    each candidate's spec (what it is installed from and with)
@@ -23,18 +23,18 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from harness import envinfo
 from harness.bisect.candidates import Candidate, candidate_spec, public, spec_yaml
 from harness.bisect.search import CandidateFailed
 from harness.envs.install import find_uv, install
 from harness.envs.spec import ENVS_DIR_VAR, ROOT, EnvSpec
-from harness.launcher import failure_record, invocation_id, new_run_id, run_points
+from harness.provenance import envinfo
 from harness.record.files import write_atomic
 from harness.record.io import iter_records, write_record
 from harness.record.model import measurement_key
 from harness.record.view import RecordView
-from harness.request import RunRequest, check_request, override_args
-from harness.worker_spec import WorkerSpec
+from harness.runner.launcher import failure_record, invocation_id, new_run_id, run_points
+from harness.runner.request import RunRequest, check_request, override_args
+from harness.runner.worker_spec import WorkerSpec
 
 # what `--free-disk` removes from uv's cache after a candidate: the multi-GB parts of a torch build
 HEAVY_PACKAGES = ("torch", "triton", "pytorch-triton")

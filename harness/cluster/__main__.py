@@ -15,8 +15,8 @@ from tabulate import tabulate
 from harness import argtypes
 from harness.cluster import k8s, slurm
 from harness.cluster.matrix import ClusterError, find_matrix, load_config, new_matrix
-from harness.request import add_option
-from harness.textsafe import WORD, ScriptValueError, bounded, script_value, terminal
+from harness.console.textsafe import WORD, ScriptValueError, bounded, script_value, terminal
+from harness.runner.request import add_option
 
 PROG = "python -m harness.cluster"
 

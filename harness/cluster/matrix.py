@@ -25,15 +25,15 @@ from pathlib import Path
 
 import yaml
 
+from harness.console.textsafe import ScriptValueError, script_command, script_line
+from harness.console.yamlfile import YamlRefused, load_yaml, read_yaml_text
 from harness.envs.spec import spec_names
 from harness.record.files import write_atomic
 from harness.record.io import iter_records
 from harness.record.model import canonical_hash, measurement_key
 from harness.record.view import RecordView
-from harness.request import USAGE_ERRORS, OptionError, build_points, check_values
 from harness.run import parse_request
-from harness.textsafe import ScriptValueError, script_command, script_line
-from harness.yamlfile import YamlRefused, load_yaml, read_yaml_text
+from harness.runner.request import USAGE_ERRORS, OptionError, build_points, check_values
 
 CONFIG_PATH = Path(__file__).with_name("cluster.yaml")
 MANIFEST_DIR = ".cluster"

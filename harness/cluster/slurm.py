@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from harness.cluster.matrix import Cell, Matrix, with_rungs
+from harness.console.textsafe import script_command, script_line, script_value
 from harness.record.files import write_atomic
-from harness.textsafe import script_command, script_line, script_value
 
 PENDING = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
 RUNNING = {"RUNNING", "CONFIGURING", "COMPLETING", "STAGE_OUT", "SIGNALING", "RESIZING", "SUSPENDED", "STOPPED"}

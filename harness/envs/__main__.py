@@ -108,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             old, new = bump_nightly(args.date)
             print(f"{NIGHTLY}: torch {old} -> {new} in {load_spec(NIGHTLY).path}")
         elif args.cmd == "verify-matrix":
+            from harness.console.textsafe import one_line, terminal  # what records hold: no escapes, no forged line
             from harness.envs.verify import verify_matrix  # reads records: not needed by the Docker bootstrap
-            from harness.textsafe import one_line, terminal  # what records hold: no escapes, no forged line
 
             problems, lines = verify_matrix(args.dir, args.names, container=args.container,
                                             warn=lambda line: print(one_line(line), file=sys.stderr))

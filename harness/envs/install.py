@@ -24,7 +24,7 @@ from harness.record.files import write_atomic
 INDEX_VAR = "HARNESS_TORCH_INDEX_URL"  # mirror for every spec that names a PyTorch index
 PROBE_TIMEOUT_S = 5.0
 # in a venv installed from a wheel folder: which wheel its torch is (file, sha256) and where its dependencies came
-# from; harness.envinfo records it (environment.torch_source)
+# from; harness.provenance.envinfo records it (environment.torch_source)
 TORCH_SOURCE_FILE = "harness-torch-source.json"
 
 

@@ -109,7 +109,7 @@ def parse_spec(text: str, source: str = "<spec>") -> dict:
         raise SpecError(f"{source}: reading a spec needs PyYAML, which {sys.executable} lacks "
                         "(pip install pyyaml; nox installs it for its noxfile itself)") from None
 
-    from harness.yamlfile import YamlRefused, load_yaml
+    from harness.console.yamlfile import YamlRefused, load_yaml
 
     try:
         data = load_yaml(text)  # bounded: no alias expansion without end, no nesting that overflows the stack
@@ -142,7 +142,7 @@ def spec_names(directory: Path | None = None) -> list[str]:
 
 def _read_spec_text(path: Path) -> str:
     """A spec file's text, its size checked before it is read, UTF-8 (SpecError otherwise)."""
-    from harness.yamlfile import YamlRefused, read_yaml_text
+    from harness.console.yamlfile import YamlRefused, read_yaml_text
 
     try:
         return read_yaml_text(path)

@@ -16,7 +16,7 @@ One collector per file; each writes one part of record["explain"]:
 
 Every part is a dict with "available" and "reason" (unavailable() below); a failure in one part never
 loses the others or the measurement (guarded() below). Torch-version differences go through
-gpt/torch_compat.py, NVML through harness/nvml.py. Two torch-free rule tables live here too, read by the
+gpt/torch_compat.py, NVML through harness/provenance/nvml.py. Two torch-free rule tables live here too, read by the
 collectors and by compare/report: kernels.py (kernel names -> category and precision) and gpu_peaks.py
 (datasheet peaks). This file imports no torch.
 """

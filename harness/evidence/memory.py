@@ -1,6 +1,6 @@
 """explain.memory_split: peak device memory as tensors + allocator cache + memory outside the allocator.
 
-The allocator's peaks come from torch; what the process uses on the device from NVML (harness/nvml.py).
+The allocator's peaks come from torch; what the process uses on the device from NVML (harness/provenance/nvml.py).
 Read right after the timed steps, before profiling can move the peaks.
 """
 
@@ -10,8 +10,8 @@ import os
 
 import torch
 
-from harness import nvml
 from harness.evidence import NOT_ON_CPU, unavailable
+from harness.provenance import nvml
 
 ALLOC_ENV = ("CUBLAS_WORKSPACE_CONFIG", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
 

@@ -1,6 +1,6 @@
 """explain.power: NVML power, SM clock, clock-event ("throttle") reasons and energy over the timed steps.
 
-PowerSampler reads the GPU (through harness/nvml.py) in a background thread while the timed steps run;
+PowerSampler reads the GPU (through harness/provenance/nvml.py) in a background thread while the timed steps run;
 summarize_power() keeps the samples of the timed window and decides whether the clocks were throttled.
 No torch import (the device is only asked for its type).
 """
@@ -12,8 +12,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from harness import nvml
 from harness.evidence import NOT_ON_CPU, unavailable
+from harness.provenance import nvml
 
 if TYPE_CHECKING:
     import torch

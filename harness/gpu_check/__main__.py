@@ -16,11 +16,13 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness import argtypes, envinfo, output
+from harness import argtypes
+from harness.console import output
+from harness.console.textsafe import one_line
 from harness.gpu_check import budget, estimate, pack, plan, runner, text
+from harness.provenance import envinfo
 from harness.record.io import check_writable
 from harness.record.model import RecordError
-from harness.textsafe import one_line
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT_GPU = "NVIDIA H100 80GB HBM3"  # the dry run's device: a lent machine's first kind

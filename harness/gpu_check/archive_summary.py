@@ -11,9 +11,9 @@ from datetime import datetime
 from pathlib import Path
 
 from harness.argtypes import WEEK_S
+from harness.console.textsafe import CELL, WORD, bounded, one_line
 from harness.record.bounds import NAME_LENGTH, TEXT_LENGTH  # a name, and any other text, as in a record
 from harness.record.io import json_depth
-from harness.textsafe import CELL, WORD, bounded, one_line
 
 SUMMARY = "gpu-check.json"  # the summary inside the results folder (and so inside the archive)
 MAX_SUMMARY_DEPTH = 16  # levels its JSON nests (a real one: 3); 60,000 were a RecursionError

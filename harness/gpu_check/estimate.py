@@ -14,12 +14,12 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from harness.flags import own_flags
 from harness.gpu_check.plan import Run
 from harness.record.io import iter_records
 from harness.record.model import measured_workload
 from harness.record.view import RecordView
-from harness.request import Point, RunRequest, build_points
+from harness.runner.flags import own_flags
+from harness.runner.request import Point, RunRequest, build_points
 
 # The launcher's time for a run ("(54 s)" in its progress line) less the record's own finished_at - started_at:
 # 6 to 8 s in the 17 lines of results/gpu-h100-80gb-hbm3/logs/{ladder-b16,ladder-b64,batch64}.log; the largest is

@@ -28,11 +28,11 @@ import tarfile
 import zlib
 from pathlib import Path
 
+from harness.console.signals import STOP_SIGNALS
+from harness.console.textsafe import CELL, TEXT, WORD, bounded, markdown, markdown_cell, one_line
 from harness.gpu_check.archive_summary import SUMMARY, PackError, error_line, named, parse_summary
 from harness.record.files import TEMP_PREFIX, open_regular, publish_folder, write_atomic
 from harness.record.index import INDEX_DIR
-from harness.signals import STOP_SIGNALS
-from harness.textsafe import CELL, TEXT, WORD, bounded, markdown, markdown_cell, one_line
 
 TOP = "gpu-check"  # the archive's one top folder
 MAX_FILE_BYTES = 16 * 2**20  # what one file back from a device call may weigh
@@ -221,7 +221,7 @@ def unpack(archive: Path, results_root: Path = Path("results"), into: Path | Non
     member's header is read and checked, and its summary, before anything is named or written (_scan); its members
     are files and folders under gpu-check/ only, extracted by tarfile's "data" filter; everything goes into a temp
     folder beside the target, renamed into place at the end, and nothing is left behind on a failure (PackError, one
-    line), nor on a stop signal (harness.output.run_process turns it into an exception), nor folders made for it."""
+    line), nor on a stop signal (harness.console.output.run_process turns it into an exception), nor folders made for it."""
     if not hasattr(tarfile, "data_filter"):  # Python 3.11.4+, 3.10.12+: without it no archive is extracted safely
         raise PackError(f"this Python's tarfile has no extraction filters (3.11.4 or later has them): "
                         f"{named(archive)} is not unpacked")

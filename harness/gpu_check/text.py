@@ -1,4 +1,4 @@
-"""The plan and the closing summary as text that fits 120 columns (harness.render's widths rule)."""
+"""The plan and the closing summary as text that fits 120 columns (harness.console.render's widths rule)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import textwrap
 
 from tabulate import tabulate
 
+from harness.console.render import WIDTH, fit_widths
 from harness.gpu_check.budget import Outcome
 from harness.gpu_check.plan import Tier
-from harness.render import WIDTH, fit_widths
 
 
 def table(headers: list[str], rows: list[list]) -> str:

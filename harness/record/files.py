@@ -1,5 +1,5 @@
 """Whole-file writes, the one helper every writer calls: a file is there whole (written, flushed, fsynced) or not at
-all, and a failure half-way (a disk that fills up, Ctrl-C, a SIGTERM that harness.output.run_process turned into an
+all, and a failure half-way (a disk that fills up, Ctrl-C, a SIGTERM that harness.console.output.run_process turned into an
 exception) leaves no partial or temp file behind. Every temp file is named TEMP_PREFIX... beside its target (same
 folder: the rename stays atomic), a name the readers of a folder skip. No module of the harness but this one renames a
 file into place (tests/test_files.py holds them to it).

@@ -424,7 +424,7 @@ MAX_SKIP_WARNINGS = 20  # bad files named one per line; past that, one line coun
 class BadFile(str):
     """A path iter_records could not read as a record, and why: what its `warn` callback receives. It is the warning
     line (a str, so print and list.append take it as it is; a file name is record data too, so whoever prints it
-    shows it through harness.textsafe.one_line: a name with a newline must not print a second, forged line); a reader that lists what was left out takes .path,
+    shows it through harness.console.textsafe.one_line: a name with a newline must not print a second, forged line); a reader that lists what was left out takes .path,
     .what, .why, .skipped and .count instead of parsing the line back."""
 
     def __new__(cls, path, why: str, skipped: bool = True):

@@ -2,8 +2,8 @@
 
 A record is a plain dict (it is JSON on disk; harness/record/schema.json says what each field means).
 new_record builds it in one shape, whoever writes it: the worker for a measured run (harness.worker) and the
-runner for a worker that died without writing one (harness.launcher.failure_record), both from the worker's
-spec (harness.worker_spec.WorkerSpec.new_record); the transcriptions of the user's logs
+runner for a worker that died without writing one (harness.runner.launcher.failure_record), both from the worker's
+spec (harness.runner.worker_spec.WorkerSpec.new_record); the transcriptions of the user's logs
 (results/reference/transcribe.py) and of a peer program's numbers (results/transcribe_peers.py).
 The version field and the derived fields (workload hash, file name) are made here and nowhere else.
 """
@@ -50,13 +50,13 @@ def workload_hash(workload: dict, without: tuple = ()) -> str:
     return canonical_hash({k: v for k, v in measured_workload(workload).items() if k not in without})
 
 
-# A requested flag at this value leaves torch's own default in place (the Inductor options, harness.flags): it is not
+# A requested flag at this value leaves torch's own default in place (the Inductor options, harness.runner.flags): it is not
 # part of the flags hash, so a record made before such an option existed hashes as one that leaves it alone.
 FLAG_LEFT_AT_DEFAULT = "default"
 
 
 def flags_hash(requested: dict) -> str:
-    """The flags hash of a measured run's requested flags, the one rule (harness.flags, the migration, the cluster's
+    """The flags hash of a measured run's requested flags, the one rule (harness.runner.flags, the migration, the cluster's
     manifest and the bisect all call this): flags at FLAG_LEFT_AT_DEFAULT are not part of it."""
     return canonical_hash({k: v for k, v in (requested or {}).items() if v != FLAG_LEFT_AT_DEFAULT})
 
@@ -109,7 +109,7 @@ def new_record(*, run_id: str, env: str, plan: str, rung: str, workload: dict, f
     made never to equal a measured run's). A measured run starts as status
     "error" with empty steps and summary, and the worker fills them in as it goes; the flags read back
     (applied, after, changes), explain and contention stay null until measured. workload_code: the identity of the
-    code that defines the measurement (harness.workload_code: a measured run's; UNKNOWN_CODE for a transcription).
+    code that defines the measurement (harness.provenance.workload_code: a measured run's; UNKNOWN_CODE for a transcription).
     blocks: the kind's own object, `reference` and/or `peer` (transcriptions), written last."""
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r}: one of {', '.join(KINDS)}")

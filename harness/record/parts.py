@@ -128,7 +128,7 @@ def _write(kind, value):
     return value.to_json()
 
 
-# environment's objects (harness.envinfo.capture)
+# environment's objects (harness.provenance.envinfo.capture)
 @dataclass(frozen=True)
 class Gpu(Part):
     name: str | None = None
@@ -181,7 +181,7 @@ class Nvml(Part):
     driver: str | None = None
     memory_total_bytes: int | None = None
     power_limit_w: float | None = None
-    gpu_id: str | None = None  # hashed NVML UUID of the GPU (harness.nvml.gpu_id): which physical GPU it was
+    gpu_id: str | None = None  # hashed NVML UUID of the GPU (harness.provenance.nvml.gpu_id): which physical GPU it was
 
 
 @dataclass(frozen=True)
@@ -201,7 +201,7 @@ class Container(Part):
 
 @dataclass(frozen=True)
 class MadeBy(Part):
-    """environment.harness: the code that made the record (harness.envinfo.code_identity)."""
+    """environment.harness: the code that made the record (harness.provenance.envinfo.code_identity)."""
 
     source_sha256: str | None = None  # over gpt/ and harness/
     source_files: int | None = None

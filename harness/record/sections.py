@@ -99,7 +99,7 @@ class Sweep(Section):
 
 @dataclass(frozen=True)
 class Contention(Section):
-    """harness.contention.window: how busy the machine was over the timed steps."""
+    """harness.provenance.contention.window: how busy the machine was over the timed steps."""
 
     window: str | None = None
     wall_s: float | None = None
@@ -122,7 +122,7 @@ class Contention(Section):
 
 @dataclass(frozen=True)
 class Environment(Section):
-    """harness.envinfo.capture, in the worker process (a failure record: what the runner knew)."""
+    """harness.provenance.envinfo.capture, in the worker process (a failure record: what the runner knew)."""
 
     env_name: str | None = None
     captured_by: str | None = None  # in a failure record: who wrote this section (the runner, not the worker)

@@ -305,7 +305,7 @@ class RecordView:
 
     @once
     def contention_reason(self) -> str | None:
-        """Why a contended run was called so (harness.contention's words), None for a clean one."""
+        """Why a contended run was called so (harness.provenance.contention's words), None for a clean one."""
         return self.contention.reason if self.contended else None
 
     @once
@@ -330,7 +330,7 @@ class RecordView:
 
     @property
     def workload_code(self) -> str:
-        """The identity of the code that defined the measurement (harness.workload_code), or "unknown"."""
+        """The identity of the code that defined the measurement (harness.provenance.workload_code), or "unknown"."""
         return self._r.get("workload_code") or "unknown"
 
     @property

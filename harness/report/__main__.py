@@ -12,9 +12,9 @@ from pathlib import Path
 
 from harness.argtypes import path_text
 from harness.compare import analyse_or_exit, common_parser, said
-from harness.output import OutputError, emit, fail, run_process
+from harness.console.output import OutputError, emit, fail, run_process
+from harness.console.textsafe import terminal
 from harness.report import chart_cache, document, drawing, outline
-from harness.textsafe import terminal
 
 
 def parser():

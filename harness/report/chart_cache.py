@@ -32,7 +32,7 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
-from harness.envinfo import source_sha256
+from harness.provenance.envinfo import source_sha256
 from harness.record.files import TEMP_PREFIX, not_own_folder, open_regular, sweep_temp, write_atomic
 from harness.record.index import index_path, not_a_folder, user_key
 
@@ -47,8 +47,8 @@ DRAWING_LIBRARIES = ("matplotlib", "pillow", "numpy")
 
 @cache
 def code_identity() -> bytes:
-    """What a chart's bytes depend on besides its data: the harness's sources (harness.envinfo.source_sha256: the
-    drawing code, the types its data is made of, the text rules of harness.textsafe) and the drawing libraries'
+    """What a chart's bytes depend on besides its data: the harness's sources (harness.provenance.envinfo.source_sha256: the
+    drawing code, the types its data is made of, the text rules of harness.console.textsafe) and the drawing libraries'
     versions."""
     h = hashlib.sha256(MAGIC)
     for name in DRAWING_LIBRARIES:

@@ -23,7 +23,7 @@ from harness.analysis.cells import Cell, fmt_change
 from harness.analysis.series import KNEE_TOLERANCE, MEMORY_DEFINITION
 from harness.analysis.stats import Delta
 from harness.analysis.tables.knobs import Splits
-from harness.textsafe import CHART_TITLE, CHART_WORD, CROWDED, LABEL, bounded, chart_text, file_part
+from harness.console.textsafe import CHART_TITLE, CHART_WORD, CROWDED, LABEL, bounded, chart_text, file_part
 
 DPI = 110
 # zlib level 3, not Pillow's 6: the same pixels, 4% more bytes, 40% less time compressing (0.74 -> 0.46 s for the
@@ -45,8 +45,8 @@ def _label(text) -> str:
 
 def _lines(text, width: int, word: int, wrap: int | None = None, most: int = CHART_LINES) -> str:
     """text in at most `most` lines, each at most `width` characters with no word over `word`
-    (harness.textsafe.bounded; with `wrap`, a line shortened is wrapped at that), then made safe to draw
-    (harness.textsafe.chart_text)."""
+    (harness.console.textsafe.bounded; with `wrap`, a line shortened is wrapped at that), then made safe to draw
+    (harness.console.textsafe.chart_text)."""
     lines = str(text).split("\n")
     if len(lines) > most:
         lines[most - 1:] = [" ".join(lines[most - 1:])]
@@ -72,9 +72,9 @@ def _title(text, width: int) -> str:
 
 
 def _drawable(fig) -> None:
-    """Every title, label, legend entry and tick label drawn as written (harness.textsafe.chart_text): no control
+    """Every title, label, legend entry and tick label drawn as written (harness.console.textsafe.chart_text): no control
     characters, no mathtext from a record. Tick labels are drawn from their formatter, so it is changed too. And
-    bounded (harness.textsafe.bounded), whatever a record holds: tick labels, legend entries and annotations (names,
+    bounded (harness.console.textsafe.bounded), whatever a record holds: tick labels, legend entries and annotations (names,
     mostly) at LABEL characters a line, titles and axis labels at CHART_TITLE, no word over CHART_WORD. Once per
     figure, before anything measures its text (_tight_layout, _png)."""
     if getattr(fig, "_harness_drawable", False):

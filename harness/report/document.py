@@ -15,10 +15,10 @@ from tabulate import tabulate
 from harness.analysis.cells import Table
 from harness.analysis.findings import Finding
 from harness.analysis.tables.registry import TABLES
-from harness.output import write_files
-from harness.render import display_rows
-from harness.textsafe import CELL, TEXT, WORD, bounded, markdown_cell, terminal
-from harness.textsafe import markdown as _markdown
+from harness.console.output import write_files
+from harness.console.render import display_rows
+from harness.console.textsafe import CELL, TEXT, WORD, bounded, markdown_cell, terminal
+from harness.console.textsafe import markdown as _markdown
 
 
 @dataclass
@@ -100,12 +100,12 @@ def _headers(t: Table) -> list[str]:
 
 def markdown(text) -> str:
     """A heading, paragraph, list item, note or caption in Markdown: at most TEXT characters, no word over WORD
-    (harness.textsafe.bounded: what a record holds is shown bounded), then escaped (harness.textsafe.markdown)."""
+    (harness.console.textsafe.bounded: what a record holds is shown bounded), then escaped (harness.console.textsafe.markdown)."""
     return _markdown(bounded(text, TEXT, WORD))
 
 
 def to_markdown(doc: Doc) -> str:
-    """Every piece of text escaped (harness.textsafe.markdown): what a record holds adds no HTML, link or image."""
+    """Every piece of text escaped (harness.console.textsafe.markdown): what a record holds adds no HTML, link or image."""
     out = []
     for b in doc.blocks:
         if b[0] == "h":
@@ -164,8 +164,8 @@ CODE_SPAN = re.compile(r"`([^`<>]+)`")  # Markdown's `code`, as the report's own
 
 
 def _text(text) -> str:
-    """Text for the page: at most TEXT characters, no word over WORD (harness.textsafe.bounded), HTML-escaped, and its
-    control characters shown as escapes (harness.textsafe.terminal)."""
+    """Text for the page: at most TEXT characters, no word over WORD (harness.console.textsafe.bounded), HTML-escaped, and its
+    control characters shown as escapes (harness.console.textsafe.terminal)."""
     return html.escape(terminal(bounded(text, TEXT, WORD)), quote=True)
 
 
@@ -225,6 +225,6 @@ def to_html(doc: Doc) -> str:
 
 def write(doc: Doc, out_dir: Path) -> list[Path]:
     """DIR/report.md, DIR/report.html and the PNGs, each whole or not at all and only inside DIR
-    (harness.output.write_files: OutputError, one line, if DIR is not writable or fills up); the paths written."""
+    (harness.console.output.write_files: OutputError, one line, if DIR is not writable or fills up); the paths written."""
     files = {"report.md": to_markdown(doc).encode(), "report.html": to_html(doc).encode(), **doc.images}
     return write_files(out_dir, files)

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Self
 
-from harness.envinfo import usable_cpus
+from harness.console.signals import STOP_SIGNALS
+from harness.provenance.envinfo import usable_cpus
 from harness.report.chart_cache import ChartCache
-from harness.signals import STOP_SIGNALS
 
 # One flag per job, shared with the workers by inheritance (set before they are forked): whoever sets a job's flag first
 # draws it, a worker or, rather than wait for one, the report's own process (Future.cancel would leave the pool's
@@ -67,13 +67,13 @@ def _import(modules: tuple[str, ...]) -> None:
 
 def _quiet_worker() -> None:
     # Ctrl-C (or a closed terminal) reaches the whole process group: the report says so in one line
-    # (harness.output.run_main), and a worker just ends, printing no traceback of its own. Where CPUs are few, the text
+    # (harness.console.output.run_main), and a worker just ends, printing no traceback of its own. Where CPUs are few, the text
     # goes first (the report waits for it; the charts are usually done before it is): a worker yields (nice 10).
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # held since the fork (Drawings._start)
     os.nice(10)
-    gc.enable()  # off in the report's own process (harness.output.run_process); a chart's figure is made of cycles
+    gc.enable()  # off in the report's own process (harness.console.output.run_process); a chart's figure is made of cycles
 
 
 @dataclass(frozen=True)

@@ -188,7 +188,7 @@ def _add_notes(cx: Compare, result: Cross, failed_base: int, isa_notes: dict, co
 
 
 def _code_note(cx: Compare, across: str, o: str, g0: Group, base: tuple, cell: tuple) -> str | None:
-    """A pair of cells whose runs were made by different workload code (harness.workload_code), said; None when
+    """A pair of cells whose runs were made by different workload code (harness.provenance.workload_code), said; None when
     their code is the same (or a side has no group)."""
     (v0, a), (v, b) = base, cell
     if not isinstance(a, Group) or not isinstance(b, Group) or set(a.workload_codes) == set(b.workload_codes):
@@ -196,7 +196,7 @@ def _code_note(cx: Compare, across: str, o: str, g0: Group, base: tuple, cell: t
     show = cx.ds.name if across == "gpu" else str
     where = o if across == "gpu" else cx.ds.name(o)
     return (f"{where} {g0.label} ({g0.batch}): {show(v0)} and {show(v)} ran different workload code "
-            f"({', '.join(a.workload_codes)} vs {', '.join(b.workload_codes)}; harness.workload_code)")
+            f"({', '.join(a.workload_codes)} vs {', '.join(b.workload_codes)}; harness.provenance.workload_code)")
 
 
 def _cross_deltas(cx: Compare, base, c) -> tuple[stats.Delta, stats.Delta]:

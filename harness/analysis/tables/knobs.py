@@ -12,7 +12,7 @@ from harness.analysis.cells import Cell, Change, Table
 from harness.analysis.differ import field_diff, show_value, value_key, variant_labels
 from harness.analysis.group import Group, run_ids
 from harness.analysis.tables.ladder import plan_is_cumulative
-from harness.flags import own_flags
+from harness.runner.flags import own_flags
 
 if TYPE_CHECKING:
     from harness.analysis.context import Compare

@@ -66,7 +66,7 @@ def plan_is_cumulative(name: str) -> bool:
     """Whether each rung of the plan builds on the one before (seed-ladder) or changes one thing against a base
     (beyond-ladder, padding: `cumulative: false`). Read from the built-in plan of that name; a plan this checkout
     lacks counts as a ladder, as every plan did before."""
-    from harness.plan import builtin_plans, load_plan
+    from harness.runner.plan import builtin_plans, load_plan
 
     return load_plan(name).cumulative if name in builtin_plans() else True
 

@@ -1,5 +1,5 @@
-"""The one rule for the ids the harness records of hardware (the machine: harness.envinfo.machine_id; the GPU:
-harness.nvml.gpu_id): stable and non-identifying, the raw id never recorded."""
+"""The one rule for the ids the harness records of hardware (the machine: harness.provenance.envinfo.machine_id; the GPU:
+harness.provenance.nvml.gpu_id): stable and non-identifying, the raw id never recorded."""
 
 from __future__ import annotations
 

@@ -28,15 +28,15 @@ from harness.analysis.cells import (
 from harness.analysis.dataset import Dataset
 from harness.analysis.noise import MIN_BETWEEN_DF
 from harness.analysis.verdict import SERIES, by_series, extremes, series_key
-from harness.textsafe import CELL, TEXT, WORD, bounded, csv_cell, csv_comment, markdown_cell, one_line
-from harness.textsafe import markdown as md
+from harness.console.textsafe import CELL, TEXT, WORD, bounded, csv_cell, csv_comment, markdown_cell, one_line
+from harness.console.textsafe import markdown as md
 
 WIDTH = 120  # what compare's plain-text output fits in: the verdict, and every table (cells wrap)
 
 
 def display_rows(table: Table) -> list[list]:
     """Each row's values as display text: numbers formatted, a text (a name, a reason) at most CELL characters, none
-    of its words over WORD (harness.textsafe.bounded); the rows' values themselves are unchanged (JSON, CSV)."""
+    of its words over WORD (harness.console.textsafe.bounded); the rows' values themselves are unchanged (JSON, CSV)."""
     keys = [k for k, _h in table.columns]
     fmt = {"ms": fmt_ms, "ref_ms": fmt_ms, "first": fmt_ms,
            "tokens_s": fmt_int, "ref_tokens_s": fmt_int, "memory": fmt_mib, "ref_mem": fmt_mib, "mem": fmt_mib,
@@ -122,9 +122,9 @@ def _row_lines(headers: list[str], row: list) -> list[str]:
 
 
 def render_text(tables: list[Table], header: list[str], footer: list[str], markdown: bool = False) -> str:
-    """Plain text or Markdown. In Markdown every piece of text is escaped (harness.textsafe: a record's strings
+    """Plain text or Markdown. In Markdown every piece of text is escaped (harness.console.textsafe: a record's strings
     carry no HTML, links or images into a page); the caller makes the whole text safe for a terminal."""
-    def esc(text) -> str:  # a title, a note, a line: bounded (harness.textsafe.bounded), then escaped for Markdown
+    def esc(text) -> str:  # a title, a note, a line: bounded (harness.console.textsafe.bounded), then escaped for Markdown
         text = bounded(text, TEXT, WORD)
         return md(text) if markdown else text
 
@@ -307,7 +307,7 @@ def verdict_blocks(v, name, word: str, versions: dict) -> list[tuple[str, list[s
     """The verdict as (head, details) blocks: one per pair, then loss parity, what was left out, the device legend.
     harness.compare wraps them to WIDTH; the report shows them as a nested list. name: device label -> alias;
     versions: env label -> torch version. Each name at most WORD characters, each line at most TEXT
-    (harness.textsafe.bounded)."""
+    (harness.console.textsafe.bounded)."""
     env_text = lambda e: f"{bounded(e, WORD)} (torch {bounded(versions.get(e) or '?', WORD)})"
     name = lambda label, alias=name: bounded(alias(label), WORD)
     blocks = []

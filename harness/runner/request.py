@@ -18,11 +18,11 @@ from dataclasses import dataclass, fields
 from gpt.config import PRESETS, ConfigError, coerce, make_config
 from harness import argtypes
 from harness.envs.spec import SpecError, check_env_name
-from harness.flags import FlagError, flags_for
-from harness.flags import parse_assignments as parse_flag_assignments
-from harness.plan import MAX_REPEATS, PlanError, Sweep, builtin_plans, load_plan, make_sweep
 from harness.record.io import check_writable
 from harness.record.model import RecordError
+from harness.runner.flags import FlagError, flags_for
+from harness.runner.flags import parse_assignments as parse_flag_assignments
+from harness.runner.plan import MAX_REPEATS, PlanError, Sweep, builtin_plans, load_plan, make_sweep
 
 DEFAULT_TIMEOUT_S = 1800
 AUTO = argtypes.AUTO  # --repeats auto: runs of a rung are added until its interval is decided (harness.run)
@@ -165,7 +165,7 @@ def check_threads(threads: int | None) -> None:
     """--threads where the workers run: at most the CPUs this process may use (its affinity mask: a container's or
     taskset's cpuset). More threads than CPUs time-slice each other, so the run would time the scheduler, not the
     workload (10,000 threads on 2 CPUs: 9,674 ms/step). A cluster submit checks it on the node, not here."""
-    from harness.envinfo import usable_cpus
+    from harness.provenance.envinfo import usable_cpus
 
     if threads is not None and threads > usable_cpus():
         raise ConfigError(f"--threads {threads}: at most the {usable_cpus()} CPU(s) this process may use (more threads "

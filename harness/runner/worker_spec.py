@@ -1,6 +1,6 @@
 """The worker's contract: what crosses the process boundary from the launcher to one worker, typed.
 
-The launcher (harness.launcher) makes one `WorkerSpec` per point and writes it as JSON (`to_json`); the worker
+The launcher (harness.runner.launcher) makes one `WorkerSpec` per point and writes it as JSON (`to_json`); the worker
 (`python -m harness.lifeline harness.worker SPEC.json`) reads it back (`from_json`). Both sides start their
 record from it (`new_record`): the worker for its measurement, the launcher for a worker that died without
 writing one. Nothing else travels: the runner's pid goes in the worker's environment (harness.lifeline).
@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import MISSING, asdict, dataclass, fields
 
+from harness.provenance.workload_code import identity as workload_code
 from harness.record.model import new_record
-from harness.workload_code import identity as workload_code
 
 
 class WorkerSpecError(ValueError):
@@ -30,14 +30,14 @@ class WorkerSpec:
     plan: str
     rung: str
     workload: dict  # gpt.config.WorkloadConfig.to_dict()
-    flags: dict  # the requested flags (harness.flags.FrozenFlags.to_dict())
+    flags: dict  # the requested flags (harness.runner.flags.FrozenFlags.to_dict())
     out: str = "."  # the folder the worker writes its record to
     rung_index: int | None = None
     repeat: int | None = None
     sweep: dict | None = None  # {name, field, value} of a sweep point
     rerun: str = ""  # the command that makes this measurement again (the record's rerun.command)
     threads: int | None = None  # --threads; None: the CPUs the worker may use
-    invocation: str | None = None  # the launching process's invocation (harness.launcher.invocation_id)
+    invocation: str | None = None  # the launching process's invocation (harness.runner.launcher.invocation_id)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -60,7 +60,7 @@ class WorkerSpec:
     def new_record(self, **fields_) -> dict:
         """The record this measurement starts as (harness.record.model.new_record, with this spec's identity,
         workload and requested flags (their hashes made there), the identity of the code that measures it
-        (harness.workload_code: the worker and the launcher run the same checkout), and the rerun command);
+        (harness.provenance.workload_code: the worker and the launcher run the same checkout), and the rerun command);
         `fields_`: the rest (started_at, reason, environment, ...)."""
         return new_record(run_id=self.run_id, env=self.env, plan=self.plan, rung=self.rung, rung_index=self.rung_index,
                           repeat=self.repeat, invocation=self.invocation, sweep=self.sweep, workload=self.workload, flags_requested=self.flags,

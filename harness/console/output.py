@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from harness.console.signals import STOP_SIGNALS, Interrupted, stop_on_signals
+from harness.console.textsafe import is_file_part, terminal
 from harness.record.files import publish, stage
-from harness.signals import STOP_SIGNALS, Interrupted, stop_on_signals
-from harness.textsafe import is_file_part, terminal
 
 
 class OutputError(OSError):
@@ -109,7 +109,7 @@ def run_main(command: str, main) -> int:
 def write_files(out_dir: str | os.PathLike, files: dict[str, bytes]) -> list[Path]:
     """Write every `name -> bytes` into out_dir (created if needed), each whole or not at all: into a temp file
     first, renamed over its name only once everything is written; on any failure the temp files are removed and
-    nothing of this call is left. A name must be a plain file name (harness.textsafe.file_part makes one), so
+    nothing of this call is left. A name must be a plain file name (harness.console.textsafe.file_part makes one), so
     nothing is written outside out_dir. OutputError with one line otherwise."""
     out = Path(out_dir)
     for name in files:

@@ -22,10 +22,10 @@ import yaml
 
 from gpt.config import ConfigError, coerce
 from harness.argtypes import MAX_REPEATS
-from harness.flags import FlagError, FrozenFlags
-from harness.yamlfile import YamlRefused, load_yaml, read_yaml_text
+from harness.console.yamlfile import YamlRefused, load_yaml, read_yaml_text
+from harness.runner.flags import FlagError, FrozenFlags
 
-PLAN_DIR = Path(__file__).with_name("plans")
+PLAN_DIR = Path(__file__).resolve().parent.parent / "plans"  # harness/plans/
 PLAN_KEYS = {"name", "description", "cumulative", "defaults", "repeats", "rungs", "sweep"}
 RUNG_KEYS = {"name", "set", "flags", "sweep"}
 SWEEP_KEYS = {"field", "values", "name"}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from harness.hardware_id import hashed_id
+from harness.provenance.hardware_id import hashed_id
 
 GPU_ID_APP = b"gpt-harness gpu id v1"  # as envinfo's machine id: an HMAC of the raw UUID, which is never recorded
 
@@ -127,7 +127,7 @@ def driver_facts(index: int) -> dict | None:
 
 
 def gpu_id(uuid: str) -> str:
-    """A stable, non-identifying id of one physical GPU (harness.hardware_id: its NVML UUID hashed with GPU_ID_APP).
+    """A stable, non-identifying id of one physical GPU (harness.provenance.hardware_id: its NVML UUID hashed with GPU_ID_APP).
     Two GPUs of one model (two lent H200s, say) read apart where a machine id cannot tell them (a container's is the
     image's, or none)."""
     return hashed_id(uuid, GPU_ID_APP)

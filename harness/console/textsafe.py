@@ -22,7 +22,7 @@ output is made harmless. Records travel between people and clusters, so every st
   script_command(v, what) a command as words (a cluster config's nox): each word quoted; refused with a shell
                   operator, a control character or an unbalanced quote
 
-The renderers (harness.render, harness.report, harness.compare, harness.cluster) call these on everything
+The renderers (harness.console.render, harness.report, harness.compare, harness.cluster) call these on everything
 they output; nothing else in the harness has to care. No imports beyond the standard library.
 """
 
@@ -45,7 +45,7 @@ _AUTOLINK_SCHEME = re.compile(r"(?i)\b(https?|ftp|mailto|xmpp)(?=:)|\b(www)(?=\.
 _EMAIL = re.compile(r"[A-Za-z0-9._+-]+@[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)+")
 
 
-# How wide a text from a record is shown (harness.textsafe.bounded), in characters. Above what the committed records'
+# How wide a text from a record is shown (harness.console.textsafe.bounded), in characters. Above what the committed records'
 # outputs hold (their longest word in a table: a 107-character URL in an out-of-memory message; their longest cell: a
 # 593-character one; their longest paragraph: 1,571 characters), so only an unusual record's text is shortened.
 LABEL = 90  # a chart's tick label, legend entry or annotation (each of its lines)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from harness import contention
+from harness.provenance import contention
 from harness.record.view import RecordView
-from harness.request import Point
+from harness.runner.request import Point
 
 QUIET_S = 10.0  # the longest the runner stays silent while a worker runs (a compile takes a minute on a small CPU)
 STEP_LINE_S = 3.0  # step progress is printed at most this often (and for the last step)

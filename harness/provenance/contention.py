@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import nvml
+from harness.provenance import nvml
 
 CONTENDED_SHARE = 0.10  # other processes' CPU use beyond the free CPUs, as a share of the worker's threads
 STEAL_SHARE = 0.05  # steal time as a share of the window's CPU time on the worker's CPUs

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.console.textsafe import ScriptValueError, script_value
 from harness.envs.spec import ROOT, EnvSpec, SpecError, envs_dir, load_all
 from harness.record.files import write_atomic
-from harness.textsafe import ScriptValueError, script_value
 
 RESULTS_IN_IMAGE = "/results"
 UV_VERSION = "0.13.9"

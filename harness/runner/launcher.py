@@ -1,6 +1,6 @@
 """The launcher: one fresh worker process per point, its progress relayed, its record returned.
 
-Each point crosses to its worker as a harness.worker_spec.WorkerSpec (SPEC.json in the worker's temp dir).
+Each point crosses to its worker as a harness.runner.worker_spec.WorkerSpec (SPEC.json in the worker's temp dir).
 No torch import in this process: flags, compile caches, CUDA context and memory statistics cannot leak between
 points, and an OOM or a segfault ends only its own point. Each worker runs in its own session: on a timeout,
 SIGTERM, SIGINT or SIGHUP (stop_on_signals) its whole process group (compiler subprocesses included) is killed,
@@ -27,15 +27,15 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness import envinfo, nvml
+from harness.console.signals import STOP_SIGNALS, Interrupted, stop_on_signals  # noqa: F401 - launcher.* names
 from harness.lifeline import RUNNER_PID_VAR
-from harness.progress import Progress, finished_lines, point_label, progress_line
+from harness.provenance import envinfo, nvml
 from harness.record.files import write_atomic
 from harness.record.io import read_record, write_record
 from harness.record.model import RecordError
-from harness.request import Point, RunRequest, rerun_command
-from harness.signals import STOP_SIGNALS, Interrupted, stop_on_signals  # noqa: F401 - launcher.* names
-from harness.worker_spec import WorkerSpec
+from harness.runner.progress import Progress, finished_lines, point_label, progress_line
+from harness.runner.request import Point, RunRequest, rerun_command
+from harness.runner.worker_spec import WorkerSpec
 
 DRAIN_S = 3.0  # after a worker exits, how long a leftover child may hold its pipes before the group is killed
 class RecordsUnwritable(OSError):
@@ -205,7 +205,7 @@ def run_point(spec: WorkerSpec, timeout_s: float, progress: Progress | None = No
         # Cold, private compile caches: a rung never reuses another's compiled graphs or kernels.
         env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(tmp) / "inductor")
         env["TRITON_CACHE_DIR"] = str(Path(tmp) / "triton")
-        root = Path(__file__).resolve().parent.parent
+        root = Path(__file__).resolve().parents[2]
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
         env[RUNNER_PID_VAR] = str(os.getpid())  # the worker dies when this process does (harness.lifeline)
         proc = subprocess.Popen([python or sys.executable, "-m", "harness.lifeline", "harness.worker", str(spec_path)],

@@ -15,8 +15,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from harness import nvml
-from harness.hardware_id import hashed_id
+from harness.provenance import nvml
+from harness.provenance.hardware_id import hashed_id
 
 # Variables that change what a run does, recorded by exact name (these always pass)...
 ENV_VARS = (
@@ -140,7 +140,7 @@ CODE_SUFFIXES = (".py", ".json", ".yaml")
 def source_sha256() -> tuple[str, int]:
     """A sha256 over the gpt/ and harness/ sources (relative path and content of each, in order), which holds
     wherever the code sits (a checkout, a copy, an installed package), and how many files it covers."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     files = sorted(p for d in CODE_DIRS for p in (root / d).rglob("*")
                    if p.is_file() and p.suffix in CODE_SUFFIXES and "__pycache__" not in p.parts)
     digest = hashlib.sha256()
@@ -152,7 +152,7 @@ def source_sha256() -> tuple[str, int]:
 def code_identity() -> dict:
     """What code measured: source_sha256, plus the git commit only when the repository around the code is the
     project's own (a copy inside another checkout would otherwise report that checkout's commit)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     sha256, count = source_sha256()
     identity = {"source_sha256": sha256, "source_files": count, "commit": None, "dirty": None}
     try:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORKLOAD_DIR = "gpt"
 WORKER = "harness/worker.py"
 TIMED_LOOP = ("StepTimer", "summarize", "timed_steps")  # the worker's top-level names that make the timed loop

@@ -1,0 +1,8 @@
+"""What a command does at its edges: what it prints and writes, the YAML it reads, the signals that stop it (no torch).
+
+  render.py    compare's tables and verdict as plain text, Markdown, CSV and JSON (the report reuses the Markdown)
+  textsafe.py  what text from a record, a plan or an option becomes where it leaves the harness: bounded, escaped
+  output.py    writing a command's output where the disk or the stream may refuse it (a full disk, a closed pipe)
+  signals.py   SIGTERM, SIGINT and SIGHUP as an exception, so a stopped command cleans up and says what finished
+  yamlfile.py  reading a user's YAML (plans, cluster configs, env specs) with bounds
+"""
