@@ -31,7 +31,8 @@ FORMATS = ("text", "markdown", "csv", "json")
 
 def parser() -> argparse.ArgumentParser:
     p = common_parser("python -m harness.compare", __doc__.split("\n\n")[0])
-    p.add_argument("--format", choices=FORMATS, default="text")
+    p.add_argument("--format", choices=FORMATS, default="text",
+                   help="text for a terminal (default), markdown, csv (numbers as numbers, units in the column names), json")
     p.add_argument("--table", action="append", default=[], choices=list(TABLES), metavar="NAME",
                    help=f"this table instead of the verdict (repeatable): {', '.join(TABLES)}")
     p.add_argument("--detail", action="store_true", help="the verdict and then every table (csv and json: every table "

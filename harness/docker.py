@@ -160,14 +160,14 @@ def make_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build envs/NAME/Dockerfile into image envs/NAME")
     b.add_argument("name")
-    b.add_argument("--tag")
-    b.add_argument("--no-cache", action="store_true")
+    b.add_argument("--tag", help="the image's name instead of envs/NAME")
+    b.add_argument("--no-cache", action="store_true", help="build every layer again (docker build --no-cache)")
     b.add_argument("--build-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="a Dockerfile ARG, as docker build's (BASE_IMAGE, UV_IMAGE: a mirror or a local stand-in)")
     r = sub.add_parser("run", help="run the image's default plan; records land in --results",
                        usage="python -m harness.docker run NAME [--tag T] [--results DIR] [--no-gpus] [-- RUNNER ARGS]")
     r.add_argument("name")
-    r.add_argument("--tag")
+    r.add_argument("--tag", help="the image to run instead of envs/NAME")
     r.add_argument("--results", type=path_arg, default=Path("results/runs"), help="where the records land (default: results/runs)")
     r.add_argument("--no-gpus", action="store_true", help="do not request GPUs (CPU run)")
     c = sub.add_parser("check", help="static checks of the Dockerfiles (no engine needed)")

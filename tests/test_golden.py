@@ -16,3 +16,8 @@ def test_no_golden_output_is_a_traceback(name):
     """A golden file pins what a command printed when it was written: one that pinned a traceback (help-harness.run,
     until 2026-11-27) kept a crash passing. An error a user can meet is one line (the guide's bad-input rule)."""
     assert "Traceback (most recent call last)" not in (GOLDEN / f"{name}.txt").read_text()
+
+
+def test_every_golden_file_is_a_command_and_there_are_at_most_12():
+    """Goldens pin only what users read; a file left behind by a removed command would be checked by nothing."""
+    assert sorted(p.stem for p in GOLDEN.glob("*.txt")) == sorted(COMMANDS) and len(COMMANDS) <= 12
