@@ -34,6 +34,7 @@ from harness.analysis.series import Point, throughput_point
 from harness.analysis.tables.knobs import splits
 from harness.analysis.tables.ladder import ladders
 from harness.analysis.verdict import SERIES, by_series, extremes, verdict
+from harness.record.model import public_version
 
 MEMORY_PARTS = (("tensors_bytes", "live tensors"), ("allocator_cache_bytes", "allocator cache"),
                 ("outside_allocator_bytes", "outside the allocator"))
@@ -226,7 +227,7 @@ def versions(cmp: Compare) -> Answer:
             for g in beside:
                 used = g.summary_median("device_used_bytes")
                 tok = throughput_point(g.throughput)
-                label = f"{cmp.name(g.gpu)}, torch {str(g.torch_version).split('+')[0]}"
+                label = f"{cmp.name(g.gpu)}, torch {public_version(g.torch_version)}"
                 bars_tok.append(Bar(label, Point(tok.value / 1000, *(None if x is None else x / 1000 for x in (tok.low, tok.high)))))
                 if used is not None:
                     bars_mem.append(Bar(label, Point(used / GIB)))

@@ -17,6 +17,7 @@ from harness.analysis.devices import is_cpu
 from harness.analysis.group import Group, estimate
 from harness.analysis.sweep import KNEE_TOLERANCE, MEMORY_DEFINITION  # noqa: F401 (the sweep charts' caption)
 from harness.analysis.tables.ladder import plan_is_cumulative
+from harness.record.model import public_version
 
 if TYPE_CHECKING:
     from harness.analysis.tables.cross import Cross
@@ -159,7 +160,7 @@ class VersionPoint:
 
 
 def torch_release(g: Group) -> str:
-    return str(g.torch_version or "?").split("+", 1)[0]
+    return public_version(g.torch_version or "?")
 
 
 def version_points(groups: list[Group]) -> list[VersionPoint]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from harness.analysis.dataset import torch_version_key
 from harness.envs.install import INDEX_VAR, probe_url
 from harness.envs.spec import ENV_NAME, EnvSpec, SpecError, exact_version, load_spec, parse_version, spec_names
+from harness.record.model import public_version
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 LIST_TIMEOUT_S = 120
@@ -51,7 +52,7 @@ class Candidate:
 def env_name_for(version: str) -> str:
     """An env name for a torch version (lowercase letters and digits, sortable, unambiguous): 2.1.2 -> torch20102,
     2.10.0 -> torch21000, 2.16.0.dev20261120 -> torch21600dev20261120."""
-    v = parse_version(public(version)) if exact_version(public(version)) else None
+    v = parse_version(public_version(version)) if exact_version(public_version(version)) else None
     if v is None or v.post is not None or (v.pre and v.dev is not None):
         raise CandidateError(f"torch {version!r}: not a MAJOR.MINOR.PATCH version")
     major, minor, patch = v.release
@@ -59,11 +60,6 @@ def env_name_for(version: str) -> str:
     name = f"torch{major}{minor:02d}{patch:02d}{pre}"
     assert ENV_NAME.fullmatch(name)
     return name
-
-
-def public(version: str) -> str:
-    """The version without its local label: 2.1.2+cu121 -> 2.1.2 (records carry torch.__version__ with it)."""
-    return str(version).split("+", 1)[0]
 
 
 def needs_beside_torch(version: str) -> list[str]:
@@ -169,11 +165,11 @@ def resolve_end(text: str, what: str) -> tuple[str, EnvSpec | None]:
         if not spec.installs:
             raise CandidateError(f"--{what} {text}: the env installs no torch of its own (the interpreter's); "
                                  "name an env with a torch pin, or a torch version")
-        return public(spec.torch), spec
+        return public_version(spec.torch), spec
     if not exact_version(text):
         raise CandidateError(f"--{what} {text!r}: neither an env name ({', '.join(spec_names())}) nor a torch "
                              "version like 2.5.1")
-    return public(text), None
+    return public_version(text), None
 
 
 def candidates_between(good: str, bad: str, python: str, index_url: str | None = None,

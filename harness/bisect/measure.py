@@ -23,14 +23,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from harness.bisect.candidates import Candidate, candidate_spec, public, spec_yaml
+from harness.bisect.candidates import Candidate, candidate_spec, spec_yaml
 from harness.bisect.search import CandidateFailed
 from harness.envs.install import find_uv, install
 from harness.envs.spec import ENVS_DIR_VAR, ROOT, EnvSpec
 from harness.provenance import envinfo
 from harness.record.files import write_atomic
 from harness.record.io import iter_records, write_record
-from harness.record.model import measurement_key
+from harness.record.model import measurement_key, public_version
 from harness.record.view import RecordView
 from harness.runner.launcher import failure_record, invocation_id, new_run_id, run_points
 from harness.runner.request import RunRequest, check_request, override_args
@@ -77,7 +77,7 @@ class Measurer:
         for _path, rec in iter_records([self.records_dir], warn=lambda line: None):
             v = RecordView(rec)
             if (v.ok and v.rung == self.point.rung and v.set_key == self.key
-                    and public(v.torch_version or "") == c.version
+                    and public_version(v.torch_version or "") == c.version
                     and (v.environment.machine.to_json() if v.environment.machine else None) == (self.machine or None)
                     and v.torch_threads == self.threads
                     and (self.include_contended or not v.contended)):
@@ -141,7 +141,7 @@ class Measurer:
         if c.base is None:
             self.write_spec(spec)
         installed = self.torch_in(python)
-        if installed is None or public(installed[0]) != c.version:
+        if installed is None or public_version(installed[0]) != c.version:
             self.remove(venv)
             self.say(f"  installing torch {c.version} ({', '.join(spec.extra_pins) or 'nothing'} beside it) into {venv}")
             try:
@@ -152,7 +152,7 @@ class Measurer:
             except Exception as exc:  # noqa: BLE001 - a SpecError (unreachable index) and the like: one line
                 self.fail_install(c, spec, f"install failed: {exc}")
             installed = self.torch_in(python)
-            if installed is None or public(installed[0]) != c.version:
+            if installed is None or public_version(installed[0]) != c.version:
                 got = installed[0] if installed else "no importable torch"
                 self.fail_install(c, spec, f"install gave {got}, not torch {c.version} (log: {log_path})")
         if c.base is None:  # what the wheel is: PyPI's Linux wheels are CUDA builds

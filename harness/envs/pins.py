@@ -11,10 +11,7 @@ import sys
 from pathlib import Path
 
 from harness.envs.spec import PIN, ROOT, EnvSpec, SpecError
-
-
-def _public(version: str) -> str:
-    return version.split("+", 1)[0]
+from harness.record.model import public_version
 
 
 def pin_satisfied(pin: str, installed: str) -> bool:
@@ -42,7 +39,7 @@ def check_torch(spec: EnvSpec, version: str, cuda: str | None, location: str = "
     if not spec.installs:
         return None
     where = f" from {location}" if location else ""
-    if _public(version) != _public(spec.torch) or (cuda or None) != spec.cuda:
+    if public_version(version) != public_version(spec.torch) or (cuda or None) != spec.cuda:
         return (f"{spec.name}: spec pins torch {spec.torch} (CUDA {spec.cuda or 'none: CPU build'}) but this env "
                 f"imports torch {version} (CUDA {cuda or 'none: CPU build'}){where}")
     for pin in spec.extra_pins if installed is not None else ():

@@ -32,6 +32,12 @@ class RecordError(ValueError):
     """A file that is not a valid record of a schema version this code reads."""
 
 
+def public_version(version) -> str:
+    """A version without its local label, the one rule for it: '2.1.2+cu121' -> '2.1.2' (records carry
+    torch.__version__ with its label; a spec pins the public version; pip ignores the label when it compares)."""
+    return str(version).split("+", 1)[0]
+
+
 def canonical_hash(obj) -> str:
     """sha256 of the canonical JSON form (sorted keys, no whitespace)."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
