@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.provenance.envinfo import CODE_DIRS, CODE_SUFFIXES
 from harness.provenance.workload_code import identity_of
-from harness.record.model import HISTORY_PATH
+from harness.record.model import HISTORY_PATH, source_digest
 from harness.record.view import RecordView
 
 
@@ -61,13 +61,8 @@ def tree(commit: str) -> dict[str, str]:
 
 def source_sha256(files: dict[str, str], blobs: Blobs) -> str:
     """harness.provenance.envinfo.code_identity's source_sha256 over a commit's files (its order: pathlib's, part by part)."""
-    import hashlib
-
-    digest = hashlib.sha256()
     code = [p for p in files if p.split("/")[0] in CODE_DIRS and p.endswith(CODE_SUFFIXES) and "__pycache__" not in p]
-    for path in sorted(code, key=lambda p: tuple(p.split("/"))):
-        digest.update(path.encode() + b"\0" + blobs.read(files[path]) + b"\0")
-    return digest.hexdigest()
+    return source_digest((path, blobs.read(files[path])) for path in sorted(code, key=lambda p: tuple(p.split("/")))).hexdigest()
 
 
 def main(argv: list[str]) -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from harness.provenance import nvml
 from harness.provenance.hardware_id import hashed_id
+from harness.record.model import source_digest
 
 # Variables that change what a run does, recorded by exact name (these always pass)...
 ENV_VARS = (
@@ -143,10 +144,7 @@ def source_sha256() -> tuple[str, int]:
     root = Path(__file__).resolve().parents[2]
     files = sorted(p for d in CODE_DIRS for p in (root / d).rglob("*")
                    if p.is_file() and p.suffix in CODE_SUFFIXES and "__pycache__" not in p.parts)
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest(), len(files)
+    return source_digest((path.relative_to(root).as_posix(), path.read_bytes()) for path in files).hexdigest(), len(files)
 
 
 def code_identity() -> dict:

@@ -50,7 +50,7 @@ from pathlib import Path
 
 from harness.record.files import STALE_TEMP_S, atomic_file, not_own_folder, open_regular, stage, sweep_temp
 from harness.record.io import MAX_RECORD_BYTES, file_bytes, read_record, record_names, record_of
-from harness.record.model import SCHEMA_VERSION, RecordError
+from harness.record.model import SCHEMA_VERSION, RecordError, source_digest
 from harness.record.view import RecordView
 
 try:
@@ -122,10 +122,8 @@ def identity_files(root: Path = PROJECT) -> list[Path]:
 def code_identity(root: Path = PROJECT) -> str:
     """What the index's contents depend on: its own format, the schema version, and every identity_files() file by
     its path and bytes. A change to any of them rebuilds the index: a warm compare reads as --no-index does."""
-    h = hashlib.sha256(f"{INDEX_FORMAT}:{SCHEMA_VERSION}".encode())
-    for path in identity_files(root):
-        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
+    files = ((path.relative_to(root).as_posix(), path.read_bytes()) for path in identity_files(root))
+    return source_digest(files, hashlib.sha256(f"{INDEX_FORMAT}:{SCHEMA_VERSION}".encode())).hexdigest()
 
 
 def _key_file() -> Path:

@@ -38,6 +38,17 @@ def public_version(version) -> str:
     return str(version).split("+", 1)[0]
 
 
+def source_digest(files, digest=None):
+    """The one way a set of source files is hashed: each file's path (as git names it, '/'-separated) and bytes, in
+    the order given, each followed by a NUL, into `digest` (a fresh sha256 by default), returned. `files`: (path,
+    bytes) pairs. The harness's source digest (provenance.envinfo, and scripts/workload_code_history.py over a commit)
+    and the index's code identity are this."""
+    digest = digest or hashlib.sha256()
+    for path, data in files:
+        digest.update(path.encode() + b"\0" + data + b"\0")
+    return digest
+
+
 def canonical_hash(obj) -> str:
     """sha256 of the canonical JSON form (sorted keys, no whitespace)."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
