@@ -14,7 +14,8 @@ The packages under them:
   runner/      what to measure and one worker process per point (request, plan, flags, launcher, progress)
   evidence/    why a number is what it is, gathered in the worker (kernels, memory, power, MFU, libraries)
   provenance/  where, under what load and by what code a run was measured (envinfo, nvml, contention, workload_code)
-  record/      the record: its schema, model, typed view, validation, files, and the index kept beside them
+  record/      the record: its schema, model, typed view, validation, and every write in a results folder
+  store/       the record index kept beside a folder's records (.harness-index/), so a warm compare reads nothing twice
   analysis/    comparing records: groups, the noise rule, typed results, the users' questions answered
   console/     a command's edges: compare's renderings, safe text, output that may fail, stop signals, bounded YAML
   envs/        the env specs (envs/<name>/env.yaml), installs, pins, the Dockerfiles rendered from them

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from records_factory import rich_dataset, write
 
-from harness.record.index import INDEX_DIR, STALE_TEMP_S
 from harness.report import __main__ as report
 from harness.report import chart_cache, charts
+from harness.store.index import INDEX_DIR, STALE_TEMP_S
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -147,7 +147,7 @@ def test_publish_folder_fsyncs_every_file_then_renames_and_never_replaces(tmp_pa
 # ---------------------------------------------------------------- each writer
 
 def test_the_index_key_is_fsynced_before_it_is_linked_and_a_failure_leaves_nothing(tmp_path, monkeypatch):
-    from harness.record import index
+    from harness.store import index
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     disk = Disk(monkeypatch)
@@ -161,8 +161,8 @@ def test_the_index_key_is_fsynced_before_it_is_linked_and_a_failure_leaves_nothi
 
 
 def _index_read(folder: Path):
-    from harness.record import index
     from harness.record.io import iter_records
+    from harness.store import index
 
     notices = []
     reader = index.RecordIndex.open([folder], notice=notices.append)
@@ -172,7 +172,7 @@ def _index_read(folder: Path):
 
 def test_the_index_is_fsynced_before_it_is_renamed_into_place(tmp_path, monkeypatch):
     pytest.importorskip("pyarrow")
-    from harness.record import index
+    from harness.store import index
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     folder = shutil.copytree(CPU, tmp_path / "cpu", ignore=shutil.ignore_patterns(index.INDEX_DIR))
@@ -187,7 +187,7 @@ def test_the_index_is_fsynced_before_it_is_renamed_into_place(tmp_path, monkeypa
 @pytest.mark.parametrize("where", ["fsync", "replace"])
 def test_an_index_write_that_fails_leaves_the_old_index_and_no_temp(tmp_path, monkeypatch, failure, where):
     pytest.importorskip("pyarrow")
-    from harness.record import index
+    from harness.store import index
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     folder = shutil.copytree(CPU, tmp_path / "cpu", ignore=shutil.ignore_patterns(index.INDEX_DIR))

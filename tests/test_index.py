@@ -1,4 +1,4 @@
-"""The record index (harness.record.index): compare and report read through it give exactly what reading the JSON
+"""The record index (harness.store.index): compare and report read through it give exactly what reading the JSON
 gives; it follows new, changed and removed files; it never holds what validation leaves out; a damaged, foreign or
 unwritable index is one warning line, never a traceback and never trusted; two compares at once leave it whole."""
 
@@ -19,15 +19,15 @@ from hostile import write_hostile
 from module_cli import ROOT
 from shipped import RESULTS
 
-from harness.record import index as idx
 from harness.record.io import RecordError, iter_records, read_record, record_files, record_names
+from harness.store import index as idx
 
 pytest.importorskip("pyarrow")
 
 
 @pytest.fixture(autouse=True)
 def own_key(tmp_path, monkeypatch):
-    """Each test its own index key (harness.record.index keeps it under XDG_CACHE_HOME)."""
+    """Each test its own index key (harness.store.index keeps it under XDG_CACHE_HOME)."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 

@@ -13,14 +13,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-# every module of the layers that run where only results are (record, analysis, report, envs, cluster), the CLIs
-# around them, and the runner side that never imports torch itself (one worker process per measurement does)
-TORCH_FREE_PACKAGES = ("record", "analysis", "report", "envs", "cluster", "bisect")
-TORCH_FREE = {"harness": ("harness.compare", "harness.console.render", "harness.batch_search", "harness.tune", "harness.run",
-                           "harness.runner.request", "harness.runner.launcher", "harness.runner.progress", "harness.lifeline",
-                           "harness.envs.dockerfiles", "harness.docker", "harness.image_entry", "harness.runner.plan",
-                           "harness.runner.flags", "harness.runner.worker_spec", "harness.provenance.workload_code", "harness.console.output",
-                           "harness.console.textsafe")} | {
+# every module of the layers that run where only results are (record, store, analysis, report, envs, cluster), the
+# CLIs around them, and the runner side that never imports torch itself (one worker process per measurement does)
+TORCH_FREE_PACKAGES = ("record", "store", "analysis", "report", "envs", "cluster", "bisect", "runner", "provenance",
+                       "console")
+TORCH_FREE = {"harness": ("harness.compare", "harness.batch_search", "harness.tune", "harness.run", "harness.calibrate",
+                          "harness.lifeline", "harness.docker", "harness.image_entry", "harness.argtypes")} | {
     f"harness.{package}": tuple(".".join(p.relative_to(ROOT).with_suffix("").parts)
                                 for p in sorted((ROOT / "harness" / package).rglob("*.py")) if p.name != "__init__.py")
     for package in TORCH_FREE_PACKAGES}

@@ -298,7 +298,7 @@ def load(paths, warn=print, filters: Filters | None = None,
          include_contended: bool = False, read=read_record, files=record_files) -> Dataset:
     """Read every record under the paths; one warning per bad file; group what is comparable. A run measured under
     contention is left out of every group (listed with its reason and rerun command) unless include_contended.
-    read, files: how one file is read and a folder listed (harness.record.index.RecordIndex's read and files: the same
+    read, files: how one file is read and a folder listed (harness.store.index.RecordIndex's read and files: the same
     outcome, from the index)."""
     reading = _Reading(warn).read(paths, filters or Filters(), read, files)
     env_label = _env_labels(reading.kept)

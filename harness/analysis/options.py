@@ -13,7 +13,7 @@ from harness import argtypes
 from harness.analysis import stats
 from harness.analysis.context import DEFAULT_LOSS_TOL, Compare
 from harness.analysis.dataset import Dataset, Filters, load
-from harness.record.index import RecordIndex
+from harness.store.index import RecordIndex
 
 
 class UsageError(ValueError):
@@ -37,7 +37,7 @@ class CompareOptions:
     loss_tol: float = DEFAULT_LOSS_TOL
     show_all: bool = False  # what changed underneath: every kernel change
     include_contended: bool = False  # runs timed under contention back in the deltas, marked
-    use_index: bool = True  # read through the record index (harness.record.index); False: every file parsed directly
+    use_index: bool = True  # read through the record index (harness.store.index); False: every file parsed directly
     index: str | None = None  # where the indexes are kept (default: FOLDER/.harness-index/ beside each folder's records)
     filters: Filters = field(init=False)
 

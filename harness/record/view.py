@@ -144,7 +144,7 @@ def _typed(key: str, cls) -> _Once:
     """A record section as its type (harness.record.sections), made once."""
     return _Once(lambda view: cls.of(view._r.get(key)), section=key)
 
-# What the record index (harness.record.index) keeps of each record's view beside the record: the values compare
+# What the record index (harness.store.index) keeps of each record's view beside the record: the values compare
 # derives for every run, made by this class when the record is indexed and handed back with the record (its `known`),
 # so a warm compare of 100,000 records derives none of them again. Each is read through _once under its name; the
 # index's code identity covers this file, so a change to a rule here rebuilds every index.
@@ -213,7 +213,7 @@ class RecordView:
 
     def _once(self, name: str, make, *args, section: str | None = None):
         """make(*args), read once per view; where it comes from one section that the record index shares between
-        records (harness.record.index.SharedSection), once for all those records (100,000 records, a few environments)."""
+        records (harness.store.index.SharedSection), once for all those records (100,000 records, a few environments)."""
         kept = self.__dict__
         value = kept.get(name, _UNREAD)
         if value is _UNREAD:
@@ -567,7 +567,7 @@ class RecordView:
     def _explain_object(self, name: str):
         """One object of explain as its JSON holds it."""
         explain = self._r.get("explain")
-        peek = getattr(explain, "peek", None)  # harness.record.index.LazySection: one key, the section left unread
+        peek = getattr(explain, "peek", None)  # harness.store.index.LazySection: one key, the section left unread
         return peek(name) if peek is not None else _dict(explain).get(name)
 
     @property

@@ -100,9 +100,11 @@ PROJECT = Path(__file__).resolve().parents[2]  # the checkout: harness/ and gpt/
 
 def identity_files(root: Path = PROJECT) -> list[Path]:
     """Every file an indexed record's outcome and value depend on: all of harness/record/ (its modules and the data
-    they read: the schema, the workload-code history), and each module of this project that those modules import,
-    directly or not (gpt/config.py's bounds decide validity), found by reading their imports."""
-    files = {p for p in (root / "harness" / "record").rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    they read: the schema, the workload-code history) and of harness/store/ (the index's own code), and each module of
+    this project that those modules import, directly or not (gpt/config.py's bounds decide validity), found by reading
+    their imports."""
+    files = {p for package in ("record", "store") for p in (root / "harness" / package).rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts}
     todo = [p for p in files if p.suffix == ".py"]
     while todo:
         for node in ast.walk(ast.parse(todo.pop().read_bytes())):
