@@ -15,6 +15,7 @@ from tabulate import tabulate
 from harness.analysis import stats
 from harness.analysis.cells import (
     SHOWN_AS_TEXT,
+    VERDICT_WORDS,
     Cell,
     Memory,
     Mfu,
@@ -354,7 +355,7 @@ def _pair_block(p, name, env_text) -> tuple[str, list[str]]:
         detail += f"; most: {p.most.label} ({p.most.batch}) {_times(p.most.d_tokens)}"
     if p.memory is not None and p.memory.value is not None:
         judged = (f"{p.memory_changed} of {p.memory_judged} beyond noise" if p.memory_judged else
-                  "one run a side: noise unknown")
+                  VERDICT_WORDS[stats.ONE_RUN])  # no rung judged: Cell's words for it
         detail += f"; {p.memory_metric} {fmt_change(p.memory.value)} ({judged})"
     if p.missing:
         detail += f"; {p.missing} rung(s) not ok on one side"
