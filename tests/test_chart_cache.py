@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from records_factory import rich_dataset, write
 
+from harness.record.files import STALE_TEMP_S
 from harness.report import __main__ as report
 from harness.report import chart_cache, charts
-from harness.store.index import INDEX_DIR, STALE_TEMP_S
+from harness.store.layout import INDEX_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 

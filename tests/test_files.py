@@ -147,17 +147,17 @@ def test_publish_folder_fsyncs_every_file_then_renames_and_never_replaces(tmp_pa
 # ---------------------------------------------------------------- each writer
 
 def test_the_index_key_is_fsynced_before_it_is_linked_and_a_failure_leaves_nothing(tmp_path, monkeypatch):
-    from harness.store import index
+    from harness.store import identity as st_identity
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     disk = Disk(monkeypatch)
     disk.fail["fsync"] = _full
     with pytest.raises(OSError, match="No space"):
-        index.user_key()
-    assert _temps(tmp_path) == [] and not index._key_file().exists()
-    key = index.user_key()
+        st_identity.user_key()
+    assert _temps(tmp_path) == [] and not st_identity._key_file().exists()
+    key = st_identity.user_key()
     assert len(key) == 32 and disk.all_synced_first() and _temps(tmp_path) == []
-    assert stat.S_IMODE(index._key_file().stat().st_mode) == 0o600
+    assert stat.S_IMODE(st_identity._key_file().stat().st_mode) == 0o600
 
 
 def _index_read(folder: Path):
@@ -172,14 +172,15 @@ def _index_read(folder: Path):
 
 def test_the_index_is_fsynced_before_it_is_renamed_into_place(tmp_path, monkeypatch):
     pytest.importorskip("pyarrow")
-    from harness.store import index
+    from harness.store import identity as st_identity
+    from harness.store import layout as st_layout
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    folder = shutil.copytree(CPU, tmp_path / "cpu", ignore=shutil.ignore_patterns(index.INDEX_DIR))
-    index.user_key()
+    folder = shutil.copytree(CPU, tmp_path / "cpu", ignore=shutil.ignore_patterns(st_layout.INDEX_DIR))
+    st_identity.user_key()
     disk = Disk(monkeypatch)
     _index_read(folder)
-    assert (folder / index.INDEX_DIR / "records.idx").is_file()
+    assert (folder / st_layout.INDEX_DIR / "records.idx").is_file()
     assert [call for call, _to, _ok in disk.moves] == ["replace"] and disk.all_synced_first()
 
 
@@ -187,12 +188,12 @@ def test_the_index_is_fsynced_before_it_is_renamed_into_place(tmp_path, monkeypa
 @pytest.mark.parametrize("where", ["fsync", "replace"])
 def test_an_index_write_that_fails_leaves_the_old_index_and_no_temp(tmp_path, monkeypatch, failure, where):
     pytest.importorskip("pyarrow")
-    from harness.store import index
+    from harness.store import layout as st_layout
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    folder = shutil.copytree(CPU, tmp_path / "cpu", ignore=shutil.ignore_patterns(index.INDEX_DIR))
+    folder = shutil.copytree(CPU, tmp_path / "cpu", ignore=shutil.ignore_patterns(st_layout.INDEX_DIR))
     before, _n = _index_read(folder)
-    where_to = folder / index.INDEX_DIR
+    where_to = folder / st_layout.INDEX_DIR
     kept = {p.name: p.read_bytes() for p in where_to.iterdir()}
     shutil.copy(min(folder.glob("*.json")), folder / "new.json")  # a change: the next read writes the index
     Disk(monkeypatch).fail[where] = failure

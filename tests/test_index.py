@@ -20,7 +20,12 @@ from module_cli import ROOT
 from shipped import RESULTS
 
 from harness.record.io import RecordError, iter_records, read_record, record_files, record_names
+from harness.store import codec as st_codec
+from harness.store import file as st_file
+from harness.store import identity as st_identity
 from harness.store import index as idx
+from harness.store import layout as st_layout
+from harness.store import scan as st_scan
 
 pytest.importorskip("pyarrow")
 
@@ -32,7 +37,7 @@ def own_key(tmp_path, monkeypatch):
 
 
 def _copy(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(idx.INDEX_DIR, "*.py"))
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(st_layout.INDEX_DIR, "*.py"))
     return dst
 
 
@@ -55,9 +60,9 @@ def test_compare_through_the_index_prints_what_the_json_gives(tmp_path, fmt):
     write_hostile(tmp_path / "hostile" / "bad", edit=lambda r: r["summary"].update(step_ms_median=-1), limit=2)
     for folder in sets:
         direct = _run(tmp_path, "harness.compare", folder, "--no-index", "--format", fmt, "--detail")
-        assert not (folder / idx.INDEX_DIR).exists()
+        assert not (folder / st_layout.INDEX_DIR).exists()
         cold = _run(tmp_path, "harness.compare", folder, "--format", fmt, "--detail")
-        assert (folder / idx.INDEX_DIR / "records.idx").is_file()
+        assert (folder / st_layout.INDEX_DIR / "records.idx").is_file()
         warm = _run(tmp_path, "harness.compare", folder, "--format", fmt, "--detail")
         assert direct.returncode == cold.returncode == warm.returncode
         assert direct.stdout and cold.stdout == direct.stdout and warm.stdout == direct.stdout
@@ -110,16 +115,16 @@ def test_a_new_changed_or_removed_file_is_noticed(tmp_path):
     by_path = dict(records)
     assert by_path[victim]["summary"]["tokens_per_s"] == raw["summary"]["tokens_per_s"]
     assert files[2] not in by_path and folder / "new.json" in by_path
-    assert len(idx._Store(folder, idx.index_path(folder, None), idx.user_key()).load()) == len(files)
+    assert len(st_file._Store(folder, st_file.index_path(folder, None), st_identity.user_key()).load()) == len(files)
     # The rewritten index carried the kept rows' sections over from the old file: read back, they are the records'.
     index, kept, _w, notices = _read(folder)
     assert index.stats["read"] == 0 and kept == list(iter_records([folder], lambda _line: None))
-    assert sum(isinstance(r.get("explain"), idx.LazySection) for _p, r in kept) > 20
+    assert sum(isinstance(r.get("explain"), st_codec.LazySection) for _p, r in kept) > 20
     assert notices == []  # no section read back from its record for want of a whole copy
 
 
 def _deltas(folder: Path) -> list[Path]:
-    return sorted(p for p in (folder / idx.INDEX_DIR).iterdir() if idx.DELTA in p.name)
+    return sorted(p for p in (folder / st_layout.INDEX_DIR).iterdir() if st_layout.DELTA in p.name)
 
 
 def test_a_few_changes_are_a_delta_and_a_new_base_takes_them_in(tmp_path, monkeypatch):
@@ -127,7 +132,7 @@ def test_a_few_changes_are_a_delta_and_a_new_base_takes_them_in(tmp_path, monkey
     are MAX_DELTAS, the next change writes a new base that holds their rows, and removes them. At every step the
     records read are what reading the files directly gives, and nothing unchanged is read again."""
     folder = _copy(RESULTS, tmp_path / "results")
-    base = idx.index_path(folder, None)
+    base = st_file.index_path(folder, None)
     files = [Path(name) for name in record_names(folder)]
     _read(folder)
     inode = base.stat().st_ino
@@ -142,12 +147,12 @@ def test_a_few_changes_are_a_delta_and_a_new_base_takes_them_in(tmp_path, monkey
     step(read=1, indexed=len(files) - 1, deltas=1)
     files[1].unlink()
     step(read=0, indexed=len(files) - 1, deltas=2)  # the removed file's row is dropped by a delta
-    rows = idx._Store(folder, base, idx.user_key()).load()
+    rows = st_file._Store(folder, base, st_identity.user_key()).load()
     assert len(rows) == len(files) - 1 and files[1].relative_to(folder).as_posix() not in rows
     step(read=0, indexed=len(files) - 1, deltas=2)  # nothing changed: nothing written
     assert base.stat().st_ino == inode  # the base as it was written first
 
-    monkeypatch.setattr(idx, "MAX_DELTAS", 2)
+    monkeypatch.setattr(st_file, "MAX_DELTAS", 2)
     shutil.copy(files[2], folder / "new.json")
     step(read=1, indexed=len(files) - 1, deltas=0)
     assert base.stat().st_ino != inode  # a new base, holding the deltas' rows
@@ -162,7 +167,7 @@ def test_a_damaged_delta_is_one_warning_and_the_index_rebuilt(tmp_path):
     _read(folder)
     [delta] = _deltas(folder)
     data = bytearray(delta.read_bytes())
-    data[int.from_bytes(data[-idx.TRAILER:-idx.TRAILER + 8], "little") // 2] ^= 0x40  # in its body
+    data[int.from_bytes(data[-st_layout.TRAILER:-st_layout.TRAILER + 8], "little") // 2] ^= 0x40  # in its body
     delta.write_bytes(bytes(data))
     index, records, warnings, notices = _read(folder)
     direct = []
@@ -173,8 +178,8 @@ def test_a_damaged_delta_is_one_warning_and_the_index_rebuilt(tmp_path):
     assert _read(folder)[0].stats["read"] == 0
 
     # A folder, or a link, named as a delta is none of the index's: left alone, not a warning and a rebuild each time.
-    (folder / idx.INDEX_DIR / f"records.idx{idx.DELTA}0-folder").mkdir()
-    (folder / idx.INDEX_DIR / f"records.idx{idx.DELTA}0-link").symlink_to(victim)
+    (folder / st_layout.INDEX_DIR / f"records.idx{st_layout.DELTA}0-folder").mkdir()
+    (folder / st_layout.INDEX_DIR / f"records.idx{st_layout.DELTA}0-link").symlink_to(victim)
     for _ in range(2):
         index, records, warnings, notices = _read(folder)
         assert notices == [] and index.stats["read"] == 0 and records == list(iter_records([folder], direct.append))
@@ -184,9 +189,9 @@ def test_a_file_changed_as_it_was_indexed_is_checked_by_its_bytes(tmp_path):
     """A row whose times match but whose file was written again within the same tick: its hash tells."""
     folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     path = min(folder.glob("*.json"))
-    row, _outcome = idx.index_file(("x", str(path)))
+    row, _outcome = st_scan.index_file(("x", str(path)))
     assert row[5] is not None  # just copied: within RACY_NS, so its bytes were hashed
-    identity = dict(zip(*idx._listed(folder)))[str(path)]
+    identity = dict(zip(*st_scan._listed(folder)))[str(path)]
     assert identity == tuple(row[1:5]) and idx.RecordIndex._current(row, path, identity)
     assert not idx.RecordIndex._current((*row[:5], b"\0" * 16, *row[6:]), path, identity)
     assert not idx.RecordIndex._current(row, path, None)  # gone, or unreadable, since it was listed
@@ -204,7 +209,7 @@ def test_what_validation_leaves_out_the_index_leaves_out(tmp_path):
         assert [p for p, _r in records] == [p for p, _r in iter_records([folder], direct.append)]
         assert warnings == direct and len(warnings) == 4 and records == []
         assert any("nan.json: skipped: steps.loss[0] = nan: NaN or infinity" in line for line in warnings)
-    rows = idx._Store(folder, idx.index_path(folder, None), idx.user_key()).load()
+    rows = st_file._Store(folder, st_file.index_path(folder, None), st_identity.user_key()).load()
     assert sorted(row[6] for row in rows.values()) == ["bad", "bad", "bad", "bad"]
 
 
@@ -213,10 +218,10 @@ def test_a_damaged_or_foreign_index_is_rebuilt_with_one_warning(tmp_path, damage
     folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     direct = _run(tmp_path, "harness.compare", folder, "--no-index")
     _run(tmp_path, "harness.compare", folder)
-    path = folder / idx.INDEX_DIR / "records.idx"
+    path = folder / st_layout.INDEX_DIR / "records.idx"
     data = bytearray(path.read_bytes())
     if damage == "flip":  # in the body, which the keyed hash covers
-        data[int.from_bytes(data[-idx.TRAILER:-idx.TRAILER + 8], "little") // 2] ^= 0x40
+        data[int.from_bytes(data[-st_layout.TRAILER:-st_layout.TRAILER + 8], "little") // 2] ^= 0x40
     elif damage == "truncate":
         data = data[:len(data) // 3]
     elif damage == "foreign":
@@ -244,8 +249,8 @@ def test_a_damaged_explain_section_is_read_from_its_record_with_one_warning(tmp_
     folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     direct = _run(tmp_path, "harness.compare", folder, "--no-index", "--detail")
     _run(tmp_path, "harness.compare", folder)
-    path = folder / idx.INDEX_DIR / "records.idx"
-    rows = idx._Store(folder, path, idx.user_key()).load()
+    path = folder / st_layout.INDEX_DIR / "records.idx"
+    rows = st_file._Store(folder, path, st_identity.user_key()).load()
     blobs = [row[9] for row in rows.values() if row[9] is not None]
     assert len(blobs) > 20
     data = bytearray(path.read_bytes())
@@ -263,7 +268,7 @@ def test_a_damaged_explain_section_is_read_from_its_record_with_one_warning(tmp_
 def test_an_index_of_another_harness_version_is_rebuilt_quietly(tmp_path, monkeypatch):
     folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     _read(folder)
-    monkeypatch.setattr(idx, "code_identity", lambda: "a changed validation rule")
+    monkeypatch.setattr(st_file, "code_identity", lambda: "a changed validation rule")
     index, _r, _w, notices = _read(folder)
     assert index.stats["indexed"] == 0 and notices == []
 
@@ -276,7 +281,7 @@ def test_an_index_that_cannot_be_mapped_is_read(tmp_path, monkeypatch):
     def refuse(*_args, **_kw):
         raise OSError(19, "No such device")
 
-    monkeypatch.setattr(idx.mmap, "mmap", refuse)
+    monkeypatch.setattr(st_file.mmap, "mmap", refuse)
     index, again, _w, notices = _read(folder)
     assert notices == [] and index.stats["read"] == 0 and again == records
     assert all(dict(r.get("explain") or {}) == dict(r0.get("explain") or {})
@@ -286,8 +291,8 @@ def test_an_index_that_cannot_be_mapped_is_read(tmp_path, monkeypatch):
 def test_an_index_in_an_earlier_format_is_rebuilt_quietly(tmp_path):
     folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     _read(folder)
-    path = folder / idx.INDEX_DIR / "records.idx"
-    path.write_bytes(b"PAR1" + os.urandom(300) + b"PAR1" + idx.EARLIER_MAGICS[0] + os.urandom(32))
+    path = folder / st_layout.INDEX_DIR / "records.idx"
+    path.write_bytes(b"PAR1" + os.urandom(300) + b"PAR1" + st_layout.EARLIER_MAGICS[0] + os.urandom(32))
     index, _r, _w, notices = _read(folder)
     assert index.stats["indexed"] == 0 and notices == []
     index, _r, _w, notices = _read(folder)
@@ -296,7 +301,7 @@ def test_an_index_in_an_earlier_format_is_rebuilt_quietly(tmp_path):
 
 def test_an_unwritable_index_is_one_warning_and_the_records_are_read(tmp_path):
     folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
-    (folder / idx.INDEX_DIR).write_text("a file where the index folder goes")
+    (folder / st_layout.INDEX_DIR).write_text("a file where the index folder goes")
     direct = _run(tmp_path, "harness.compare", folder, "--no-index")
     proc = _run(tmp_path, "harness.compare", folder)
     assert proc.returncode == 0 and proc.stdout == direct.stdout
@@ -307,7 +312,7 @@ def test_an_unwritable_index_is_one_warning_and_the_records_are_read(tmp_path):
 def test_index_option_keeps_it_elsewhere_and_no_index_refuses_it(tmp_path):
     folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     proc = _run(tmp_path, "harness.compare", folder, "--index", tmp_path / "ix")
-    assert proc.returncode == 0 and not (folder / idx.INDEX_DIR).exists()
+    assert proc.returncode == 0 and not (folder / st_layout.INDEX_DIR).exists()
     assert [p.suffix for p in (tmp_path / "ix").iterdir()] == [".idx"]
     proc = _run(tmp_path, "harness.compare", folder, "--index", tmp_path / "ix", "--no-index")
     assert proc.returncode == 2 and "--index and --no-index" in proc.stderr.splitlines()[-1]
@@ -328,7 +333,7 @@ def test_two_compares_at_once_leave_a_whole_index(tmp_path):
     _three_compares_at_once(tmp_path, folder, direct)
     index, _r, _w, notices = _read(folder)
     assert notices == [] and index.stats["read"] == 0
-    assert not [p for p in (folder / idx.INDEX_DIR).iterdir() if p.name != "records.idx"]  # no temp file left
+    assert not [p for p in (folder / st_layout.INDEX_DIR).iterdir() if p.name != "records.idx"]  # no temp file left
 
     # Then, a file changed: each writes its delta over the same base, and what they leave reads as the files do.
     victim = Path(record_names(folder)[0])
@@ -337,20 +342,20 @@ def test_two_compares_at_once_leave_a_whole_index(tmp_path):
     index, records, _w, notices = _read(folder)
     assert notices == [] and index.stats["read"] == 0 and records == list(iter_records([folder], lambda _line: None))
     assert 1 <= len(_deltas(folder)) <= 3
-    assert not [p for p in (folder / idx.INDEX_DIR).iterdir() if p.name.startswith(".tmp")]
+    assert not [p for p in (folder / st_layout.INDEX_DIR).iterdir() if p.name.startswith(".tmp")]
 
 
 def test_a_lazy_section_is_the_dict_it_stands_for():
     section = {"kernels": {"top": [{"name": "gemm", "share": 0.5}]}, "mfu": {"mfu_measured": 0.25}, "x": None}
-    blob = idx.compress(idx.encode(section))
-    assert dict(idx.LazySection(blob)) == section
-    assert idx.LazySection(blob) == section and section == idx.LazySection(blob)
-    assert json.dumps(dict(idx.LazySection(blob))) == json.dumps(section)
-    lazy = idx.LazySection(blob)
+    blob = st_codec.compress(st_codec.encode(section))
+    assert dict(st_codec.LazySection(blob)) == section
+    assert st_codec.LazySection(blob) == section and section == st_codec.LazySection(blob)
+    assert json.dumps(dict(st_codec.LazySection(blob))) == json.dumps(section)
+    lazy = st_codec.LazySection(blob)
     assert "mfu" in lazy and lazy.get("x", 1) is None and lazy["kernels"]["top"][0]["name"] == "gemm"
-    assert list(lazy.items()) == list(section.items()) and len(lazy) == 3 and bool(idx.LazySection(blob))
-    assert not idx.LazySection(idx.compress(idx.encode({})))
-    lazy = idx.LazySection(blob)
+    assert list(lazy.items()) == list(section.items()) and len(lazy) == 3 and bool(st_codec.LazySection(blob))
+    assert not st_codec.LazySection(st_codec.compress(st_codec.encode({})))
+    lazy = st_codec.LazySection(blob)
     assert lazy.peek("mfu") == section["mfu"] and lazy.peek("none", 7) == 7 and lazy._blob is not None  # left unread
     assert lazy["x"] is None and lazy.peek("mfu") == section["mfu"]
 
@@ -371,7 +376,7 @@ def test_a_runs_mfu_read_through_the_index_is_its_records_and_leaves_explain_unr
             value = view.mfu(key)
             assert value == getattr(RecordView(direct[path]).explain.mfu, key), (path, key)
             found += value is not None
-        assert not isinstance(record.get("explain"), idx.LazySection) or record["explain"]._blob is not None
+        assert not isinstance(record.get("explain"), st_codec.LazySection) or record["explain"]._blob is not None
     assert found > 50
 
 
@@ -415,7 +420,7 @@ def test_sections_round_trip_exactly():
     """What the index stores decodes to the value read_record gave: long integers, surrogates, -0.0, key order."""
     for value in ({"b": 1, "a": [1.0, -0.0, 1e-300, 2**70, -(2**65)], "s": "\ud800 \U0001f600 é"},
                   {"n": None, "t": True, "f": 0.1 + 0.2}):
-        back = idx.decode(idx.encode(value))
+        back = st_codec.decode(st_codec.encode(value))
         assert back == value and list(back) == list(value)
         assert repr(back) == repr(value)  # the same types too: 2**70 stays an int, -0.0 a float
 
@@ -429,8 +434,8 @@ def test_a_warm_load_walks_no_record_and_opens_no_explain(tmp_path, monkeypatch)
 
     folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     analyse(CompareOptions(paths=(folder,)), warn=lambda _line: None)  # cold: the index built
-    opened, fill = set(), idx.LazySection._fill
-    monkeypatch.setattr(idx.LazySection, "_fill", lambda self: opened.add(id(self)) or fill(self))
+    opened, fill = set(), st_codec.LazySection._fill
+    monkeypatch.setattr(st_codec.LazySection, "_fill", lambda self: opened.add(id(self)) or fill(self))
     ds, cmp = analyse(CompareOptions(paths=(folder,)), warn=lambda _line: None)
     assert ds.valid_records > 20 and not opened
     verdict(cmp)
@@ -577,7 +582,7 @@ def test_without_pyarrow_or_a_key_the_records_are_read_directly(tmp_path, monkey
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "not-a-folder"))
     assert idx.RecordIndex.open([folder], notice=notices.append) is None
     assert [n.split(":")[0] for n in notices] == ["note", "note"] and "pyarrow" in notices[0]
-    assert "no index key" in notices[1] and not (folder / idx.INDEX_DIR).exists()
+    assert "no index key" in notices[1] and not (folder / st_layout.INDEX_DIR).exists()
 
 
 def test_a_folder_copied_with_its_index_is_reindexed_quietly(tmp_path):
@@ -632,8 +637,8 @@ def test_a_runs_losses_and_timed_steps_are_not_kept_twice(tmp_path):
 
     folder = _copy(RESULTS, tmp_path / "results")
     _read(folder)
-    rows = idx._Store(folder, idx.index_path(folder, None), idx.user_key()).load().values()
-    known = [idx.decode(row[8])[1] for row in rows if row[6] == "record"]
+    rows = st_file._Store(folder, st_file.index_path(folder, None), st_identity.user_key()).load().values()
+    known = [st_codec.decode(row[8])[1] for row in rows if row[6] == "record"]
     assert sum(k["step_losses"] == SAME_AS_STEPS_LOSS for k in known) > 100
     assert sum(isinstance(k["timed_ms"], int) for k in known) > 100
     _index, records, _w, _n = _read(folder)
@@ -652,17 +657,17 @@ def test_the_index_identity_covers_every_file_reading_depends_on(tmp_path):
     """Each file that decides a record's validity, upgrade or values changes the identity when it changes: the
     record package's modules and data, the schema, and what they import of this project (gpt/config.py's bounds)."""
     code = _code_copy(tmp_path / "code")
-    names = {p.relative_to(code).as_posix() for p in idx.identity_files(code)}
+    names = {p.relative_to(code).as_posix() for p in st_identity.identity_files(code)}
     assert {"harness/record/schema.json", "harness/record/workload_code_history.json", "gpt/config.py",
             "harness/record/io.py", "harness/record/migrate.py"} <= names
     assert "harness/analysis/stats.py" not in names  # what reading does not use leaves the index alone
-    before = idx.code_identity(code)
-    for path in idx.identity_files(code):
+    before = st_identity.code_identity(code)
+    for path in st_identity.identity_files(code):
         kept = path.read_bytes()
         path.write_bytes(kept + b"\n")
-        assert idx.code_identity(code) != before, path
+        assert st_identity.code_identity(code) != before, path
         path.write_bytes(kept)
-    assert idx.code_identity(code) == before
+    assert st_identity.code_identity(code) == before
 
 
 def test_a_warm_compare_after_a_change_to_the_bounds_reads_as_no_index(tmp_path):
@@ -688,11 +693,11 @@ def test_a_killed_writers_temp_file_is_removed_by_the_next_write(tmp_path):
     leaves a fresh one, which may be a live writer's."""
     folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     _read(folder)
-    where = idx.index_path(folder, None).parent
+    where = st_file.index_path(folder, None).parent
     dead, live = where / ".tmp-0123456789abcdef.idx", where / ".tmp-fedcba9876543210.idx"
     for path in (dead, live):
         path.write_bytes(b"\0" * 1024)
-    hours_ago = time.time() - 2 * idx.STALE_TEMP_S
+    hours_ago = time.time() - 2 * st_file.STALE_TEMP_S
     os.utime(dead, (hours_ago, hours_ago))
     shutil.copy(min(folder.glob("*.json")), folder / "new.json")  # a change: the next read writes
     index, _r, _w, _n = _read(folder)
@@ -705,7 +710,7 @@ def test_a_linked_index_folder_is_not_followed(tmp_path):
     folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    (folder / idx.INDEX_DIR).symlink_to(elsewhere)
+    (folder / st_layout.INDEX_DIR).symlink_to(elsewhere)
     linked, direct = _run(tmp_path, "harness.compare", folder), _run(tmp_path, "harness.compare", folder, "--no-index")
     assert linked.returncode == 0 and linked.stdout == direct.stdout and list(elsewhere.iterdir()) == []
     assert linked.stderr.count("a symbolic link, not used; ") == 1
@@ -713,8 +718,8 @@ def test_a_linked_index_folder_is_not_followed(tmp_path):
 
 def test_a_fifo_in_place_of_the_index_file_is_not_waited_on(tmp_path):
     folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
-    (folder / idx.INDEX_DIR).mkdir()
-    os.mkfifo(folder / idx.INDEX_DIR / "records.idx")
+    (folder / st_layout.INDEX_DIR).mkdir()
+    os.mkfifo(folder / st_layout.INDEX_DIR / "records.idx")
     proc = subprocess.run([sys.executable, "-m", "harness.compare", str(folder)], capture_output=True, text=True,
                           cwd=ROOT, env=_env(tmp_path), timeout=60, check=False)  # it hung here, opening the FIFO
     direct = _run(tmp_path, "harness.compare", folder, "--no-index")
@@ -727,14 +732,14 @@ def test_a_killed_writers_temp_file_is_removed_by_a_read_that_writes_nothing(tmp
     by a writer killed outright stayed for good. Only regular files of that name, STALE_TEMP_S old."""
     folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     _read(folder)
-    base = idx.index_path(folder, None)
+    base = st_file.index_path(folder, None)
     where, written = base.parent, base.stat().st_mtime_ns
     dead, live = where / ".tmp-0123456789abcdef-records.idx", where / ".tmp-fedcba9876543210-records.idx"
     for path in (dead, live):
         path.write_bytes(b"\0" * 1024)
     (where / ".tmp-a-folder").mkdir()
     (where / ".tmp-a-link").symlink_to(folder / "elsewhere")
-    hours_ago = time.time() - 2 * idx.STALE_TEMP_S
+    hours_ago = time.time() - 2 * st_file.STALE_TEMP_S
     for path in (dead, where / ".tmp-a-folder"):
         os.utime(path, (hours_ago, hours_ago))
     os.utime(where / ".tmp-a-link", (hours_ago, hours_ago), follow_symlinks=False)
@@ -746,7 +751,7 @@ def test_a_killed_writers_temp_file_is_removed_by_a_read_that_writes_nothing(tmp
 
 def _hashed(monkeypatch) -> list[int]:
     """hmac.new made to note the length of each piece of bytes it is given (its message, each update)."""
-    pieces, real = [], idx.hmac.new
+    pieces, real = [], st_file.hmac.new
 
     class Counted:
         def __init__(self, key, msg=None, digestmod=""):
@@ -760,7 +765,7 @@ def _hashed(monkeypatch) -> list[int]:
 
         def digest(self):
             return self._mac.digest()
-    monkeypatch.setattr(idx.hmac, "new", Counted)
+    monkeypatch.setattr(st_file.hmac, "new", Counted)
     return pieces
 
 
@@ -770,24 +775,25 @@ def test_an_index_file_larger_than_its_folder_could_have_is_not_read(tmp_path, m
     that a file of 64 MiB (sparse: no disk) is past it."""
     folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     _index, records, _w, _n = _read(folder)
-    base = idx.index_path(folder, None)
+    base = st_file.index_path(folder, None)
     size = 64 * 2**20
     with open(base, "r+b") as f:  # its own trailer, moved to the end of a file of `size` bytes
-        f.seek(-idx.TRAILER, os.SEEK_END)
+        f.seek(-st_layout.TRAILER, os.SEEK_END)
         trailer = f.read()
         f.truncate(0)
         f.truncate(size)
-        f.seek(size - idx.TRAILER)
-        f.write((size - idx.TRAILER).to_bytes(8, "little") + bytes(8) + trailer[16:])  # all of it hashed
-    monkeypatch.setattr(idx, "INDEX_FLOOR", 2**20, raising=False)
+        f.seek(size - st_layout.TRAILER)
+        f.write((size - st_layout.TRAILER).to_bytes(8, "little") + bytes(8) + trailer[16:])  # all of it hashed
+    monkeypatch.setattr(st_file, "INDEX_FLOOR", 2**20)
+    monkeypatch.setattr(st_scan, "INDEX_FLOOR", 2**20)
     hashed = _hashed(monkeypatch)
     for mapped in (True, False):  # where it cannot be mapped, it is not read whole either
         if not mapped:
-            monkeypatch.setattr(idx.mmap, "mmap", lambda *_a, **_k: (_ for _ in ()).throw(OSError(19, "No device")))
-        with pytest.raises(idx.IndexError_, match=f"{size:,} bytes, larger than an index of the "):
-            idx._Store(folder, base, idx.user_key()).load()
+            monkeypatch.setattr(st_file.mmap, "mmap", lambda *_a, **_k: (_ for _ in ()).throw(OSError(19, "No device")))
+        with pytest.raises(st_file.IndexError_, match=f"{size:,} bytes, larger than an index of the "):
+            st_file._Store(folder, base, st_identity.user_key()).load()
         assert sum(hashed) == 0
-    assert idx.index_bound(idx._listed(folder)[1]) < size / 4  # far past the bound, not at its edge
+    assert st_scan.index_bound(st_scan._listed(folder)[1]) < size / 4  # far past the bound, not at its edge
     index, again, _w, notices = _read(folder)
     assert again == records and index.stats["indexed"] == 0
     assert len(notices) == 1 and notices[0].startswith(f"warning: {base}: {size:,} bytes, larger than an index of")
@@ -800,7 +806,7 @@ def test_an_index_file_is_hashed_a_chunk_at_a_time(tmp_path, monkeypatch):
     """Within the bound, the index's keyed hash reads it HASH_CHUNK at a time, never whole into memory."""
     folder = _copy(RESULTS / "cpu-amd-epyc-2core", tmp_path / "cpu")
     _read(folder)
-    monkeypatch.setattr(idx, "HASH_CHUNK", 4096, raising=False)
+    monkeypatch.setattr(st_file, "HASH_CHUNK", 4096)
     chunks = _hashed(monkeypatch)
     index, _r, _w, notices = _read(folder)
     assert notices == [] and index.stats["read"] == 0

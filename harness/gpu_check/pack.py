@@ -32,7 +32,7 @@ from harness.console.signals import STOP_SIGNALS
 from harness.console.textsafe import CELL, TEXT, WORD, bounded, markdown, markdown_cell, one_line
 from harness.gpu_check.archive_summary import SUMMARY, PackError, error_line, named, parse_summary
 from harness.record.files import TEMP_PREFIX, open_regular, publish_folder, write_atomic
-from harness.store.index import INDEX_DIR
+from harness.store.layout import INDEX_DIR
 
 TOP = "gpu-check"  # the archive's one top folder
 MAX_FILE_BYTES = 16 * 2**20  # what one file back from a device call may weigh

@@ -213,7 +213,7 @@ class RecordView:
 
     def _once(self, name: str, make, *args, section: str | None = None):
         """make(*args), read once per view; where it comes from one section that the record index shares between
-        records (harness.store.index.SharedSection), once for all those records (100,000 records, a few environments)."""
+        records (harness.store.codec.SharedSection), once for all those records (100,000 records, a few environments)."""
         kept = self.__dict__
         value = kept.get(name, _UNREAD)
         if value is _UNREAD:
@@ -567,7 +567,7 @@ class RecordView:
     def _explain_object(self, name: str):
         """One object of explain as its JSON holds it."""
         explain = self._r.get("explain")
-        peek = getattr(explain, "peek", None)  # harness.store.index.LazySection: one key, the section left unread
+        peek = getattr(explain, "peek", None)  # harness.store.codec.LazySection: one key, the section left unread
         return peek(name) if peek is not None else _dict(explain).get(name)
 
     @property

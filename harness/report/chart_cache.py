@@ -9,7 +9,7 @@ computed from the records: only drawing a picture already drawn is skipped. A ne
 data, and that chart alone is drawn again.
 
 Untrusted, as the index is: an entry is MAGIC, its header's length, its header (JSON: each chart's texts, and its PNGs'
-lengths), a keyed hash of its name and all before it under the index's key (harness.store.index.user_key), the PNGs,
+lengths), a keyed hash of its name and all before it under the index's key (harness.store.identity.user_key), the PNGs,
 and a keyed hash of its name and all before that. Its size, magic, header and header's hash are checked before its
 PNGs are read (an entry of hundreds of megabytes that fails is not read whole to fail), its PNGs' lengths must add up to
 its size, and the whole is checked when it is read. An entry that fails is drawn again and replaced, with one warning
@@ -34,7 +34,8 @@ from pathlib import Path
 
 from harness.provenance.envinfo import source_sha256
 from harness.record.files import TEMP_PREFIX, not_own_folder, open_regular, sweep_temp, write_atomic
-from harness.store.index import index_path, not_a_folder, user_key
+from harness.store.file import index_path, not_a_folder
+from harness.store.identity import user_key
 
 MAGIC = b"HARNESS-CHARTS-2\n"  # -1: one keyed hash, of the whole entry, at its end
 SUFFIX = ".charts"
