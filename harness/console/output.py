@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from harness.console.signals import STOP_SIGNALS, Interrupted, stop_on_signals
+from harness.console.signals import Interrupted, held, stop_on_signals
 from harness.console.textsafe import is_file_part, terminal
 from harness.record.files import publish, stage
 
@@ -126,12 +126,9 @@ def write_files(out_dir: str | os.PathLike, files: dict[str, bytes]) -> list[Pat
         for name, data in files.items():
             temps[name] = stage(out / name, data)  # harness.record.files: fsynced, removed again on a failure
         # a stop signal waits until every file has its new content, so the folder never holds half old, half new
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-        try:
+        with held():
             for name, tmp in temps.items():
                 publish(tmp, out / name)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     except BaseException as exc:  # a full disk, and a stop signal (Ctrl-C, SIGTERM) half-way: no temp file stays
         for tmp in temps.values():
             with contextlib.suppress(OSError):

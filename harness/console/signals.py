@@ -43,3 +43,14 @@ def stop_on_signals():
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def held():
+    """Stop signals wait until the block ends (blocked, then raised as usual): for what a signal must not cut in half,
+    a clean-up or a set of renames. The one way the harness holds them."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)

@@ -23,12 +23,11 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import tarfile
 import zlib
 from pathlib import Path
 
-from harness.console.signals import STOP_SIGNALS
+from harness.console.signals import held
 from harness.console.textsafe import CELL, TEXT, WORD, bounded, markdown, markdown_cell, one_line
 from harness.gpu_check.archive_summary import SUMMARY, PackError, error_line, named, parse_summary
 from harness.record.files import TEMP_PREFIX, open_regular, publish_folder, write_atomic
@@ -269,15 +268,12 @@ def _make_folders(folder: Path, made: list[Path]) -> None:
 def _remove(staging: Path | None, made: list[Path]) -> None:
     """What a failed or stopped unpack wrote: its temp folder, then the folders made for it (if empty). A stop signal
     waits until it is gone (it would cut the removal short), then is raised as usual."""
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
+    with held():
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
         for folder in reversed(made):
             with contextlib.suppress(OSError):
                 folder.rmdir()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 # ---------------------------------------------------------------- the README, from the checked summary

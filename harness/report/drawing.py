@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Self
 
-from harness.console.signals import STOP_SIGNALS
+from harness.console.signals import STOP_SIGNALS, held
 from harness.provenance.envinfo import usable_cpus
 from harness.report.chart_cache import ChartCache
 
@@ -131,13 +131,12 @@ class Drawings:
         context = multiprocessing.get_context("fork")
         self._claims = _claims = context.Array("b", MAX_CLAIMED_JOBS)  # before the fork: the workers inherit it
         self._pool = ProcessPoolExecutor(self.workers, context, initializer=_quiet_worker)
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-        before = set(multiprocessing.active_children())
-        try:
-            started = self._pool.submit(int)
-        finally:
-            self._workers = [p for p in multiprocessing.active_children() if p not in before]
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        with held():
+            before = set(multiprocessing.active_children())
+            try:
+                started = self._pool.submit(int)
+            finally:
+                self._workers = [p for p in multiprocessing.active_children() if p not in before]
         started.result()
         # nothing reaches a worker to draw until the records are read (seconds, at 100,000 records, on one CPU): each
         # imports the drawing code meanwhile (0.4 s here), not when its first chart arrives; one that takes a second
