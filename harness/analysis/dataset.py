@@ -21,7 +21,7 @@ from harness.analysis.group import Group
 from harness.console.textsafe import one_line
 from harness.envs.spec import parse_version
 from harness.record.files import TEMP_PREFIX
-from harness.record.io import BadFile, iter_records, read_record, record_files
+from harness.record.io import BadFile, iter_records, json_entries, read_record, record_files
 from harness.record.view import RecordView
 
 
@@ -156,8 +156,8 @@ class _Reading:
 
     def read(self, paths, filters: Filters, read=read_record, files=record_files) -> _Reading:
         for root in map(Path, paths):
-            if root.is_dir() and not any(p for p in root.rglob("*.json")
-                                         if not any(part.startswith(TEMP_PREFIX) for part in p.relative_to(root).parts)):
+            # the reader's own walk (harness.record.io), stopped at the first *.json that is not a writer's temp file
+            if root.is_dir() and not any(not e.name.startswith(TEMP_PREFIX) for e in json_entries(root)):
                 self.leave_out(root, "no *.json records in this directory", "empty", skipped=False)
         for path, raw in iter_records(paths, self.unreadable, read, files):
             path = os.fspath(path)  # a Path, or a string of an index's listing: kept as the string either way

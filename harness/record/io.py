@@ -15,6 +15,7 @@ import json
 import math
 import os
 import secrets
+from collections.abc import Iterator
 from functools import cache, lru_cache
 from pathlib import Path, PurePath
 
@@ -464,7 +465,7 @@ def record_files(folder: Path) -> list[Path]:
 def record_names(folder: Path) -> list[str]:
     """record_files as path strings, in the same order: a listing of 100,000 files without 100,000 Paths made, sorted
     and turned back into strings."""
-    names = [entry.path for entry in _json_entries(folder) if _is_record_name(entry.name)]
+    names = [entry.path for entry in json_entries(folder) if _is_record_name(entry.name)]
     if os.fspath(folder) == os.curdir:  # scandir's "./x.json" is Path's "x.json"
         names = [name[len(os.curdir + os.sep):] for name in names]
     # by components, as Paths sort ('a/x.json' before 'a-b/x.json'): each path shares the folder's prefix, and with
@@ -478,17 +479,18 @@ def _is_record_name(name: str) -> bool:
     return not name.startswith(TEMP_PREFIX) and not any(PurePath(name).match(pattern) for pattern in NOT_RECORDS)
 
 
-def _json_entries(folder: Path) -> list[os.DirEntry]:
+def json_entries(folder: Path) -> Iterator[os.DirEntry]:
     """What folder.rglob("*.json") finds (every entry named *.json in the folder and every folder below it, linked
     folders and the writers' temp folders not followed, a folder that cannot be read skipped), with one scandir per
-    folder instead of its two (at 100,000 files: half the time)."""
-    found, folders = [], [os.fspath(folder)]
+    folder instead of its two (at 100,000 files: half the time); as it is found, so a reader asking whether a folder
+    holds any stops at the first."""
+    folders = [os.fspath(folder)]
     while folders:
         try:
             with os.scandir(folders.pop()) as entries:
                 for entry in entries:
                     if entry.name.endswith(".json"):
-                        found.append(entry)
+                        yield entry
                     try:
                         if entry.is_dir(follow_symlinks=False) and not entry.name.startswith(TEMP_PREFIX):
                             folders.append(entry.path)  # a temp folder is a write under way (an unpack), not records
@@ -496,7 +498,6 @@ def _json_entries(folder: Path) -> list[os.DirEntry]:
                         pass
         except (PermissionError, FileNotFoundError, NotADirectoryError):  # unreadable, or gone while listed
             continue
-    return found
 
 
 def iter_records(paths, warn=print, read=read_record, files=record_files):
