@@ -41,3 +41,24 @@ def test_every_delta_compare_states_is_in_the_report_in_the_same_words(folders, 
     assert len(deltas) >= 10  # the check reads real deltas (a changed wording would find none)
     missing = sorted(d for d in deltas if d not in report)
     assert not missing, f"{len(missing)} of {len(deltas)} deltas compare states are not in the report: {missing[:5]}"
+
+
+@pytest.mark.parametrize("folders", [GPU, CPU], ids=["gpu", "cpu"])
+def test_the_answers_and_the_findings_rest_on_the_same_runs(folders):
+    """A question the report answers at its head and lists in its findings (harness.analysis.questions computes it
+    once for both): the same run ids under both."""
+    from harness.analysis import answers, findings
+    from harness.analysis.options import CompareOptions, analyse
+
+    _ds, cmp = analyse(CompareOptions(tuple(str(RESULTS / f) for f in folders), use_index=False), lambda line: None)
+    found = findings.compute(cmp)
+    topics = {"tf32": ("tf32-memory", "padding-ab"), "vocab": ("vocab", "padding-ab"), "batch": ("batch",)}
+    checked = 0
+    for answer in answers.compute(cmp):
+        if answer.key not in topics or not answer.records:
+            continue
+        cited = {i for f in found if f.topic in topics[answer.key] for i in f.records}
+        assert set(answer.records) <= cited, answer.key
+        assert {i for f in found if f.topic == topics[answer.key][0] for i in f.records} <= set(answer.records), answer.key
+        checked += 1
+    assert checked >= 2

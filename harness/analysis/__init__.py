@@ -15,8 +15,11 @@ Records are read through harness.record.view.RecordView only (tests/test_record_
   stats.py     the significance rule: cell estimates, closed-form intervals, verdicts (student.py: the t quantile)
   fit.py       whether a run fits its device (peak + headroom <= usable): the batch search's rule, read by all
   fastest.py   the fastest loss-equivalent run found per device (beyond-ladder, harness.tune): Search, Overview
-  findings.py  findings computed from the typed results, each citing its run ids (the report's appendix)
-  answers.py   the users' questions answered (answers_batch.py, answer_types.py), and the key findings
+  questions.py each user question's result (TF32 memory, vocab padding, torch builds, batch size), computed once;
+               fastest.py is the fastest run's and MFU's
+  findings.py  findings worded from the typed results, each citing its run ids (the report's appendix)
+  answers.py   the users' questions answered from the same results (answers_batch.py, answer_types.py), and the
+               key findings
   series.py    what the report's charts draw: bars, points with their stats.interval, lines
   knob_pairs.py, kernel_split.py   the one-knob pairs findings use; the kernel-time split fastest shows
 

@@ -9,7 +9,7 @@ never worded as a win. No torch import.
 
 from __future__ import annotations
 
-from harness.analysis import findings, stats
+from harness.analysis import questions, stats
 from harness.analysis.answer_types import (
     GIB,
     Answer,
@@ -29,7 +29,7 @@ from harness.analysis.answers_batch import batch, mfu
 from harness.analysis.context import Compare
 from harness.analysis.group import Group, estimate, run_ids
 from harness.analysis.kernel_split import kernel_split
-from harness.analysis.knob_pairs import cell_label, measured_pairs, ok_references, ref_torch, reference_pairs
+from harness.analysis.knob_pairs import cell_label, padding_setting
 from harness.analysis.series import Point, throughput_point
 from harness.analysis.tables.knobs import splits
 from harness.analysis.tables.ladder import ladders
@@ -49,12 +49,11 @@ BISECT = ("python -m harness.bisect --rung fused-adamw-clip --preset gpt2-124m -
 
 def tf32_memory(cmp: Compare) -> Answer:
     q = "Does TF32 change memory, and why?"
-    pairs = measured_pairs(cmp, "precision", "fp32", "tf32")
-    refs = reference_pairs(cmp, "precision", "fp32", "tf32")
-    if not pairs and not refs:
+    question = questions.tf32(cmp)
+    default, refs, effects = question.default, question.refs, question.effects
+    if not question.every and not refs:
         return Answer("tf32", q, ["No two runs here differ in TF32 alone."],
                       command="python -m harness.run --plan seed-ladder --preset gpt2-124m --rungs fp32,tf32")
-    default = [p for p in pairs if findings.padding_setting(p[1]) == "default"]
     deltas = [cmp.mem_delta(a, b) for _c, a, b in default]
     metric = default[0][1].memory[0] if default else "memory"
     where = ", ".join(dict.fromkeys(cell_label(cmp, gpu, env, a) for (gpu, env), a, _b in default))
@@ -72,10 +71,9 @@ def tf32_memory(cmp: Compare) -> Answer:
         sentences.append(f"At the peak the change is mostly in {parts[0][0]} ({gib_span(*parts[0][1:])}); "
                          + ", ".join(f"{label} {gib_span(lo, hi)}" for label, lo, hi in parts[1:])
                          + " (explain.memory_split).")
-    effects = findings.padding_effects(cmp, pairs, findings._delta_bytes)
     command = None
     if effects:
-        sentences += [findings.padding_ab_finding(e, "TF32's memory rise", " MiB").text for e in effects]
+        sentences += [e.sentence("TF32's memory rise", " MiB") for e in effects]
     else:
         command = PADDING_AB
         sentences.append("Whether Inductor's own padding causes it, these records cannot say (no padding A/B).")
@@ -99,14 +97,13 @@ def tf32_memory(cmp: Compare) -> Answer:
         head = KeyFinding(f"TF32 on changes {metric} by {span(deltas)} over {len(deltas)} measured pair(s)"
                           + (f"; the user's log {span(ref_deltas)}" if refs else "")
                           + (f"; mostly {parts[0][0]}" if parts else "")
-                          + findings.padding_clause(effects, " MiB", 0) + ".", max((abs(v) for v in values), default=0.0),
+                          + questions.padding_clause(effects, " MiB", 0) + ".", max((abs(v) for v in values), default=0.0),
                           tuple(dict.fromkeys([*ids, *(i for e in effects for i in e.records)])))
     else:
         head = KeyFinding(f"TF32 on: the user's log shows {span(ref_deltas)}; no measured pair here.",
                           max((abs(d.value) for d in ref_deltas if d.value is not None), default=0.0),
                           tuple(i for a, b in refs for i in run_ids(a, b)))
-    return Answer("tf32", q, sentences, tuple(i for _c, a, b in pairs for i in run_ids(a, b))
-                  + tuple(i for a, b in refs for i in run_ids(a, b)), command, chart if chart.panels else None, headline=head)
+    return Answer("tf32", q, sentences, question.records, command, chart if chart.panels else None, headline=head)
 
 
 def _split_change(pairs) -> list[tuple[str, float, float]]:
@@ -126,10 +123,8 @@ def _split_change(pairs) -> list[tuple[str, float, float]]:
 
 def vocab(cmp: Compare) -> Answer:
     q = "Why did padding the vocabulary 50257 -> 50304 give 30-40% on an H100 but 3% on an A100? Is it the GPU or the torch version?"
-    every = [p for p in measured_pairs(cmp, "vocab_size") if p[1].workload.vocab_size == 50257]
-    pairs = [p for p in every if findings.padding_setting(p[1]) == "default"]
-    effects = findings.padding_effects(cmp, every, findings._delta_speed(cmp))
-    refs = [p for p in reference_pairs(cmp, "vocab_size") if p[0].workload.vocab_size == 50257]
+    question = questions.vocab(cmp)
+    every, pairs, refs, effects = question.every, question.default, question.refs, question.effects
     deltas = [cmp.delta(a, b) for _c, a, b in pairs]
     ref_deltas = [stats.ratio(estimate(a), estimate(b), cmp.floor)[0] for a, b in refs]
     sentences, command = [], None
@@ -143,7 +138,7 @@ def vocab(cmp: Compare) -> Answer:
         sentences = [sentences[0] + "; " + text + "."] if sentences else [text[0].upper() + text[1:] + "."]
     elif sentences:
         sentences[0] += "."
-    sentences += [findings.padding_ab_finding(e, "The vocab-padding speed-up in tokens/s", "%", " pp").text for e in effects]
+    sentences += [e.sentence("The vocab-padding speed-up in tokens/s", "%", " pp") for e in effects]
     split = [r for r in splits(cmp).rows if r.knob.startswith("vocab_size")]
     if split:
         sentences.append(f"Split over 2 {cmp.word}s x 2 torch builds: {split[0].verdict(cmp.name)}.")
@@ -160,7 +155,7 @@ def vocab(cmp: Compare) -> Answer:
             return f"{cell_label(cmp, g, e, a)} {a.label.split('+')[0]}"
         bars = [delta_bar(label(g, e, a), d) for ((g, e), a, _b), d in zip(pairs, deltas)]
         # the same pair with the compiler's padding off (plan padding): the size of the gain it hides
-        unpadded = [(c, a, cmp.delta(a, b)) for c, a, b in every if findings.padding_setting(b) != "default"]
+        unpadded = [(c, a, cmp.delta(a, b)) for c, a, b in every if padding_setting(b) != questions.DEFAULT]
         bars += [delta_bar(f"{cell_label(cmp, g, e, a)} {a.workload.precision}, padding off", d) for (g, e), a, d in unpadded]
         bars += [delta_bar(f"user's log B={a.workload.batch_size}", d, True) for (a, _b), d in zip(refs, ref_deltas)]
         values = [d.value for d in deltas if d.value is not None]
@@ -177,7 +172,7 @@ def vocab(cmp: Compare) -> Answer:
     if pairs:
         head = KeyFinding(f"Vocab 50257 -> 50304 changes tokens/s by {span(deltas)} on our {cmp.word}s"
                           + (f", against {span(ref_deltas)} in the user's log" if refs else "")
-                          + findings.padding_clause(effects, "%", 1)
+                          + questions.padding_clause(effects, "%", 1)
                           + ("" if split else f"; {cmp.word} against torch version not separable in these records") + ".",
                           max(abs(d.value) for d in deltas if d.value is not None),
                           tuple(dict.fromkeys([*run_ids(*[g for _c, a, b in pairs for g in (a, b)]),
@@ -185,23 +180,16 @@ def vocab(cmp: Compare) -> Answer:
     if not pairs and not refs:
         sentences = ["No two runs here differ in the vocabulary size alone."]
         command = "python -m harness.run --plan seed-ladder --preset gpt2-124m --rungs sdpa-flash,vocab-50304"
-    return Answer("vocab", q, sentences, tuple(i for _c, a, b in every for i in run_ids(a, b))
-                  + tuple(i for a, b in refs for i in run_ids(a, b)), command, chart, headline=head)
+    return Answer("vocab", q, sentences, question.records, command, chart, headline=head)
 
 
 def versions(cmp: Compare) -> Answer:
     q = "Why did torch nightly use 30 GB less and run faster than 2.1.2 on the same H800 script? Which release changed it?"
     sentences, records, bars_tok, bars_mem = [], [], [], []
-    logged: dict[tuple, dict[str, Group]] = {}
-    for r in sorted(ok_references(cmp), key=lambda g: g.first.reference.line or 0):
-        key = (r.gpu, r.first.rung, r.workload.batch_size, r.workload.seq_len, r.workload.compile)
-        if ref_torch(r) != "torch not stated":
-            logged.setdefault(key, {}).setdefault(ref_torch(r), r)
     head = None
-    for (gpu, rung, b, t, _c), builds in logged.items():
-        if len(builds) < 2:
-            continue
-        (ta, ra), (tb, rb) = list(builds.items())[:2]
+    for lb in questions.versions(cmp)[:1]:  # the first the user logged: one answer, the findings list every one
+        (ta, ra), (tb, rb) = lb.builds
+        gpu, rung, b, t = lb.gpu, lb.rung, lb.batch_size, lb.seq_len
         mem = single(stats.counter(ra.memory_estimate, rb.memory_estimate, cmp.floor))
         speed = stats.ratio(estimate(ra), estimate(rb), cmp.floor)[0]
         first = (f", first (compile) step {ra.first.first_step_ms / 1000:,.1f} -> {rb.first.first_step_ms / 1000:,.1f} s"
@@ -216,8 +204,7 @@ def versions(cmp: Compare) -> Answer:
         head = KeyFinding(f"The user's log: torch {ta} -> {tb} at B={b}: {ra.memory[0]} {said(mem)}, tokens/s "
                           f"{said(speed)}; which release changed it is not in these records.",
                           abs(mem.value or 0.0), tuple(run_ids(ra, rb)))
-        beside = [g for g in cmp.ds.groups if g.in_ladder and rung in {r for _p, r, _i in g.rungs}
-                  and g.workload.batch_size == b and g.workload.seq_len == t]
+        beside = lb.beside
         if beside:
             sentences.append("Beside them, our runs of that rung and B use " + ", ".join(
                 f"{g.summary_median('device_used_bytes') / GIB:,.1f} GiB device memory at "
@@ -232,7 +219,6 @@ def versions(cmp: Compare) -> Answer:
                 if used is not None:
                     bars_mem.append(Bar(label, Point(used / GIB)))
                 records += run_ids(g)
-        break
     env_pairs = [p for p in verdict(cmp).pairs if p.across == "env" and p.rows]
     for p in env_pairs:
         sentences.append(f"Measured here, {p.other} against {p.base} on {cmp.name(p.same)}: tokens/s {said(p.speed, 'faster')} "

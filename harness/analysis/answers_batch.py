@@ -4,7 +4,7 @@ user's B sweep; and how close to the hardware the fastest run is, from explain.m
 
 from __future__ import annotations
 
-from harness.analysis import stats
+from harness.analysis import questions
 from harness.analysis import sweep as sweepmod
 from harness.analysis.answer_types import (
     GIB,
@@ -17,26 +17,17 @@ from harness.analysis.answer_types import (
 )
 from harness.analysis.context import Compare
 from harness.analysis.fastest import overviews
-from harness.analysis.group import Group, run_ids
-from harness.analysis.knob_pairs import logged_points, ok_references
-from harness.analysis.tables.sweeps import sweep_curves
+from harness.analysis.group import run_ids
 
 BATCH_SEARCH = "python -m harness.batch_search --preset gpt2-124m --rung fused-adamw-clip"
 
 def batch(cmp: Compare) -> Answer:
     q = "Should B go past 64, to a size that is not a power of two, and how far?"
     sentences, records, curves, head, title = [], [], [], None, None
-    for c in sweep_curves(cmp):
-        if c["field"] != "batch_size":
-            continue
-        ran = [(v, t, m) for v, t, m in zip(c["values"], c["tokens_per_s"], c["peak_memory_bytes"]) if t is not None]
-        failed = [(v, s) for v, t, s in zip(c["values"], c["tokens_per_s"], c["statuses"]) if t is None]
-        if not ran:
-            continue
-        groups = {g.sweep.value: g for g in cmp.ds.groups if g.sweep and g.sweep.field == "batch_size"
-                  and g.gpu == c["device"] and g.env == c["env"] and str(g.sweep.name) == str(c["sweep"])}
-        low, best = min(ran, key=lambda p: p[0]), max(ran, key=lambda p: p[1])
-        d = cmp.delta(groups[low[0]], groups[best[0]]) if low[0] in groups and best[0] in groups else stats.Delta(None)
+    question = questions.batch(cmp)
+    for sweep in question.sweeps:
+        c, failed, d = sweep.curve, sweep.failed, sweep.best_vs_smallest
+        low, best = sweep.smallest, sweep.best
         text = (f"On {cmp.name(c['device'])} ({c['rung']}, torch {cmp.ds.env_versions.get(c['env']) or c['env']}) the "
                 f"fastest B is {best[0]}, {best[1]:,.0f} tokens/s, {said(d)} against B={low[0]}")
         text += (f"; {', '.join(f'B={v}' for v, _s in failed)} did not run ({', '.join(sorted({s for _v, s in failed}))})"
@@ -44,7 +35,7 @@ def batch(cmp: Compare) -> Answer:
         sentences.append(text + f"; the knee (the smallest B within {sweepmod.KNEE_TOLERANCE:.0%} of the best) is B={c['knee']}.")
         records += c["run_ids"]
         curves.append(BatchCurve(f"{c['rung']}, {cmp.name(c['device'])} / {c['env']}", False,
-                                 [(v, t, None if m is None else m / GIB) for v, t, m in ran], failed, c["knee"]))
+                                 [(v, t, None if m is None else m / GIB) for v, t, m in sweep.ran], failed, c["knee"]))
         if head is None:
             title = (f"B past {low[0]}: at most {title_range([d.value]).lstrip('+')} more tokens/s (B={best[0]}) on {cmp.name(c['device'])}"
                      + (f"; B={failed[0][0]} {failed[0][1]}" if failed else "") if d.value is not None else None)
@@ -52,17 +43,12 @@ def batch(cmp: Compare) -> Answer:
                               f"tokens/s" + (f"; B={failed[0][0]} is {failed[0][1]}" if failed else "")
                               + f"; the knee (within {sweepmod.KNEE_TOLERANCE:.0%} of the best) is B={c['knee']}.",
                               abs(d.value or 0.0), tuple(records))
-    refs: dict[tuple, list[Group]] = {}
-    for r in ok_references(cmp):
-        if r.sweep and r.sweep.field == "batch_size":
-            refs.setdefault((r.first.rung, r.gpu), []).append(r)
-    for (rung, gpu), gs in refs.items():
-        points = [p for p in logged_points(gs) if p.tokens_per_s is not None]
-        sentences.append(f"The user's log ({gpu}, {rung}, single samples): " + ", ".join(p.text() for p in points)
-                         + " tokens/s.")
-        records += run_ids(*gs)
-        curves.append(BatchCurve(f"user's log, {gpu}", True, [(p.value, p.tokens_per_s,
-                                 None if p.memory_bytes is None else p.memory_bytes / GIB) for p in points], []))
+    for logged in question.logged:
+        sentences.append(f"The user's log ({logged.gpu}, {logged.rung}, single samples): "
+                         + ", ".join(p.text() for p in logged.points) + " tokens/s.")
+        records += run_ids(*logged.groups)
+        curves.append(BatchCurve(f"user's log, {logged.gpu}", True, [(p.value, p.tokens_per_s,
+                                 None if p.memory_bytes is None else p.memory_bytes / GIB) for p in logged.points], []))
     command = None
     if not any(not c.reference for c in curves):
         sentences.insert(0, "No batch search ran in these records.")

@@ -17,14 +17,16 @@ Compare (ladders, cross, splits, parity rows, the fastest overviews), never a ta
                user's best and the peer, and the kernel time that explains the gain (harness.analysis.fastest)
   knobs, factors, cross, loss   the generic tables' headlines
 
-The pairs of runs that differ in one knob, and the phrases that describe a pair: harness.analysis.knob_pairs. No torch import.
+The runs each user question rests on (tf32-memory, vocab, versions, batch): harness.analysis.questions, which the
+answers read too; the pairs of runs that differ in one knob, and the phrases that describe a pair:
+harness.analysis.knob_pairs. No torch import.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.analysis import stats
+from harness.analysis import questions, stats
 from harness.analysis import sweep as sweepmod
 from harness.analysis.cells import Cell, fmt_signed_pct
 from harness.analysis.context import Compare
@@ -32,19 +34,13 @@ from harness.analysis.fastest import overviews
 from harness.analysis.group import Group, estimate, run_ids
 from harness.analysis.kernel_split import kernel_split
 from harness.analysis.knob_pairs import (
-    MIB,
-    cell_label,
     lm_head_text,
     logged_number,
-    logged_points,
     measured_pairs,
     memory_text,
     mib,
-    ok_references,
     padding_setting,
-    ref_torch,
     ref_where,
-    reference_pairs,
     speed_text,
     where,
 )
@@ -52,7 +48,6 @@ from harness.analysis.tables.cross import cross as cross_result
 from harness.analysis.tables.knobs import knob_effects, splits
 from harness.analysis.tables.ladder import ladders
 from harness.analysis.tables.loss import parity_rows
-from harness.analysis.tables.sweeps import sweep_curves
 
 MAX_CITED = 6  # run ids cited per finding before "and N more"
 
@@ -76,13 +71,12 @@ class Finding:
 # ---------------------------------------------------------------- topics
 
 def tf32_memory(cmp: Compare) -> list[Finding]:
-    pairs = measured_pairs(cmp, "precision", "fp32", "tf32")
-    refs = reference_pairs(cmp, "precision", "fp32", "tf32")
-    if not pairs and not refs:
+    q = questions.tf32(cmp)
+    if not q.every and not q.refs:
         return []
     out = []
     rose = fell = 0
-    for (gpu, env), a, b in pairs:
+    for (gpu, env), a, b in q.every:
         if a.memory_bytes is not None and b.memory_bytes is not None:
             rose, fell = rose + (b.memory_bytes > a.memory_bytes), fell + (b.memory_bytes < a.memory_bytes)
         text = f"TF32 on (fp32 -> tf32) on {where(cmp, gpu, env, a)}, compiler padding {padding_setting(a)}: {memory_text(a, b)}; {speed_text(cmp, a, b)}."
@@ -90,86 +84,22 @@ def tf32_memory(cmp: Compare) -> list[Finding]:
         if seen:
             text += " Kernel capture: " + "; ".join(seen) + "."
         out.append(Finding("tf32-memory", text, tuple(run_ids(a, b))))
-    for a, b in refs:
+    for a, b in q.refs:
         if a.memory_bytes is not None and b.memory_bytes is not None:
             rose, fell = rose + (b.memory_bytes > a.memory_bytes), fell + (b.memory_bytes < a.memory_bytes)
         out.append(Finding("tf32-memory", f"TF32 on (fp32 -> tf32) in {ref_where(a)}: {memory_text(a, b)}; {speed_text(cmp, a, b)}.",
                            tuple(run_ids(a, b))))
     summary = (f"Memory with TF32 on against IEEE fp32, same rung otherwise: higher in {rose} and lower in {fell} of "
-               f"{len(pairs) + len(refs)} pair(s) ({len(pairs)} measured" + (f", {len(refs)} from the user's log" if refs else "") + ").")
+               f"{len(q.every) + len(q.refs)} pair(s) ({len(q.every)} measured" + (f", {len(q.refs)} from the user's log" if q.refs else "") + ").")
     out.insert(0, Finding("tf32-memory", summary, tuple(i for f in out for i in f.records)))
-    out += padding_ab(cmp, pairs, "TF32's memory rise", _delta_bytes, " MiB")
+    out += padding_ab(q, "TF32's memory rise", " MiB")
     return out
 
 
-def _delta_bytes(a: Group, b: Group) -> float | None:
-    return None if a.memory_bytes is None or b.memory_bytes is None else (b.memory_bytes - a.memory_bytes) / MIB
-
-
-def _delta_speed(cmp: Compare):
-    def delta(a: Group, b: Group) -> float | None:
-        return cmp.delta(a, b).value * 100 if cmp.delta(a, b).value is not None else None
-    return delta
-
-
-@dataclass(frozen=True)
-class PaddingEffect:
-    """One knob's effect in one cell with the compiler's padding at torch's default and with a padding setting."""
-    where: str
-    label: str  # where, short: 'h100-80g B=16'
-    setting: str  # e.g. 'inductor_shape_padding off, inductor_comprehensive_padding off'
-    default: float
-    off: float
-    records: tuple[str, ...]
-
-
-def padding_effects(cmp: Compare, pairs, measure) -> list[PaddingEffect]:
-    """The same knob's effect with the compiler's padding at torch's default and with it switched off (plan
-    `padding`), per cell and padding setting."""
-    by_cell: dict[tuple, dict[str, tuple]] = {}
-    for cell, a, b in pairs:  # the same two workloads, once per padding setting
-        by_cell.setdefault((cell, a.workload_hash, b.workload_hash), {})[padding_setting(a)] = (a, b)
-    out = []
-    for (cell, _wa, _wb), settings in by_cell.items():
-        if "default" not in settings or len(settings) < 2:
-            continue
-        a0, b0 = settings["default"]
-        base = measure(a0, b0)
-        for setting, (a, b) in settings.items():
-            if setting == "default" or base is None or measure(a, b) is None:
-                continue
-            out.append(PaddingEffect(where(cmp, *cell, a0), cell_label(cmp, *cell, a0), setting, base, measure(a, b),
-                                     tuple(run_ids(a0, b0, a, b))))
-    return out
-
-
-def padding_ab_finding(e: PaddingEffect, what: str, unit: str, diff_unit: str | None = None) -> Finding:
-    """How much of an effect is the compiler's own padding: its value at torch's default against its value with the
-    padding off. `unit` follows each value ('%', ' MiB'), `diff_unit` their difference ('pp' for percentages)."""
-    return Finding("padding-ab", (
-        f"{what} on {e.where}: {e.default:+,.1f}{unit} with the compiler's padding at torch's default, "
-        f"{e.off:+,.1f}{unit} with {e.setting}: the difference, {e.default - e.off:+,.1f}{diff_unit or unit}, is the "
-        "compiler's padding."), e.records)
-
-
-def padding_clause(effects: list[PaddingEffect], unit: str, digits: int) -> str:
-    """The key findings' short form of padding A/Bs, grouped by setting, each named by its cell: '; with S: +0 MiB
-    against +2,782 MiB at torch's default on h100-80g B=16, +0 MiB against +5,731 MiB ... on h200 B=16'."""
-    by_setting: dict[str, list[PaddingEffect]] = {}
-    for e in effects:
-        by_setting.setdefault(e.setting, []).append(e)
-
-    def value(v: float) -> str:
-        return f"{v:+,.{digits}f}{unit}"
-    return "".join(f"; with {setting}: " + ", ".join(f"{value(e.off)} against {value(e.default)} at torch's default on "
-                                                     f"{e.label}" for e in group)
-                   for setting, group in by_setting.items())
-
-
-def padding_ab(cmp: Compare, pairs, what: str, measure, unit: str, diff_unit: str | None = None) -> list[Finding]:
-    """Every padding A/B of these pairs as a finding; one that says how to get it where the records have none."""
-    out = [padding_ab_finding(e, what, unit, diff_unit) for e in padding_effects(cmp, pairs, measure)]
-    if pairs and not out:
+def padding_ab(q: questions.KnobQuestion, what: str, unit: str, diff_unit: str | None = None) -> list[Finding]:
+    """Every padding A/B of a question's pairs as a finding; one that says how to get it where the records have none."""
+    out = [Finding("padding-ab", e.sentence(what, unit, diff_unit), e.records) for e in q.effects]
+    if q.every and not out:
         out.append(Finding("padding-ab", (
             f"No padding A/B among these records for {what}: `python -m harness.run --plan padding --preset gpt2-124m` "
             "runs the same rungs with Inductor's shape_padding and comprehensive_padding at default and off."), ()))
@@ -177,20 +107,19 @@ def padding_ab(cmp: Compare, pairs, what: str, measure, unit: str, diff_unit: st
 
 
 def vocab(cmp: Compare) -> list[Finding]:
-    pairs = [p for p in measured_pairs(cmp, "vocab_size") if p[1].workload.vocab_size == 50257]
-    refs = [p for p in reference_pairs(cmp, "vocab_size") if p[0].workload.vocab_size == 50257]
+    q = questions.vocab(cmp)
     out = []
-    for (gpu, env), a, b in pairs:
+    for (gpu, env), a, b in q.every:
         text = (f"Vocab {a.workload.vocab_size} -> {b.workload.vocab_size} at {a.label} on {where(cmp, gpu, env, a)}, "
                 f"compiler padding {padding_setting(a)}: {speed_text(cmp, a, b)}; {memory_text(a, b)}.")
         seen = lm_head_text(a, f"kernel capture at {a.workload.vocab_size}")
         if seen:
             text += f" {seen}."
         out.append(Finding("vocab", text, tuple(run_ids(a, b))))
-    for a, b in refs:
+    for a, b in q.refs:
         out.append(Finding("vocab", (f"Vocab {a.workload.vocab_size} -> {b.workload.vocab_size} at {a.label} in "
                                      f"{ref_where(a)}: {speed_text(cmp, a, b)}; {memory_text(a, b)}."), tuple(run_ids(a, b))))
-    out += padding_ab(cmp, pairs, "the vocab-padding speed-up in tokens/s", _delta_speed(cmp), "%", " pp") if pairs else []
+    out += padding_ab(q, "the vocab-padding speed-up in tokens/s", "%", " pp")
     return out
 
 
@@ -198,25 +127,18 @@ def versions(cmp: Compare) -> list[Finding]:
     """Between torch builds in the user's log, and our runs beside the user's numbers for the same rung and B
     (measured envs against each other: the cross-version finding)."""
     out = []
-    logged: dict[tuple, dict[str, Group]] = {}
-    for r in sorted(ok_references(cmp), key=lambda g: g.first.reference.line or 0):
-        key = (r.gpu, r.first.rung, r.workload.batch_size, r.workload.seq_len, r.workload.compile)
-        logged.setdefault(key, {}).setdefault(ref_torch(r), r)
-    for (gpu, rung, b, t, _c), builds in logged.items():
-        stated = {k: v for k, v in builds.items() if k != "torch not stated"}
-        if len(stated) < 2:
-            continue
-        (ta, ra), (tb, rb) = list(stated.items())[:2]
+    for lb in questions.versions(cmp):
+        (ta, ra), (tb, rb) = lb.builds
         first_a, first_b = ra.first.first_step_ms, rb.first.first_step_ms
-        text = (f"The user's log, {rung} at B={b}, T={t} on {gpu}: torch {ta} -> {tb}: {speed_text(cmp, ra, rb)}; "
-                f"{memory_text(ra, rb)}")
+        text = (f"The user's log, {lb.rung} at B={lb.batch_size}, T={lb.seq_len} on {lb.gpu}: torch {ta} -> {tb}: "
+                f"{speed_text(cmp, ra, rb)}; {memory_text(ra, rb)}")
         if first_a and first_b:
             text += f"; first (compile) step {first_a:,.0f} -> {first_b:,.0f} ms"
         out.append(Finding("versions", text + ".", tuple(run_ids(ra, rb))))
-        for g in _matching_groups(cmp, rung, b, t):
+        for g in lb.beside:
             device_used = g.summary_median("device_used_bytes")
             out.append(Finding("versions", (
-                f"Measured beside it: {rung} at B={b} on {cmp.ds.name(g.gpu)} / {g.env} (torch {g.torch_version}): "
+                f"Measured beside it: {lb.rung} at B={lb.batch_size} on {cmp.ds.name(g.gpu)} / {g.env} (torch {g.torch_version}): "
                 f"{g.throughput.point:,.0f} tokens/s, {mib(device_used)} MiB device used, against the user's "
                 f"{estimate(ra).point:,.0f} / {mib(ra.memory_bytes)} MiB (torch {ta}) and "
                 f"{estimate(rb).point:,.0f} / {mib(rb.memory_bytes)} MiB (torch {tb}) (single samples; GPU "
@@ -224,41 +146,22 @@ def versions(cmp: Compare) -> list[Finding]:
     return out
 
 
-def _matching_groups(cmp: Compare, rung, b, t) -> list[Group]:
-    return [g for g in cmp.ds.groups if g.in_ladder and rung in {r for _p, r, _i in g.rungs}
-            and g.workload.batch_size == b and g.workload.seq_len == t]
-
-
 def batch(cmp: Compare) -> list[Finding]:
     """How far B grows: every batch_size sweep (batch searches, and the user's logged B sweep)."""
     out = []
-    for curve in sweep_curves(cmp):
-        if curve["field"] != "batch_size":
-            continue
-        points = list(zip(curve["values"], curve["tokens_per_s"], curve["peak_memory_bytes"], curve["statuses"], strict=True))
-        ran = [(v, tps, mem) for v, tps, mem, st in points if tps is not None]
-        failed = [f"{v} {st}" for v, tps, _m, st in points if tps is None]
-        if not ran:
-            continue
-        largest = max(ran, key=lambda p: p[0])
-        text = (f"Batch size, {curve['rung']} on {cmp.ds.name(curve['device'])} / {curve['env']} ({curve['sweep']}): "
-                + ", ".join(f"B={v} {tps:,.0f} tokens/s" for v, tps, _m in ran)
-                + (f"; did not run: {', '.join(failed)}" if failed else "")
+    q = questions.batch(cmp)
+    for s in q.sweeps:
+        c, largest = s.curve, s.largest
+        text = (f"Batch size, {c['rung']} on {cmp.ds.name(c['device'])} / {c['env']} ({c['sweep']}): "
+                + ", ".join(f"B={v} {tps:,.0f} tokens/s" for v, tps, _m in s.ran)
+                + (f"; did not run: {', '.join(f'{v} {st}' for v, st in s.failed)}" if s.failed else "")
                 + f"; largest that ran: B={largest[0]} ({mib(largest[2])} MiB {sweepmod.MEMORY_NAME});"
-                f" knee B={curve['knee']} ({sweepmod.KNEE_TOLERANCE:.0%} of the best).")
-        out.append(Finding("batch", text, tuple(curve["run_ids"])))
-    refs: dict[tuple, list[Group]] = {}
-    for r in ok_references(cmp):
-        if r.sweep and r.sweep.field == "batch_size":
-            refs.setdefault((r.sweep.name, r.first.rung, r.gpu), []).append(r)
-    for (name, rung, gpu), groups in refs.items():
-        points = [p for p in logged_points(groups) if p.tokens_per_s is not None]
-        if not points:
-            continue
-        best = max(points, key=lambda p: p.tokens_per_s)
-        out.append(Finding("batch", (f"Batch size in the user's log ({name}), {rung} on {gpu}: "
-                                     + ", ".join(p.text(memory=True) for p in points)
-                                     + f"; best B={best.value} (single samples)."), tuple(run_ids(*groups))))
+                f" knee B={c['knee']} ({sweepmod.KNEE_TOLERANCE:.0%} of the best).")
+        out.append(Finding("batch", text, tuple(c["run_ids"])))
+    for s in q.logged:
+        out.append(Finding("batch", (f"Batch size in the user's log ({s.name}), {s.rung} on {s.gpu}: "
+                                     + ", ".join(p.text(memory=True) for p in s.points)
+                                     + f"; best B={s.best.value} (single samples)."), tuple(run_ids(*s.groups))))
     return out
 
 
