@@ -9,8 +9,12 @@ The commands (`python -m harness.NAME`; the records' rerun commands name them to
   worker, lifeline, image_entry        entry points the commands start: one measurement; tied to its runner; an image's
   argtypes                             the types of every command's options
 
+Each command is harness/NAME.py, or harness/NAME/__main__.py for one with modules of its own, and has make_parser()
+and main(argv=None) -> int; the options commands share are defined once, in cli/ (tests/test_cli_help.py).
+
 The packages under them:
 
+  cli/         the command lines' shared options: the measuring commands', and compare's and report's
   runner/      what to measure and one worker process per point (request, plan, flags, launcher, progress)
   evidence/    why a number is what it is, gathered in the worker (kernels, memory, power, MFU, libraries)
   provenance/  where, under what load and by what code a run was measured (envinfo, nvml, contention, workload_code)

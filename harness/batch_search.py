@@ -36,10 +36,11 @@ from harness import argtypes
 from harness.analysis import fit
 from harness.analysis import sweep as sweepmod
 from harness.analysis.fit import CPU_HEADROOM_GIB, GPU_HEADROOM_GIB
+from harness.cli.run_options import add_option
 from harness.runner import launcher
 from harness.runner.plan import load_plan
 from harness.runner.progress import fmt
-from harness.runner.request import USAGE_ERRORS, RunRequest, add_option, build_points, check_request
+from harness.runner.request import USAGE_ERRORS, RunRequest, build_points, check_request
 
 SWEEP_NAME = "batch-search"
 STOP_STATUSES = ("unsupported", "invalid")  # not about memory: a smaller B would not change them

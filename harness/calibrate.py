@@ -26,11 +26,12 @@ from pathlib import Path
 from harness import argtypes
 from harness.analysis import stats
 from harness.analysis.noise import CALIBRATION_PLAN, run_memory, run_tokens_per_s
+from harness.cli.run_options import add_option
 from harness.record.view import RecordView
 from harness.runner.launcher import report_stops, run_points
 from harness.runner.plan import MAX_REPEATS
 from harness.runner.progress import contention_warning
-from harness.runner.request import USAGE_ERRORS, RunRequest, add_option, check_request, override_args
+from harness.runner.request import USAGE_ERRORS, RunRequest, check_request, override_args
 
 MIN_RUNS = 3  # two runs give one degree of freedom: a spread that is itself a guess
 DEFAULT_RUNS = 5

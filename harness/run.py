@@ -25,6 +25,7 @@ from pathlib import Path
 
 from harness import argtypes
 from harness.analysis.dataset import load
+from harness.cli.run_options import add_option
 from harness.runner.launcher import report_stops, run_points
 from harness.runner.progress import contention_warning, point_label, summary_table
 from harness.runner.request import (
@@ -35,7 +36,6 @@ from harness.runner.request import (
     USAGE_ERRORS,
     OptionError,
     RunRequest,
-    add_option,
     check_request,
     selection_line,
 )

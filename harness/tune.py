@@ -42,6 +42,7 @@ from harness.analysis.cells import Cell, fmt_int
 from harness.analysis.context import DEFAULT_LOSS_TOL, Compare
 from harness.analysis.dataset import load
 from harness.analysis.tables import fastest as fastest_tables
+from harness.cli.run_options import add_option
 from harness.console.render import render_text
 from harness.record.files import write_atomic
 from harness.record.io import check_writable
@@ -53,7 +54,6 @@ from harness.runner.request import (
     DEFAULT_OUT,
     USAGE_ERRORS,
     RunRequest,
-    add_option,
     build_points,
     check_request,
     parse_assignments,

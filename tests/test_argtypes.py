@@ -18,7 +18,7 @@ from harness.gpu_check import __main__ as gpu_check_main
 from harness.report import __main__ as report_main
 
 PARSERS = {
-    "harness.run": run.make_parser, "harness.compare": compare.parser, "harness.report": report_main.parser,
+    "harness.run": run.make_parser, "harness.compare": compare.make_parser, "harness.report": report_main.make_parser,
     "harness.tune": tune.make_parser, "harness.batch_search": batch_search.make_parser,
     "harness.calibrate": calibrate.make_parser, "harness.bisect": bisect_main.make_parser,
     "harness.gpu_check": gpu_check_main.make_parser, "harness.gpu_check unpack": gpu_check_main.make_unpack_parser,

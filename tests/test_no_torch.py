@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # every module of the layers that run where only results are (record, store, analysis, report, envs, cluster), the
 # CLIs around them, and the runner side that never imports torch itself (one worker process per measurement does)
 TORCH_FREE_PACKAGES = ("record", "store", "analysis", "report", "envs", "cluster", "bisect", "runner", "provenance",
-                       "console")
+                       "console", "cli")
 TORCH_FREE = {"harness": ("harness.compare", "harness.batch_search", "harness.tune", "harness.run", "harness.calibrate",
                           "harness.lifeline", "harness.docker", "harness.image_entry", "harness.argtypes")} | {
     f"harness.{package}": tuple(".".join(p.relative_to(ROOT).with_suffix("").parts)

@@ -34,8 +34,9 @@ from harness.bisect.candidates import (
 )
 from harness.bisect.explain import answer_lines, landscape_chart, points_table, underneath, write_state
 from harness.bisect.search import METRICS, Search, calibration_runs
+from harness.cli.run_options import add_option
 from harness.runner.launcher import Interrupted, stop_on_signals
-from harness.runner.request import AUTO, AUTO_MAX_REPEATS, USAGE_ERRORS, RunRequest, add_option
+from harness.runner.request import AUTO, AUTO_MAX_REPEATS, USAGE_ERRORS, RunRequest
 
 DEFAULT_OUT = "results/bisect"  # under results/runs' rule: results/bisect is git-ignored
 DEFAULT_VENVS = ".venvs/bisect"

@@ -13,10 +13,10 @@ import time
 from tabulate import tabulate
 
 from harness import argtypes
+from harness.cli.run_options import add_option
 from harness.cluster import k8s, slurm
 from harness.cluster.matrix import ClusterError, find_matrix, load_config, new_matrix
 from harness.console.textsafe import WORD, ScriptValueError, bounded, script_value, terminal
-from harness.runner.request import add_option
 
 PROG = "python -m harness.cluster"
 

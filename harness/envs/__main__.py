@@ -46,9 +46,10 @@ def make_parser() -> argparse.ArgumentParser:
     get.add_argument("field", choices=FIELDS)
     inst = sub.add_parser("install", help="create a venv with the spec's Python, torch and the project")
     inst.add_argument("name")
-    inst.add_argument("--venv", type=argtypes.path_arg, required=True)
-    inst.add_argument("--project", type=argtypes.path_arg, default=ROOT)
-    inst.add_argument("--editable", action="store_true")
+    inst.add_argument("--venv", type=argtypes.path_arg, required=True, help="the venv to create (DIR)")
+    inst.add_argument("--project", type=argtypes.path_arg, default=ROOT,
+                      help="the harness checkout installed into it (default: this one)")
+    inst.add_argument("--editable", action="store_true", help="install the project editable (pip -e)")
     sub.add_parser("missing-deps", help="project dependencies this interpreter lacks")
     bump = sub.add_parser("bump-nightly", help="rewrite envs/nightly/env.yaml to a build on the nightly index")
     bump.add_argument("--date", help="YYYYMMDD (default: the newest build)")

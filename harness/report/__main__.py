@@ -11,14 +11,14 @@ import sys
 from pathlib import Path
 
 from harness.argtypes import path_text
-from harness.compare import analyse_or_exit, common_parser, said
+from harness.cli.compare_options import analyse_or_exit, compare_parser, said
 from harness.console.output import OutputError, emit, fail, run_process
 from harness.console.textsafe import terminal
 from harness.report import chart_cache, document, drawing, outline
 
 
-def parser():
-    p = common_parser("python -m harness.report", __doc__.split("\n\n")[0])
+def make_parser():
+    p = compare_parser("python -m harness.report", __doc__.split("\n\n")[0])
     p.add_argument("-o", "--out", required=True, metavar="DIR", type=path_text, help="directory for report.md, report.html and the PNGs")
     return p
 
@@ -29,7 +29,7 @@ def _say(line: str) -> None:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    p = parser()
+    p = make_parser()
     args = p.parse_args(argv)
     kept = None if args.no_index else chart_cache.ChartCache.beside_index(args.paths, args.index, _say)
     # the chart workers are forked now, before the records are read: they stay small, and import the drawing code

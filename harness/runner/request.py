@@ -3,26 +3,25 @@
 A `RunRequest` is made once at a command line's edge (`RunRequest.from_args`) or by a caller with
 `dataclasses.replace`; `check_request` validates it in one place (before any worker starts),
 `build_points` expands it into the measurements to make, and `rerun_command` writes the one command
-that makes a point again (each record's rerun.command). The options the three CLIs share are defined
-here once (`add_option`). No torch import.
+that makes a point again (each record's rerun.command). The options the measuring commands share:
+harness.cli.run_options. No torch import.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import os
 import shlex
 from dataclasses import dataclass, fields
 
-from gpt.config import PRESETS, ConfigError, coerce, make_config
+from gpt.config import ConfigError, coerce, make_config
 from harness import argtypes
 from harness.envs.spec import SpecError, check_env_name
 from harness.record.io import check_writable
 from harness.record.model import RecordError
 from harness.runner.flags import FlagError, flags_for
 from harness.runner.flags import parse_assignments as parse_flag_assignments
-from harness.runner.plan import MAX_REPEATS, PlanError, Sweep, builtin_plans, load_plan, make_sweep
+from harness.runner.plan import MAX_REPEATS, PlanError, Sweep, load_plan, make_sweep
 
 DEFAULT_TIMEOUT_S = 1800
 AUTO = argtypes.AUTO  # --repeats auto: runs of a rung are added until its interval is decided (harness.run)
@@ -221,31 +220,3 @@ def selection_line(request: RunRequest, points: list[Point]) -> str | None:
     left = [name for name in every if name not in chosen]
     return (f"rungs: {', '.join(n for n in every if n in chosen)}" + (f" (left out: {', '.join(left)}; without --rungs every "
             f"rung of the plan runs)" if left else ""))
-
-
-# The options harness.run, batch_search and tune share: flag, type, default and help, defined once. A CLI may
-# word a help text for its own use (`help=`); the rest is the same everywhere.
-OPTIONS: dict[str, tuple[tuple[str, ...], dict]] = {
-    "plan": (("--plan",), {"default": "seed-ladder", "type": argtypes.path_text, "help": f"built-in plan ({', '.join(builtin_plans())}) or a .yaml path"}),
-    "preset": (("--preset",), {"default": "tiny", "choices": sorted(PRESETS), "help": "model shape (default: tiny)"}),
-    "out": (("--out",), {"default": DEFAULT_OUT, "type": argtypes.path_text, "help": f"directory for the records (default: {DEFAULT_OUT}/)"}),
-    "env": (("--env",), {"help": "env name the records belong to (default: $HARNESS_ENV or local)"}),
-    "set": (("--set",), {"action": "append", "metavar": "FIELD=VALUE", "help": "override a workload field (repeatable)"}),
-    "flag": (("--flag",), {"action": "append", "metavar": "NAME=VALUE", "help": "override a frozen flag (repeatable)"}),
-    "steps": (("--steps",), {"type": argtypes.steps, "help": "steps per run (default: the preset's)"}),
-    "warmup_steps": (("--warmup-steps",), {"dest": "warmup_steps", "type": argtypes.warmup_steps, "help": "warm-up steps excluded from the summary"}),
-    "batch_size": (("--batch-size",), {"dest": "batch_size", "type": argtypes.batch_size, "help": "B (shorthand for --set batch_size=N)"}),
-    "seq_len": (("--seq-len",), {"dest": "seq_len", "type": argtypes.seq_len, "help": "T (shorthand for --set seq_len=N)"}),
-    "device": (("--device",), {"choices": ["auto", "cpu", "cuda"], "help": "device (default: cuda if available, else cpu)"}),
-    "timeout": (("--timeout",), {"type": argtypes.seconds, "default": DEFAULT_TIMEOUT_S, "help": "seconds per run before its worker is killed"}),
-    "threads": (("--threads",), {"type": argtypes.threads, "help": "torch threads in each worker (default and most: the CPUs this process may "
-                                           "use; more would time-slice each other and time the scheduler)"}),
-}
-
-
-def add_option(parser: argparse.ArgumentParser, name: str, **overrides) -> None:
-    """Add one of the shared OPTIONS to a CLI's parser (`overrides`: its own help wording or default)."""
-    flags, spec = OPTIONS[name]
-    if name == "env":  # read when the parser is made, not when this module is imported
-        spec = dict(spec, default=os.environ.get("HARNESS_ENV", "local"))
-    parser.add_argument(*flags, **{**spec, **overrides})
