@@ -14,7 +14,7 @@ from records_factory import rich_dataset, write
 
 from harness.record.files import STALE_TEMP_S
 from harness.report import __main__ as report
-from harness.report import chart_cache, charts
+from harness.report import chart_cache, charts, delta_charts
 from harness.store.layout import INDEX_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,7 +77,7 @@ def test_a_chart_whose_data_changed_is_drawn_again():
     same = kept.name(charts.memory_chart, ([("a", [1.0, 2.0])],))
     assert same == kept.name(charts.memory_chart, ([("a", [1.0, 2.0])],))
     assert same != kept.name(charts.memory_chart, ([("a", [1.0, 2.5])],))
-    assert same != kept.name(charts.factors_chart, ([("a", [1.0, 2.0])],))
+    assert same != kept.name(delta_charts.factors_chart, ([("a", [1.0, 2.0])],))
     assert kept.name(charts.memory_chart, (lambda: None,)) is None  # does not pickle: drawn, not kept
 
 

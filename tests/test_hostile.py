@@ -88,14 +88,14 @@ def test_chart_labels_are_drawn_as_written():
     """4. Chart text from a record: no control characters, no mathtext (an unbalanced $ fails a chart)."""
     import matplotlib.pyplot as plt
 
-    from harness.report import charts
+    from harness.report import figures
 
     fig, ax = plt.subplots()
     ax.bar([0, 1], [1, 2], label="a" + PAYLOAD)
     ax.set_xticks([0, 1], ["$\\frac{", "y\x1b"])
     ax.set_title("t\x07")
     ax.legend()
-    assert charts._png(fig).startswith(b"\x89PNG")
+    assert figures._png(fig).startswith(b"\x89PNG")
     texts = [t.get_text() for t in fig.findobj(plt.Text)] + [ax.xaxis.get_major_formatter()(0, 0)]
     assert not any(c in t for t in texts for c in CONTROL)
 
@@ -809,7 +809,7 @@ def test_step_series_are_checked_in_linear_time_and_bounded(monkeypatch):
 def test_many_series_are_drawn_so_they_can_be_told_apart(tmp_path, capsys):
     """Class 14 of issue 31: 25 envs (300 made a chart of 300 bars in 10 repeating colours): the ladder is drawn in
     parts of at most 20 series, each in colours of its own, and the caption says so."""
-    from harness.report import charts
+    from harness.report import figures
 
     records = tmp_path / "records"
     records.mkdir()
@@ -823,4 +823,4 @@ def test_many_series_are_drawn_so_they_can_be_told_apart(tmp_path, capsys):
     capsys.readouterr()
     text = (tmp_path / "r" / "report.md").read_text()
     assert "(series 1-20 of 25)" in text and "(series 21-25 of 25)" in text
-    assert len({tuple(c) for c in charts.series_colors(charts.MAX_SERIES)}) == charts.MAX_SERIES
+    assert len({tuple(c) for c in figures.series_colors(figures.MAX_SERIES)}) == figures.MAX_SERIES

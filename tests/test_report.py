@@ -181,7 +181,7 @@ def test_report_2x2_uses_the_same_comparability_rule(tmp_path):
 
 def test_the_thousands_axis_tells_a_cpus_ticks_apart():
     """A CPU's ladder runs at 800-1,800 tokens/s: its ticks once all read 0, 1 or 2 (whole thousands)."""
-    from harness.report.charts import THOUSANDS
+    from harness.report.figures import THOUSANDS
 
     assert [THOUSANDS(v, 0) for v in (0, 200, 250, 1000, 1400, 150_000, 1_200_000)] == \
         ["0", "0.2", "0.25", "1", "1.4", "150", "1,200"]
@@ -254,15 +254,15 @@ def test_a_long_rung_name_stays_clear_of_the_ladder_charts_legend(monkeypatch):
     """The legend stood at a fixed distance under the axes, and the H200's rotated 'compile-max-autotune-no-cudagraphs'
     reached below it (the report of 2026-11-27): the legend now starts under the lowest tick label."""
     from harness.analysis.series import LadderChart, Point, Series
-    from harness.report import charts
+    from harness.report import charts, figures
 
-    figures = []
-    monkeypatch.setattr(charts.plt, "close", figures.append)  # _png closes each figure once it is saved
+    closed = []
+    monkeypatch.setattr(figures.plt, "close", closed.append)  # _png closes each figure once it is saved
     rungs = ["best-of-ladder", "compile-max-autotune-no-cudagraphs", "lm-head-cce-torch-compile"]
     lc = LadderChart("beyond-ladder", rungs, [Series(f"gpu{i} / local (B=64, T=1024)", False,
                                                      {r: Point(500_000.0, None, None) for r in rungs}) for i in (1, 2)])
-    charts._ladder(lc, charts.WIDE)
-    (fig,) = figures
+    charts._ladder(lc, figures.WIDE)
+    (fig,) = closed
     renderer = fig.canvas.get_renderer()
     ax = fig.axes[0]
     legend = ax.get_legend().get_window_extent(renderer)
@@ -276,22 +276,22 @@ def test_a_chart_is_the_png_bbox_inches_tight_gives(monkeypatch):
     import io
 
     from harness.analysis.series import LadderChart, Point, Series
-    from harness.report import charts
+    from harness.report import charts, figures
 
     rungs = ["best-of-ladder", "compile-max-autotune-no-cudagraphs", "lm-head-cce"]
     lc = LadderChart("beyond-ladder", rungs, [Series(f"gpu{i} / local (B=64, T=1024)", False,
                                                      {r: Point(500_000.0 + i, 490_000.0, 510_000.0) for r in rungs},
                                                      failed={}) for i in (1, 2, 3)])
-    ours = charts._ladder(lc, charts.WIDE)
+    ours = charts._ladder(lc, figures.WIDE)
 
     def tight(fig, before_save=None):
         before_save(fig)
         buf = io.BytesIO()
-        fig.savefig(buf, bbox_inches="tight", **charts.PNG_OPTIONS)
-        charts.plt.close(fig)
+        fig.savefig(buf, bbox_inches="tight", **figures.PNG_OPTIONS)
+        figures.plt.close(fig)
         return buf.getvalue()
     monkeypatch.setattr(charts, "_png", tight)
-    assert ours == charts._ladder(lc, charts.WIDE)
+    assert ours == charts._ladder(lc, figures.WIDE)
 
 
 def test_an_answer_charts_intervals_and_labels_stay_inside_its_frame():

@@ -8,7 +8,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from harness.analysis.answers import Chart
-from harness.report.charts import NARROW, WIDE, _png, _tight_layout, _title, fonts, sweep_chart
+from harness.report.charts import sweep_chart
+from harness.report.figures import NARROW, WIDE, _png, _tight_layout, _title, fonts
 
 OURS, USERS = "tab:blue", "tab:gray"
 

@@ -154,7 +154,7 @@ class ChartCache:
         return charts
 
     def put(self, name: str, charts: list[tuple]) -> None:
-        """Keep a job's charts: each a tuple of texts, PNG bytes and None (harness.report.charts)."""
+        """Keep a job's charts: each a tuple of texts, PNG bytes and None (harness.report.figures.Chart)."""
         header = json.dumps([[len(item) if isinstance(item, bytes) else item for item in chart]
                              for chart in charts]).encode()
         if len(header) > MAX_HEADER:  # get() would not read it

@@ -1,156 +1,34 @@
-"""The report's charts: matplotlib figures drawn from the analyses' typed results and groups, each
-returned as (file name, PNG bytes, caption), or None / [] when there is nothing to draw (the report then says so).
+"""The report's charts of what the records measured: the ladder's tokens/s per rung, the sweeps' tokens/s and memory
+against the swept value, where device memory goes at the peak and the kernel-time mix per rung. Drawn from the
+analyses' typed results (harness.analysis.series), each returned as (file name, PNG bytes, caption), or None / []
+when there is nothing to draw (the report then says so). The charts of deltas are harness.report.delta_charts; what
+every chart shares (type, sizes, colours, text, PNG) is harness.report.figures.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
 import textwrap
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.colors
-import matplotlib.patches
 import matplotlib.pyplot as plt
-import matplotlib.text
-import matplotlib.ticker
 import numpy as np
 
 from harness.analysis import series, stats
-from harness.analysis.cells import Cell, fmt_change
 from harness.analysis.series import KNEE_TOLERANCE, MEMORY_DEFINITION
-from harness.analysis.stats import Delta
-from harness.analysis.tables.knobs import Splits
-from harness.console.textsafe import CHART_TITLE, CHART_WORD, CROWDED, LABEL, bounded, chart_text, file_part
-
-DPI = 110
-# zlib level 3, not Pillow's 6: the same pixels, 4% more bytes, 40% less time compressing (0.74 -> 0.46 s for the
-# committed results' 17 wide charts)
-PNG_OPTIONS = {"format": "png", "dpi": DPI, "pil_kwargs": {"compress_level": 3}}
-Chart = tuple[str, bytes, str]  # file name, PNG, caption
-
-
-# lines of one text in a chart (a title wrapped; a label: a 2x2 chart's device and env, two lines each), past which
-# the rest run on in the last (a name of many lines is not drawn over its neighbours)
-CHART_LINES, LABEL_LINES = 8, 4
-
-
-def _label(text) -> str:
-    """A tick label, legend entry or annotation as drawn: each line at most LABEL characters, no word over
-    CHART_WORD; a line that had to be shortened is also wrapped at half that (what a phone's chart has room for)."""
-    return _lines(text, LABEL, CHART_WORD, wrap=LABEL // 2, most=LABEL_LINES)
-
-
-def _lines(text, width: int, word: int, wrap: int | None = None, most: int = CHART_LINES) -> str:
-    """text in at most `most` lines, each at most `width` characters with no word over `word`
-    (harness.console.textsafe.bounded; with `wrap`, a line shortened is wrapped at that), then made safe to draw
-    (harness.console.textsafe.chart_text)."""
-    lines = str(text).split("\n")
-    if len(lines) > most:
-        lines[most - 1:] = [" ".join(lines[most - 1:])]
-    shown = [bounded(line, width, word) for line in lines]
-    if wrap:
-        shown = [textwrap.fill(new, wrap) if new != line else new for new, line in zip(shown, lines, strict=True)]
-    return chart_text("\n".join(shown))
-
-
-PER_INCH = 10  # characters of 10-point text an inch of a chart holds (about 13: some room spare)
-
-
-def _crowded(text) -> str:
-    """A name where a few characters' room is all there is (under one of four bars): at most CROWDED characters, in
-    lines of half that."""
-    return textwrap.fill(bounded(text, CROWDED), CROWDED // 2) if len(str(text)) > CROWDED // 2 else str(text)
-
-
-def _title(text, width: int) -> str:
-    """A title that names what the records hold, wrapped at `width` characters: at most CHART_TITLE characters before
-    it is wrapped, no word over CHART_WORD (a long name is shortened, not broken over lines)."""
-    return textwrap.fill(bounded(text, CHART_TITLE, CHART_WORD), width)
-
-
-def _drawable(fig) -> None:
-    """Every title, label, legend entry and tick label drawn as written (harness.console.textsafe.chart_text): no control
-    characters, no mathtext from a record. Tick labels are drawn from their formatter, so it is changed too. And
-    bounded (harness.console.textsafe.bounded), whatever a record holds: tick labels, legend entries and annotations (names,
-    mostly) at LABEL characters a line, titles and axis labels at CHART_TITLE, no word over CHART_WORD. Once per
-    figure, before anything measures its text (_tight_layout, _png)."""
-    if getattr(fig, "_harness_drawable", False):
-        return
-    fig._harness_drawable = True
-    labels = set()
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            formatter = axis.get_major_formatter()
-            if isinstance(formatter, matplotlib.ticker.FixedFormatter):
-                formatter.seq = [_label(t) for t in formatter.seq]
-            elif isinstance(formatter, matplotlib.ticker.FuncFormatter):  # what set_xticks(x, labels) makes
-                formatter.func = lambda v, pos, func=formatter.func: _label(func(v, pos))
-            labels.update(axis.get_ticklabels())
-        labels.update(ax.texts)
-    for legend in [*fig.legends, *(ax.get_legend() for ax in fig.axes)]:
-        if legend is not None:
-            labels.update(legend.get_texts())
-    for text in fig.findobj(matplotlib.text.Text):
-        if text in labels:
-            text.set_text(_label(text.get_text()))
-        else:
-            text.set_text(_lines(text.get_text(), CHART_TITLE, CHART_WORD))
-
-
-def _tight_layout(fig) -> None:
-    """fig.tight_layout() on the text as it will be drawn (_drawable): a record's name as written could be too wide
-    to lay out."""
-    _drawable(fig)
-    fig.tight_layout()
-
-
-def _png(fig, before_save=None) -> bytes:
-    # the text as drawn (_drawable); before_save(fig) runs after that, for layout that measures text (measuring the
-    # raw text can fail)
-    _drawable(fig)
-    if before_save is not None:
-        before_save(fig)
-    # The tight bounding box, measured at the PNG's dpi without a draw: bbox_inches="tight" first draws the whole
-    # figure (rendering disabled) to find it. The same PNGs, about a tenth less drawing time. A figure with a layout
-    # engine must be laid out by that draw first, so it keeps "tight" (none of ours has one: tight_layout() is once).
-    tight = "tight"
-    if fig.get_layout_engine() is None:
-        fig.set_dpi(DPI)
-        tight = fig.get_tightbbox(fig.canvas.get_renderer()).padded(matplotlib.rcParams["savefig.pad_inches"])
-    buf = io.BytesIO()
-    fig.savefig(buf, bbox_inches=tight, **PNG_OPTIONS)
-    plt.close(fig)
-    return buf.getvalue()
-
-
-# the axis says "thousands of tokens/s"; up to two decimals, so a CPU's ticks at 1,200 and 1,400 tokens/s do not both
-# read "1" (trailing zeros dropped: 150,000 reads "150")
-THOUSANDS = matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v / 1000:,.2f}".rstrip("0").rstrip("."))
-WIDE, NARROW = 8.0, 4.2  # inches: a page's column, and a phone's (the HTML shows the narrow one below 600 px)
-PHONE_FONTS = {"font.size": 12, "axes.titlesize": 12, "legend.fontsize": 11, "xtick.labelsize": 11, "ytick.labelsize": 11}
-
-
-def fonts(width: float):
-    """Larger type for a narrow chart: a phone shows it at about 90% of its drawn size."""
-    return plt.rc_context(PHONE_FONTS if width < WIDE else {})
-
-
-# Type for a chart drawn about 8 inches wide: still legible when a phone shrinks it. Text unhinted: FreeType's hinting
-# (matplotlib's default) fits each glyph to the pixel grid, which at this dpi reads no better (a heavier "=", uneven
-# spacing) and costs a sixth of the drawing (the 13 chart jobs of a report of 100,000 records: 6.6 -> 5.6 s here)
-plt.rcParams.update({"font.size": 11, "axes.titlesize": 12, "legend.fontsize": 10, "xtick.labelsize": 10,
-                     "ytick.labelsize": 10, "text.hinting": "no_hinting"})
-
-
-MAX_SERIES = 20  # bars or lines one chart tells apart: tab20's colours; more are drawn in parts of this many
-
-
-def series_colors(n: int) -> list:
-    """n colours a reader tells apart (n <= MAX_SERIES): tab10's (matplotlib's default cycle) up to 10, tab20's past."""
-    return list(plt.get_cmap("tab10" if n <= 10 else "tab20").colors)[:n]
+from harness.console.textsafe import bounded, file_part
+from harness.report.figures import (
+    MAX_SERIES,
+    NARROW,
+    PER_INCH,
+    THOUSANDS,
+    WIDE,
+    Chart,
+    _png,
+    _tight_layout,
+    _title,
+    fonts,
+    series_colors,
+)
 
 
 def ladder_charts(ladders: list[series.LadderChart]) -> list[Chart]:
@@ -256,129 +134,6 @@ def _file_name(stem: str, taken: set[str]) -> str:
         name = f"{stem}-{n}.png"
     taken.add(name)
     return name
-
-
-def heatmap_chart(cells: dict[tuple[str, str], Delta]) -> Chart | None:
-    """Cross-version delta in tokens/s (series.cross_version_cells): rows (GPU, rung, B), columns env vs its
-    baseline."""
-    if not cells:
-        return None
-    rows = list(dict.fromkeys(k[0] for k in cells))
-    cols = list(dict.fromkeys(k[1] for k in cells))
-    data = np.full((len(rows), len(cols)), np.nan)
-    for (r, c), d in cells.items():
-        data[rows.index(r), cols.index(c)] = d.value * 100
-    # the colour scale is set by the typical cell, not the largest: one outlier (a contended run let back in, a
-    # failed kernel) would otherwise wash every other cell out to white; cells past it are saturated and say so
-    magnitudes = np.abs(data[~np.isnan(data)])
-    limit = max(5.0, min(float(magnitudes.max()), 2.5 * float(np.median(magnitudes))))
-    clipped = bool((magnitudes > limit).any())
-    fig, ax = plt.subplots(figsize=(max(5.0, 2.2 * len(cols) + 3.5), max(2.5, 0.45 * len(rows) + 1.5)))
-    im = ax.imshow(np.clip(data, -limit, limit), cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
-    ax.set_xticks(range(len(cols)), cols, rotation=15, ha="right")
-    ax.set_yticks(range(len(rows)), rows)
-    for (r, c), d in cells.items():
-        text = fmt_change(d.value) + ("" if d.beyond else "\n(noise)" if d.verdict == stats.WITHIN else "\n(no estimate)")
-        ax.text(cols.index(c), rows.index(r), text, ha="center", va="center", fontsize=8,
-                color="black" if abs(d.value * 100) < 0.6 * limit else "white")
-    fig.colorbar(im, ax=ax, label="delta tokens/s vs baseline env (%)" + (" (saturated past the scale)" if clipped else ""),
-                 extend="both" if clipped else "neither")
-    ax.set_title("Cross-version: tokens/s of each env against the baseline env")
-    return ("cross-version.png", _png(fig), ("Cross-version delta in tokens/s (blue: faster than the baseline env; "
-            "'(noise)': within noise by the significance rule)."))
-
-
-def _delta_errors(deltas: list) -> np.ndarray | None:
-    """Asymmetric error bars (percent) from the deltas' intervals; zero where a delta has none."""
-    if not any(d.low is not None for d in deltas):
-        return None
-    return np.array([[max(0.0, (d.value - d.low) * 100) if d.low is not None else 0.0 for d in deltas],
-                     [max(0.0, (d.high - d.value) * 100) if d.high is not None else 0.0 for d in deltas]])
-
-
-def cross_gpu_chart(items: list[tuple[str, str, Delta]]) -> Chart | None:
-    """Cross-GPU delta in tokens/s with its interval (series.cross_gpu_items), one bar per rung and B, one colour per GPU
-    pair; a rung whose baseline run failed is written where its bar would be, not left out."""
-    if not any(d.value is not None for _l, _s, d in items):
-        return None
-    labels = list(dict.fromkeys(i[0] for i in items))
-    series = list(dict.fromkeys(i[1] for i in items))
-    height = 0.8 / len(series)
-    colors = series_colors(min(len(series), MAX_SERIES)) * (len(series) // MAX_SERIES + 1)  # past 20: the labels say
-    fig, ax = plt.subplots(figsize=(10, max(2.8, 0.42 * len(labels) * len(series) + 1.6)))
-    ends = [x * 100 for _l, _s, d in items if d.value is not None for x in (d.value, d.low, d.high) if x is not None]
-    lo, hi = min(0.0, *ends), max(0.0, *ends)
-    top = max(hi - lo, 1.0)  # the span the bars cover, for text offsets and margins
-    for si, pair in enumerate(series):
-        mine = [(labels.index(lab), d) for lab, s_, d in items if s_ == pair]
-        for y, d in mine:
-            y = y - 0.4 + height * (si + 0.5)
-            if d.value is None:  # e.g. the baseline ran out of memory
-                ax.text(0, y, f"  no delta: {d.verdict}", va="center", fontsize=8, color="dimgray")
-                continue
-            err = _delta_errors([d])
-            ax.barh(y, d.value * 100, height, color=colors[si], alpha=1.0 if d.beyond else 0.4,
-                    hatch=None if d.beyond else "//", edgecolor="black", linewidth=0.4, xerr=err, capsize=2)
-            end = (d.high if d.value >= 0 and d.high is not None else d.low if d.low is not None else d.value) * 100
-            ax.text(end + (0.01 if d.value >= 0 else -0.01) * top, y, Cell(d).brief(), va="center",
-                    ha="left" if d.value >= 0 else "right", fontsize=7)
-    ax.axvline(0, color="black", linewidth=0.8)
-    ax.set_xlim(lo - (0.3 if lo < 0 else 0.1) * top, hi + (0.3 if hi > 0 else 0.1) * top)  # room for the value texts
-    ax.set_yticks(range(len(labels)), labels, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel(f"delta tokens/s against the baseline GPU (%); whiskers: {stats.interval_name()}")
-    ax.grid(axis="x", alpha=0.3)
-    handles = [matplotlib.patches.Patch(color=colors[i], label=name) for i, name in enumerate(series)]
-    handles.append(matplotlib.patches.Patch(facecolor="white", edgecolor="black", hatch="//", label="within noise / no estimate"))
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-    ax.set_title("Cross-GPU: tokens/s of each GPU against the baseline GPU, same env, rung and B")
-    return ("cross-gpu.png", _png(fig), ("Cross-GPU delta in tokens/s per rung and batch size (solid: beyond noise; hatched: "
-            "within noise or no noise estimate); a rung whose baseline run failed says so where its bar would be."))
-
-
-def factors_chart(result: Splits, name=str) -> Chart | None:
-    """Per 2x2 split: the knob's effect in the four cells, and its GPU factor, version factor and interaction."""
-    rows = result.rows
-    if not rows:
-        return None
-    shown = rows[:6]
-    fig, axes = plt.subplots(len(shown), 2, figsize=(11, 3.3 * len(shown)), squeeze=False,
-                             gridspec_kw={"width_ratios": [1.3, 1.0]})
-    for (left, right), r in zip(axes, shown, strict=True):
-        quad = list(r.cells.items())
-        gpus = list(dict.fromkeys(g for (g, _v), _d in quad))
-        envs = list(dict.fromkeys(v for (_g, v), _d in quad))
-        deltas = [d for _q, d in quad]
-        bars = left.bar(range(4), [(d.value or 0.0) * 100 for d in deltas], capsize=3,
-                        yerr=_delta_errors(deltas) if all(d.value is not None for d in deltas) else None)
-        odd = r.standout if r.interaction_dominates else None
-        for bar, ((g, v), _d) in zip(bars, quad, strict=True):  # colour: GPU; hatch: the second env; outline: the odd cell
-            bar.set_facecolor(plt.get_cmap("Set2")(gpus.index(g)))
-            bar.set_hatch("//" if envs.index(v) else None)
-            bar.set_edgecolor("black" if (g, v) == odd else "dimgray")
-            bar.set_linewidth(2.0 if (g, v) == odd else 0.5)
-        left.set_xticks(range(4), [f"{_crowded(name(g))}\n{_crowded(v)}" for (g, v), _d in quad], fontsize=7)
-        left.set_ylabel("effect on tokens/s (%)", fontsize=8)
-        left.set_title(_title(f"{r.knob} at {r.at}: effect per cell", 70), fontsize=8)
-        parts = [("GPU factor", r.gpu_factor), ("version factor", r.version_factor), ("interaction", r.interaction)]
-        right.bar(range(3), [(d.value or 0.0) * 100 for _n, d in parts], capsize=3,
-                  color=[matplotlib.colors.to_rgba(c, 1.0 if d.beyond else 0.35)
-                         for c, (_n, d) in zip(("tab:blue", "tab:orange", "tab:red"), parts, strict=True)],
-                  yerr=_delta_errors([d for _n, d in parts if d.value is not None]) if all(d.value is not None for _n, d in parts) else None)
-        right.set_xticks(range(3), [f"{n}\n{Cell(d, 'pp').brief()}" for n, d in parts], fontsize=7)
-        right.set_ylabel("percentage points", fontsize=8)
-        right.set_title(_title(r.verdict(name), 60), fontsize=8)
-        for ax in (left, right):
-            ax.axhline(0, color="black", linewidth=0.8)
-            ax.grid(axis="y", alpha=0.3)
-    fig.suptitle("Is it the GPU or the torch version? Each knob's effect split over 2 GPUs x 2 envs")
-    _tight_layout(fig)
-    caption = ("Left: the knob's effect on tokens/s in each (GPU, env) cell (colour: GPU, hatched: the second env; outlined "
-               "where the interaction is larger than both factors: the cell the effect comes from). Right: GPU factor, version factor and their interaction in percentage points (faded: within noise "
-               "or no estimate); whiskers: " + stats.interval_name() + "s.")
-    if len(rows) > len(shown):
-        caption += f" First {len(shown)} of {len(rows)} splits shown (all in the table)."
-    return ("factors.png", _png(fig), caption)
 
 
 def memory_chart(bars: list[tuple[str, list[float]]]) -> Chart | None:

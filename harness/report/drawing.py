@@ -97,7 +97,7 @@ def _workers() -> int:
 
 class Drawings:
     """`with Drawings() as drawn:` forks the workers; drawn.add(key, draw, *data) starts drawing draw(*data) (a list
-    of harness.report.charts.Chart); drawn.take(key) is that list. With `kept`, charts kept by an earlier report are
+    of harness.report.figures.Chart); drawn.take(key) is that list. With `kept`, charts kept by an earlier report are
     taken from it and new ones put in it."""
 
     def __init__(self, workers: int | None = None, kept: ChartCache | None = None, preload: tuple[str, ...] = ()):

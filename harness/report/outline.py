@@ -20,11 +20,12 @@ from harness.report.document import Doc
 from harness.report.drawing import Draw
 
 if TYPE_CHECKING:
-    from harness.report.charts import Chart
+    from harness.report.figures import Chart
 
-CHARTS = "harness.report.charts"  # the charts' module, imported where a chart is drawn (harness.report.drawing.Draw)
+# the charts' modules, each imported where a chart is drawn (harness.report.drawing.Draw)
+CHARTS, DELTA_CHARTS = "harness.report.charts", "harness.report.delta_charts"
 VERSIONS_CHART, ANSWER_CHARTS = "harness.report.versions_chart", "harness.report.answer_charts"
-CHART_MODULES = (CHARTS, VERSIONS_CHART, ANSWER_CHARTS)  # what a chart worker imports before its first chart
+CHART_MODULES = (CHARTS, DELTA_CHARTS, VERSIONS_CHART, ANSWER_CHARTS)  # what a chart worker imports before its first chart
 
 TITLE = "GPT-2 training on {word}s: the users' questions, answered from the records"
 FINDING_TOPICS = (  # harness.analysis.findings topics, in the order the report shows them
@@ -94,14 +95,14 @@ def chart_jobs(cmp: Compare) -> Iterator[tuple[str, tuple]]:
     first: the workers take them in this order."""
     names = {label: cmp.name(label) for label in cmp.ds.gpus()}
     yield "ladder", (Draw(CHARTS, "ladder_charts"), series.ladder_charts(cmp))
-    yield "cross-version", (_listed, Draw(CHARTS, "heatmap_chart"),
+    yield "cross-version", (_listed, Draw(DELTA_CHARTS, "heatmap_chart"),
                             series.cross_version_cells(cross.cross(cmp, "env"), cmp.name))
-    yield "cross-gpu", (_listed, Draw(CHARTS, "cross_gpu_chart"),
+    yield "cross-gpu", (_listed, Draw(DELTA_CHARTS, "cross_gpu_chart"),
                         series.cross_gpu_items(cross.cross(cmp, "gpu"), cmp.name))
     yield "kernel-mix", (_listed, Draw(CHARTS, "kernel_mix_chart"), series.kernel_mix(cmp))
     # one rung under 3+ torch builds (harness.bisect --landscape)
     yield "versions", (Draw(VERSIONS_CHART, "versions_charts"), series.landscapes(cmp))
-    yield "factors", (_listed, Draw(CHARTS, "factors_chart"), knobs.splits(cmp), names.__getitem__)
+    yield "factors", (_listed, Draw(DELTA_CHARTS, "factors_chart"), knobs.splits(cmp), names.__getitem__)
     yield "memory", (_listed, Draw(CHARTS, "memory_chart"), series.memory_bars(cmp))
     yield "sweeps", (Draw(CHARTS, "sweep_charts"), series.sweep_lines(cmp))
 

@@ -15,9 +15,9 @@ import numpy as np
 from harness.analysis import series, stats
 from harness.analysis.series import VersionPoint
 
-# before any figure: the charts' type and text settings (harness.report.charts sets them as it is imported), so this
+# before any figure: the charts' type and text settings (harness.report.figures sets them as it is imported), so this
 # chart is laid out and drawn the same wherever it is drawn (harness.bisect, a report's worker or its own process)
-from harness.report.charts import _png, _tight_layout
+from harness.report.figures import _png, _tight_layout
 
 
 def draw(points: list[VersionPoint], title: str, boundary: tuple[str, str] | None = None, png: bool = True):
