@@ -2,8 +2,8 @@
 leaner, by how much, how sure, what changed underneath) in one screen; --table NAME or --detail for the tables.
 
 The command line only: it parses the options (those shared with harness.report: harness.cli.compare_options),
-then calls harness.analysis (loading, grouping by the one comparability rule, the table builders) and harness.console.render
-(text, markdown, CSV, JSON). Significance: harness.analysis.stats (one rule, printed in the footer). No torch import: this
+then calls harness.analysis (loading, grouping by the one comparability rule, the table builders) and harness.console's
+render, verdict_text and csv_json (text, markdown, CSV, JSON). Significance: harness.analysis.stats (one rule, printed in the footer). No torch import: this
 runs on a laptop that has only the results.
 """
 
@@ -18,9 +18,11 @@ from harness.analysis.tables import registry
 from harness.analysis.tables.registry import TABLES
 from harness.analysis.verdict import verdict
 from harness.cli.compare_options import analyse_or_exit, compare_parser, said
+from harness.console.csv_json import render_csv, render_json
 from harness.console.output import OutputError, emit, fail, run_process
-from harness.console.render import header_lines, more_lines, render_csv, render_json, render_text, verdict_lines
+from harness.console.render import header_lines, more_lines, render_text
 from harness.console.textsafe import markdown, terminal
+from harness.console.verdict_text import verdict_lines
 
 FORMATS = ("text", "markdown", "csv", "json")
 

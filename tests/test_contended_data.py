@@ -14,7 +14,7 @@ from harness.analysis import findings
 from harness.analysis.options import CompareOptions, analyse
 from harness.analysis.tables import knobs, registry
 from harness.analysis.verdict import verdict
-from harness.console.render import render_json
+from harness.console.csv_json import render_json
 from harness.record.io import iter_records
 from harness.record.view import RecordView
 

@@ -143,7 +143,7 @@ def test_the_verdicts_rerun_lines_name_each_command_once_and_count_every_run():
 
     from harness.analysis.options import CompareOptions, analyse
     from harness.analysis.verdict import verdict
-    from harness.console.render import _left_out_blocks
+    from harness.console.verdict_text import _left_out_blocks
 
     results = RESULTS
     ds, cx = analyse(CompareOptions((results,)), lambda line: None)

@@ -145,7 +145,7 @@ def test_one_run_cells_with_no_spread_known_are_not_decided():
     """tests/data/contended-cpu has one clean run per cell (latest about 1.7x torch212 there): with no cell of 2+ runs
     and no calibration of that device, its run-to-run noise is unknown, and nothing is called beyond noise; the
     verdict says so and what to run (the next test: a quiet calibration of that device decides it)."""
-    from harness.console.render import noise_line
+    from harness.console.verdict_text import noise_line
 
     alone = _pair([DATA / "contended-cpu"], "env", "Xeon", "torch212", "latest")
     assert alone.speed.verdict == stats.ONE_RUN and not alone.changed and alone.speed.value > 0.5
@@ -162,7 +162,7 @@ def test_one_run_cells_borrow_only_from_configurations_shown_alike(tmp_path):
     same calibration runs split into two configurations found alike (a second plan's bf16, as calibrating two rungs
     makes) let the one-run cells borrow: the 1.7x real effect is called again, labelled borrowed, and the calibration
     records are in no cell."""
-    from harness.console.render import noise_line
+    from harness.console.verdict_text import noise_line
 
     pair = _pair([DATA / "contended-cpu", DATA / "calibration-xeon-2t"], "env", "Xeon", "torch212", "latest")
     assert pair.speed.verdict == stats.ONE_RUN and 0.5 < pair.speed.value < 0.85

@@ -17,7 +17,8 @@ from harness.analysis import noise, stats
 from harness.analysis.devices import aliases, device_alias, device_word
 from harness.analysis.options import CompareOptions, analyse
 from harness.analysis.verdict import verdict
-from harness.console.render import WIDTH, _times
+from harness.console.render import WIDTH
+from harness.console.verdict_text import _times
 
 ROOT = Path(__file__).resolve().parent.parent
 SDPA = {"precision": "bf16", "attention": "sdpa", "sdpa_backend": "flash"}
@@ -197,7 +198,7 @@ def test_a_device_pair_under_many_envs_is_one_block_and_nothing_else_is_not_noth
     from collections import Counter
 
     from harness.analysis.verdict import Pair, Verdict
-    from harness.console.render import verdict_blocks
+    from harness.console.verdict_text import verdict_blocks
 
     pairs = []
     for i in range(6):

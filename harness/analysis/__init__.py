@@ -23,6 +23,6 @@ Records are read through harness.record.view.RecordView only (tests/test_record_
   series.py    what the report's charts draw: bars, points with their stats.interval, lines
   knob_pairs.py, kernel_split.py   the one-knob pairs findings use; the kernel-time split fastest shows
 
-Rendering (text, markdown, CSV, JSON) is harness.console.render; the report is harness.report; the command line is
+Rendering (text, markdown, CSV, JSON) is harness.console (render, verdict_text, csv_json); the report is harness.report; the command line is
 harness.compare. Nothing here imports a command line (tests/test_layers.py).
 """

@@ -1,7 +1,8 @@
 """The values a table row holds and how each reads: Cell (a Delta with its style), Mfu, Number, Change, Table,
 number formats.
 
-Table rows keep numbers and these typed values; harness.console.render turns them into text, markdown, CSV or JSON.
+Table rows keep numbers and these typed values; harness.console.render turns them into text or markdown,
+harness.console.csv_json into CSV or JSON.
 """
 
 from __future__ import annotations

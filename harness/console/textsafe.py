@@ -22,8 +22,8 @@ output is made harmless. Records travel between people and clusters, so every st
   script_command(v, what) a command as words (a cluster config's nox): each word quoted; refused with a shell
                   operator, a control character or an unbalanced quote
 
-The renderers (harness.console.render, harness.report, harness.compare, harness.cluster) call these on everything
-they output; nothing else in the harness has to care. No imports beyond the standard library.
+The renderers (harness.console.render, verdict_text and csv_json, harness.report, harness.compare, harness.cluster)
+call these on everything they output; nothing else in the harness has to care. No imports beyond the standard library.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from harness.analysis.cells import Table
 from harness.analysis.context import COMPARABLE_RULE, Compare
 from harness.analysis.tables import cross, knobs, registry
 from harness.analysis.verdict import verdict
-from harness.console.render import VERDICT_HOW, VERDICT_TITLE, verdict_blocks
+from harness.console.verdict_text import VERDICT_HOW, VERDICT_TITLE, verdict_blocks
 from harness.report import drawing
 from harness.report.document import Doc
 from harness.report.drawing import Draw
