@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness import argtypes
-from harness.analysis import stats
+from harness.analysis import noise_model, stats
 from harness.analysis.noise import CALIBRATION_PLAN, run_memory, run_tokens_per_s
 from harness.cli.run_options import add_option
 from harness.record.view import RecordView
@@ -68,7 +68,7 @@ def detectable(noise, runs: int, floor: float = stats.NOISE_FLOOR) -> float:
     return max(math.expm1(stats.t_critical(noise.df) * noise.sd * math.sqrt(2 / runs)), floor)
 
 
-def summary_lines(records: list[dict], device: stats.DeviceSpread | None = None,
+def summary_lines(records: list[dict], device: noise_model.DeviceSpread | None = None,
                   include_contended: bool = False) -> list[str]:
     """The spread of these runs, rung by rung, and what it lets a comparison see with 2, 3 and 5 runs a side; then
     what the device's records in --out say as harness.compare reads them (alike, between invocations)."""
@@ -82,7 +82,7 @@ def summary_lines(records: list[dict], device: stats.DeviceSpread | None = None,
     spreads = []
     for rung, runs in by_rung.items():
         tokens = [run_tokens_per_s(v) for v in runs]
-        own = stats.pooled_noise([tokens], source="own")
+        own = noise_model.pooled_noise([tokens], source="own")
         if own is None:
             lines.append(f"{rung}: fewer than 2 clean runs: no spread (run again when the machine is quiet)")
             continue
@@ -95,7 +95,7 @@ def summary_lines(records: list[dict], device: stats.DeviceSpread | None = None,
             metric, value = run_memory(v)
             memory.setdefault(metric, []).append(value)
         for metric, values in memory.items():
-            mem = stats.pooled_noise([values], source="own")
+            mem = noise_model.pooled_noise([values], source="own")
             if mem is not None:
                 line += f"; {metric} {min(values) / 2**20:,.0f} .. {max(values) / 2**20:,.0f} MiB, sd {mem.sd:.1%}"
         lines.append(line)
@@ -158,7 +158,7 @@ def main(argv=None) -> int:
     return 0 if any(r["status"] == "ok" for r in records) else 1
 
 
-def _device_noise(out: str, records: list[dict], include_contended: bool) -> stats.DeviceSpread | None:
+def _device_noise(out: str, records: list[dict], include_contended: bool) -> noise_model.DeviceSpread | None:
     """The device's tokens/s spreads over everything in --out, as harness.compare computes them."""
     from harness.analysis.dataset import load
 

@@ -28,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.analysis import noise, stats
+from harness.analysis import cell_values, noise, noise_model, stats
 from harness.record.io import iter_records
 from harness.record.view import RecordView
 
@@ -46,18 +46,18 @@ def ok_records(paths) -> list[RecordView]:
     return out
 
 
-def tokens(r: RecordView, warmup: int, timed: int, device: stats.DeviceSpread | None = None) -> stats.Estimate:
+def tokens(r: RecordView, warmup: int, timed: int, device: noise_model.DeviceSpread | None = None) -> stats.Estimate:
     ms = r.step_ms[warmup:warmup + timed]
-    return stats.throughput([ms], r.summary.tokens_per_step, device=device)
+    return cell_values.throughput([ms], r.summary.tokens_per_step, device=device)
 
 
-def spreads(groups: dict, warmup: int, timed: int) -> dict[str, stats.DeviceSpread | None]:
+def spreads(groups: dict, warmup: int, timed: int) -> dict[str, noise_model.DeviceSpread | None]:
     """Each GPU's run-to-run spread of tokens/s at these steps, pooled over its configurations with repeats."""
     cells: dict[str, list] = defaultdict(list)
     for (dev, _w, _f), runs in groups.items():
-        cells[dev].append([stats.run_throughput(r.step_ms[warmup:warmup + timed], r.summary.tokens_per_step)
+        cells[dev].append([cell_values.run_throughput(r.step_ms[warmup:warmup + timed], r.summary.tokens_per_step)
                            for r in runs])
-    return {dev: noise.fit({i: [stats.CellRuns.of(c)] for i, c in enumerate(cs)}) for dev, cs in cells.items()}
+    return {dev: noise.fit({i: [noise_model.CellRuns.of(c)] for i, c in enumerate(cs)}) for dev, cs in cells.items()}
 
 
 def gpu(r: RecordView) -> str:

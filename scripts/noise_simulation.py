@@ -1,6 +1,6 @@
 """Known-truth simulation of the noise rule (harness.analysis.stats, harness.analysis.noise): synthetic per-run values
 with a set effect and spread, judged by the very functions harness.compare uses (noise.fit per device label,
-stats.memory's estimate of a cell from per-run values, stats.ratio per rung, stats.geomean over rungs for the
+cell_values.memory's estimate of a cell from per-run values, stats.ratio per rung, stats.geomean over rungs for the
 verdict), and counted: how often a build is called different from itself (false positives, at a stated 1%), and how
 often a real change is found (power).
 
@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import argtypes
-from harness.analysis import noise, stats
+from harness.analysis import cell_values, noise, noise_model, stats
 
 RUNGS = 6
 QUIET, NOISY = 0.02, 0.25
@@ -94,8 +94,8 @@ def one_dataset(s: Setting, rng: np.random.Generator) -> tuple[list, list[bool],
             offset = rng.normal(0.0, s.offset) if s.offset else 0.0
             values += list(np.exp(10.0 + offset + rng.normal(0.0, sds[0], CALIBRATION[1])))
             invs += [f"cal{k}"] * CALIBRATION[1]
-        cal_cells.append(stats.CellRuns.of(values, invs))
-    cells = {env: [stats.CellRuns.of(v, [env] * len(v)) for v in vs] for env, vs in sides.items()}
+        cal_cells.append(noise_model.CellRuns.of(values, invs))
+    cells = {env: [noise_model.CellRuns.of(v, [env] * len(v)) for v in vs] for env, vs in sides.items()}
     def configs(*envs):
         out = {rung: [cells[env][rung] for env in envs] for rung in range(RUNGS)}
         out[0] = out[0] + cal_cells if "a" in envs else out[0]
@@ -106,7 +106,7 @@ def one_dataset(s: Setting, rng: np.random.Generator) -> tuple[list, list[bool],
         devices = {"a": dev, "b": dev}
     else:  # each env on its own label; the calibration on the first one's
         devices = {"a": noise.fit(configs("a")), "b": noise.fit(configs("b"))}
-    est = {env: [stats.memory(v, devices[env], [env] * len(v), config=rung) for rung, v in enumerate(vs)]
+    est = {env: [cell_values.memory(v, devices[env], [env] * len(v), config=rung) for rung, v in enumerate(vs)]
            for env, vs in sides.items()}
     parts = [stats.ratio(a, b) for a, b in zip(est["a"], est["b"], strict=True)]
     return [d for d, _f in parts], [sd == QUIET for sd in sds], stats.geomean(parts)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from shipped import RESULTS
 
-from harness.analysis import stats
+from harness.analysis import cell_values, stats
 from harness.analysis.answer_types import moves, said, span
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
@@ -45,11 +45,11 @@ def test_a_title_claims_a_direction_only_beyond_noise():
 
 
 def test_chart_intervals_use_the_stats_rule():
-    est = stats.throughput([[100.0 + i % 7 for i in range(40)], [103.0 + i % 5 for i in range(40)]], tokens_per_step=1000)
+    est = cell_values.throughput([[100.0 + i % 7 for i in range(40)], [103.0 + i % 5 for i in range(40)]], tokens_per_step=1000)
     p = throughput_point(est)
     assert (p.low, p.high) == est.bounds() and p.low < p.value < p.high
-    assert throughput_point(stats.throughput([[100.0]], 1000)).low is None  # one sample: no interval
-    assert throughput_point(stats.throughput([[100.0] * 40], 1000)).low is None  # one run, no device spread: none
+    assert throughput_point(cell_values.throughput([[100.0]], 1000)).low is None  # one sample: no interval
+    assert throughput_point(cell_values.throughput([[100.0] * 40], 1000)).low is None  # one run, no device spread: none
 
 
 @pytest.mark.parametrize("path", REPORT, ids=[p.name for p in REPORT])

@@ -14,7 +14,7 @@ from records_factory import constant_ms, kernels, make_record, noisy_ms, write
 from shipped import RESULTS
 
 from harness import compare
-from harness.analysis import noise, stats
+from harness.analysis import cell_values, noise, noise_model, stats
 from harness.analysis.cells import Cell
 from harness.analysis.context import Compare
 from harness.analysis.dataset import Filters, load, torch_version_key
@@ -153,16 +153,16 @@ def test_significance_labels(tmp_path):
     assert spread.verdict == stats.WITHIN
 
 
-def _device(*cells) -> stats.DeviceSpread:
+def _device(*cells) -> noise_model.DeviceSpread:
     """A device whose configurations are these cells (per-run values, one invocation each), as noise.fit makes it."""
-    return noise.fit({i: [stats.CellRuns.of(list(c), [f"inv{i}"] * len(c))] for i, c in enumerate(cells)})
+    return noise.fit({i: [noise_model.CellRuns.of(list(c), [f"inv{i}"] * len(c))] for i, c in enumerate(cells)})
 
 
 def test_stats_units():
     one = stats.Estimate(100.0, 1, 1)
-    many = stats.throughput([[100.0] * 10] * 2, 1000)
+    many = cell_values.throughput([[100.0] * 10] * 2, 1000)
     assert stats.ratio(one, many)[0].verdict == stats.SINGLE
-    mem = lambda *values, device=None, config=0: stats.memory(list(values), device=device, config=config)
+    mem = lambda *values, device=None, config=0: cell_values.memory(list(values), device=device, config=config)
     both = _device([100, 104], [101, 103])  # the device's spread, pooled over the two configurations
     assert stats.counter(mem(100, 104, device=both), mem(101, 103, device=both, config=1)).verdict == stats.WITHIN
     both = _device([100, 101], [120, 121])
@@ -181,10 +181,10 @@ def test_stats_units():
     lone = _device([100, 101, 100.5])
     assert stats.counter(mem(100, device=lone, config="new"), mem(120, device=lone, config="new")).verdict == stats.ONE_RUN
     # a single run has no spread of its own: with no device estimate its tokens/s has none
-    a = stats.throughput([np.full(10, 100.0)], 1000)
+    a = cell_values.throughput([np.full(10, 100.0)], 1000)
     assert a.point == pytest.approx(10_000) and not a.known and a.why == stats.ONE_RUN
     # runs are the unit: flat runs 20% apart give a wide interval, though every step inside a run agrees
-    b = stats.throughput([np.full(10, 90.0), np.full(10, 110.0)], 1000)
+    b = cell_values.throughput([np.full(10, 90.0), np.full(10, 110.0)], 1000)
     low, high = b.bounds()
     assert low < b.point * 0.5 and high > b.point * 1.5  # t with 1 degree of freedom
     # the t quantile: exact (a table's rows), the normal's at infinity
@@ -196,9 +196,9 @@ def test_stats_units():
 
 def test_device_spread_is_pooled_over_alike_configurations_and_a_noisier_one_keeps_its_own():
     quiet = [[100, 101, 99], [50, 50.5, 49.5]]  # about 1% between runs, two configurations
-    pooled = stats.pooled_noise(quiet)
+    pooled = noise_model.pooled_noise(quiet)
     assert pooled.df == 4 and pooled.cells == 2 and pooled.runs == 6 and 0.008 < pooled.sd < 0.012
-    assert stats.pooled_noise([[100], [50]]) is None  # no cell with two runs: no estimate
+    assert noise_model.pooled_noise([[100], [50]]) is None  # no cell with two runs: no estimate
     device = _device(*quiet)
     assert device.alike and device.pooled.df == 4 and device.spread_for(0) is device.spread_for(1) is device.pooled
     # a configuration clearly noisier than the rest keeps its own spread (and df)
@@ -209,7 +209,7 @@ def test_device_spread_is_pooled_over_alike_configurations_and_a_noisier_one_kee
     mixed = _device([100, 100.1, 99.9, 100.05], [50, 50.02, 49.99, 50.01], [100, 140, 70, 120], [60, 90, 45, 75])
     assert not mixed.alike and mixed.pooled is None and set(mixed.apart) == {0, 1, 2, 3}
     assert mixed.spread_for("new") is None
-    assert noise.fit({0: [stats.CellRuns.of([100])]}) is None
+    assert noise.fit({0: [noise_model.CellRuns.of([100])]}) is None
 
 
 def test_a_memory_that_peaks_at_two_levels_is_never_a_delta():
@@ -217,18 +217,18 @@ def test_a_memory_that_peaks_at_two_levels_is_never_a_delta():
     configuration decided, even where each side's runs sit in one mode (a delta from one mode against the other)."""
     mib = 2**20
     both = [600 * mib, 601 * mib, 790 * mib, 792 * mib, 600.5 * mib]
-    assert stats.modes(stats.CellRuns.of(both)) == (pytest.approx(600.5 * mib, rel=1e-3), pytest.approx(791 * mib, rel=1e-3))
-    assert stats.modes(stats.CellRuns.of([600 * mib, 601 * mib, 602 * mib, 790 * mib])) is None  # one run is no mode
-    assert stats.modes(stats.CellRuns.of([600 * mib, 630 * mib, 660 * mib, 700 * mib])) is None  # a spread, no gap
-    device = noise.fit({"bf16": [stats.CellRuns.of(both, ["i"] * 5)], "fp32": [stats.CellRuns.of([900 * mib] * 3)]},
+    assert noise_model.modes(noise_model.CellRuns.of(both)) == (pytest.approx(600.5 * mib, rel=1e-3), pytest.approx(791 * mib, rel=1e-3))
+    assert noise_model.modes(noise_model.CellRuns.of([600 * mib, 601 * mib, 602 * mib, 790 * mib])) is None  # one run is no mode
+    assert noise_model.modes(noise_model.CellRuns.of([600 * mib, 630 * mib, 660 * mib, 700 * mib])) is None  # a spread, no gap
+    device = noise.fit({"bf16": [noise_model.CellRuns.of(both, ["i"] * 5)], "fp32": [noise_model.CellRuns.of([900 * mib] * 3)]},
                        find_modes=True)
     assert list(device.modes) == ["bf16"]
-    low = stats.memory([600 * mib, 601 * mib, 600.5 * mib], device, config="bf16")
-    high = stats.memory([790 * mib, 791 * mib, 792 * mib], device, config="bf16")
+    low = cell_values.memory([600 * mib, 601 * mib, 600.5 * mib], device, config="bf16")
+    high = cell_values.memory([790 * mib, 791 * mib, 792 * mib], device, config="bf16")
     d = stats.counter(low, high)
     assert d.verdict == stats.MODES and not d.beyond and Cell(d).text() == "+31.7% (two modes, not decided)"
-    other = stats.memory([900 * mib] * 3, device, config="fp32")
-    assert stats.counter(other, stats.memory([950 * mib] * 3, device, config="fp32")).beyond  # other configurations: as ever
+    other = cell_values.memory([900 * mib] * 3, device, config="fp32")
+    assert stats.counter(other, cell_values.memory([950 * mib] * 3, device, config="fp32")).beyond  # other configurations: as ever
 
 
 def test_bad_files_warned_once_each_and_rest_compared(tmp_path, capsys):
@@ -504,8 +504,8 @@ def test_pooled_runs_from_separate_invocations_are_named(tmp_path):
 
 def test_memory_deltas_are_intervals_and_narrow_intervals_keep_digits():
     device = _device([100, 101], [120, 121])
-    mem = Cell(stats.counter(stats.memory([100, 101], device=device, config=0),
-                             stats.memory([120, 121], device=device, config=1)))
+    mem = Cell(stats.counter(cell_values.memory([100, 101], device=device, config=0),
+                             cell_values.memory([120, 121], device=device, config=1)))
     assert mem.text().startswith("+19.9% [") and mem.text().endswith("(beyond noise)")  # geometric means 100.5 -> 120.5
     assert Cell(stats.Delta(0.2, 0.1, 0.3, stats.WITHIN, borrowed=True)).text() == "+20.0% [+10.0%, +30.0%] (within noise; noise borrowed)"
     narrow = Cell(stats.Delta(0.0351, 0.0348, 0.0353, stats.BEYOND))

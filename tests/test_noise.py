@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from shipped import RESULTS
 
-from harness.analysis import stats
+from harness.analysis import cell_values, stats
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
 from harness.analysis.noise import CALIBRATION_PLAN
@@ -258,7 +258,7 @@ def test_bisect_refuses_bad_auto_options(tmp_path):
 
 
 def test_the_median_is_numpys_to_the_bit():
-    """stats.median (Python's sort for short lists, numpy's partition from NUMPY_MEDIAN_FROM values) gives np.median's
+    """cell_values.median (Python's sort for short lists, numpy's partition from NUMPY_MEDIAN_FROM values) gives np.median's
     value, and Python's: every cell's point rests on it."""
     import random
     import statistics
@@ -272,12 +272,12 @@ def test_the_median_is_numpys_to_the_bit():
             ints = [rng.randrange(1, 2**40) for _ in range(n)]
             mixed = [rng.choice((x, i)) for x, i in zip(floats, ints)]
             for values in (floats, ints, mixed):
-                assert stats.median(values) == float(np.median(values)) == float(statistics.median(values))
-    assert stats.median([]) is None
+                assert cell_values.median(values) == float(np.median(values)) == float(statistics.median(values))
+    assert cell_values.median([]) is None
 
 
 def test_a_cells_interval_from_its_runs_own_medians_is_the_same():
-    """Group.throughput hands stats.throughput each run's median as the run's view keeps it (RecordView.timed_median,
+    """Group.throughput hands cell_values.throughput each run's median as the run's view keeps it (RecordView.timed_median,
     which the index stores): the same estimate, to the bit, as taking each median from the steps again. Runs of odd
     and even lengths, of one step, past numpy's NUMPY_MEDIAN_FROM, and one without timed steps."""
     import random
@@ -285,21 +285,21 @@ def test_a_cells_interval_from_its_runs_own_medians_is_the_same():
     from harness.record.view import RecordView
 
     rng = random.Random(11)
-    lengths = (15, 16, 1, 2, stats.NUMPY_MEDIAN_FROM, stats.NUMPY_MEDIAN_FROM + 1, 0)
+    lengths = (15, 16, 1, 2, cell_values.NUMPY_MEDIAN_FROM, cell_values.NUMPY_MEDIAN_FROM + 1, 0)
     views = [RecordView({"kind": "measured", "workload": {"warmup_steps": 1},
                          "steps": {"ms": [9e3] + [rng.uniform(100, 200) for _ in range(n)] if n else []}})
              for n in lengths]
     assert [v.timed_median for v in views][-1] is None
     samples = [v.timed_ms for v in views]
     for tokens in (256, None):
-        taken = stats.throughput(samples, tokens)
-        handed = stats.throughput(samples, tokens, run_medians=[v.timed_median for v in views])
+        taken = cell_values.throughput(samples, tokens)
+        handed = cell_values.throughput(samples, tokens, run_medians=[v.timed_median for v in views])
         assert (taken.point, taken.n, taken.repeats, taken.noise, taken.why, taken.log) == \
                (handed.point, handed.n, handed.repeats, handed.noise, handed.why, handed.log)
         assert taken.bounds() == handed.bounds()
-    assert stats.throughput(samples, 256).bounds() is not None  # the intervals compared were drawn
+    assert cell_values.throughput(samples, 256).bounds() is not None  # the intervals compared were drawn
     for v in views:
-        assert stats.rate(v.timed_median, 256) == stats.run_throughput(v.timed_ms, 256)
+        assert cell_values.rate(v.timed_median, 256) == cell_values.run_throughput(v.timed_ms, 256)
 
 
 # --------------------------------------------------------------------------- six invocations of one build

@@ -13,7 +13,7 @@ from records_factory import constant_ms, make_record, noisy_ms, write
 from shipped import RESULTS, SHIPPED_ROOT
 
 from harness import compare
-from harness.analysis import noise, stats
+from harness.analysis import cell_values, noise, noise_model, stats
 from harness.analysis.devices import aliases, device_alias, device_word
 from harness.analysis.options import CompareOptions, analyse
 from harness.analysis.verdict import verdict
@@ -30,10 +30,10 @@ def test_geomean_of_ratios_and_its_interval():
     the geometric mean's interval is one t with that spread's degrees of freedom, on the mean of the log ratios."""
     runs = {("a", 0): [100, 102, 98], ("b", 0): [200, 205, 197],  # rung 1's runs differ as rung 0's do: no
             ("a", 1): [80, 81.6, 78.4], ("b", 1): [90, 92.25, 88.65]}  # configuration noisier than the other
-    cells = {k: stats.CellRuns.of(v, [k[0]] * 3) for k, v in runs.items()}
+    cells = {k: noise_model.CellRuns.of(v, [k[0]] * 3) for k, v in runs.items()}
     device = noise.fit({rung: [cells["a", rung], cells["b", rung]] for rung in (0, 1)})
     assert device.alike and device.pooled.df == 8
-    est = {k: stats.memory(v, device, [k[0]] * 3, config=k[1]) for k, v in runs.items()}
+    est = {k: cell_values.memory(v, device, [k[0]] * 3, config=k[1]) for k, v in runs.items()}
     parts = [stats.ratio(est["a", rung], est["b", rung]) for rung in (0, 1)]
     d = stats.geomean(parts)
     logs = [cells["b", r].mean - cells["a", r].mean for r in (0, 1)]

@@ -13,6 +13,8 @@ Records are read through harness.record.view.RecordView only (tests/test_record_
                computed once per Compare, and the Table(s) built from it; tables/registry.py names them (TABLES)
 
   stats.py     the significance rule: cell estimates, closed-form intervals, verdicts (student.py: the t quantile)
+  noise_model.py   what stats judges by: run-to-run and between-invocation spreads, a device's (noise.py fits it)
+  cell_values.py   a cell's value and Estimate from its runs: tokens/s (median, rate), per-run counters (memory)
   fit.py       whether a run fits its device (peak + headroom <= usable): the batch search's rule, read by all
   fastest.py   the fastest loss-equivalent run found per device (beyond-ladder, harness.tune): Search, Overview
   questions.py each user question's result (TF32 memory, vocab padding, torch builds, batch size), computed once;

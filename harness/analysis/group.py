@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from harness.analysis import stats
+from harness.analysis import cell_values, noise_model, stats
 from harness.provenance import contention
 from harness.record.parts import Gemm, Kernels, KernelTime, MemorySplit
 from harness.record.sections import Environment, Sweep, Workload
@@ -185,7 +185,7 @@ class Group:
         """tokens/s: the geometric mean of its runs', its interval from the run-to-run spread (harness.analysis.stats:
         its own runs' and its device's) and, where its runs came from several invocations, theirs."""
         device = self.noise.tokens if self.noise is not None else None
-        return stats.throughput(self.samples, self.first.tokens_per_step, device=device,
+        return cell_values.throughput(self.samples, self.first.tokens_per_step, device=device,
                                 run_medians=[r.timed_median for r in self.records], invocations=self.invocations,
                                 config=self.set_key)
 
@@ -194,15 +194,15 @@ class Group:
         """Peak memory (the geometric mean over runs of memory[0]'s metric), with its interval by the same rule."""
         metric = self.memory[0]
         device = self.noise.memory_noise(metric) if self.noise is not None else None
-        # a run without a peak is dropped with its invocation by stats.CellRuns.of
-        return stats.memory([r.peak_memory()[0] for r in self.records], device=device, invocations=self.invocations,
+        # a run without a peak is dropped with its invocation by noise_model.CellRuns.of
+        return cell_values.memory([r.peak_memory()[0] for r in self.records], device=device, invocations=self.invocations,
                             config=self.set_key)
 
     @cached_property  # a reference table reads it once per reference it stands beside
     def ms_per_step(self) -> float | None:
         """Its step time: the geometric mean of its runs' median timed steps (the one its tokens/s is made from:
         tokens per step / this; harness.analysis.stats)."""
-        medians = stats.CellRuns.of([r.timed_median for r in self.records])
+        medians = noise_model.CellRuns.of([r.timed_median for r in self.records])
         return medians.geometric_mean if medians.n else None
 
     @cached_property
@@ -218,7 +218,7 @@ class Group:
         """The median over its runs of one summary number (each name computed once: a reference table asks per row)."""
         if name not in self._summary_medians:
             values = [v for v in (r.summary_number(name) for r in self.records) if v is not None]
-            self._summary_medians[name] = stats.median(values)
+            self._summary_medians[name] = cell_values.median(values)
         return self._summary_medians[name]
 
     @cached_property
@@ -267,7 +267,7 @@ class Group:
         """explain.mfu's key (mfu_datasheet or mfu_measured), the median over its runs (each key once: several tables
         ask per row)."""
         if key not in self._mfu:
-            self._mfu[key] = stats.median([v for v in (r.mfu(key) for r in self.records) if v is not None])
+            self._mfu[key] = cell_values.median([v for v in (r.mfu(key) for r in self.records) if v is not None])
         return self._mfu[key]
 
     @cached_property

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations
 
-from harness.analysis import stats
+from harness.analysis import cell_values, stats
 from harness.analysis.cells import Cell
 from harness.analysis.context import Compare
 from harness.analysis.differ import knob_fields, value_key
@@ -102,7 +102,7 @@ def logged_number(values: list[float]) -> tuple[float, str | None]:
     443,161-482,160'); a number logged once: itself, and None."""
     if len(values) == 1:
         return values[0], None
-    return stats.median(values), f"median of {len(values)} lines, {min(values):,.0f}-{max(values):,.0f}"
+    return cell_values.median(values), f"median of {len(values)} lines, {min(values):,.0f}-{max(values):,.0f}"
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def logged_points(groups: list[Group]) -> list[LoggedPoint]:
         speeds = [t for t in (estimate(g).point for g in gs) if t is not None]
         memory = [m for m in (g.memory_bytes for g in gs) if m is not None]
         speed, lines = logged_number(speeds) if speeds else (None, None)
-        out.append(LoggedPoint(value, speed, stats.median(memory), lines))
+        out.append(LoggedPoint(value, speed, cell_values.median(memory), lines))
     return out
 
 

@@ -4,7 +4,7 @@ memory metric: peak RSS is not a constant).
 
 A device's cells are its comparable configurations (workload and flags) run by each env, with their runs (and its
 calibration runs: records of `python -m harness.calibrate`, plan CALIBRATION_PLAN, an A/A measurement of the machine
-used only here, never a cell of a table). From them, fit() makes a stats.DeviceSpread:
+used only here, never a cell of a table). From them, fit() makes a noise_model.DeviceSpread:
 
   within   a configuration's spread: its cells' runs about their invocations' means, pooled across its envs (one
            configuration is taken to be alike in noise whichever build runs it). Are the configurations alike?
@@ -19,7 +19,7 @@ used only here, never a cell of a table). From them, fit() makes a stats.DeviceS
            the run-to-run variance inside it) so an interval counts each estimate once, with its df. Measured from
            MIN_BETWEEN_DF degrees of freedom (5 invocations of one configuration); None below: a delta between
            two invocations then says it is not measured.
-  modes    (peak memory) a configuration whose runs in one cell peak at two levels (stats.modes): its deltas are
+  modes    (peak memory) a configuration whose runs in one cell peak at two levels (noise_model.modes): its deltas are
            "two modes", never beyond noise.
 
 Every sum is math.fsum: the same records in any order, under any names, give the same spreads to the bit.
@@ -31,7 +31,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from harness.analysis import stats
+from harness.analysis import cell_values, noise_model
 from harness.analysis.student import chi2_tail, incomplete_beta
 from harness.record.view import RecordView
 
@@ -52,17 +52,17 @@ class DeviceNoise:
     """The spreads of one device: tokens/s, and peak memory per metric."""
 
     device: str
-    tokens: stats.DeviceSpread | None = None
-    memory: dict = field(default_factory=dict)  # memory metric -> stats.DeviceSpread
+    tokens: noise_model.DeviceSpread | None = None
+    memory: dict = field(default_factory=dict)  # memory metric -> noise_model.DeviceSpread
     calibration_runs: int = 0
 
-    def memory_noise(self, metric: str) -> stats.DeviceSpread | None:
+    def memory_noise(self, metric: str) -> noise_model.DeviceSpread | None:
         return self.memory.get(metric)
 
 
 def run_tokens_per_s(r: RecordView) -> float | None:
-    """One run's tokens/s by the one rule (stats.rate), from the median its view keeps."""
-    return stats.rate(r.timed_median, r.tokens_per_step)
+    """One run's tokens/s by the one rule (cell_values.rate), from the median its view keeps."""
+    return cell_values.rate(r.timed_median, r.tokens_per_step)
 
 
 def run_memory(r: RecordView) -> tuple[str, float | None]:
@@ -71,20 +71,20 @@ def run_memory(r: RecordView) -> tuple[str, float | None]:
     return metric, value
 
 
-def fit(configs: dict, calibration_runs: int = 0, find_modes: bool = False) -> stats.DeviceSpread | None:
+def fit(configs: dict, calibration_runs: int = 0, find_modes: bool = False) -> noise_model.DeviceSpread | None:
     """One device's spreads for one metric from its configurations ({configuration: [CellRuns of its cells]}); None
     where no configuration has 2 runs of one invocation (nor, in older records, runs of several). find_modes (a
-    per-run counter: peak memory): the configurations a cell of which peaked at two levels (stats.modes)."""
+    per-run counter: peak memory): the configurations a cell of which peaked at two levels (noise_model.modes)."""
     fitted = _fit(configs, calibration_runs)
     if fitted is None or not find_modes:
         return fitted
     # a configuration's cells in any order: the lowest pair of levels found, so no order of cells picks another
-    found = {c: m for c, m in ((c, min(filter(None, map(stats.modes, cells)), default=None)) for c, cells in configs.items())
+    found = {c: m for c, m in ((c, min(filter(None, map(noise_model.modes, cells)), default=None)) for c, cells in configs.items())
              if m is not None}
     return dataclasses.replace(fitted, modes=found) if found else fitted
 
 
-def _fit(configs: dict, calibration_runs: int) -> stats.DeviceSpread | None:
+def _fit(configs: dict, calibration_runs: int) -> noise_model.DeviceSpread | None:
     own = {c: _spread(cells) for c, cells in configs.items()}
     own = {c: s for c, s in own.items() if s is not None}
     if not own:
@@ -103,27 +103,27 @@ def _fit(configs: dict, calibration_runs: int) -> stats.DeviceSpread | None:
                  and _larger(_told(own[c]), _pool([_told(own[o]) for o in members if o != c])) < GUARD_LEVEL}
     runs = sum(cell.n for c in own for cell in configs[c] if cell.df_within >= 1)
     between = _between(configs, pooled, apart)
-    return stats.DeviceSpread(pooled, members, apart, alike, runs, between, calibration_runs)
+    return noise_model.DeviceSpread(pooled, members, apart, alike, runs, between, calibration_runs)
 
 
-def _told(spread: stats.Spread) -> stats.Spread:
+def _told(spread: noise_model.Spread) -> noise_model.Spread:
     """A spread as the alike tests see it: below NEGLIGIBLE_SD, as NEGLIGIBLE_SD (a GPU's peak memory, the same to
     the byte in one configuration and a few bytes apart in another, is alike in noise for every verdict)."""
-    return spread if spread.var >= NEGLIGIBLE_SD ** 2 else stats.Spread(NEGLIGIBLE_SD ** 2, spread.df)
+    return spread if spread.var >= NEGLIGIBLE_SD ** 2 else noise_model.Spread(NEGLIGIBLE_SD ** 2, spread.df)
 
 
-def _spread(cells: list[stats.CellRuns]) -> stats.Spread | None:
+def _spread(cells: list[noise_model.CellRuns]) -> noise_model.Spread | None:
     """A configuration's own spread: its cells' squared deviations about their invocations' means, pooled."""
     df = sum(c.df_within for c in cells)
-    return stats.Spread(math.fsum(c.ss_within for c in cells) / df, df) if df else None
+    return noise_model.Spread(math.fsum(c.ss_within for c in cells) / df, df) if df else None
 
 
-def _pool(spreads: list[stats.Spread]) -> stats.Spread:
+def _pool(spreads: list[noise_model.Spread]) -> noise_model.Spread:
     df = sum(s.df for s in spreads)
-    return stats.Spread(math.fsum(s.var * s.df for s in spreads) / df, df)
+    return noise_model.Spread(math.fsum(s.var * s.df for s in spreads) / df, df)
 
 
-def _bartlett(spreads: list[stats.Spread]) -> float:
+def _bartlett(spreads: list[noise_model.Spread]) -> float:
     """The p-value of Bartlett's test that these variances are equal (chi-square, k - 1 df)."""
     pooled = _pool(spreads)
     if all(s.var == pooled.var for s in spreads):
@@ -136,7 +136,7 @@ def _bartlett(spreads: list[stats.Spread]) -> float:
     return chi2_tail(m / c, k - 1)
 
 
-def _larger(one: stats.Spread, rest: stats.Spread) -> float:
+def _larger(one: noise_model.Spread, rest: noise_model.Spread) -> float:
     """The one-sided p-value of the F test that one configuration's variance is no larger than the rest's."""
     if one.var <= rest.var:
         return 1.0
@@ -146,17 +146,17 @@ def _larger(one: stats.Spread, rest: stats.Spread) -> float:
     return 1.0 - incomplete_beta(one.df / 2, rest.df / 2, one.df * f / (one.df * f + rest.df))
 
 
-def _as_repeats(configs: dict, calibration_runs: int) -> stats.DeviceSpread | None:
+def _as_repeats(configs: dict, calibration_runs: int) -> noise_model.DeviceSpread | None:
     """A device whose configurations have no two runs of one invocation, but runs of one configuration from several
     (older records: one run per folder): those runs taken as repeats, so their scatter (the run-to-run spread and
     the invocations' offsets together) is the spread; the offset alone is then not measured (between None)."""
-    merged = {c: [stats.CellRuns(cell.logs, (None,) * cell.n, cell.values) for cell in cells] for c, cells in configs.items()}
+    merged = {c: [noise_model.CellRuns(cell.logs, (None,) * cell.n, cell.values) for cell in cells] for c, cells in configs.items()}
     merged = {c: cells for c, cells in merged.items() if any(cell.n >= 2 for cell in cells)}
     fitted = _fit(merged, calibration_runs) if merged else None
     return None if fitted is None else dataclasses.replace(fitted, between=None)
 
 
-def _between(configs: dict, pooled: stats.Spread | None, apart: dict) -> stats.Between | None:
+def _between(configs: dict, pooled: noise_model.Spread | None, apart: dict) -> noise_model.Between | None:
     """The variance of an invocation's offset, from the configurations with runs of 2+ invocations (one-way random
     effects, method of moments): sum (k - 1) * (mean square between its invocations - its run-to-run variance) /
     sum (k - 1) * n0 (n0: the runs an invocation counts for). As parts: the pooled mean square (k - 1 df a cell),
@@ -182,27 +182,27 @@ def _between(configs: dict, pooled: stats.Spread | None, apart: dict) -> stats.B
             squares += c_squares
             weight += c_weight
             df += c_df
-            per_config.append(stats.Spread(math.fsum(c_squares) / math.fsum(c_weight), c_df))
+            per_config.append(noise_model.Spread(math.fsum(c_squares) / math.fsum(c_weight), c_df))
     if df < MIN_BETWEEN_DF:
         return None
     w = math.fsum(weight)
-    mean_square = stats.Spread(math.fsum(squares) / w, df)
+    mean_square = noise_model.Spread(math.fsum(squares) / w, df)
     parts = [(mean_square, 1.0)] + [(s, -math.fsum(ks) / w) for s, ks in minus.items()]
     # whether a configuration with no run-to-run spread of its own may be judged by it: only where 2+ configurations
     # show how invocations differ, alike (one quiet configuration says nothing of a noisy one's invocations)
     lendable = n_configs >= 2 and _bartlett([_told(s) for s in per_config]) >= ALIKE_LEVEL
-    return stats.Between(tuple(parts), n_configs, w / df, lendable)
+    return noise_model.Between(tuple(parts), n_configs, w / df, lendable)
 
 
 def estimate(cells: list[tuple[tuple, list[tuple[RecordView, object]]]], device: str,
              calibration_runs: int = 0) -> DeviceNoise:
     """The spreads of one device from its cells (each: its configuration, and the (run, invocation) pairs of one
     comparable cell)."""
-    tokens: dict[tuple, list[stats.CellRuns]] = {}
-    by_metric: dict[str, dict[tuple, list[stats.CellRuns]]] = {}
+    tokens: dict[tuple, list[noise_model.CellRuns]] = {}
+    by_metric: dict[str, dict[tuple, list[noise_model.CellRuns]]] = {}
     for config, runs in cells:
         tokens.setdefault(config, []).append(
-            stats.CellRuns.of([run_tokens_per_s(r) for r, _i in runs], [i for _r, i in runs]))
+            noise_model.CellRuns.of([run_tokens_per_s(r) for r, _i in runs], [i for _r, i in runs]))
         values: dict[str, tuple[list, list]] = {}
         for r, inv in runs:
             metric, value = run_memory(r)
@@ -210,7 +210,7 @@ def estimate(cells: list[tuple[tuple, list[tuple[RecordView, object]]]], device:
             vs.append(value)
             invs.append(inv)
         for metric, (vs, invs) in values.items():
-            by_metric.setdefault(metric, {}).setdefault(config, []).append(stats.CellRuns.of(vs, invs))
+            by_metric.setdefault(metric, {}).setdefault(config, []).append(noise_model.CellRuns.of(vs, invs))
     memory = {m: n for m, n in ((m, fit(cs, calibration_runs, find_modes=True)) for m, cs in by_metric.items())
               if n is not None}
     return DeviceNoise(device, fit(tokens, calibration_runs), memory, calibration_runs)

@@ -149,7 +149,7 @@ def _ladder_charts(cmp: Compare) -> list[LadderChart]:
 @dataclass(frozen=True)
 class VersionPoint:
     """One build of a landscape: tokens/s with its interval, and the memory metric's median peak with its interval
-    (the same rule: harness.analysis.stats.memory)."""
+    (the same rule: harness.analysis.cell_values.memory)."""
 
     version: str  # torch version without its local part (+cu130)
     env: str

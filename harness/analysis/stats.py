@@ -34,16 +34,18 @@ called beyond noise by chance alone. tests/test_noise.py holds the rule to at mo
 machine, tests/test_noise_simulation.py (scripts/noise_simulation.py) to its stated 1% on synthetic records with a
 known truth, and checks that real effects stay beyond noise.
 
+The noise model's values (Spread, Between, Noise, CellRuns, DeviceSpread, modes) are harness.analysis.noise_model; a
+cell's Estimate is made from its runs' values by harness.analysis.cell_values (throughput, memory, median, rate).
+
 No numpy draw, no scipy, no torch: harness.analysis.student has the t quantile.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 
+from harness.analysis import noise_model
 from harness.analysis.student import t_quantile
 
 CONFIDENCE = 0.99
@@ -58,8 +60,6 @@ SINGLE = "single sample, no noise estimate"
 FEW = "too few samples, no noise estimate"
 ONE_RUN = f"one run a side: run-to-run noise unknown (--repeats {REPEATS_TO_KNOW} to know)"
 MODES = "two modes: its runs peak at one of two levels, so no delta of it is decided"
-MODE_GAP = 0.10  # two levels of a per-run counter this far apart (relative), each tight, are two modes
-MODE_TIGHT = 5.0  # ... where the gap is this many times the spread inside either level
 NA = "n/a"
 
 
@@ -91,199 +91,6 @@ def interval_name() -> str:
     return f"{CONFIDENCE:.0%} interval"
 
 
-# ------------------------------------------------------------------------------------------- spreads and cells
-
-
-@dataclass(frozen=True, eq=False)
-class Spread:
-    """One estimate of a variance of log values, with its degrees of freedom (inf: taken as known). Compared by
-    identity: two cells that use one Spread share its estimate, and an interval counts it once."""
-
-    var: float
-    df: float
-
-    @property
-    def sd(self) -> float:
-        return math.sqrt(self.var)
-
-
-@dataclass(frozen=True, eq=False)
-class Between:
-    """The variance of an invocation's offset, estimated as sum(coefficient * Spread.var) over its parts: the mean
-    square between invocations (scaled by the runs an invocation counts for) less the run-to-run variance it holds
-    (harness.analysis.noise). Kept as parts, not one number, so an interval counts each estimate once, with its
-    own degrees of freedom, and an offset measured near zero still carries its uncertainty."""
-
-    parts: tuple  # ((Spread, coefficient), ...): the mean square first, then the run-to-run spreads it holds
-    configs: int = 0  # configurations (calibration sets included) with runs of 2+ invocations, behind it
-    n0: float = 1.0  # the runs an invocation behind it counts for (its mean square: offset + run-to-run / n0)
-    lendable: bool = False  # 2+ configurations behind it, alike: a cell with no run-to-run spread may be judged by it
-
-    @property
-    def mean_square(self) -> Spread:
-        """The variance of the mean of n0 runs of one invocation (offset and run-to-run noise together)."""
-        return self.parts[0][0]
-
-    @property
-    def var(self) -> float:
-        return max(math.fsum(c * s.var for s, c in self.parts), 0.0)
-
-    @property
-    def sd(self) -> float:
-        return math.sqrt(self.var)
-
-    @property
-    def df(self) -> float:
-        """The degrees of freedom a delta carrying it has at most: its mean square's (Linear.variance)."""
-        return self.mean_square.df
-
-
-@dataclass(frozen=True)
-class Noise:
-    """How much runs of one configuration differ: the sd of log(per-run value) (about the relative sd), with its
-    degrees of freedom and what it rests on. source: "own" (its configuration's runs), "device" (pooled over the
-    device's configurations alike in noise), "between invocations" (a cell judged by how its device's invocations
-    differ)."""
-
-    sd: float
-    df: float
-    cells: int = 1  # cells (or calibration sets) it rests on
-    runs: int = 0
-    source: str = "own"
-
-    def describe(self) -> str:
-        return f"{self.sd:.1%} ({self.cells} cell{'s' if self.cells != 1 else ''}, {self.runs} runs)"
-
-
-@dataclass(frozen=True)
-class CellRuns:
-    """The per-run values of one cell as logs, each with the invocation it came from (runs of one harness process
-    share one; harness.record.view.RecordView.invocation)."""
-
-    logs: tuple[float, ...]
-    invocations: tuple = ()
-    values: tuple[float, ...] = ()
-
-    @staticmethod
-    def of(values: list, invocations: list | None = None) -> CellRuns:
-        invocations = invocations if invocations is not None else [None] * len(values)
-        kept = [(float(v), i) for v, i in zip(values, invocations, strict=True) if v is not None and v > 0]
-        return CellRuns(tuple(math.log(v) for v, _i in kept), tuple(i for _v, i in kept), tuple(v for v, _i in kept))
-
-    @property
-    def geometric_mean(self) -> float:
-        """exp(mean of the logs), taken about the smallest value, so runs that agree give their value to the bit."""
-        if not self.values:
-            return math.exp(self.mean)
-        ref = min(self.values)
-        return ref * math.exp(math.fsum(math.log(v / ref) for v in self.values) / len(self.values))
-
-    @property
-    def n(self) -> int:
-        return len(self.logs)
-
-    @cached_property  # read by k, df_within, ss_within and the offset's estimate: grouped once
-    def by_invocation(self) -> dict:
-        out: dict = {}
-        for x, i in zip(self.logs, self.invocations, strict=True):
-            out.setdefault(i, []).append(x)
-        return out
-
-    @property
-    def k(self) -> int:
-        """How many invocations its runs came from."""
-        return len(self.by_invocation)
-
-    @property
-    def mean(self) -> float:
-        return math.fsum(self.logs) / len(self.logs)
-
-    @property
-    def df_within(self) -> int:
-        return self.n - self.k
-
-    @property
-    def ss_within(self) -> float:
-        """The sum of squared deviations of its logs from their invocation's mean."""
-        out = []
-        for xs in self.by_invocation.values():
-            m = math.fsum(xs) / len(xs)
-            out.extend((x - m) ** 2 for x in xs)
-        return math.fsum(out)
-
-
-@dataclass(frozen=True, eq=False)
-class DeviceSpread:
-    """What one device's runs say about noise, for one metric (harness.analysis.noise.fit makes it).
-
-    A configuration (a comparison set: workload and flags) pools its cells' runs across envs and calibration: the
-    same configuration is taken to be alike in noise whichever build runs it. Configurations whose spreads agree
-    (Bartlett's test) share one pooled spread (`pooled`, over `members`), and one of them clearly noisier than the
-    rest (a one-sided F test) keeps its own (`apart`) while still counting in the pool; where they do not agree,
-    every configuration keeps its own (`apart`, `alike` False, no pool). A configuration without 2 runs of one
-    invocation borrows `pooled` only where the device showed its configurations alike (`borrowable`: 2+ of them).
-    between: the variance of an invocation's offset (None: not measured on this device)."""
-
-    pooled: Spread | None
-    members: frozenset = frozenset()  # the configurations `pooled` rests on
-    apart: dict = field(default_factory=dict)  # configuration -> its own Spread (it differs, or is clearly noisier)
-    alike: bool = True  # every configuration's spread agreed with the rest's (none told apart by Bartlett's test)
-    runs: int = 0
-    between: Between | None = None
-    calibration_runs: int = 0
-    modes: dict = field(default_factory=dict)  # configuration -> (low, high): a cell of it peaked at two levels
-
-    @property
-    def cells(self) -> int:
-        """Configurations with a spread of their own (pooled or apart)."""
-        return len(self.members | set(self.apart))
-
-    @property
-    def borrowable(self) -> bool:
-        return self.pooled is not None and len(self.members) >= 2 and self.alike
-
-    @property
-    def sd(self) -> float:
-        return (self.pooled or self.typical_apart()).sd
-
-    @property
-    def df(self) -> float:
-        return (self.pooled or self.typical_apart()).df
-
-    def typical_apart(self) -> Spread:
-        """Where no configuration is pooled: the median one of those apart (for a one-line summary only)."""
-        spreads = sorted(self.apart.values(), key=lambda s: (s.var, s.df))
-        return spreads[len(spreads) // 2]
-
-    def spread_for(self, config) -> Spread | None:
-        """The spread a configuration's cells use: its own if apart, the pooled one if it is pooled or may borrow."""
-        if config in self.apart:
-            return self.apart[config]
-        if config in self.members or self.borrowable:
-            return self.pooled
-        return None
-
-    def noise(self, config) -> Noise | None:
-        spread = self.spread_for(config)
-        if spread is None:
-            return None
-        if config in self.apart:
-            return Noise(spread.sd, spread.df, 1, 0, "own")
-        return Noise(spread.sd, spread.df, len(self.members), self.runs, "device")
-
-
-def cell_spread(runs: CellRuns, device: DeviceSpread | None, config=None) -> tuple[Spread, Noise] | None:
-    """The run-to-run spread a cell of `config` uses, and its description; None where nothing is known (one run,
-    no device spread, or a device whose configurations differ in noise)."""
-    if device is not None:
-        spread = device.spread_for(config)
-        return None if spread is None else (spread, device.noise(config))
-    if runs.df_within < 1:
-        return None
-    own = Spread(runs.ss_within / runs.df_within, runs.df_within)
-    return own, Noise(own.sd, own.df, 1, runs.n, "own")
-
-
 # ------------------------------------------------------------------------------------------- estimates
 
 
@@ -295,12 +102,12 @@ class Estimate:
     point: float | None
     n: int  # timed samples behind it (memory: runs)
     repeats: int  # runs behind it
-    noise: Noise | None = None  # the run-to-run spread it uses (its description)
+    noise: noise_model.Noise | None = None  # the run-to-run spread it uses (its description)
     why: str | None = None  # no noise estimate: SINGLE, FEW or ONE_RUN
     log: float | None = None  # log(point): the mean of its runs' logs
     within: tuple = ()  # ((Spread, weight), ...): the run-to-run variance of `log` is sum(weight * var)
     loads: tuple = ()  # ((invocation, share of its runs), ...)
-    device: DeviceSpread | None = None  # whose between-invocation spread its invocations carry
+    device: noise_model.DeviceSpread | None = None  # whose between-invocation spread its invocations carry
     by_invocations: bool = False  # no run-to-run spread of its own: judged by how its device's invocations differ
     config: object = None  # its configuration on the device (whose two modes, if it has them, decide nothing)
 
@@ -348,82 +155,6 @@ def exp(x: float) -> float:
 
 def expm1(x: float) -> float:
     return math.expm1(max(min(x, LOG_LIMIT), -LOG_LIMIT))
-
-
-NUMPY_MEDIAN_FROM = 1000  # values from which numpy's partition is quicker than sorting them in Python
-
-
-def median(values: list) -> float | None:
-    """The median of numbers (the mean of the middle two for an even count: np.median's value to the bit), None for
-    none. In Python for a few (microseconds a run, where numpy costs about fifty); with numpy for many."""
-    if not values:
-        return None
-    if len(values) < NUMPY_MEDIAN_FROM:
-        return float(statistics.median(values))
-    import numpy as np
-
-    return float(np.median(np.asarray(values, dtype=float)))
-
-
-def run_throughput(samples_ms, tokens_per_step: float | None) -> float | None:
-    """One run's tokens/s: tokens per step / its median timed step."""
-    return rate(median([x for x in samples_ms if x is not None]), tokens_per_step)
-
-
-def rate(median_ms: float | None, tokens_per_step: float | None) -> float | None:
-    """tokens/s of a run whose median timed step is median_ms (RecordView.timed_median: the same median)."""
-    if median_ms is None or not tokens_per_step:
-        return None
-    return tokens_per_step / (median_ms / 1000.0) if median_ms > 0 else None
-
-
-def throughput(samples_ms: list, tokens_per_step: float | None, device: DeviceSpread | None = None,
-               run_medians: list | None = None, invocations: list | None = None, config=None) -> Estimate:
-    """tokens/s from per-run lists of timed step times (ms): the geometric mean of the runs' own tokens/s, with its
-    uncertainty. run_medians: each run's own median, in the order of samples_ms, where the caller has them;
-    invocations: each run's invocation, in that order; config: its configuration (its spread's, on the device)."""
-    invocations = invocations if invocations is not None else [None] * len(samples_ms)
-    if run_medians is None:
-        run_medians = [median([x for x in s if x is not None]) for s in samples_ms]
-    kept = [(s, m, i) for s, m, i in zip(samples_ms, run_medians, invocations, strict=True) if len(s)]
-    n = sum(len(s) for s, _m, _i in kept)
-    per_run = [rate(m, tokens_per_step) for _s, m, _i in kept]
-    runs = CellRuns.of(per_run, [i for _s, _m, i in kept])
-    if not n or not runs.n:
-        return Estimate(None, n, len(kept))
-    if n < MIN_SAMPLES:
-        return Estimate(runs.geometric_mean, n, runs.n, why=SINGLE if n <= 1 else FEW)
-    return _estimate(runs, n, device, config)
-
-
-def memory(values: list, device: DeviceSpread | None = None, invocations: list | None = None,
-           config=None) -> Estimate:
-    """A per-run counter (peak memory): the geometric mean over runs, with its uncertainty by the same rule."""
-    runs = CellRuns.of([float(v) if v is not None else None for v in values], invocations)
-    if not runs.n:
-        return Estimate(None, 0, 0)
-    return _estimate(runs, runs.n, device, config)
-
-
-def _estimate(runs: CellRuns, n: int, device: DeviceSpread | None, config) -> Estimate:
-    log, point = runs.mean, runs.geometric_mean
-    spread = cell_spread(runs, device, config)
-    loads = tuple((i, len(xs) / runs.n) for i, xs in runs.by_invocation.items())
-    if spread is None:
-        between = device.between if device is not None else None
-        if between is not None and between.lendable:
-            # no run-to-run spread for this configuration, but how the device's invocations differ (offset and
-            # run-to-run noise together) is measured: against another invocation, that is its noise
-            ms = between.mean_square
-            noise = Noise(math.sqrt(ms.var * between.n0), ms.df, between.configs, 0, "between invocations")
-            return Estimate(point, n, runs.n, noise, log=log, loads=loads, device=device, by_invocations=True,
-                            config=config)
-        return Estimate(point, n, runs.n, why=ONE_RUN, log=log, device=device, config=config)
-    spread, noise = spread
-    within = ((spread, 1.0 / runs.n),)
-    return Estimate(point, n, runs.n, noise, log=log, within=within, loads=loads, device=device, config=config)
-
-
 # ------------------------------------------------------------------------------------------- deltas
 
 
@@ -481,8 +212,8 @@ class Linear:
         (each Spread once; an offset's estimate is a difference of spreads, so some coefficients are negative);
         whether an invocation offset that does not cancel is unmeasured; and whether a cell judged by invocations
         meets a cell of its own invocation (then nothing judges the delta)."""
-        within: dict[Spread, list[float]] = {}
-        between: dict[Spread, list[float]] = {}
+        within: dict[noise_model.Spread, list[float]] = {}
+        between: dict[noise_model.Spread, list[float]] = {}
         loads: dict[tuple, list[float]] = {}
         by_invocations: dict[tuple, float] = {}  # its invocations -> the fewest runs a cell has of one
         for est, g in self.gradient():
@@ -624,28 +355,6 @@ def counter(a: Estimate, b: Estimate, floor: float = NOISE_FLOOR) -> Delta:
     return ratio(a, b, floor)[0]
 
 
-def modes(cell: CellRuns) -> tuple[float, float] | None:
-    """(low, high) where a cell's runs fall at two levels: the widest gap between its sorted values is at least
-    MODE_GAP and MODE_TIGHT times the spread inside either side, each side 2+ runs (a peak RSS of 600 or 790 MiB,
-    within one invocation too); None otherwise."""
-    logs = sorted(cell.logs)
-    if len(logs) < 4:
-        return None
-    gap, at = max((logs[i + 1] - logs[i], i) for i in range(len(logs) - 1))
-    low, high = logs[:at + 1], logs[at + 1:]
-    if len(low) < 2 or len(high) < 2:
-        return None
-    inside = max(_sd(low), _sd(high))
-    if gap < math.log1p(MODE_GAP) or gap < MODE_TIGHT * inside:
-        return None
-    return math.exp(math.fsum(low) / len(low)), math.exp(math.fsum(high) / len(high))
-
-
-def _sd(logs: list[float]) -> float:
-    mean = math.fsum(logs) / len(logs)
-    return math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
-
-
 def combine(parts: list[tuple[float, tuple[Delta, Linear | None]]], floor: float = NOISE_FLOOR) -> Delta:
     """A weighted sum of relative effects (e.g. a 2x2 factor: 0.5*(e22 - e12) + 0.5*(e21 - e11)), in absolute
     units: its interval from the effects' log forms, linearized (d e / d log = 1 + e)."""
@@ -687,21 +396,3 @@ def difference(first: Linear, second: Linear, floor: float = NOISE_FLOOR) -> Del
     form.add(first, 1.0)
     form.add(second, -1.0)
     return _delta(form, floor, False, None)
-
-
-def pooled_noise(cells: list[list[float]], source: str = "device") -> Noise | None:
-    """The spread pooled over cells (each the per-run values of one configuration, one invocation): the sum of
-    squared log deviations / the sum of (runs - 1). None when no cell has 2 runs. (harness.calibrate's summary of
-    its own runs; comparisons use harness.analysis.noise.fit.)"""
-    ss, df, n_cells, runs = [], 0, 0, 0
-    for values in cells:
-        cell = CellRuns.of(list(values))
-        if cell.n < 2:
-            continue
-        ss.append(cell.ss_within)
-        df += cell.df_within
-        n_cells += 1
-        runs += cell.n
-    if not df:
-        return None
-    return Noise(math.sqrt(math.fsum(ss) / df), df, n_cells, runs, source)

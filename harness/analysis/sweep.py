@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 
-from harness.analysis import stats
+from harness.analysis import cell_values
 from harness.record.model import workload_hash
 from harness.record.view import RecordView
 
@@ -92,14 +92,14 @@ def _merge(records: list[RecordView]) -> dict:
         status = f"ok ({len(records) - len(ok)} not)"
     samples = [r.timed_ms for r in ok]
     tokens = next((r.tokens_per_step for r in ok if r.tokens_per_step), None)
-    step_ms = stats.median([x for s in samples for x in s])
+    step_ms = cell_values.median([x for s in samples for x in s])
     known = [(b, w) for b, w in (r.peak_memory(widest=True) for r in records) if b is not None]
     peak, source = max(known) if known else (None, MISSING)
     kernels = sorted({r.lm_head_kernel for r in ok or records} - {None})
     return {
         "status": status,
         "runs": len(records),
-        "tokens_per_s": stats.throughput(samples, tokens, run_medians=[r.timed_median for r in ok]).point,
+        "tokens_per_s": cell_values.throughput(samples, tokens, run_medians=[r.timed_median for r in ok]).point,
         "step_ms": step_ms,
         "peak_memory_bytes": peak,
         "memory_source": source,

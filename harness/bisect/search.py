@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.analysis import noise, stats
+from harness.analysis import cell_values, noise, stats
 from harness.analysis.cells import Cell
 from harness.analysis.group import Group
 from harness.bisect.candidates import Candidate
@@ -59,7 +59,7 @@ class Metric:
             return g.throughput
         if self.name == "peak_memory":
             return g.memory_estimate
-        return stats.memory(self.values(g))  # its own runs' spread: no device's
+        return cell_values.memory(self.values(g))  # its own runs' spread: no device's
 
     def value(self, g: Group) -> tuple[float | None, float | None, float | None]:
         """(point, low, high): the value with its interval (low, high None without a noise estimate)."""

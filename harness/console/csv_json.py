@@ -7,7 +7,7 @@ import csv
 import io
 import json
 
-from harness.analysis import stats
+from harness.analysis import noise_model, stats
 from harness.analysis.cells import SHOWN_AS_TEXT, Cell, Memory, Mfu, Table
 from harness.analysis.dataset import Dataset
 from harness.console.textsafe import csv_cell, csv_comment
@@ -122,7 +122,7 @@ def render_json(tables: list[Table], ds: Dataset, footer: list[str], warnings: l
     return json.dumps(doc, indent=1, default=str) + "\n"
 
 
-def _noise_json(n: stats.DeviceSpread | None) -> dict | None:
+def _noise_json(n: noise_model.DeviceSpread | None) -> dict | None:
     """A device's spreads as data: the run-to-run sd of log per-run values (about the relative sd) with its degrees of
     freedom and basis, the configurations that keep their own spread (apart), the sd of an invocation's offset (None:
     not measured) and, per memory metric, the two levels a configuration's peaks fell at (modes)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from harness.analysis import stats
+from harness.analysis import noise_model, stats
 from harness.analysis.cells import VERDICT_WORDS, Cell, fmt_change
 from harness.analysis.noise import MIN_BETWEEN_DF
 from harness.analysis.verdict import SERIES, by_series, extremes, series_key
@@ -132,8 +132,8 @@ def _left_out_blocks(v, name) -> list[tuple[str, list[str]]]:
     return blocks
 
 
-def _modes_text(spread: stats.DeviceSpread) -> str:
-    """' (two modes: 600/790 MiB)' where a configuration's peaks fell at two levels (stats.modes), else ''."""
+def _modes_text(spread: noise_model.DeviceSpread) -> str:
+    """' (two modes: 600/790 MiB)' where a configuration's peaks fell at two levels (noise_model.modes), else ''."""
     if not spread.modes:
         return ""
     return " (two modes: " + ", ".join(f"{lo / 2**20:,.0f}/{hi / 2**20:,.0f} MiB" for lo, hi in sorted(spread.modes.values())) + ")"

@@ -454,7 +454,7 @@ class RecordView:
     @once
     def timed_median(self) -> float | None:
         """The median of its timed steps (the mean of the middle two for an even count), None without any: the run's
-        own step time, which the noise rule and its cell's interval each read (harness.analysis.stats.rate)."""
+        own step time, which the noise rule and its cell's interval each read (harness.analysis.cell_values.rate)."""
         ms = self.timed_ms
         return float(statistics.median(ms)) if ms else None
 
