@@ -19,6 +19,7 @@ from harness.analysis.cells import Cell
 from harness.analysis.context import Compare
 from harness.analysis.dataset import Filters, load, torch_version_key
 from harness.analysis.tables import registry
+from harness.analysis.tables.underneath import TOP_UNDERNEATH
 
 ROOT = Path(__file__).resolve().parent.parent
 BF16_SDPA = {"precision": "bf16", "attention": "sdpa", "sdpa_backend": "flash"}
@@ -545,7 +546,7 @@ def test_underneath_ranked_by_time_top_few_and_all(tmp_path, capsys):
     whats = [r["what"] for r in table.rows]
     assert whats[0] == "lm_head GEMM (same kernel)" and whats[1].startswith("attention kernels (same)")
     ranked = table.rows[2:]
-    assert len(ranked) == compare.TOP_UNDERNEATH
+    assert len(ranked) == TOP_UNDERNEATH
     impacts = [abs(r["impact"]) for r in ranked]
     assert impacts == sorted(impacts, reverse=True)
     assert ranked[0]["what"] == "changed [elementwise]: kernel_11" and ranked[0]["impact"] == pytest.approx(2100)
@@ -615,7 +616,7 @@ def test_real_gpu_records_read_as_a_person_would():
     for r in under.rows:
         per_pair.setdefault(r["rung"], []).append(r)
     assert per_pair, "no underneath rows: the two all() below would pass on nothing"
-    assert all(len(rows) <= 2 + compare.TOP_UNDERNEATH for rows in per_pair.values())
+    assert all(len(rows) <= 2 + TOP_UNDERNEATH for rows in per_pair.values())
     assert all(rows[0]["what"].startswith("lm_head GEMM") and rows[1]["what"].startswith("attention") for rows in per_pair.values())
 
 
