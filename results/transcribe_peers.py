@@ -21,8 +21,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.record.io import read_record, validate
+from harness.record.io import read_record
 from harness.record.model import canonical_hash, new_record
+from harness.record.validator import validate
 
 STEPS, FIRST_TIMED = 50, 10  # the README: 50 steps, median of steps 10-49
 PEERS = {  # peer name (the .jsonl's stem after "peer-") -> what the README beside it says of how it ran

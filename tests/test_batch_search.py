@@ -14,7 +14,8 @@ from records_factory import make_record
 
 from harness import batch_search as bs
 from harness.analysis.fit import Fit
-from harness.record.io import iter_records, validate
+from harness.record.io import iter_records
+from harness.record.validator import validate
 from harness.record.view import RecordView
 
 GIB = 2**30

@@ -387,8 +387,9 @@ def test_wrong_typed_fields_never_crash_compare_or_report(tmp_path, capsys):
     """Class 3 of issue 31: every field of a CPU and a GPU record given a value of each other JSON type. The schema
     refuses it (the file is left out with one warning naming the file and the field) or compare (every format) and
     report read it without a traceback; the rest is compared."""
-    from harness.record import io as record_io
+    from harness.record.migrate import migrate
     from harness.record.model import RecordError
+    from harness.record.validator import validate
 
     sources = [CPU_RECORDS / "20261123T011151Z-torch212-seed-ladder-fp32-r0-2d048b.json",
                RESULTS / "gpu-h100-80gb-hbm3/ladder/20261123T081330Z-local-seed-ladder-tf32-r0-1ed9a9.json"]
@@ -407,7 +408,7 @@ def test_wrong_typed_fields_never_crash_compare_or_report(tmp_path, capsys):
                 bad = with_value(record, path, value)
                 bad["run_id"] = f"{record['run_id']}-{len(refused)}-{len(list(passing.iterdir()))}"
                 try:
-                    record_io.validate(record_io.migrate(bad))
+                    validate(migrate(bad))
                 except RecordError as exc:
                     refused.append((path, str(exc)))
                     continue
@@ -772,13 +773,13 @@ def test_threads_are_bounded_by_the_cpus_this_process_may_use(tmp_path):
 def test_step_series_are_checked_in_linear_time_and_bounded(monkeypatch):
     """Class 14 of issue 31: a record's step series are bounded by the steps bound (a 2,000,000-step record took
     compare 87 s, 50 s of it in jsonschema) and checked in one pass: jsonschema never walks them."""
-    from harness.record import bounds
-    from harness.record import io as record_io
+    from harness.record import bounds, validator
+    from harness.record.io import read_record
     from harness.record.model import RecordError
 
-    record = record_io.read_record(min(CPU_RECORDS.glob("*.json")))  # as read: upgraded to the current version
+    record = read_record(min(CPU_RECORDS.glob("*.json")))  # as read: upgraded to the current version
     seen = []
-    real = record_io._validator()
+    real = validator._validator()
 
     class Spy:  # whatever jsonschema is handed, the whole record or one section of it, holds no step series
         def __init__(self, validator):
@@ -792,18 +793,18 @@ def test_step_series_are_checked_in_linear_time_and_bounded(monkeypatch):
         def evolve(self, **kwargs):
             return Spy(self.validator.evolve(**kwargs))
 
-    monkeypatch.setattr(record_io, "_validator", lambda: Spy(real))
-    record_io._section_validator.cache_clear()
-    record_io._VALID_SECTIONS.clear()
+    monkeypatch.setattr(validator, "_validator", lambda: Spy(real))
+    validator._section_validator.cache_clear()
+    validator._VALID_SECTIONS.clear()
     record["steps"] = {k: [1.0] * bounds.MAX_STEPS for k in ("ms", "loss", "grad_norm")}
-    assert record_io.validate(record)["steps"]["ms"] == [1.0] * bounds.MAX_STEPS  # the record itself, whole
+    assert validator.validate(record)["steps"]["ms"] == [1.0] * bounds.MAX_STEPS  # the record itself, whole
     assert seen and all(n == 0 for n in seen)
     record["steps"]["ms"] = [1.0] * (bounds.MAX_STEPS + 1)
     with pytest.raises(RecordError, match="steps.ms: 100,001 items; at most 100,000 \\(no run records more steps\\)"):
-        record_io.validate(record)
+        validator.validate(record)
     record["steps"]["ms"] = [1.0, "x", None]
     with pytest.raises(RecordError, match=r"steps.ms\[1\]: 'x' is not a number or null"):
-        record_io.validate(record)
+        validator.validate(record)
 
 
 def test_many_series_are_drawn_so_they_can_be_told_apart(tmp_path, capsys):

@@ -468,10 +468,10 @@ def test_read_json_fast_path_gives_what_json_gives(tmp_path):
 
 def test_validation_by_sections_is_validation_whole(tmp_path):
     """A record valid whole is valid by sections, and each kind of invalid one is refused with jsonschema's message."""
-    from harness.record import io
+    from harness.record import validator
 
     good = read_record(min((RESULTS / "cpu-amd-epyc-2core").glob("*.json")))
-    assert io.validate(good) is good
+    assert validator.validate(good) is good
     for edit, where in ((lambda r: r["steps"]["ms"].append("x"), "steps.ms["), (lambda r: r.pop("summary"), "the record"),
                         (lambda r: r["steps"]["loss"].append(True), "steps.loss["),
                         (lambda r: r.update(workload=[]), "workload"),
@@ -479,13 +479,14 @@ def test_validation_by_sections_is_validation_whole(tmp_path):
         bad = json.loads(json.dumps(good))
         edit(bad)
         with pytest.raises(RecordError) as exc:
-            io.validate(bad)
+            validator.validate(bad)
         assert str(exc.value).startswith(where)
         if where.startswith("steps."):  # the step series are checked in one pass of their own, with their own words
             assert str(exc.value).endswith("is not a number or null")
             continue
         import jsonschema
-        assert str(exc.value).endswith(jsonschema.exceptions.best_match(io._validator().iter_errors(bad)).message)
+        best = jsonschema.exceptions.best_match(validator._validator().iter_errors(bad))
+        assert str(exc.value).endswith(best.message)
 
 
 def test_the_listing_is_what_rglob_finds(tmp_path, monkeypatch):
@@ -516,13 +517,13 @@ def test_the_listing_is_what_rglob_finds(tmp_path, monkeypatch):
 
 
 def test_a_section_the_plain_check_passes_jsonschema_passes():
-    """io._plain_section's checks only save work: every value one passes that is within the bounds (checked first,
-    harness.record.bounds), over a grid of JSON values of every type (bool beside int, 1.0 beside 1, null, nested,
-    out of bounds) and each committed record's own, jsonschema finds valid; and they are what most of a record's
-    sections go through."""
+    """validator._plain_section's checks only save work: every value one passes that is within the bounds (checked
+    first, harness.record.bounds), over a grid of JSON values of every type (bool beside int, 1.0 beside 1, null,
+    nested, out of bounds) and each committed record's own, jsonschema finds valid; and they are what most of a
+    record's sections go through."""
     import itertools
 
-    from harness.record import bounds, io
+    from harness.record import bounds, validator
 
     def within(name, value) -> bool:
         try:
@@ -534,20 +535,21 @@ def test_a_section_the_plain_check_passes_jsonschema_passes():
     scalars = [None, True, False, 0, 1, -3, 2**70, 1.0, 2.5, -0.0, "", "ok", "measured", "x" * 3, [], {}, ["a"], [1]]
     records = [r for _p, r in iter_records([RESULTS], lambda _line: None)]
     checked = 0
-    for name in io.schema()["properties"]:
-        plain = io._plain_section(name)
+    for name in validator.schema()["properties"]:
+        plain = validator._plain_section(name)
         if plain is None:
             continue
-        validator = io._section_validator(name)
+        check = validator._section_validator(name)
         values = scalars + [r.get(name) for r in records]
         if name == "summary":
-            keys = list(io.schema()["properties"]["summary"]["properties"])[:4] + ["not_in_the_schema"]
+            keys = list(validator.schema()["properties"]["summary"]["properties"])[:4] + ["not_in_the_schema"]
             values += [dict(zip(keys, combo)) for combo in itertools.product(scalars[:9], repeat=2)]
         for value in values:
             if plain(value) and within(name, value):
                 checked += 1
-                assert validator.is_valid(value), (name, value)
-    assert checked > 1000 and sum(io._plain_section(n) is not None for n in io.schema()["properties"]) >= 12
+                assert check.is_valid(value), (name, value)
+    properties = validator.schema()["properties"]
+    assert checked > 1000 and sum(validator._plain_section(n) is not None for n in properties) >= 12
 
 
 def test_the_export_and_the_cluster_docs_query_give_the_verdicts_numbers(tmp_path):
@@ -659,7 +661,7 @@ def test_the_index_identity_covers_every_file_reading_depends_on(tmp_path):
     code = _code_copy(tmp_path / "code")
     names = {p.relative_to(code).as_posix() for p in st_identity.identity_files(code)}
     assert {"harness/record/schema.json", "harness/record/workload_code_history.json", "gpt/config.py",
-            "harness/record/io.py", "harness/record/migrate.py"} <= names
+            "harness/record/io.py", "harness/record/validator.py", "harness/record/migrate.py"} <= names
     assert "harness/analysis/stats.py" not in names  # what reading does not use leaves the index alone
     before = st_identity.code_identity(code)
     for path in st_identity.identity_files(code):

@@ -138,9 +138,9 @@ def test_the_record_schema_and_its_typed_part_know_the_gpu_id():
     import copy
     import json
 
-    from harness.record.io import validate
     from harness.record.migrate import migrate
     from harness.record.model import RecordError
+    from harness.record.validator import validate
     from harness.record.view import RecordView
 
     calls = RESULTS / "gpu-h200-20261126-call1"

@@ -11,8 +11,9 @@ import pytest
 from shipped import RESULTS
 
 from harness.record import migrate
-from harness.record.io import read_record, validate, write_record
+from harness.record.io import read_record, write_record
 from harness.record.model import SCHEMA_VERSION, RecordError, canonical_hash, flags_hash, new_record, workload_hash
+from harness.record.validator import validate
 from harness.record.view import RecordView
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from shipped import RESULTS
 
-from harness.record.io import iter_records, schema
+from harness.record.io import iter_records
 from harness.record.model import KIND_BLOCKS, new_record
 from harness.record.parts import Gemm, Gpu, KernelRow, Kernels, KernelTime, MemorySplit, Part
 from harness.record.sections import SECTIONS, Contention, Environment, Explain, Summary
+from harness.record.validator import schema
 from harness.record.view import RecordView
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,8 +13,9 @@ from records_factory import make_record
 
 from harness.envs.spec import load_spec
 from harness.record import io as record
-from harness.record.io import iter_records, read_record, validate, write_record
+from harness.record.io import iter_records, read_record, write_record
 from harness.record.model import RecordError
+from harness.record.validator import validate
 
 
 def minimal_record(**changes):

@@ -19,8 +19,9 @@ from harness.analysis import sweep as sweepmod
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
 from harness.analysis.tables import registry
-from harness.record.io import iter_records, validate
+from harness.record.io import iter_records
 from harness.record.model import flags_hash
+from harness.record.validator import validate
 from harness.record.view import RecordView
 from harness.runner import request
 from harness.runner.plan import PlanError, load_plan

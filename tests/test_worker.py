@@ -5,7 +5,7 @@ import torch
 
 from gpt import torch_compat
 from gpt.config import make_config
-from harness.record.io import validate
+from harness.record.validator import validate
 from harness.runner.flags import flags_for
 from harness.runner.worker_spec import WorkerSpec
 from harness.worker import measure

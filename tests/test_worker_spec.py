@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.record.io import validate
+from harness.record.validator import validate
 from harness.runner import launcher
 from harness.runner.flags import flags_hash
 from harness.runner.request import RunRequest, build_points, rerun_command

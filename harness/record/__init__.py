@@ -9,7 +9,9 @@
     schema.json  the record's JSON Schema: each field's type, and the bounds of each number and string it lists
     bounds.py    the bounds on every number and string of a record (finite, in range for what it measures, sizes
                  bounded), checked before anything reads one (and before one is written)
-    io.py        the one writer (atomic, never overwrites) and the one reader (defensive, migrated, validated)
+    io.py        the one writer (atomic, never overwrites), the one reader (defensive, migrated, validated) and the
+                 listing of a folder's record files
+    validator.py whether a record is valid: the schema (jsonschema) and the shortcuts that decide most of it faster
     files.py     whole-file writes (fsynced, whole or not at all), for every writer of the harness
     migrate.py   older records read as the current schema version (1 -> 2: what v1 left to absence, said)
     view.py      RecordView: read-only accessors for the tables (timed steps, tokens, device, peak memory...)

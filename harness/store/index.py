@@ -3,8 +3,8 @@ validates nothing.
 
 harness.compare and harness.report read a folder's records through RecordIndex.read instead of io.read_record. For
 each record file under the folder the index holds what read_record gave (the record, migrated and validated, or why
-the file is skipped: io.validate refuses NaN and infinity with every other out-of-bounds value), keyed by the file's
-path and identity: size, mtime, ctime and inode (no tool sets a ctime back, so a rewritten file is noticed even
+the file is skipped: validator.validate refuses NaN and infinity with every other out-of-bounds value), keyed by the
+file's path and identity: size, mtime, ctime and inode (no tool sets a ctime back, so a rewritten file is noticed even
 where its mtime was restored), and, for a file changed within RACY_NS of being indexed, a hash of its bytes, compared
 on every later read (a second change within the filesystem's time resolution leaves the times as they were). A file
 the index does not hold, or whose identity differs, is read again through read_record; a removed file's entry is

@@ -17,7 +17,7 @@ DELTA = ".delta-"  # a delta's name: the base's name, this, when it was written 
 # whenever the folder is opened (read, not only written: a warm compare writes nothing)
 # How large an index file may be before it is read. Its keyed hash covers all but its explain sections, so a file of
 # the index's magic and lengths, sparse or not, would be read whole to be refused (20 GiB: 33 s). An index holds, per
-# record file, its path and a few numbers (a row: ROW_BYTES, a path of PATH_MAX and a reason of io.MAX_REASON
+# record file, its path and a few numbers (a row: ROW_BYTES, a path of PATH_MAX and a reason of validator.MAX_REASON
 # included) and its record re-encoded (the core: the record less its explain and shared sections, plus what its view
 # derives, which names the steps' own lists instead of repeating them; the explain section compressed; the shared
 # sections once per distinct value): at most GROWTH times the record's JSON even where the record writes its numbers

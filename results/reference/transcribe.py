@@ -18,8 +18,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from harness.record.io import read_record, validate
+from harness.record.io import read_record
 from harness.record.model import canonical_hash, new_record
+from harness.record.validator import validate
 
 SOURCE = "../shared/seeds/000_3624f831bf4e6e33.txt"
 PLAN = "seed-ladder"
