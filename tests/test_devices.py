@@ -1,4 +1,4 @@
-"""What tells two devices apart (harness.record.view.DeviceIdentity) and the verdict's line for a folder whose runs
+"""What tells two devices apart (harness.record.device.DeviceIdentity) and the verdict's line for a folder whose runs
 share no device with the others' (harness.analysis.devices.apart): a user's first runs beside the shipped records."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from shipped import RESULTS
 
 from harness import compare
 from harness.analysis.devices import NOT_RECORDED, apart, identity_difference
+from harness.record.device import DeviceIdentity
 from harness.record.io import read_record
-from harness.record.view import DeviceIdentity, RecordView
+from harness.record.view import RecordView
 
 ISA = {"avx2": True, "avx512f": True, "avx512_bf16": True}
 

@@ -16,7 +16,7 @@ from harness.analysis.context import Compare
 from harness.analysis.dataset import load
 from harness.analysis.tables import registry
 from harness.provenance import envinfo
-from harness.record.view import device_label, isa_tag
+from harness.record.device import device_label, isa_tag
 
 XEON_NO_BF16 = "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor @ 2.80GHz\nflags\t\t: fpu sse4_2 fma avx avx2 avx512f avx512bw avx512vl avx512_vnni\n"
 EPYC_BF16 = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse4_2 fma avx avx2 avx512f avx512bw avx512vl avx512_vnni avx512_bf16\n"

@@ -105,7 +105,7 @@ def test_environment_memory_and_power_read_the_same_gpu(fake, monkeypatch):
 
 def test_the_runner_names_the_gpu_a_dead_worker_was_meant_for(fake, monkeypatch):
     from harness.provenance import envinfo
-    from harness.record.view import device_label
+    from harness.record.device import device_label
     from harness.runner import launcher as runmod
     from harness.runner.worker_spec import WorkerSpec
 

@@ -12,9 +12,9 @@ from module_cli import assert_refused, run_module
 from records_factory import make_record
 
 from harness import run as runmod
+from harness.record.device import device_label
 from harness.record.io import iter_records, read_record
 from harness.record.model import workload_hash
-from harness.record.view import device_label
 from harness.runner import launcher
 from harness.runner.flags import flags_hash
 from harness.runner.plan import PlanError, load_plan

@@ -1,6 +1,6 @@
 """Short names for devices, and the word for a set of them.
 
-A device label (harness.record.view.device_label) is exact but long: 'cpu: Intel(R) Xeon(R) Processor @ 2.80GHz
+A device label (harness.record.device.device_label) is exact but long: 'cpu: Intel(R) Xeon(R) Processor @ 2.80GHz
 [AVX512+avx512_bf16; 2 threads]' is 70 characters, and a table that repeats it three times a row wraps. Every row,
 title and chart names a device by its alias instead ('xeon-avx512bf16-2t', 'h100-80g', 'h200'), and one legend line
 gives each alias its full label. No torch import.
@@ -16,7 +16,7 @@ CPU_FAMILIES = ("xeon", "epyc", "threadripper", "ryzen", "opteron", "core", "gra
 
 
 def is_cpu(label: str) -> bool:
-    """A CPU's device label ('cpu: <model> [...]', harness.record.view.device_label), not a GPU's."""
+    """A CPU's device label ('cpu: <model> [...]', harness.record.device.device_label), not a GPU's."""
     return label.startswith("cpu: ")
 
 

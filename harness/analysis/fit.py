@@ -28,7 +28,7 @@ class Fit:
     status: str
     tokens_per_s: float | None
     peak_bytes: int | None
-    memory_source: str  # the peak's metric name (RecordView.MEMORY_METRICS), '-' when unknown
+    memory_source: str  # the peak's metric name (harness.record.view_memory.MEMORY_METRICS), '-' when unknown
     usable_bytes: int | None
     headroom_bytes: int
     why: str | None  # None when it fits

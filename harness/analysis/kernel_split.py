@@ -6,7 +6,7 @@ harness.analysis.fastest's "What explains it" tables compare. No torch import.
 from __future__ import annotations
 
 from harness.analysis.group import Group
-from harness.record.view import CPU_INDUCTOR
+from harness.record.view_evidence import CPU_INDUCTOR
 
 SPLIT = (  # (key, label) of the kernel-time split
     ("step_ms", "step time (median of the timed steps)"),

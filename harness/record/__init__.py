@@ -14,7 +14,11 @@
     validator.py whether a record is valid: the schema (jsonschema) and the shortcuts that decide most of it faster
     files.py     whole-file writes (fsynced, whole or not at all), for every writer of the harness
     migrate.py   older records read as the current schema version (1 -> 2: what v1 left to absence, said)
-    view.py      RecordView: read-only accessors for the tables (timed steps, tokens, device, peak memory...)
+    view.py      RecordView: read-only accessors for the tables (timed steps, tokens, device, peak memory...), joined
+                 from its parts: view_base.py (the record, its fields and sections, values made once),
+                 view_environment.py (where it ran), view_numbers.py (steps, summary), view_memory.py (memory used
+                 and usable), view_evidence.py (record.explain: kernels, MFU, libraries, memory split)
+    device.py    what tells one device from another: DeviceIdentity and the device label every table groups by
     workload_code_history.json  the workload-code identity of records made before records carried one
 
 No torch import anywhere in this package.

@@ -12,7 +12,8 @@ from harness.analysis.cells import CONTENDED_NOTE, Cell, Table
 from harness.analysis.dataset import outcome
 from harness.analysis.differ import differences
 from harness.analysis.group import Group, run_ids
-from harness.record.view import RecordView, isa_tag
+from harness.record.device import isa_tag
+from harness.record.view import RecordView
 
 if TYPE_CHECKING:
     from harness.analysis.context import Compare

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from harness.analysis.cells import Cell, Table, fmt_pct, shorten
 from harness.analysis.group import Group
 from harness.record.parts import Gemm, KernelRow, KernelTime
-from harness.record.view import CPU_INDUCTOR
+from harness.record.view_evidence import CPU_INDUCTOR
 
 if TYPE_CHECKING:
     from harness.analysis.context import Compare
