@@ -181,3 +181,15 @@ def test_the_layer_check_finds_a_crossing():
     graph = {"harness.console.render": {"harness.worker"}, "harness.runner.launcher": {"harness.run"},
              "harness.report.outline": {"harness.analysis.stats"}, "harness.worker": {"harness.runner.flags"}}
     assert crossings(graph) == {("harness.console.render", "harness.worker"), ("harness.runner.launcher", "harness.run")}
+
+
+# ---------------------------------------------------------------- module size (docs/architecture.md)
+
+MAX_MODULE_LINES = 450
+SOURCES = sorted([*(ROOT / "harness").rglob("*.py"), *(ROOT / "gpt").rglob("*.py")])
+
+
+def test_no_module_is_over_the_size_a_reader_takes_in():
+    """A module longer than this holds more than one concern: split it by concern (issue 51)."""
+    long = {p.relative_to(ROOT).as_posix(): n for p in SOURCES if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert SOURCES and not long, f"over {MAX_MODULE_LINES} lines: {long}"
