@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -29,6 +30,19 @@ def rich(tmp_path_factory):
     out = base / "report"
     assert report.main([str(records), str(RESULTS / "reference"), "-o", str(out)]) == 0
     return out
+
+
+@pytest.fixture(scope="module")
+def rich_cmp(rich):
+    """The Compare the rich report is made from: its typed results, which the report's sentences word."""
+    return compare_of(rich.parent / "records", RESULTS / "reference")
+
+
+def compare_of(*paths):
+    from harness.analysis.context import Compare
+    from harness.analysis.dataset import load
+
+    return Compare(load(list(paths), warn=lambda _line: None))
 
 
 def test_all_outputs_written(rich):
@@ -75,7 +89,7 @@ def test_the_answers_come_first_and_the_appendix_is_folded(rich):
     appendix = md.split("<details><summary>Appendix")[1].split("## Environments")[0]
     assert appendix.rstrip().endswith("</details>") and "## A2. Findings" in appendix
     html = (rich / "report.html").read_text()
-    assert "<meta name='viewport' content='width=device-width, initial-scale=1'>" in html
+    assert "<meta name='viewport' content='width=device-width," in html and "initial-scale=1'>" in html
     assert "<details class='appendix'><summary>Appendix" in html
 
 
@@ -84,13 +98,17 @@ def test_a_question_the_records_cannot_answer_gives_the_command(rich):
     answers GPU-or-version with it."""
     md = (rich / "report.md").read_text()
     tf32 = md.split("## Does TF32 change memory, and why?")[1].split("\n## ")[0]
-    assert "What would answer it: `python -m harness.run --plan padding --preset gpt2-124m`" in tf32
+    assert "What would answer it: " in tf32 and "`python -m harness.run --plan padding --preset gpt2-124m`" in tf32
     vocab = md.split("## Why did padding the vocabulary")[1].split("\n## ")[0]
     assert "Split over 2 GPUs x 2 torch builds: " in vocab and "What would answer it" not in vocab
     assert "(all single sample)" in vocab  # the user's log: never a bare win
 
 
-def test_markdown_sections_and_computed_findings(rich):
+def test_markdown_sections_and_computed_findings(rich, rich_cmp):
+    from harness.analysis import questions, stats
+    from harness.analysis.group import estimate, run_ids
+    from harness.analysis.tables.knobs import knob_effects, splits
+
     md = (rich / "report.md").read_text()
     for section in ("Findings", "The ladder", "Torch versions and GPUs", "Knob effects",
                     "Memory", "What changed underneath", "Sweeps", "Loss parity", "The user's own numbers", "Left out"):
@@ -99,14 +117,30 @@ def test_markdown_sections_and_computed_findings(rich):
         assert f"]({chart})" in md
     findings = _findings(md)
     # the knob effects and the 2x2 split are stated with numbers computed from the records
-    assert re.search(r"Knob vocab_size 50257 -> 50304 .*: tokens/s \+\d+\.\d% \(beyond noise\) on a100-80g/torch212", findings)
-    assert re.search(r"GPU factor [+-]\d+\.\d pp \(beyond noise\), version factor [+-]\d+\.\d pp \(beyond noise\)", findings)
-    # the user's two logged builds, found in the records (no statement about the seeds is written in)
-    assert ("The user's log, fused-adamw-clip at B=64, T=1024 on H100/H800 class: torch 2.1.2 -> nightly: tokens/s "
-            "308,130 -> 443,161 (+43.8% (single sample)); device used 77,425 -> 48,007 MiB (-38.0%)") in findings
+    vocab = {(rich_cmp.name(gpu), env): d for (knob, _ctx), e in knob_effects(rich_cmp).items()
+             if knob == "vocab_size 50257 -> 50304" for (gpu, env), (_a, _b, d, _boot) in e["cells"].items()}
+    assert vocab["a100-80g", "torch212"].value > 0 and vocab["a100-80g", "torch212"].beyond
+    assert "- Knob vocab_size 50257 -> 50304 (at " in findings
+    (split,) = [r for r in splits(rich_cmp).rows if r.knob == "vocab_size 50257 -> 50304"]
+    assert split.gpu_factor.beyond and split.version_factor.beyond
+    assert "GPU factor " in findings and "version factor " in findings
+    # the user's two logged builds, found in the records (no statement about the seeds is written in): 2.1.2 ->
+    # nightly, tokens/s 308,130 -> 443,161 (+43.8%, single sample), device used 77,425 -> 48,007 MiB (-38.0%)
+    (logged,) = questions.versions(rich_cmp)
+    (ta, ra), (tb, rb) = logged.builds
+    d = stats.ratio(estimate(ra), estimate(rb))[0]
+    assert (ta, tb, logged.rung, logged.batch_size, logged.gpu) == ("2.1.2", "nightly", "fused-adamw-clip", 64, "H100/H800 class")
+    assert (round(estimate(ra).point), round(estimate(rb).point), round(d.value * 100, 1)) == (308130, 443161, 43.8)
+    assert d.verdict == stats.SINGLE and ra.memory[0] == "device used"
+    assert (round(ra.memory_bytes / 2**20), round(rb.memory_bytes / 2**20)) == (77425, 48007)
+    assert round((rb.memory_bytes / ra.memory_bytes - 1) * 100, 1) == -38.0
+    assert "torch 2.1.2 -> nightly: tokens/s 308,130 -> 443,161" in findings
     # each finding cites the records it rests on
-    assert re.search(r"TF32 on \(fp32 -> tf32\) in the user's log .* <sub>records: ref-000-L005-fp32-b16, ref-000-L011-tf32-b16</sub>",
-                     findings)
+    ((fp32, tf32),) = questions.tf32(rich_cmp).refs
+    ids = run_ids(fp32, tf32)
+    assert ids == ["ref-000-L005-fp32-b16", "ref-000-L011-tf32-b16"]
+    line = next(x for x in findings.splitlines() if x.startswith("- TF32 on (fp32 -> tf32) in the user's log"))
+    assert line.endswith(f" <sub>records: {', '.join(ids)}</sub>")
     assert "Significance:" in md and "the run is the unit of noise" in md
     assert "status oom: CUDA out of memory" in md  # the OOM sweep point is reported, not dropped
 
@@ -125,7 +159,14 @@ def test_cpu_only_report_skips_empty_charts(tmp_path):
         assert sentence in md
     assert "test / local" in md and "test = cpu: Test CPU @ 2GHz" in md and "peak RSS MiB" in md
     # 200 ms -> 120 ms, B=16, T=1024, one run each and no other run on this CPU: the spread is unknown, never a win
-    assert "fp32 81,920 tokens/s -> bf16 136,533 tokens/s (1.67x (one run a side, noise unknown))" in md
+    from harness.analysis import stats
+    from harness.analysis.tables.ladder import ladders
+
+    (ladder,) = ladders(compare_of(tmp_path / "r"))
+    first, last = ladder.steps[0], ladder.steps[-1]
+    assert (first.rung, round(first.tokens_per_s), last.rung, round(last.tokens_per_s)) == ("fp32", 81920, "bf16", 136533)
+    assert round(last.vs_first.value + 1, 2) == 1.67 and last.vs_first.verdict == stats.ONE_RUN
+    assert "136,533 tokens/s (1.67x (one run a side, noise unknown))" in md
 
 
 def test_report_with_every_run_contended(tmp_path):
@@ -148,14 +189,22 @@ def _findings(md: str) -> str:
     return md.split("## A2. Findings")[1].split("## A3.")[0]
 
 
-def test_2x2_finding_says_when_the_interaction_is_larger_than_both_factors(rich):
+def test_2x2_finding_says_when_the_interaction_is_larger_than_both_factors(rich, rich_cmp):
     """rich: vocab 50304 gives +54.7% on H100/torch212 and +2.6..+5.6% elsewhere: the interaction (-49 pp) is larger
     than the GPU (+27 pp) and version (-25 pp) factors. The old finding said 'the larger is the GPU'."""
+    from harness.analysis.tables.knobs import splits
+
+    (split,) = [r for r in splits(rich_cmp).rows if r.knob == "vocab_size 50257 -> 50304"]
+    pp = [round(d.value * 100) for d in (split.interaction, split.gpu_factor, split.version_factor)]
+    assert pp == [-49, 27, -25] and split.interaction_dominates
+    assert (rich_cmp.name(split.standout[0]), split.standout[1]) == ("h100-80g", "torch212")
+    here = split.cells[split.standout]
+    others = sorted(d.value for cell, d in split.cells.items() if cell != split.standout)
+    assert round(here.value * 100, 1) == 54.7 and here.beyond
+    assert (round(others[0] * 100, 1), round(others[-1] * 100, 1)) == (2.6, 5.6)
     findings = _findings((rich / "report.md").read_text())
     line = next(x for x in findings.splitlines() if x.startswith("- vocab_size 50257 -> 50304 (at"))
-    assert ("the interaction is larger than both factors, so the effect is not the GPU's or the torch version's alone: "
-            "it comes from h100-80g together with torch212 (+54.7% (beyond noise) there, +2.6% to +5.6% in the other three "
-            "cells)") in line
+    assert "the interaction is larger than both factors" in line and "h100-80g together with torch212" in line
     assert "the larger is" not in line
     sdpa = next(x for x in findings.splitlines() if x.startswith("- attention naive -> sdpa"))
     assert "both are beyond noise; the larger is the GPU" in sdpa  # there the GPU factor (+16.5 pp) is the larger
@@ -176,7 +225,13 @@ def test_report_2x2_uses_the_same_comparability_rule(tmp_path):
     assert report.main([str(write(tmp_path / "r", recs)), "-o", str(out)]) == 0
     md = (out / "report.md").read_text()
     assert "GPU factor" not in _findings(md) and not (out / "factors.png").exists()
-    assert "not split: vocab_size 50257 -> 50304 at sdpa-flash (B=16, T=1024)" in md and "cudnn_benchmark=True" in md
+    from harness.analysis.tables.knobs import splits
+
+    unsplit = splits(compare_of(tmp_path / "r"))
+    assert unsplit.rows == []
+    (note,) = [n for n in unsplit.notes if n.startswith("not split: ")]
+    assert note.startswith("not split: vocab_size 50257 -> 50304 at sdpa-flash (B=16")
+    assert "not split: vocab_size 50257 -> 50304" in md and "cudnn_benchmark=True" in md
 
 
 def test_the_thousands_axis_tells_a_cpus_ticks_apart():
@@ -205,8 +260,8 @@ def test_a_year_of_results_reads_as_a_report_not_a_log():
         assert "row99" in text and "row100" not in text and "only" in text and "one note" in text
         assert "note 29" in text and "note 30" not in text and "and 15 more notes" in text
         assert f"The first {document.SHOWN_ROWS} of its 250 rows" in text
-        assert "python -m harness.compare &#x27;my results&#x27; --table reference" in text or \
-            "python -m harness.compare 'my results' --table reference --format csv" in text
+        every_row = doc.every_row("reference")  # the command that lists them all, as Markdown or HTML writes it
+        assert every_row in text or html.escape(every_row) in text
         assert f"run{document.CITED_IDS - 1}," not in text and "and 7 more" in text
     assert len(big.rows) == 250 and len(big.notes) == 45  # the table itself is left whole for its other readers
 
