@@ -19,6 +19,8 @@ from harness.analysis.cells import Cell
 from harness.analysis.context import Compare
 from harness.analysis.dataset import Filters, load, torch_version_key
 from harness.analysis.tables import registry
+from harness.analysis.tables.cross import cross
+from harness.analysis.tables.ladder import ladders
 from harness.analysis.tables.underneath import TOP_UNDERNEATH
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -475,8 +477,10 @@ def test_failure_records_without_an_environment_are_no_device(tmp_path, capsys):
             failure_record(env="torch212", rung="sdpa-flash", workload=BF16_SDPA),
             failure_record(env="torch212", rung="vocab-50304", workload=VOCAB, gpu="H100")]
     cmp = Compare(load([write(tmp_path / "r", recs)], warn=lambda line: None))
-    titles = [t.title for t in registry.build(cmp, ["ladder"])]
-    assert titles == ["Ladder: plan seed-ladder on h100-80g / torch212 (B=16, T=1024)"]
+    # one ladder, on the H100 the newer failure record names: no ladder of an unknown device
+    assert [(lad.plan, cmp.name(lad.gpu), lad.env, lad.batch_size) for lad in ladders(cmp)] == \
+        [("seed-ladder", "h100-80g", "torch212", 16)]
+    assert len(registry.build(cmp, ["ladder"])) == 1
     ladder = registry.build(cmp, ["ladder"])[0]
     assert [(r["rung"], r["runs"]) for r in ladder.rows] == [("bf16", "1x10"), ("vocab-50304", "error")]
     left = registry.one(cmp, "left-out").rows
@@ -560,12 +564,17 @@ def test_underneath_ranked_by_time_top_few_and_all(tmp_path, capsys):
 
 def test_cross_version_note_names_the_real_reason(tmp_path):
     one_env = [make_record(env="local", gpu=gpu, rung="bf16", workload={"precision": "bf16"}) for gpu in ("H100", "A100")]
-    note = registry.one(Compare(load([write(tmp_path / "one", one_env)], warn=lambda line: None)), "versions").notes
-    assert note == ["only one env in these records (local): nothing to compare across envs"]
+    cmp = Compare(load([write(tmp_path / "one", one_env)], warn=lambda line: None))
+    assert cross(cmp, "env").rows == []
+    (note,) = registry.one(cmp, "versions").notes  # the reason: one env, named
+    assert note.startswith("only one env in these records (local)")
     apart = [make_record(env="torch212", gpu="A100", rung="bf16", workload={"precision": "bf16"}),
              make_record(env="nightly", gpu="H100", rung="bf16", workload={"precision": "bf16"})]
-    note = registry.one(Compare(load([write(tmp_path / "apart", apart)], warn=lambda line: None)), "versions").notes
-    assert note == ["no rung ran under two envs on the same GPU: nightly on NVIDIA H100 80GB HBM3; torch212 on NVIDIA A100-SXM4-80GB"]
+    cmp = Compare(load([write(tmp_path / "apart", apart)], warn=lambda line: None))
+    assert cross(cmp, "env").rows == []
+    (note,) = registry.one(cmp, "versions").notes  # the reason: two envs, never on one GPU; which ran where
+    assert note.startswith("no rung ran under two envs on the same GPU: ")
+    assert note.split(": ", 1)[1].split("; ") == ["nightly on NVIDIA H100 80GB HBM3", "torch212 on NVIDIA A100-SXM4-80GB"]
 
 
 def test_mfu_above_100_percent_is_never_shown_bare(tmp_path, capsys):
@@ -610,7 +619,9 @@ def test_real_gpu_records_read_as_a_person_would():
     ladder = next(t for t in registry.build(cmp, ["ladder"]) if "h100-80g" in t.title and "B=64" in t.title)
     assert by(ladder, rung="fused-adamw-clip")["runs"] == "3x40 pooled"
     assert any("sweep batch-search batch_size=64" in n for n in ladder.notes)
-    assert registry.one(cmp, "versions").notes == ["only one env in these records (local): nothing to compare across envs"]
+    assert cross(cmp, "env").rows == [] and {g.env for g in cmp.ds.groups} == {"local"}
+    (note,) = registry.one(cmp, "versions").notes
+    assert note.startswith("only one env in these records (local)")
     under = registry.one(cmp, "underneath")
     per_pair: dict = {}
     for r in under.rows:
