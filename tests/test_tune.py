@@ -12,6 +12,8 @@ from records_factory import make_record, noisy_ms, write
 
 from harness import tune
 from harness.analysis import fastest
+from harness.analysis.context import Compare
+from harness.analysis.dataset import load
 from harness.record.io import iter_records
 from harness.runner import launcher as runmod
 from harness.runner.plan import load_plan
@@ -67,11 +69,15 @@ def test_the_search_steps_with_known_numbers(tmp_path, monkeypatch, capsys):
     # 4. the start at the fastest B that fits, for the loss comparison, and nothing after
     assert rungs[13:] == [("start", 48)]
     assert all(s and s["name"] == "batch-search" for _r, _b, s in calls[9:])
-    assert "helped (equivalent and faster than the start): sdpa-auto, inductor-coordinate-descent" in text
+    # the answer is fastest.searches' on the records the search wrote, and the search says it
+    (search,) = fastest.searches(Compare(load([out], warn=lambda _line: None)))
+    assert [c.group.label for c in search.helped] == ["sdpa-auto", "inductor-coordinate-descent"]
+    assert search.best.group.label == "combined [batch_size=48]" and search.best.shape == (48, 1024)
+    assert "helped (equivalent and faster than the start): sdpa-auto," in text
     assert "best: combined [batch_size=48] at B=48, T=1024" in text
     assert "NOT EQUIVALENT: loss final +5.00%" in text and "not equivalent (faster, but its loss drifts): lm-head-liger" in text
     assert "Triton has no kernel here" in text
-    assert "What explains it: combined [batch_size=48] against the start at the same B" in text
+    assert "What explains it: combined [batch_size=48] against" in text
     assert "no kernel profile (explain.kernels)" in text  # these stand-in records have none; real workers' do
     # the records: tagged plan fastest, each rerun command naming the plan file the search wrote
     plan_file = next(out.glob("fastest-*.yaml"))
