@@ -1,11 +1,15 @@
 """Hostile copies of the committed CPU records (issue 22): env, rung, plan, CPU model and notes hold terminal
-escapes, HTML, a javascript: link and an external image; they still pass schema validation."""
+escapes, HTML, a javascript: link and an external image; they still pass schema validation. Also what the hostile-input
+tests of several modules share: the `hostile` fixture (a test module imports hostile_records, its function),
+the control characters no output may hold, a disk that fills up, wrong-typed fields, live Markdown, a lone surrogate."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+import pytest
 from shipped import RESULTS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +37,31 @@ def write_hostile(out: Path, edit=None, limit: int | None = None) -> Path:
             edit(r)
         (out / path.name).write_text(json.dumps(r))
     return out
+
+
+@pytest.fixture(scope="module", name="hostile")
+def hostile_records(tmp_path_factory) -> Path:
+    """Four hostile records, written once per test module: `def test_x(hostile)` after `from hostile import
+    hostile_records`."""
+    return write_hostile(tmp_path_factory.mktemp("hostile"), limit=4)
+
+
+CONTROL = ("\x1b", "\x07")  # ESC and BEL: what no output made from a hostile record may hold
+
+
+def disk_full(monkeypatch, module, after: int = 0):
+    """os.fsync in `module` raises ENOSPC from its (after+1)-th call on: a disk that fills up."""
+    import errno
+
+    real, calls = os.fsync, []
+
+    def fsync(fd):
+        calls.append(fd)
+        if len(calls) > after:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd)
+
+    monkeypatch.setattr(module.os, "fsync", fsync)
 
 
 WRONG_TYPES = ("x", [], -1, {})  # a value of another JSON type than the field's

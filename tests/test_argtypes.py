@@ -5,10 +5,14 @@ runs. Every parser of every command is walked, so an option added with a bare in
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from module_cli import ROOT
 
 from harness import argtypes, batch_search, calibrate, compare, docker, run, tune
 from harness.bisect import __main__ as bisect_main
@@ -123,3 +127,26 @@ def test_options_made_in_code_follow_the_command_lines_rule():
         with pytest.raises(UsageError, match="expected a finite fraction"):
             CompareOptions(paths=("results",), **bad).check()
     CompareOptions(paths=("results",), noise_floor=0.0, loss_tol=1.0).check()
+
+
+# Hostile input, moved here beside this module's other tests from tests/test_hostile.py (issue 51): a docstring's
+# leading number is an item of issue 22, its class one of issue 31.
+
+
+@pytest.mark.parametrize("args", [
+    ["harness.report", "results/cpu-amd-epyc-2core", "-o", ""], ["harness.compare", ""], ["harness.run", "--out", ""],
+    ["harness.run", "--plan", ""], ["harness.bisect", "--at", "2.1.2", "--rung", "fp32", "--out", ""],
+    ["harness.bisect", "--at", "2.1.2", "--rung", "fp32", "--venvs", " "],
+    ["harness.bisect", "--at", "2.1.2", "--rung", "fp32", "--find-links", ""],
+    ["harness.cluster", "slurm", "submit", "--envs", "latest", "--gpus", "a100", "--results", ""],
+    ["harness.cluster", "slurm", "submit", "--envs", "latest", "--gpus", "a100", "--cluster-config", ""],
+    ["harness.cluster", "k8s", "render", "--envs", "latest", "--gpus", "a100", "-o", ""],
+    ["harness.docker", "run", "latest", "--results", ""]])
+def test_an_empty_path_is_bad_input(tmp_path, args):
+    """Class 13 of issue 31: every path option given '' (or blanks): exit 2, one line, nothing written (an empty -o
+    wrote the report into the current folder)."""
+    p = subprocess.run([sys.executable, "-m", *args], check=False, cwd=tmp_path, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert p.returncode == 2 and "an empty path" in p.stderr.strip().splitlines()[-1], p.stderr[-300:]
+    assert not list(tmp_path.iterdir())
+

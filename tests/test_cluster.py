@@ -453,3 +453,66 @@ def test_a_point_is_done_by_the_one_measurement_rule_and_older_manifests_are_rea
         p["workload_hash"] = "whole-workload hash of the old rule"
     matrix.path.write_text(yaml.safe_dump(data))
     assert find_matrix(results).points == matrix.points
+
+
+# Hostile input, moved here beside this module's other tests from tests/test_hostile.py (issue 51): a docstring's
+# leading number is an item of issue 22, its class one of issue 31.
+
+
+def test_sbatch_values_cannot_add_a_line(tmp_path):
+    """5. --partition $'p1\\ntouch /tmp/pwned' is refused (exit 2, one line, nothing written); a value with a space
+    is one quoted word; a cluster config's setup line with a newline is refused too."""
+    p = run_module("harness.cluster", "slurm", "submit", "--envs", "latest", "--gpus", "a100", "--dry-run",
+                   "--results", tmp_path, "--partition", "p1\ntouch /tmp/pwned")
+    assert p.returncode == 2 and "--partition" in p.stderr and "touch" not in p.stdout
+    assert p.stderr.strip().count("\n") == 0 and not list(tmp_path.iterdir())
+    p = run_module("harness.cluster", "slurm", "submit", "--envs", "latest", "--gpus", "a100", "--dry-run",
+                   "--results", tmp_path, "--partition", "p 1")
+    assert p.returncode == 0 and "#SBATCH '--partition=p 1'\n" in p.stdout
+    config = tmp_path / "cluster.yaml"
+    config.write_text('slurm:\n  setup: ["module load x\\ntouch /tmp/pwned"]\n')
+    p = run_module("harness.cluster", "slurm", "submit", "--envs", "latest", "--gpus", "a100", "--dry-run",
+                   "--results", tmp_path, "--cluster-config", config)
+    assert p.returncode == 2 and "slurm.setup" in p.stderr
+
+
+@pytest.mark.parametrize("payload", ["x; touch {mark}", "x$(touch {mark})", "x`touch {mark}`", "x && touch {mark}",
+                                     "x\ntouch {mark}"])
+@pytest.mark.parametrize("runner", ["nox", "container"])
+def test_no_cluster_config_value_runs_as_a_command(tmp_path, capsys, payload, runner):
+    """Class 10 of issue 31: every slurm value of a cluster config (but `setup`, which is shell by design) goes into
+    the sbatch script as words that run nothing, or is refused (exit 2). Each script is run for real by bash, with
+    every command it calls a stub and `touch` a stub that leaves the mark."""
+    from harness.cluster import __main__ as cluster_main
+
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    mark = tmp_path / "PWNED"
+    for name in ("mkdir", "flock", "hostname", "srun", "nox"):
+        (stubs / name).write_text("#!/bin/sh\nexit 0\n")
+    (stubs / "touch").write_text(f"#!/bin/sh\necho ran > {mark}\n")
+    for stub in stubs.iterdir():
+        stub.chmod(0o755)
+    value = payload.format(mark=mark)
+    slurm = {"runner": runner, "nox": "nox"}
+    keys = ["partition", "time", "cpus_per_task", "mem", "nox", "container_image", "container_results", "gpu_types",
+            "sbatch_options", "gpu_select"]
+    for key in keys:
+        config = {**slurm, key: {"a100": value} if key == "gpu_types" else [value] if key == "sbatch_options" else value}
+        path = tmp_path / f"{key}.yaml"
+        path.write_text(json.dumps({"slurm": config}))
+        try:
+            code = cluster_main.main(["slurm", "submit", "--envs", "latest", "--gpus", "a100", "--dry-run",
+                                      "--results", str(tmp_path / "results"), "--cluster-config", str(path)])
+        except SystemExit as exc:  # the parser's usage error
+            code = exc.code
+        out, err = capsys.readouterr()
+        if code == 2:
+            assert "Traceback" not in err and f"slurm.{key}" in err.strip().splitlines()[-1], (key, err)
+            continue
+        assert code == 0, (key, err[-300:])
+        script = out[out.index("#!/bin/bash"):]
+        subprocess.run([shutil.which("bash"), "-c", script], env={"PATH": str(stubs), "SLURM_ARRAY_TASK_ID": "0"}, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60, check=False)
+        assert not mark.exists(), (key, script)
+

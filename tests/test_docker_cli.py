@@ -215,3 +215,22 @@ def test_entry_as_a_process_refuses_where_results_is_no_mount(tmp_path):
     if point != "/":
         pytest.skip(f"{tmp_path} lies in the mount {point} here")
     assert out.returncode == 2 and out.stderr.startswith(f"envs/x: --out {tmp_path / 'r'} is not in a mounted"), out
+
+
+# Hostile input, moved here beside this module's other tests from tests/test_hostile.py (issue 51): a docstring's
+# leading number is an item of issue 22, its class one of issue 31.
+
+
+@pytest.mark.parametrize("args", [["run", "latest"], ["run", "latest", "--no-gpus"], ["build", "latest"]])
+def test_docker_commands_without_the_docker_sdk_say_so_in_one_line(tmp_path, args):
+    """Class 11 of issue 31: every harness.docker command that needs the docker SDK, where it is not installed: one
+    line naming it, exit 2, no traceback."""
+    blocker = tmp_path / "blocker"
+    (blocker / "docker").mkdir(parents=True)
+    (blocker / "docker" / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'docker'\", name='docker')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), str(ROOT)])}
+    p = subprocess.run([sys.executable, "-m", "harness.docker", *args, "--results", str(tmp_path / "r")]
+                       if args[0] == "run" else [sys.executable, "-m", "harness.docker", *args], check=False,
+                       cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 2 and p.stderr.strip() == "the docker SDK is not installed (pip install docker)", p.stderr
+

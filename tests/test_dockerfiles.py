@@ -161,3 +161,20 @@ def test_cli_check_passes():
     out = subprocess.run([sys.executable, "-m", "harness.docker", "check"], check=False, cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+# Hostile input, moved here beside this module's other tests from tests/test_hostile.py (issue 51): a docstring's
+# leading number is an item of issue 22, its class one of issue 31.
+
+
+def test_dockerfile_values_are_one_line():
+    from dataclasses import replace
+
+    from harness.envs.dockerfiles import render_dockerfile
+    from harness.envs.spec import SpecError, load_spec
+
+    spec = load_spec("latest")
+    assert "FROM" in render_dockerfile(spec)
+    with pytest.raises(SpecError, match="control character"):
+        render_dockerfile(replace(spec, base_image="nvidia/cuda:12\nRUN touch /tmp/pwned"))
+

@@ -1,5 +1,7 @@
 """The environment capture's env-var filter: behaviour-changing variables in, secrets out."""
 
+import json
+
 import pytest
 
 from harness.provenance import envinfo
@@ -23,3 +25,21 @@ from harness.provenance import envinfo
 def test_env_vars_allow_behaviour_and_deny_secrets(monkeypatch, name, kept):
     monkeypatch.setenv(name, "x")
     assert (name in envinfo.env_vars()) is kept
+
+
+# Hostile input, moved here beside this module's other tests from tests/test_hostile.py (issue 51): a docstring's
+# leading number is an item of issue 22, its class one of issue 31.
+
+
+def test_credentials_in_recorded_values_are_stripped():
+    """11. Allow-listed variables whose values hold credentials are recorded without them; TRITON_PWD not at all."""
+    from harness.provenance.envinfo import env_vars
+
+    got = env_vars({"TORCHINDUCTOR_REDIS_URL": "redis://u:pw@h", "TORCH_COMPILE_DSN": "postgres://u:pw@h/db",
+                    "TRITON_PWD": "pw", "TORCHINDUCTOR_DSN": "host=h password=pw user=u",
+                    "TORCHINDUCTOR_CACHE_DIR": "/tmp/a@b", "HARNESS_ENV": "latest"})
+    assert got == {"TORCHINDUCTOR_REDIS_URL": "redis://***@h", "TORCH_COMPILE_DSN": "postgres://***@h/db",
+                   "TORCHINDUCTOR_DSN": "host=h password=*** user=u", "TORCHINDUCTOR_CACHE_DIR": "/tmp/a@b",
+                   "HARNESS_ENV": "latest"}
+    assert "pw" not in json.dumps(got)
+

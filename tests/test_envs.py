@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from module_cli import run_module
 from records_factory import make_record
 
 from harness.envs.install import effective_index, install_args, probe_index, probe_url, project_args
@@ -586,3 +587,101 @@ def test_a_spec_is_read_without_packaging_as_the_images_bootstrap_does():
             "[True, False, True, False, True, False]\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+# Hostile input, moved here beside this module's other tests from tests/test_hostile.py (issue 51): a docstring's
+# leading number is an item of issue 22, its class one of issue 31.
+
+
+def _fake_torch_wheel(folder: Path, version: str, tag: str = "py3-none-any") -> Path:
+    """A small installable wheel that calls itself torch `version` (a module and its dist-info)."""
+    import base64
+    import hashlib
+    import zipfile
+
+    info = f"torch-{version}.dist-info"
+    files = {"torch/__init__.py": f"__version__ = {version!r}\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n",
+             f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tag}\n"}
+    record = "".join(f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},"
+                     f"{len(text.encode())}\n" for name, text in files.items()) + f"{info}/RECORD,,\n"
+    path = folder / f"torch-{version}-{tag}.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in {**files, f"{info}/RECORD": record}.items():
+            z.writestr(name, text)
+    return path
+
+
+def test_a_wheel_folder_installs_torch_from_the_folder_alone_and_says_which_wheel(tmp_path, monkeypatch):
+    """Class 8 of issue 31: bisect --find-links DIR installs torch from DIR alone (--no-index: an index's build of the
+    same version never wins), its dependencies from the folder and then the index (said in the record), and the
+    record names the wheel file and its sha256. Run for real on a small wheel (offline: a step that would reach an
+    index is recorded, not run)."""
+    import hashlib
+
+    from harness.bisect.candidates import Candidate, candidate_spec
+    from harness.envs import install as install_mod
+    from harness.provenance import envinfo
+
+    if install_mod.find_uv() is None:
+        pytest.skip("needs uv")
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    wheel = _fake_torch_wheel(folder, "2.1.2+cpu")
+    _fake_torch_wheel(folder, "2.1.1")  # another version beside it
+    spec = candidate_spec(Candidate("2.1.2"), f"{sys.version_info.major}.{sys.version_info.minor}")
+    venv = tmp_path / "venv"
+    real, skipped = subprocess.run, []
+
+    def run(cmd, **kwargs):  # the venv and the folder-alone torch step run; a step that may reach an index does not
+        if "venv" in cmd or "--no-index" in cmd:
+            return real(cmd, **kwargs)
+        skipped.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(install_mod.subprocess, "run", run)
+    install_mod.install(spec, venv, ROOT, find_links=folder)
+    torch_step = install_mod.folder_install_steps(spec, ["pip"], folder)[0]
+    assert torch_step[1:] == [spec.torch_requirement, "--no-index", "--find-links", str(folder), "--no-deps"]
+    assert "--no-index" not in skipped[0] and spec.torch_requirement in skipped[0] and "--find-links" in skipped[0]
+    installed = real([str(venv / "bin" / "python"), "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                     text=True, check=True)
+    assert installed.stdout.strip() == "2.1.2+cpu"  # the folder's build
+    assert envinfo.torch_source(str(venv)) == {
+        "folder": str(folder), "file": wheel.name, "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
+        "dependencies": "the folder, then the default index"}
+    assert envinfo.torch_source(str(tmp_path)) is None  # a torch from an index: no such entry
+
+
+def test_no_pattern_ends_at_a_dollar_that_passes_a_trailing_newline():
+    """Class 9 of issue 31: '$' also matches before a final newline, so '2.1.2\\n' passed the version check. Every
+    regular expression in harness/ and gpt/ that checks a value is anchored at the true end (\\Z or fullmatch)."""
+    import ast
+
+    offenders = []
+    for path in sorted([*(ROOT / "harness").rglob("*.py"), *(ROOT / "gpt").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in
+                    ("compile", "match", "search", "fullmatch") and getattr(node.func.value, "id", None) == "re"
+                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+                    and node.args[0].value.endswith("$") and not node.args[0].value.endswith("\\$")
+                    and "MULTILINE" not in ast.dump(node)):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders
+
+
+@pytest.mark.parametrize("field, value", [("torch", "2.1.2\n"), ("python", "3.11\n"), ("cuda", "12.1\n")])
+def test_a_trailing_newline_is_no_version(tmp_path, field, value):
+    """Class 9 of issue 31: --at '2.1.2\\n' and an env.yaml value with a trailing newline are refused in one line."""
+    from harness.envs.spec import SpecError, load_spec
+
+    p = run_module("harness.bisect", "--at", "2.1.2\n", "--rung", "bf16", "--out", tmp_path / "b", timeout=60)
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "neither an env name" in p.stderr
+    assert "--at '2.1.2\\n'" in p.stderr
+    (tmp_path / "envs" / "x").mkdir(parents=True)
+    spec = {"name": "x", "description": "d", "torch": "2.1.2", "cuda": "12.1", "index_url": None, "pre": False,
+            "python": "3.11", "extra_pins": [], "base_image": None, "base_image_digest": None, field: value}
+    (tmp_path / "envs" / "x" / "env.yaml").write_text(json.dumps(spec))  # JSON is YAML
+    with pytest.raises(SpecError, match=field):
+        load_spec("x", tmp_path / "envs")
+

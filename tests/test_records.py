@@ -4,18 +4,23 @@ import errno
 import json
 import os
 import re
+import shutil
 import stat
 import threading
 
 import pytest
+from hostile import CPU_RECORDS, WRONG_TYPES, disk_full, field_paths, with_value
 from module_cli import run_module
 from records_factory import make_record
+from shipped import RESULTS
 
+from harness import compare
 from harness.envs.spec import load_spec
 from harness.record import io as record
 from harness.record.io import iter_records, read_record, write_record
 from harness.record.model import RecordError
 from harness.record.validator import validate
+from harness.report import __main__ as report_main
 
 
 def minimal_record(**changes):
@@ -209,3 +214,87 @@ def test_a_record_that_is_a_link_in_a_folder_is_not_followed_and_one_named_is(tm
     why = "a symbolic link, not followed (name the file it points to, to read it)"
     assert [str(w) for w in warnings] == [f"warning: {folder / 'linked.json'}: skipped: {why}"]
     assert [r["run_id"] for _p, r in iter_records([folder / "linked.json"], warnings.append)] == ["outside"]
+
+
+# Hostile input, moved here beside this module's other tests from tests/test_hostile.py (issue 51): a docstring's
+# leading number is an item of issue 22, its class one of issue 31.
+
+
+def test_ten_thousand_other_json_files_are_summarised(tmp_path, capsys):
+    """Also seen: 10,000 non-record JSON files beside the records: 20 named, one line for the rest."""
+    import shutil
+
+    for s in sorted((RESULTS / "cpu-amd-epyc-2core").glob("*.json"))[:2]:
+        shutil.copy(s, tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    for i in range(10_000):
+        (other / f"{i:05}.json").write_text("{}")
+    assert compare.main([str(tmp_path)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 21 and "9,980 more file(s) skipped, 10,000 in all" in err[-1]
+
+
+def test_disk_full_leaves_no_partial_or_temp_file(tmp_path, monkeypatch):
+    """6. A disk full from the start: --out's check is one RecordError and leaves no 0-byte probe; a record whose
+    write fails half-way leaves neither the record nor its .tmp-*.partial."""
+    from harness.record import io as record_io
+    from harness.record.model import RecordError
+
+    record = record_io.read_record(min((RESULTS / "cpu-amd-epyc-2core").glob("*.json")))
+    disk_full(monkeypatch, record_io)
+    with pytest.raises(RecordError, match="No space left on device"):
+        record_io.check_writable(tmp_path)
+    with pytest.raises(OSError, match="No space left on device"):
+        record_io.write_record(record, tmp_path)
+    assert not list(tmp_path.iterdir())
+
+
+def test_wrong_typed_fields_never_crash_compare_or_report(tmp_path, capsys):
+    """Class 3 of issue 31: every field of a CPU and a GPU record given a value of each other JSON type. The schema
+    refuses it (the file is left out with one warning naming the file and the field) or compare (every format) and
+    report read it without a traceback; the rest is compared."""
+    from harness.record.migrate import migrate
+    from harness.record.model import RecordError
+    from harness.record.validator import validate
+
+    sources = [CPU_RECORDS / "20261123T011151Z-torch212-seed-ladder-fp32-r0-2d048b.json",
+               RESULTS / "gpu-h100-80gb-hbm3/ladder/20261123T081330Z-local-seed-ladder-tf32-r0-1ed9a9.json"]
+    good = tmp_path / "good"
+    good.mkdir()
+    for s in [*sources, CPU_RECORDS / "20261123T012147Z-latest-seed-ladder-fp32-r0-436177.json"]:
+        shutil.copy(s, good)
+    passing, refused = tmp_path / "passing", []
+    passing.mkdir()
+    for source in sources:
+        record = json.loads(source.read_text())
+        for path in list(field_paths(record))[1:]:
+            for value in WRONG_TYPES:
+                if type(value) is type(_at(record, path)) or path[0] == "schema_version":
+                    continue
+                bad = with_value(record, path, value)
+                bad["run_id"] = f"{record['run_id']}-{len(refused)}-{len(list(passing.iterdir()))}"
+                try:
+                    validate(migrate(bad))
+                except RecordError as exc:
+                    refused.append((path, str(exc)))
+                    continue
+                (passing / f"{bad['run_id']}.json").write_text(json.dumps(bad))
+    assert len(refused) > 500 and all(str(p[-1]) in why for p, why in refused if not isinstance(p[-1], int))
+    for fmt in ("text", "markdown", "csv", "json"):
+        assert compare.main([str(good), str(passing), "--detail", "--format", fmt]) == 0, fmt
+    assert report_main.main([str(good), str(passing), "-o", str(tmp_path / "report")]) == 0
+    capsys.readouterr()
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "bad.json").write_text(json.dumps(with_value(json.loads(sources[0].read_text()), ("workload", "batch_size"), "4")))
+    assert compare.main([str(good), str(one)]) == 0
+    _out, err = capsys.readouterr()
+    assert err.count("warning:") == 1 and "bad.json: skipped: workload.batch_size: '4' is not of type" in err
+
+
+def _at(record, path):
+    for key in path:
+        record = record[key]
+    return record
+

@@ -8,8 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
+from hostile import disk_full
 from module_cli import assert_refused, run_module
 from records_factory import make_record
+from shipped import RESULTS
 
 from harness import run as runmod
 from harness.record.device import device_label
@@ -263,3 +265,88 @@ def test_every_command_that_runs_workers_stops_through_report_stops(tmp_path, mo
     assert last.startswith(f"python -m harness.{module}: interrupted by SIGINT: the running worker and its subprocesses "
                            f"were stopped; 1 run(s) finished, their records are in {tmp_path}/")
     assert ("(plan file " in last) == (module == "tune")
+
+
+# Hostile input, moved here beside this module's other tests from tests/test_hostile.py (issue 51): a docstring's
+# leading number is an item of issue 22, its class one of issue 31.
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--steps", "1000000000"], "--steps: '1000000000': expected a number of steps from 1 to 100,000"),
+    (["--seq-len", "100000"], "--seq-len: '100000': expected a sequence length from 1 to 65,536"),
+    (["--batch-size", "1000000"], "--batch-size: '1000000': expected a batch size from 1 to 65,536"),
+    (["--set", "steps=1000000000"], "steps=1000000000: must be at most 100,000"),  # --set: the workload's own bounds
+    (["--set", "vocab_size=1"], "vocab_size=1: must be at least 2"),
+    (["--batch-size", "8192", "--seq-len", "8192"], "batch_size x seq_len = 67,108,864: must be at most 16,777,216 tokens per micro-step"),
+    (["--repeats", "1000000"], "--repeats: '1000000': expected a number of runs, or 'auto', from 1 to 1,000"),
+])
+def test_sizes_are_bounded_before_any_worker(tmp_path, args, message):
+    """7. Every size a user sets has a bound, checked before a worker starts: one line naming field and bound."""
+    out = tmp_path / "out"
+    p = run_module("harness.run", "--out", out, *args, timeout=60)
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].endswith(message) and not out.exists()
+
+
+def test_plan_steps_are_bounded(tmp_path):
+    plan = tmp_path / "big.yaml"
+    plan.write_text("name: big\nrungs:\n  - name: a\n    set: {steps: 1000000000}\n")
+    p = run_module("harness.run", "--plan", plan, "--out", tmp_path / "out", timeout=60)
+    assert p.returncode == 2 and "steps=1000000000: must be at most 100,000" in p.stderr
+
+
+def test_disk_full_mid_run_stops_with_one_line_and_keeps_what_finished(tmp_path, monkeypatch, capsys):
+    """6. The worker could not write its record and not even the failure record fits: the run stops with one line
+    (exit 1), lists the runs that finished with their records, and leaves no partial file."""
+    from harness import run
+    from harness.record import io as record_io
+    from harness.runner import launcher
+
+    finished = record_io.read_record(min((RESULTS / "cpu-amd-epyc-2core").glob("*.json")))
+    out = tmp_path / "out"
+
+    def run_point(spec, timeout_s, progress=None, python=None):
+        if not run_point.calls:
+            run_point.calls = 1
+            return {**finished, "run_id": spec.run_id}
+        disk_full(monkeypatch, record_io)
+        return launcher._record_or_failure(spec, "", "worker exited with code 1: harness.worker: cannot write its "
+                                           "record: No space left on device")
+    run_point.calls = 0
+    monkeypatch.setattr(launcher, "run_point", run_point)
+    code = run.main(["--rungs", "fp32,tf32,bf16", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert captured.err.strip().count("\n") == 0 and "No space left on device" in captured.err
+    assert "the run stops here; 1 run(s) finished" in captured.err and "Traceback" not in captured.err
+    assert "finished before the stop: 1 of 3 run(s)" in captured.out and "fp32 #0: ok" in captured.out
+    assert not [p for p in out.iterdir()]  # the stub kept its record in memory; nothing half-written on disk
+
+
+def test_a_killed_workers_reason_names_the_signal():
+    """Also seen: a SIGKILLed worker that printed nothing got the reason "worker exited with code -9: "."""
+    from harness.runner.launcher import exit_reason
+
+    assert exit_reason(-9, "") == ("worker killed by SIGKILL (exit code -9), from outside: the kernel's OOM killer does "
+                                   "this (dmesg says); it printed nothing")
+    assert exit_reason(-15, "step 3") == "worker killed by SIGTERM (exit code -15): step 3"
+    assert exit_reason(1, "") == "worker exited with code 1; it printed nothing"
+
+
+def test_an_env_that_does_not_exist_is_refused(tmp_path):
+    """Also seen: --env nosuchenv ran and tagged its records with that name."""
+    out = tmp_path / "out"
+    p = run_module("harness.run", "--env", "nosuchenv", "--out", out, timeout=60)
+    assert p.returncode == 2 and "--env nosuchenv: no such env" in p.stderr.strip().splitlines()[-1]
+    assert not out.exists()
+
+
+def test_threads_are_bounded_by_the_cpus_this_process_may_use(tmp_path):
+    """Class 14 of issue 31: --threads above the usable CPUs (10,000 on 2 cores ran at 9,674 ms/step) is refused
+    before any worker starts, saying the bound and why."""
+    from harness.provenance.envinfo import usable_cpus
+
+    out = tmp_path / "out"
+    p = run_module("harness.run", "--threads", usable_cpus() + 1, "--out", out, timeout=60)
+    assert p.returncode == 2 and not out.exists()
+    assert f"--threads {usable_cpus() + 1}: at most the {usable_cpus()} CPU(s) this process may use" in p.stderr
+
