@@ -129,8 +129,8 @@ def test_options_made_in_code_follow_the_command_lines_rule():
     CompareOptions(paths=("results",), noise_floor=0.0, loss_tol=1.0).check()
 
 
-# Hostile input, moved here beside this module's other tests from tests/test_hostile.py (issue 51): a docstring's
-# leading number is an item of issue 22, its class one of issue 31.
+# Hostile input (issues 22 and 31), beside this module's other tests since issue 51: a docstring's leading number
+# is an item of issue 22, its class one of issue 31.
 
 
 @pytest.mark.parametrize("args", [

@@ -455,8 +455,8 @@ def test_a_point_is_done_by_the_one_measurement_rule_and_older_manifests_are_rea
     assert find_matrix(results).points == matrix.points
 
 
-# Hostile input, moved here beside this module's other tests from tests/test_hostile.py (issue 51): a docstring's
-# leading number is an item of issue 22, its class one of issue 31.
+# Hostile input (issues 22 and 31), beside this module's other tests since issue 51: a docstring's leading number
+# is an item of issue 22, its class one of issue 31.
 
 
 def test_sbatch_values_cannot_add_a_line(tmp_path):

@@ -217,8 +217,8 @@ def test_entry_as_a_process_refuses_where_results_is_no_mount(tmp_path):
     assert out.returncode == 2 and out.stderr.startswith(f"envs/x: --out {tmp_path / 'r'} is not in a mounted"), out
 
 
-# Hostile input, moved here beside this module's other tests from tests/test_hostile.py (issue 51): a docstring's
-# leading number is an item of issue 22, its class one of issue 31.
+# Hostile input (issues 22 and 31), beside this module's other tests since issue 51: a docstring's leading number
+# is an item of issue 22, its class one of issue 31.
 
 
 @pytest.mark.parametrize("args", [["run", "latest"], ["run", "latest", "--no-gpus"], ["build", "latest"]])

@@ -163,8 +163,8 @@ def test_cli_check_passes():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-# Hostile input, moved here beside this module's other tests from tests/test_hostile.py (issue 51): a docstring's
-# leading number is an item of issue 22, its class one of issue 31.
+# Hostile input (issues 22 and 31), beside this module's other tests since issue 51: a docstring's leading number
+# is an item of issue 22, its class one of issue 31.
 
 
 def test_dockerfile_values_are_one_line():

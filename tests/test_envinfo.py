@@ -27,8 +27,8 @@ def test_env_vars_allow_behaviour_and_deny_secrets(monkeypatch, name, kept):
     assert (name in envinfo.env_vars()) is kept
 
 
-# Hostile input, moved here beside this module's other tests from tests/test_hostile.py (issue 51): a docstring's
-# leading number is an item of issue 22, its class one of issue 31.
+# Hostile input (issues 22 and 31), beside this module's other tests since issue 51: a docstring's leading number
+# is an item of issue 22, its class one of issue 31.
 
 
 def test_credentials_in_recorded_values_are_stripped():

@@ -1,6 +1,7 @@
 """harness.envs and noxfile.py: specs, install arguments, single source of pins, probes, checks, bump, verify.
 
-No torch, no network, no installs: fast. The real installs run in .ci/run through the nox sessions."""
+No torch, no network, no installs (but a stand-in torch wheel of a few bytes, from a folder, offline): fast.
+The real installs run in .ci/run through the nox sessions."""
 
 from __future__ import annotations
 
@@ -589,8 +590,8 @@ def test_a_spec_is_read_without_packaging_as_the_images_bootstrap_does():
     assert proc.returncode == 0, proc.stderr
 
 
-# Hostile input, moved here beside this module's other tests from tests/test_hostile.py (issue 51): a docstring's
-# leading number is an item of issue 22, its class one of issue 31.
+# Hostile input (issues 22 and 31), beside this module's other tests since issue 51: a docstring's leading number
+# is an item of issue 22, its class one of issue 31.
 
 
 def _fake_torch_wheel(folder: Path, version: str, tag: str = "py3-none-any") -> Path:

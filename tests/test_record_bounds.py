@@ -202,8 +202,8 @@ def test_a_list_is_bounded_in_length():
     record_of(json.dumps(record).encode())
 
 
-# Hostile input, moved here beside this module's other tests from tests/test_hostile.py (issue 51): a docstring's
-# leading number is an item of issue 22, its class one of issue 31.
+# Hostile input (issues 22 and 31), beside this module's other tests since issue 51: a docstring's leading number
+# is an item of issue 22, its class one of issue 31.
 
 
 @pytest.mark.parametrize("edit, why", [

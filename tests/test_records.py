@@ -216,8 +216,8 @@ def test_a_record_that_is_a_link_in_a_folder_is_not_followed_and_one_named_is(tm
     assert [r["run_id"] for _p, r in iter_records([folder / "linked.json"], warnings.append)] == ["outside"]
 
 
-# Hostile input, moved here beside this module's other tests from tests/test_hostile.py (issue 51): a docstring's
-# leading number is an item of issue 22, its class one of issue 31.
+# Hostile input (issues 22 and 31), beside this module's other tests since issue 51: a docstring's leading number
+# is an item of issue 22, its class one of issue 31.
 
 
 def test_ten_thousand_other_json_files_are_summarised(tmp_path, capsys):

@@ -267,8 +267,8 @@ def test_every_command_that_runs_workers_stops_through_report_stops(tmp_path, mo
     assert ("(plan file " in last) == (module == "tune")
 
 
-# Hostile input, moved here beside this module's other tests from tests/test_hostile.py (issue 51): a docstring's
-# leading number is an item of issue 22, its class one of issue 31.
+# Hostile input (issues 22 and 31), beside this module's other tests since issue 51: a docstring's leading number
+# is an item of issue 22, its class one of issue 31.
 
 
 @pytest.mark.parametrize("args, message", [
