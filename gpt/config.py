@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import importlib.util
+import re
 from dataclasses import dataclass, fields
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
@@ -16,6 +19,11 @@ OPTIMIZERS = ("foreach", "fused")
 # torch.compile implementation (runs wherever torch.compile does, CPU included; Inductor decides what it keeps).
 LM_HEAD_LOSSES = ("plain", "liger", "cce", "cce-torch-compile")
 DEVICES = ("auto", "cpu", "cuda")
+# The model trained (gpt/models.py): ours (gpt/model.py), Hugging Face's GPT2LMHeadModel, or a user's own as
+# "package.module:function", to which make_config adds "@" and the digest of the module's source, so a changed
+# model is another workload (never pooled with the old one) and a rerun of an old record refuses a changed file.
+OURS, TRANSFORMERS = "ours", "transformers"
+USER_MODEL = re.compile(r"(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):(?P<function>[A-Za-z_]\w*)(?:@(?P<digest>[0-9a-f]{16}))?")
 
 # Model shapes. gpt2-124m is the seeds' model; the small ones train in seconds on a CPU.
 PRESETS: dict[str, dict] = {
@@ -54,6 +62,7 @@ class WorkloadConfig:
     attention: str = "naive"
     sdpa_backend: str = "auto"
     lm_head_loss: str = "plain"  # LM_HEAD_LOSSES; the libraries are optional (gpt/torch_compat.py says where they run)
+    model: str = OURS  # OURS, TRANSFORMERS or "package.module:function" (gpt/models.py)
     compile: str = "off"
     optimizer: str = "foreach"
     grad_clip: float = 0.0  # 0 turns clipping off
@@ -85,6 +94,8 @@ class WorkloadConfig:
         one_of("optimizer", OPTIMIZERS)
         one_of("lm_head_loss", LM_HEAD_LOSSES)
         one_of("device", DEVICES)
+        if self.model not in (OURS, TRANSFORMERS) and not USER_MODEL.fullmatch(self.model):
+            raise ConfigError(f"model={self.model!r}: expected {OURS}, {TRANSFORMERS} or package.module:function")
         for name, (low, high) in SIZE_BOUNDS.items():
             value = getattr(self, name)
             if not low <= value <= high:
@@ -164,11 +175,49 @@ def _json_type(value) -> str:
     return {int: "an integer", float: "a non-integer number", str: "a string", list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
 
 
+def user_model_parts(model: str) -> tuple[str, str, str | None]:
+    """(module, function, source digest or None) of a user's model "package.module:function[@digest]"."""
+    m = USER_MODEL.fullmatch(model)
+    if m is None:
+        raise ConfigError(f"model={model!r} is not package.module:function")
+    return m["module"], m["function"], m["digest"]
+
+
+def user_model_digest(module: str) -> str:
+    """The first 16 hex digits of the sha256 of the module's source file, found where `import module` would find it
+    (from the current directory too, as `python -m` imports), without importing it. Its parent packages are imported
+    by the lookup, as Python's import system does."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError) as exc:
+        raise ConfigError(f"model: cannot find module {module!r}: {exc}") from None
+    if spec is None or not spec.origin or not spec.has_location:
+        raise ConfigError(f"model: no module {module!r} importable from here (run from the folder that holds it, "
+                          "or put it on PYTHONPATH)")
+    with open(spec.origin, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def _pin_user_model(model: str) -> str:
+    """A user's model with its source digest: added where it has none, checked where it has one (a rerun)."""
+    if model in (OURS, TRANSFORMERS):
+        return model
+    module, function, digest = user_model_parts(model)
+    now = user_model_digest(module)
+    if digest is not None and digest != now:
+        raise ConfigError(f"model={model}: {module}'s source has changed since (its digest is now {now}); a changed "
+                          f"model is another workload: ask for model={module}:{function}")
+    return f"{module}:{function}@{now}"
+
+
 def make_config(preset: str = "tiny", **overrides) -> WorkloadConfig:
-    """A validated config: preset shapes first, then overrides (already typed or strings)."""
+    """A validated config: preset shapes first, then overrides (already typed or strings); a user's model carries
+    its source digest."""
     if preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
     values = dict(PRESETS[preset], preset=preset)
     for name, value in overrides.items():
         values[name] = coerce(name, value)
-    return WorkloadConfig(**values).validate()
+    config = WorkloadConfig(**values).validate()
+    config.model = _pin_user_model(config.model)
+    return config

@@ -186,6 +186,51 @@ def lm_head_loss_unsupported(kind: str, device_type: str) -> str | None:
     return None
 
 
+# --- Hugging Face transformers (workload field model=transformers): pinned per env in envs/<name>/env.yaml
+# extra_pins, as the newest release that imports, trains and compiles with that torch (docs/models.md). GPT-2 has an
+# sdpa attention from 4.42.0; 4.43-4.55 call torch.compiler.is_compiling (torch 2.3+) in code Dynamo traces, so with
+# torch 2.1/2.2 they train eagerly but fail under torch.compile; 4.56+ do not import with torch 2.1.
+TRANSFORMERS_SDPA_SINCE = (4, 42)
+
+
+def _transformers_version() -> tuple[int, int] | None:
+    try:
+        from importlib.metadata import version
+        return tuple(int(x) for x in version("transformers").split(".")[:2])
+    except Exception:  # noqa: BLE001 -- not installed, or a version string that is not numbers
+        return None
+
+
+def transformers_unsupported(attention: str, compiled: bool) -> str | None:
+    """Why Hugging Face's GPT-2 cannot run here with this attention and compile setting, or None."""
+    if importlib.util.find_spec("transformers") is None:
+        return (f"model=transformers needs the transformers package, which is not installed in this env (torch "
+                f"{torch.__version__}); the env specs pin it (envs/<name>/env.yaml extra_pins)")
+    have = _transformers_version()
+    shown = ".".join(map(str, have)) if have else "unknown"
+    if attention == "sdpa" and have is not None and have < TRANSFORMERS_SDPA_SINCE:
+        return f"transformers {shown} has no sdpa attention for GPT-2 (from 4.42)"
+    if compiled and TORCH_VERSION < (2, 3) and have is not None and have >= (4, 43):
+        return (f"transformers {shown} under torch.compile needs torch 2.3+ (it calls torch.compiler.is_compiling); "
+                f"with torch {torch.__version__} transformers 4.42 compiles")
+    try:
+        importlib.import_module("transformers.models.gpt2.modeling_gpt2")
+    except Exception as exc:  # noqa: BLE001 -- an incompatible torch shows up as any import error
+        return f"transformers {shown} cannot be imported with torch {torch.__version__}: {type(exc).__name__}: {exc}".splitlines()[0]
+    return None
+
+
+def transformers_gpt2(n_layer: int, n_head: int, n_embd: int, n_positions: int, vocab_size: int, eager: bool):
+    """GPT2LMHeadModel with this shape, dropout 0 and no KV cache; attention eager or sdpa. The implementation is
+    set on the config before the model is built (config._attn_implementation: read by every release from 4.42)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_positions=n_positions, vocab_size=vocab_size,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
+    config._attn_implementation = "eager" if eager else "sdpa"
+    return GPT2LMHeadModel(config)
+
+
 def autocast_dtype(device_type: str) -> torch.dtype | None:
     """The dtype autocast computes in on this device type, None where autocast is off (2.4+ has one device-generic API)."""
     if hasattr(torch, "get_autocast_dtype"):

@@ -15,7 +15,8 @@ import torch
 from gpt import torch_compat
 from gpt.config import WorkloadConfig
 from gpt.data import Batches, Corpus, load_corpus
-from gpt.model import GPT
+from gpt.models import build_model
+from gpt.models import unsupported as model_unsupported
 from gpt.torch_compat import Unsupported
 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -46,6 +47,7 @@ def check_supported(config: WorkloadConfig, device: torch.device) -> None:
         elif device.type == "cpu" and config.sdpa_backend not in ("flash", "math"):
             reasons.append(f"SDPA backend {config.sdpa_backend!r} has no CPU kernel (CPU has flash and math)")
     reasons.append(torch_compat.lm_head_loss_unsupported(config.lm_head_loss, device.type))
+    reasons.append(model_unsupported(config))
     if config.compile in ("reduce-overhead",) and device.type == "cpu":
         reasons.append("compile mode reduce-overhead uses CUDA graphs; there are none on CPU")
     reasons = [r for r in reasons if r]
@@ -53,7 +55,7 @@ def check_supported(config: WorkloadConfig, device: torch.device) -> None:
         raise Unsupported("; ".join(reasons))
 
 
-def make_optimizer(model: GPT, config: WorkloadConfig) -> torch.optim.AdamW:
+def make_optimizer(model: torch.nn.Module, config: WorkloadConfig) -> torch.optim.AdamW:
     """nanoGPT's AdamW: weight decay on matrices only, betas (0.9, 0.95)."""
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
@@ -68,7 +70,7 @@ def make_optimizer(model: GPT, config: WorkloadConfig) -> torch.optim.AdamW:
 class Trainer:
     config: WorkloadConfig
     device: torch.device
-    model: GPT  # the plain module (parameters, FLOPs)
+    model: torch.nn.Module  # the plain module (parameters, FLOPs): gpt/models.py's interface
     forward: torch.nn.Module  # what runs: the compiled module, or the plain one
     optimizer: torch.optim.Optimizer
     scaler: object
@@ -112,8 +114,7 @@ def build(config: WorkloadConfig) -> Trainer:
             raise torch_compat.ToolMissing(missing)
     torch.manual_seed(config.seed)
     corpus = load_corpus(config.data, config.seed, config.vocab_size)
-    model = GPT(config.n_layer, config.n_head, config.n_embd, config.vocab_size, config.seq_len, config.attention,
-                config.lm_head_loss)
+    model = build_model(config)
     model.to(device)
     forward = model
     if config.compile != "off":

@@ -155,6 +155,7 @@ def make_parser() -> argparse.ArgumentParser:
     add_option(p, "steps", help="steps per try (default: the preset's)")
     add_option(p, "warmup_steps")
     add_option(p, "seq_len")
+    add_option(p, "model")
     add_option(p, "device")
     p.add_argument("--start", type=argtypes.batch_size, default=16, help="first B tried (default 16)")
     p.add_argument("--max", type=argtypes.batch_size, default=1024, help="largest B tried (default 1024)")

@@ -73,6 +73,7 @@ def make_parser(parser_class: type[argparse.ArgumentParser] = argparse.ArgumentP
     add_option(p, "warmup_steps")
     add_option(p, "batch_size")
     add_option(p, "seq_len")
+    add_option(p, "model")
     add_option(p, "device")
     add_option(p, "threads")
     add_option(p, "timeout", help=f"seconds per worker before it is killed (default {DEFAULT_TIMEOUT_S})")

@@ -248,6 +248,7 @@ def make_parser() -> argparse.ArgumentParser:
     add_option(p, "flag", help="override a frozen flag of the start (repeatable; knobs win)")
     add_option(p, "batch_size", help="B of the start (default: the preset's)")
     add_option(p, "seq_len", help="T (default: the preset's)")
+    add_option(p, "model")
     add_option(p, "steps")
     add_option(p, "warmup_steps")
     p.add_argument("--repeats", type=argtypes.repeats, default=1, help="repeats of the start, knob and combined runs (default 1)")

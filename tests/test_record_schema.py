@@ -207,8 +207,10 @@ def test_the_workload_type_names_the_workloads_fields():
     assert r.workload.to_dict() == r.raw["workload"] and r.workload.tokens_per_step == r.tokens_per_step
     assert workload_hash(r.workload.to_dict()) == r.workload_hash
     assert not hasattr(r.workload, "get") and not hasattr(r.workload, "__getitem__") and not hasattr(r.workload, "keys")
-    old = Workload({"batch_size": 4})  # a field the record lacks reads None and stays out of what it holds
-    assert old.lm_head_loss is None and not old.recorded("lm_head_loss") and old.to_dict() == {"batch_size": 4}
+    old = Workload({"batch_size": 4})  # a field the record lacks reads None and stays out of what it holds;
+    assert old.precision is None and not old.recorded("precision") and old.to_dict() == {"batch_size": 4}
+    # one added after the record was written reads as every earlier run ran (model.ADDED_FIELD_DEFAULTS)
+    assert (old.lm_head_loss, old.model) == ("plain", "ours") and not old.recorded("model")
     with pytest.raises(AttributeError):
         r.workload.batch_size = 1  # read-only
     with pytest.raises(AttributeError):

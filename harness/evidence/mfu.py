@@ -1,6 +1,6 @@
 """explain.mfu and summary.mfu: model FLOPs utilisation, the nanoGPT estimate beside the parameter count.
 
-FLOPs per token come from the model (gpt/model.py); the peaks from the datasheet table
+FLOPs per token come from the model (gpt/models.py: exact for GPT-2's shapes, approximate for a user's model); the peaks from the datasheet table
 (harness/evidence/gpu_peaks.py) and from the GEMM calibration (calibration.py).
 """
 
@@ -13,6 +13,10 @@ from harness.evidence import NOT_ON_CPU, gpu_peaks
 MFU_FORMULA = "flops_per_token = 6*N + 12*n_layer*n_head*head_dim*seq_len (nanoGPT estimate_mfu, PaLM appendix B)"
 N_DEFINITION = ("all parameters except the position embedding wpe; the token embedding is tied to lm_head and "
                 "counted once (nanoGPT's non-embedding N)")
+# A user's model (gpt/models.py UserModel): its shapes are its own, so N is every parameter and the attention term
+# the configured shape's: the FLOPs, and so the MFU, are approximate
+APPROXIMATE = ("approximate: a user's model; N = all its parameters, the attention term from the configured n_layer, "
+               "n_head, n_embd and seq_len")
 
 
 def model_flops_utilisation(model, tokens_per_s: float | None, device: torch.device, run_dtype: str, measured: dict | None) -> dict:
@@ -33,7 +37,8 @@ def model_flops_utilisation(model, tokens_per_s: float | None, device: torch.dev
         "reason": None,
         "formula": MFU_FORMULA,
         "n_params": model.num_params(),
-        "n_params_definition": N_DEFINITION,
+        "n_params_definition": N_DEFINITION if getattr(model, "flops_exact", True) else APPROXIMATE,
+        "flops_exact": getattr(model, "flops_exact", True),
         "flops_per_token": flops_per_token,
         "tokens_per_s": tokens_per_s,
         "achieved_flops": achieved,

@@ -24,7 +24,8 @@ STATUSES = ("ok", "invalid", "oom", "unsupported", "error")
 NOT_IN_WORKLOAD_HASH = ("device", "steps", "warmup_steps", "profile_steps", "preset")
 # Workload fields added after records existed, with the value every earlier record ran with: at that value they are
 # left out of the hash (and of knob comparisons), so earlier records stay comparable with runs that leave them alone.
-ADDED_FIELD_DEFAULTS = {"lm_head_loss": "plain"}
+OURS = "ours"  # workload.model of this project's own GPT (gpt.config.OURS), what every run before the field ran
+ADDED_FIELD_DEFAULTS = {"lm_head_loss": "plain", "model": OURS}
 KIND_BLOCKS = ("reference", "peer")  # the per-kind object a transcribed record carries after the common fields
 
 

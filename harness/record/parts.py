@@ -367,6 +367,7 @@ class Mfu(Evidence):
     formula: str | None = None
     n_params: int | None = None
     n_params_definition: str | None = None
+    flops_exact: bool | None = None  # False for a user's model: N and the FLOPs are an estimate (older records: None)
     flops_per_token: float | None = None
     tokens_per_s: float | None = None
     achieved_flops: float | None = None

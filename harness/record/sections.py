@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from harness.record.model import ADDED_FIELD_DEFAULTS
 from harness.record.parts import (
     RECORDED,
     Container,
@@ -207,21 +208,22 @@ class Peer(Section):
 
 class Workload:
     """record.workload, read-only: gpt.config.WorkloadConfig's fields as attributes (None where the record lacks one;
+    for a field added since it was written, the value every earlier run ran with: model.ADDED_FIELD_DEFAULTS;
     tests/test_record_schema.py holds FIELDS equal to WorkloadConfig's). Not a dict: `to_dict()` is what the record
     holds, key for key, for the rules that hash or compare a workload as stored (workload_hash, knob_fields, run
     lengths), where a field the record lacks must stay absent."""
 
     FIELDS = ("preset", "n_layer", "n_head", "n_embd", "vocab_size", "seq_len", "batch_size", "grad_accum", "precision",
-              "attention", "sdpa_backend", "lm_head_loss", "compile", "optimizer", "grad_clip", "lr", "weight_decay",
-              "steps", "warmup_steps", "seed", "data", "device", "memory_budget_gib", "profile_steps")
+              "attention", "sdpa_backend", "lm_head_loss", "model", "compile", "optimizer", "grad_clip", "lr",
+              "weight_decay", "steps", "warmup_steps", "seed", "data", "device", "memory_budget_gib", "profile_steps")
     __slots__ = ("_values",)
 
     def __init__(self, values: Any):
         object.__setattr__(self, "_values", values if isinstance(values, dict) else {})
 
     def __getattr__(self, name: str):
-        if name in Workload.FIELDS:
-            return self._values.get(name)
+        if name in Workload.FIELDS:  # a field added after the record was written: what every earlier run ran with
+            return self._values.get(name, ADDED_FIELD_DEFAULTS.get(name))
         raise AttributeError(name)
 
     def __setattr__(self, name: str, value) -> None:

@@ -36,7 +36,7 @@ class OptionError(ValueError):
 
 
 USAGE_ERRORS = (OptionError, PlanError, ConfigError, FlagError, SpecError, RecordError)
-SHORTHANDS = ("steps", "warmup_steps", "device", "batch_size", "seq_len")  # options that stand for --set FIELD=N
+SHORTHANDS = ("steps", "warmup_steps", "device", "batch_size", "seq_len", "model")  # options that stand for --set FIELD=N
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,7 @@ class RunRequest:
     batch_size: int | None = None
     seq_len: int | None = None
     device: str | None = None
+    model: str | None = None  # ours, transformers or package.module:function (gpt/models.py)
     timeout: float = DEFAULT_TIMEOUT_S
     threads: int | None = None
     max_repeats: int | None = None  # --repeats auto: at most this many runs of a rung (default AUTO_MAX_REPEATS)
@@ -202,6 +203,11 @@ def rerun_command(request: RunRequest, point: Point) -> str:
     """The one command that makes this measurement again (same env, same CLI, just this rung)."""
     parts = ["--plan", request.plan, "--preset", request.preset, "--rungs", point.rung, "--repeats", "1", "--out", request.out,
              *override_args(request)]
+    pinned = str(point.workload.get("model"))
+    if "@" in pinned:  # a user's model, with the digest of the source it ran: a rerun on an edited file is refused
+        if "--model" in parts:
+            del parts[parts.index("--model"):parts.index("--model") + 2]
+        parts += ["--model", pinned]  # after any --set model=: a shorthand wins
     if point.sweep:  # just this point, under the same sweep name
         parts += ["--sweep", f"{point.sweep['field']}={point.sweep['value']}"]
         if point.sweep["name"] != point.sweep["field"]:
