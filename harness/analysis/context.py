@@ -11,6 +11,7 @@ from harness.analysis import stats
 from harness.analysis.dataset import Dataset
 from harness.analysis.devices import device_word
 from harness.analysis.group import Group
+from harness.record.model import OURS
 from harness.record.view import RecordView
 
 DEFAULT_LOSS_TOL = 0.01  # relative
@@ -100,8 +101,8 @@ class Compare:
         return dict(sorted(out.items(), key=lambda kv: (self.gpu_rank[kv[0][0]], self.env_rank[kv[0][1]])))
 
     def ladders(self) -> list[tuple[tuple, list]]:
-        """[(plan, gpu, env, B, T), rows]: rows are groups (or failed records) in rung order. Found once (read, never
-        changed, by the ladder and knob tables and the charts)."""
+        """[(plan, gpu, env, B, T, model), rows]: rows are groups (or failed records) in rung order; a model not ours
+        is a ladder of its own. Found once (read, never changed, by the ladder and knob tables and the charts)."""
         return self.cached("ladder-rows", Compare._ladder_rows)
 
     def _ladder_rows(self) -> list[tuple[tuple, list]]:
@@ -110,19 +111,19 @@ class Compare:
             if not g.in_ladder:
                 continue
             for plan, rung, idx in g.rungs:
-                k = (plan, g.gpu, g.env, g.workload.batch_size, g.workload.seq_len)
+                k = (plan, g.gpu, g.env, g.workload.batch_size, g.workload.seq_len, g.model)
                 out.setdefault(k, []).append((idx, rung, g))
         for r, gpu, env in self.failed_runs():
             if r.sweep:
                 continue
-            k = (r.plan, gpu, env, r.workload.batch_size, r.workload.seq_len)
+            k = (r.plan, gpu, env, r.workload.batch_size, r.workload.seq_len, str(r.workload.model).split("@", 1)[0])
             out.setdefault(k, []).append((r.rung_index, r.rung, r))
         result = []
         for k, rows in out.items():
             rows.sort(key=lambda t: (t[0] if t[0] is not None else 1 << 30, str(t[1]), isinstance(t[2], RecordView)))
             result.append((k, rows))
         result.sort(key=lambda kr: (str(kr[0][0]), self.gpu_rank.get(kr[0][1], 99), self.env_rank.get(kr[0][2], 99),
-                                    kr[0][3] or 0, kr[0][4] or 0))
+                                    kr[0][3] or 0, kr[0][4] or 0, kr[0][5] != OURS, str(kr[0][5])))
         return result
 
     def pairs(self) -> list[tuple[str, Group, Group]]:

@@ -19,6 +19,7 @@ VALUE_ORDER = {
     "compile": ("off", "default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune"),
     "optimizer": ("foreach", "fused"),
     "lm_head_loss": ("plain", "cce-torch-compile", "cce", "liger"),
+    "model": ("ours", "transformers"),  # a user's model (package.module:function@digest) after them
     "matmul_precision": ("highest", "high", "medium"),
 }
 

@@ -252,7 +252,7 @@ def ladder(cmp: Compare) -> list[Finding]:
         if len(ok) < 2:
             continue
         best = max(ok, key=lambda s: s.tokens_per_s)
-        name = lambda s: s.rung if s.rung == s.group.label else f"{s.rung} (= {s.group.label})"
+        name = lambda s: s.rung if s.rung == s.group.rung_label else f"{s.rung} (= {s.group.rung_label})"
         if lad.cumulative:
             steps = [s for s in ok if s.vs_previous is not None and s.vs_previous.value is not None]
             big = max(steps, key=lambda s: abs(s.vs_previous.value), default=None)

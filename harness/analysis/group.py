@@ -12,6 +12,7 @@ from functools import cached_property
 
 from harness.analysis import cell_values, noise_model, stats
 from harness.provenance import contention
+from harness.record.model import OURS
 from harness.record.parts import Gemm, Kernels, KernelTime, MemorySplit
 from harness.record.sections import Environment, Sweep, Workload
 from harness.record.view import RecordView
@@ -97,12 +98,24 @@ class Group:
                       key=lambda t: (str(t[0]), t[2] if t[2] is not None else 1 << 30, str(t[1])))
 
     @cached_property
-    def label(self) -> str:
+    def rung_label(self) -> str:
+        """The rung(s), and the sweep point of a group that is one."""
         names = sorted({r.rung for r in self.records}, key=str)
         text = "+".join(str(n) for n in names)
         if self.sweep and not self.in_ladder:
             text += f" [{self.sweep.field}={self.sweep.value}]"
         return text
+
+    @cached_property
+    def label(self) -> str:
+        """rung_label, and the model where it is not ours (a ladder of another model names it in its title)."""
+        return self.rung_label + ("" if self.model == OURS else f" [model={self.model}]")
+
+    @property
+    def model(self) -> str:
+        """The model trained: ours, transformers, or a user's package.module:function (its source digest, which the
+        workload hash holds, left out of the name)."""
+        return str(self.workload.model).split("@", 1)[0]
 
     @property
     def batch(self) -> str:

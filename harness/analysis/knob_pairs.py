@@ -17,6 +17,7 @@ from harness.analysis.cells import Cell
 from harness.analysis.context import Compare
 from harness.analysis.differ import knob_fields, value_key
 from harness.analysis.group import Group, estimate
+from harness.record.model import ADDED_FIELD_DEFAULTS
 from harness.record.parts import Gemm
 from harness.runner.flags import flags_for
 
@@ -71,9 +72,10 @@ def one_knob_pairs(groups: list[Group], field: str, before=None, after=None) -> 
             continue
         if overrides(a) != overrides(b):
             continue
-        if value_key(field, wa.get(field)) > value_key(field, wb.get(field)):
-            a, b, wa, wb = b, a, wb, wa
-        if (before is None or wa.get(field) == before) and (after is None or wb.get(field) == after):
+        va, vb = (w.get(field, ADDED_FIELD_DEFAULTS.get(field)) for w in (wa, wb))  # an added field left out: its default
+        if value_key(field, va) > value_key(field, vb):
+            a, b, va, vb = b, a, vb, va
+        if (before is None or va == before) and (after is None or vb == after):
             out.append((a, b))
     return out
 

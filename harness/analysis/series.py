@@ -17,7 +17,7 @@ from harness.analysis.devices import is_cpu
 from harness.analysis.group import Group, estimate
 from harness.analysis.sweep import KNEE_TOLERANCE, MEMORY_DEFINITION  # noqa: F401 (the sweep charts' caption)
 from harness.analysis.tables.ladder import plan_is_cumulative
-from harness.record.model import public_version
+from harness.record.model import OURS, public_version
 
 if TYPE_CHECKING:
     from harness.analysis.tables.cross import Cross
@@ -111,10 +111,10 @@ def _ladder_charts(cmp: Compare) -> list[LadderChart]:
     for plan in sorted({k[0] for k, _rows in ladders}, key=str):
         rung_index: dict[str, int] = {}
         series, shapes = [], set()
-        for (p, gpu, env, b, t), rows in ladders:
+        for (p, gpu, env, b, t, model), rows in ladders:
             if p != plan:
                 continue
-            s = Series(f"{cmp.name(gpu)} / {env} (B={b}, T={t})", False, device=cmp.name(gpu), batch_size=b,
+            s = Series(f"{cmp.name(gpu)} / {env} (B={b}, T={t}{'' if model == OURS else f', {model}'})", False, device=cmp.name(gpu), batch_size=b,
                        on_cpu=is_cpu(gpu))
             for idx, rung, g in rows:
                 rung_index.setdefault(rung, idx if idx is not None else 99)

@@ -40,7 +40,7 @@ def knob_effects(cx: Compare) -> dict[tuple, dict]:
 def _knob_effects(cx: Compare) -> dict[tuple, dict]:
     pairs: dict[tuple, None] = {}  # in the order found: a set's order changes with the hash seed, and the first
     # pair of a (knob, context) names its entry's 'at'
-    for (plan, _gpu, _env, _b, _t), rows in cx.ladders():
+    for (plan, _gpu, _env, _b, _t, _model), rows in cx.ladders():
         if not plan_is_cumulative(plan):  # neighbours differ in two things; each rung's one pair with the base
             continue                      # is found below, among the runs of its cell
         groups = [g for _i, _r, g in rows if isinstance(g, Group)]

@@ -10,6 +10,7 @@ from harness.analysis import stats
 from harness.analysis.cells import CONTENDED_NOTE, MFU_SUSPECT_NOTE, Cell, Mfu, Table
 from harness.analysis.dataset import outcome
 from harness.analysis.group import Group, run_ids
+from harness.record.model import OURS
 from harness.record.view import RecordView
 
 if TYPE_CHECKING:
@@ -81,6 +82,7 @@ class Ladder:
     env: str
     batch_size: int | None
     seq_len: int | None
+    model: str = OURS
     steps: list[LadderStep] = field(default_factory=list)
 
     @property
@@ -88,7 +90,8 @@ class Ladder:
         return plan_is_cumulative(self.plan)
 
     def title(self, name=str) -> str:
-        return f"plan {self.plan} on {name(self.gpu)} / {self.env} (B={self.batch_size}, T={self.seq_len})"
+        model = "" if self.model == OURS else f", model {self.model}"
+        return f"plan {self.plan} on {name(self.gpu)} / {self.env} (B={self.batch_size}, T={self.seq_len}{model})"
 
     @property
     def groups(self) -> list[Group]:
@@ -102,8 +105,8 @@ def ladders(cx: Compare) -> list[Ladder]:
 
 def _ladders(cx: Compare) -> list[Ladder]:
     out = []
-    for (plan, gpu, env, b, t), rows in cx.ladders():
-        ladder = Ladder(plan, gpu, env, b, t)
+    for (plan, gpu, env, b, t, model), rows in cx.ladders():
+        ladder = Ladder(plan, gpu, env, b, t, model)
         first = previous = None
         rung_of = {}  # rung name -> its first ok group in this ladder; "previous" is the previous rung's
         for _idx, rung, g in rows:
@@ -169,7 +172,7 @@ def ladder_tables(cx: Compare) -> list[Table]:
                 failed.add(rung, step.failed)
                 continue
             mfu = g.summary_median("mfu")
-            table.rows.append({"rung": rung if rung == g.label else f"{rung} (= {g.label})", "runs": g.n_text,
+            table.rows.append({"rung": rung if rung == g.rung_label else f"{rung} (= {g.rung_label})", "runs": g.n_text,
                                "ms": g.ms_per_step, "tokens_s": g.throughput.point, "memory": g.memory_bytes,
                                "mfu": None if mfu is None else Mfu(mfu),
                                "vs_previous": Cell(step.vs_previous, "ratio") if step.vs_previous else None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from harness.analysis.cells import Table
 from harness.analysis.context import Compare
-from harness.analysis.tables import cross, fastest, knobs, ladder, loss, reference, sweeps, underneath
+from harness.analysis.tables import cross, fastest, knobs, ladder, loss, models, reference, sweeps, underneath
 
 # name -> builder (a Table or a list of them), in the order harness.compare prints them
 TABLES = {
@@ -13,6 +13,7 @@ TABLES = {
     "versions": cross.versions_table,
     "gpus": cross.gpus_table,
     "knobs": knobs.knobs_table,
+    "models": models.models_table,
     "factors": knobs.factors_table,
     "underneath": underneath.underneath_table,
     "libraries": underneath.libraries_table,
