@@ -187,7 +187,7 @@ def lm_head_loss_unsupported(kind: str, device_type: str) -> str | None:
 
 
 # --- Hugging Face transformers (workload field model=transformers): pinned per env in envs/<name>/env.yaml
-# extra_pins, as the newest release that imports, trains and compiles with that torch (docs/models.md). GPT-2 has an
+# extra_pins, as the newest release that imports, trains and compiles with that torch (docs/quickstart.md). GPT-2 has an
 # sdpa attention from 4.42.0; 4.43-4.55 call torch.compiler.is_compiling (torch 2.3+) in code Dynamo traces, so with
 # torch 2.1/2.2 they train eagerly but fail under torch.compile; 4.56+ do not import with torch 2.1.
 TRANSFORMERS_SDPA_SINCE = (4, 42)

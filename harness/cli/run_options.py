@@ -27,7 +27,7 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict]] = {
     "seq_len": (("--seq-len",), {"dest": "seq_len", "type": argtypes.seq_len, "help": "T (shorthand for --set seq_len=N)"}),
     "model": (("--model",), {"metavar": "MODEL", "help": "the model trained: ours (default: this project's GPT-2), "
                              "transformers (Hugging Face's GPT2LMHeadModel) or package.module:function (your own, "
-                             "docs/models.md); shorthand for --set model=MODEL"}),
+                             "docs/quickstart.md); shorthand for --set model=MODEL"}),
     "device": (("--device",), {"choices": ["auto", "cpu", "cuda"], "help": "device (default: cuda if available, else cpu)"}),
     "timeout": (("--timeout",), {"type": argtypes.seconds, "default": DEFAULT_TIMEOUT_S, "help": "seconds per run before its worker is killed"}),
     "threads": (("--threads",), {"type": argtypes.threads, "help": "torch threads in each worker (default and most: the CPUs this process may "
