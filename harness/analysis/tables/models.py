@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from harness.analysis import stats
-from harness.analysis.cells import Cell, Table, fmt_signed_pct
+from harness.analysis.cells import Cell, Change, Table, fmt_signed_pct
 from harness.analysis.group import Group, run_ids
 from harness.analysis.knob_pairs import measured_pairs
 from harness.analysis.tables.loss import pair_parity
@@ -65,8 +65,7 @@ def models_table(cx: Compare) -> list[Table]:
         kernel = None if p.kernel is None else f"{p.kernel[0]}: {p.kernel[1]} -> {p.kernel[2]}"
         table.rows.append({"gpu": cx.name(p.gpu), "env": p.env, "rung": "+".join(sorted({r for _p, r, _i in p.a.rungs})),
                            "batch": p.a.batch, "models": f"{p.a.model} -> {p.b.model}",
-                           "tokens_s": f"{p.a.throughput.point:,.0f} -> {p.b.throughput.point:,.0f}"
-                           if p.a.throughput.point and p.b.throughput.point else None,
+                           "tokens_s": Change(p.a.throughput.point, p.b.throughput.point),
                            "d_tokens_s": Cell(p.speed), "d_memory": Cell(p.memory), "loss": _parity_text(p.parity),
                            "kernel": kernel, "run_ids": run_ids(p.a, p.b)})
     table.notes.append("loss: final and mean loss of B against A over their common timed steps (the loss rule of every "
