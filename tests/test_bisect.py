@@ -261,7 +261,7 @@ def test_candidates_from_a_local_folder(wheels):
 
 def test_an_env_name_end_keeps_its_spec(wheels):
     cs = candidates_between("torch212", "2.3.1", "3.11", find_links=wheels)
-    assert cs[0].env_name == "torch212" and cs[0].base.extra_pins == ("numpy<2", "setuptools<70")
+    assert cs[0].env_name == "torch212" and cs[0].base.extra_pins == ("numpy<2", "setuptools<70", "transformers==4.42.4")
     assert cmod.candidate_spec(cs[0], "3.11") is cs[0].base
 
 

@@ -78,7 +78,8 @@ def test_spec_files_are_read_as_yaml():
         assert {k: v for k, v in load_spec(name).to_dict().items() if k != "path"} == yaml.safe_load(path.read_text())
 
 
-TORCH212_PINS = 'extra_pins: ["numpy<2", "setuptools<70"]'
+TORCH212_PINS = 'extra_pins: ["numpy<2", "setuptools<70", "transformers==4.42.4"]'
+TORCH212_EXTRA = ("numpy<2", "setuptools<70", "transformers==4.42.4")
 
 
 @pytest.mark.parametrize("old, new, message", [
@@ -105,8 +106,8 @@ def test_spec_loader_takes_any_yaml_spelling(envs_copy):
     """A block list or a top-level list file: YAML decides the structure, not a line format."""
     path = envs_copy / "torch212" / "env.yaml"
     text = path.read_text()
-    path.write_text(text.replace(TORCH212_PINS, "extra_pins:\n  - numpy<2\n  - 'setuptools<70'"))
-    assert load_spec("torch212").extra_pins == ("numpy<2", "setuptools<70")
+    path.write_text(text.replace(TORCH212_PINS, "extra_pins:\n  - numpy<2\n  - 'setuptools<70'\n  - transformers==4.42.4"))
+    assert load_spec("torch212").extra_pins == TORCH212_EXTRA
     path.write_text("- name\n- torch\n")
     with pytest.raises(SpecError, match="expected `key: value` lines"):
         load_spec("torch212")
@@ -170,11 +171,11 @@ def test_unknown_env_names_the_known_ones():
 
 def test_install_args():
     specs = load_all()
-    assert install_args(specs["torch212"], {}) == ["torch==2.1.2", "numpy<2", "setuptools<70"]
+    assert install_args(specs["torch212"], {}) == ["torch==2.1.2", *TORCH212_EXTRA]
     nightly = specs["nightly"]
-    assert install_args(nightly, {}) == [f"torch=={nightly.torch}", "--index-url", nightly.index_url, "--pre"]
+    assert install_args(nightly, {}) == [f"torch=={nightly.torch}", *nightly.extra_pins, "--index-url", nightly.index_url, "--pre"]
     assert install_args(specs["local"], {}) == []
-    assert project_args(specs["torch212"], ".", "test") == ["-e", ".[test]", "numpy<2", "setuptools<70"]
+    assert project_args(specs["torch212"], ".", "test") == ["-e", ".[test]", *TORCH212_EXTRA]
 
 
 def test_mirror_variables():
@@ -191,7 +192,7 @@ def test_mirror_variables():
 
 def test_command_line_prints_the_specs_values():
     out = run_envs("install-args", "torch212")
-    assert out.returncode == 0 and out.stdout.split() == ["torch==2.1.2", "numpy<2", "setuptools<70"]
+    assert out.returncode == 0 and out.stdout.split() == ["torch==2.1.2", *TORCH212_EXTRA]
     assert run_envs("get", "torch212", "python").stdout.strip() == "3.11"
     listing = run_envs("list").stdout
     assert all(name in listing for name in REQUIRED)
@@ -404,7 +405,7 @@ def test_probe_command_exit_code():
 def test_check_torch_matches_and_mismatches():
     specs = load_all()
     t212 = specs["torch212"]
-    ok_pins = {"numpy": "1.26.4", "setuptools": "69.5.1"}
+    ok_pins = {"numpy": "1.26.4", "setuptools": "69.5.1", "transformers": "4.42.4"}
     assert check_torch(t212, "2.1.2+cu121", "12.1", installed=ok_pins) is None
     error = check_torch(t212, "2.13.0+cpu", None, "/venv/torch", ok_pins)
     assert error == ("torch212: spec pins torch 2.1.2 (CUDA 12.1) but this env imports torch 2.13.0+cpu "
@@ -413,7 +414,8 @@ def test_check_torch_matches_and_mismatches():
     assert "numpy 2.1.0" in check_torch(t212, "2.1.2", "12.1", installed={**ok_pins, "numpy": "2.1.0"})
     assert "not installed" in check_torch(t212, "2.1.2", "12.1", installed={"numpy": "1.26.4"})
     nightly = specs["nightly"]
-    assert check_torch(nightly, nightly.torch + "+cu" + nightly.cuda.replace(".", ""), nightly.cuda) is None
+    assert check_torch(nightly, nightly.torch + "+cu" + nightly.cuda.replace(".", ""), nightly.cuda,
+                       installed={"transformers": "5.24.0"}) is None
     assert check_torch(specs["local"], "anything", None) is None
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from harness.record.model import (
     ADDED_FIELD_DEFAULTS,
+    FILLED_BY_V2,
     NOT_RECORDED,
     SCHEMA_VERSION,
     RecordError,
@@ -53,8 +54,8 @@ def v1_to_v2(record: dict) -> dict:
     if isinstance(record.get("flags"), dict):
         record["flags"].setdefault("changes", NOT_RECORDED)
     if isinstance(record.get("workload"), dict):
-        for key, value in ADDED_FIELD_DEFAULTS.items():
-            record["workload"].setdefault(key, value)
+        for key in FILLED_BY_V2:  # the fields added later (model) stay absent: a reader takes their default
+            record["workload"].setdefault(key, ADDED_FIELD_DEFAULTS[key])
     environment = record.get("environment")
     if isinstance(environment, dict):
         for key in ("threads", "machine"):

@@ -26,6 +26,7 @@ NOT_IN_WORKLOAD_HASH = ("device", "steps", "warmup_steps", "profile_steps", "pre
 # left out of the hash (and of knob comparisons), so earlier records stay comparable with runs that leave them alone.
 OURS = "ours"  # workload.model of this project's own GPT (gpt.config.OURS), what every run before the field ran
 ADDED_FIELD_DEFAULTS = {"lm_head_loss": "plain", "model": OURS}
+FILLED_BY_V2 = ("lm_head_loss",)  # the added fields version 2 made required (migrate.v1_to_v2 fills them)
 KIND_BLOCKS = ("reference", "peer")  # the per-kind object a transcribed record carries after the common fields
 
 
