@@ -176,10 +176,10 @@ def test_two_models_are_two_ladders_and_one_models_table(tmp_path):
     assert sorted((lad.model, [s.rung for s in lad.steps]) for lad in ladders(cmp)) == [
         ("ours", ["fp32", "bf16"]), ("transformers", ["fp32", "bf16"])]
     pairs = model_pairs(cmp)
-    assert [(p.a.model, p.b.model, p.a.rung_label) for p in pairs] == [("ours", "transformers", "bf16"),
-                                                                       ("ours", "transformers", "fp32")]
-    assert [round(p.speed.value, 3) for p in pairs] == [round(50 / 80 - 1, 3), round(100 / 120 - 1, 3)]
-    assert pairs[1].b.label == "fp32 [model=transformers]"
+    assert [(p.a.model, p.b.model, p.a.rung_label) for p in pairs] == [("ours", "transformers", "fp32"),
+                                                                       ("ours", "transformers", "bf16")]  # rung order
+    assert [round(p.speed.value, 3) for p in pairs] == [round(100 / 120 - 1, 3), round(50 / 80 - 1, 3)]
+    assert pairs[0].b.label == "fp32 [model=transformers]"
     (table,) = models_table(cmp)
     assert [row["models"] for row in table.rows] == ["ours -> transformers"] * 2
 
@@ -199,3 +199,21 @@ def test_a_users_models_rerun_command_names_the_source_it_ran(tmp_path, monkeypa
     pinned = points[0].workload["model"]
     command = rerun_command(request, points[0])
     assert "@" in pinned and command.endswith(f"--model {pinned}") and command.count("--model") == 1
+
+
+def test_the_verdict_judges_each_model_apart_between_two_builds(tmp_path):
+    """ours is 10% faster under the newer build, transformers 30% slower: two pairs, each named, never one mean."""
+    records = []
+    for env, ours_ms, hf_ms in (("torch212", 100.0, 100.0), ("torch23", 100.0 / 1.1, 100.0 / 0.7)):
+        for repeat in range(3):
+            records.append(make_record(rung="fp32", env=env, repeat=repeat, ms=[5000.0, 150.0] + [ours_ms] * 10))
+            records.append(make_record(rung="fp32", env=env, repeat=repeat, workload={"model": "transformers"},
+                                       ms=[5000.0, 150.0] + [hf_ms] * 10))
+    from harness.analysis.verdict import verdict
+    from harness.console.verdict_text import verdict_blocks
+
+    _ds, cmp = analyse(CompareOptions((str(write(tmp_path / "runs", records)),), use_index=False), lambda line: None)
+    pairs = [p for p in verdict(cmp).pairs if p.across == "env"]
+    assert [(p.model, round(p.speed.value, 3)) for p in pairs] == [("ours", 0.1), ("transformers", -0.3)]
+    heads = [head for head, _details in verdict_blocks(verdict(cmp), cmp.name, cmp.word, cmp.ds.env_versions)]
+    assert sum(head.endswith(", model transformers") for head in heads) == 1

@@ -51,7 +51,8 @@ def _shown_compare_blocks(text: str) -> list[tuple[str, list[str]]]:
             re.finditer(r"```\n\$ (python -m harness\.compare (?:results/[\w.-]+ ?)+)\n(.*?)```", text, re.DOTALL)]
 
 
-@pytest.mark.parametrize("page", ["README.md", "results/cpu-amd-epyc-2core/README.md"])
+@pytest.mark.parametrize("page", ["README.md", "results/cpu-amd-epyc-2core/README.md",
+                                  "results/cpu-amd-epyc-2core-models/README.md"])
 def test_the_compare_output_a_page_shows_is_what_compare_prints_today(page):
     blocks = _shown_compare_blocks((ROOT / page).read_text(encoding="utf-8"))
     assert blocks, f"{page} shows no compare output"

@@ -37,14 +37,19 @@ def model_pairs(cx: Compare) -> list[ModelPair]:
     return cx.cached("model-pairs", _model_pairs)
 
 
+GRAPHS = ("CompiledFxGraph", "CompiledFunction")  # a compiled graph's time, named by its hash: not a kernel
+
+
 def _model_pairs(cx: Compare) -> list[ModelPair]:
     out = []
     for (gpu, env), a, b in measured_pairs(cx, "model"):
-        diff = kernel_diff(a, b, top=1)
-        ranked = [row for row in (diff[0] if diff else []) if row[3] is not None]
+        diff = kernel_diff(a, b, top=None)
+        ranked = [row for row in (diff[0] if diff else []) if row[3] is not None and not any(g in row[0] for g in GRAPHS)]
         out.append(ModelPair(gpu, env, a, b, cx.delta(a, b), cx.mem_delta(a, b), pair_parity(cx, a, b),
                              max(ranked, key=lambda row: abs(row[3]), default=None)))
-    return out
+    # in the plans' rung order, as the ladders (measured_pairs orders a cell's pairs by name)
+    return sorted(out, key=lambda p: (cx.gpu_rank[p.gpu], cx.env_rank[p.env], p.a.rungs[0][2] if p.a.rungs[0][2] is not None
+                                      else 1 << 30, p.a.workload.batch_size or 0, p.a.workload.seq_len or 0, p.b.model))
 
 
 def _parity_text(p: dict) -> str:
