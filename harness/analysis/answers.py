@@ -34,7 +34,7 @@ from harness.analysis.series import Point, throughput_point
 from harness.analysis.tables.knobs import splits
 from harness.analysis.tables.ladder import ladders
 from harness.analysis.verdict import SERIES, by_series, extremes, verdict
-from harness.record.model import public_version
+from harness.record.model import OURS, public_version
 
 MEMORY_PARTS = (("tensors_bytes", "live tensors"), ("allocator_cache_bytes", "allocator cache"),
                 ("outside_allocator_bytes", "outside the allocator"))
@@ -221,12 +221,13 @@ def versions(cmp: Compare) -> Answer:
                 records += run_ids(g)
     env_pairs = [p for p in verdict(cmp).pairs if p.across == "env" and p.rows]
     for p in env_pairs:
-        sentences.append(f"Measured here, {p.other} against {p.base} on {cmp.name(p.same)}: tokens/s {said(p.speed, 'faster')} "
+        model = "" if p.model == OURS else f" (model {p.model})"
+        sentences.append(f"Measured here, {p.other} against {p.base} on {cmp.name(p.same)}{model}: tokens/s {said(p.speed, 'faster')} "
                          f"over {len(p.rows)} rungs" + (f", {p.memory_metric} {said(p.memory)}; {p.memory_changed} of {p.memory_judged} rungs beyond noise" if p.memory else "") + ".")
         records += [i for r in p.rows for i in r.run_ids]
         size = abs(p.speed.value or 0.0)
         if head is None or size > head.size:
-            head = KeyFinding(f"{p.other} against {p.base} on {cmp.name(p.same)}: tokens/s {said(p.speed, 'faster')} over "
+            head = KeyFinding(f"{p.other} against {p.base} on {cmp.name(p.same)}{model}: tokens/s {said(p.speed, 'faster')} over "
                               f"{len(p.rows)} rungs" + (f", {p.memory_metric} {said(p.memory)}; {p.memory_changed} of {p.memory_judged} rungs beyond noise" if p.memory else "") + _underneath(p) + ".",
                               size, tuple(i for r in p.rows for i in r.run_ids))
     sentences.append("Which release changed it, these records cannot say: a bisect over the releases between two "
@@ -277,7 +278,7 @@ def device_headlines(cmp: Compare) -> list[KeyFinding]:
     thread counts) is one headline, its range over the envs, as in the verdict."""
     pairs = [p for p in verdict(cmp).pairs if p.across == "gpu" and p.rows]
     out = []
-    for (_across, base, other), ps in by_series(pairs).items():
+    for (_across, base, other, _model), ps in by_series(pairs).items():
         if len(ps) > SERIES:
             slow, fast = extremes(ps)
             out.append(KeyFinding(f"{cmp.name(other)} against {cmp.name(base)} under {len(ps)} envs: tokens/s from "
@@ -285,7 +286,8 @@ def device_headlines(cmp: Compare) -> list[KeyFinding]:
                                   f"{fast.same}); beyond noise under {sum(p.speed.beyond for p in ps)} of {len(ps)}.",
                                   abs(fast.speed.value or 0.0), tuple(i for p in ps for r in p.rows for i in r.run_ids)))
             continue
-        out += [KeyFinding(f"{cmp.name(p.other)} against {cmp.name(p.base)} (env {p.same}): tokens/s "
+        out += [KeyFinding(f"{cmp.name(p.other)} against {cmp.name(p.base)} (env {p.same}"
+                           f"{'' if p.model == OURS else f', model {p.model}'}): tokens/s "
                            f"{said(p.speed, 'faster')}, the geometric mean over {len(p.rows)} rungs"
                            + (f"; most at {p.most.label} ({p.most.batch}), {said(p.most.d_tokens, 'faster')}" if p.most else "")
                            + _underneath(p) + ".", abs(p.speed.value or 0.0), tuple(i for r in p.rows for i in r.run_ids))

@@ -25,6 +25,7 @@ from harness.analysis.group import Group
 from harness.analysis.tables.cross import CrossRow, cross
 from harness.analysis.tables.loss import parity_rows
 from harness.analysis.tables.underneath import kernel_diff
+from harness.record.model import OURS
 
 MEMORY_PARTS = (("tensors_bytes", "live tensors"), ("allocator_cache_bytes", "allocator cache"),
                 ("outside_allocator_bytes", "memory outside the allocator"))
@@ -42,6 +43,7 @@ class Pair:
     same: str  # the device (across env) or the env (across gpu)
     base: str
     other: str
+    model: str = OURS  # the model both sides trained: two models are two pairs, never one mean over their rungs
     rows: list[CrossRow] = field(default_factory=list)  # the rungs both ran ok, other against base
     missing: int = 0  # rungs compared in the tables but not ok on one side (their status is in the tables)
     speed: stats.Delta = field(default_factory=lambda: stats.Delta(None))
@@ -78,7 +80,7 @@ def extremes(pairs: list[Pair]) -> tuple[Pair, Pair]:
 def series_key(p: Pair) -> tuple:
     """The series a pair is one of: a device's env pairs ("env", device), or one pair of devices under its envs ("gpu",
     base, other)."""
-    return ("env", p.same) if p.across == "env" else ("gpu", p.base, p.other)
+    return ("env", p.same, p.model) if p.across == "env" else ("gpu", p.base, p.other, p.model)
 
 
 def by_series(pairs: list[Pair]) -> dict[tuple, list[Pair]]:
@@ -120,7 +122,8 @@ def _pairs(cx: Compare, across: str) -> list[Pair]:
         if r.is_baseline:
             continue
         base = r.base_env if across == "env" else r.base_gpu
-        pair = out.setdefault((r.same, base, r.value), Pair(across, r.same, base, r.value))
+        model = next((g.model for g in (r.group, r.base) if g is not None), OURS)
+        pair = out.setdefault((r.same, base, r.value, model), Pair(across, r.same, base, r.value, model))
         if r.group is not None and r.base is not None:
             pair.rows.append(r)
         else:
@@ -129,7 +132,8 @@ def _pairs(cx: Compare, across: str) -> list[Pair]:
     same_rank = cx.gpu_rank if across == "env" else cx.env_rank
     for pair in out.values():
         _judge(cx, pair)
-    return sorted(out.values(), key=lambda p: (same_rank.get(p.same, 99), rank.get(p.base, 99), rank.get(p.other, 99)))
+    return sorted(out.values(), key=lambda p: (same_rank.get(p.same, 99), rank.get(p.base, 99), rank.get(p.other, 99),
+                                               p.model != OURS, p.model))
 
 
 def _judge(cx: Compare, pair: Pair) -> None:

@@ -90,7 +90,7 @@ def _json_delta(d):
 def verdict_json(v) -> dict:
     """The verdict's pairs and counts as data (ratios as fractions: 0.82 = 1.82x)."""
     return {
-        "pairs": [{"across": p.across, "same": p.same, "base": p.base, "other": p.other, "rungs": len(p.rows),
+        "pairs": [{"across": p.across, "same": p.same, "base": p.base, "other": p.other, "model": p.model, "rungs": len(p.rows),
                    "not_ok_on_one_side": p.missing, "tokens_per_s_geomean": _json_delta(p.speed),
                    "rungs_beyond_noise": p.changed, "memory_metric": p.memory_metric,
                    "memory_geomean": None if p.memory is None else p.memory.value, "memory_rungs_beyond_noise": p.memory_changed,

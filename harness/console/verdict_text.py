@@ -12,6 +12,7 @@ from harness.analysis.noise import MIN_BETWEEN_DF
 from harness.analysis.verdict import SERIES, by_series, extremes, series_key
 from harness.console.render import WIDTH, _wrap
 from harness.console.textsafe import TEXT, WORD, bounded
+from harness.record.model import OURS
 
 MAX_PAIRS = 10  # pairs shown in the verdict; the rest are counted (every one is in --table versions / gpus)
 
@@ -73,6 +74,8 @@ def _pair_block(p, name, env_text) -> tuple[str, list[str]]:
         head = f"{name(p.same)}: {env_text(p.other)} vs {env_text(p.base)}"
     else:
         head = f"{env_text(p.same)}: {name(p.other)} vs {name(p.base)}"
+    if p.model != OURS:
+        head += f", model {bounded(p.model, WORD)}"
     detail = f"tokens/s beyond noise in {p.changed} of {len(p.rows)}"
     if p.most is not None and p.most.d_tokens.value is not None:
         detail += f"; most: {p.most.label} ({p.most.batch}) {_times(p.most.d_tokens)}"

@@ -37,7 +37,8 @@ FINDING_TOPICS = (  # harness.analysis.findings topics, in the order the report 
     ("loss", "Loss parity"),
 )
 METHOD = (
-    ("Workload: GPT-2 style decoder (gpt/model.py) trained on the configured data; each rung of a plan is one "
+    ("Workload: a GPT-2 style decoder trained on the configured data: this project's (gpt/model.py) unless a record "
+     "names another model (Hugging Face's GPT2LMHeadModel, or a user's own: gpt/models.py); each rung of a plan is one "
      "workload configuration, each measurement a fresh worker process with flags frozen before the model is built."),
     ("Timing: per-step CUDA events (CPU: perf_counter) around each optimizer step, read after one synchronisation "
      "at the end; the first workload.warmup_steps steps are warm-up and excluded; step 0 (which includes "
@@ -221,6 +222,7 @@ def _appendix(doc: Doc, cmp: Compare, tables: dict, ladder: list, drawn: drawing
     _charts(doc, drawn.take("cross-gpu"),
             f"No cross-{cmp.word} chart: no rung ran on two {cmp.word}s under the same env.")
     doc.table(gpus)
+    _tables(doc, tables["models"])  # where the records hold two models: what the model costs beside what torch does
 
     doc.h(2, "A6. Knob effects: the GPU or the torch version?")
     _tables(doc, tables["knobs"])
