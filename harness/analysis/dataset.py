@@ -335,9 +335,11 @@ def _note_variants(ds: Dataset) -> None:
     for g in ds.groups:
         for plan, rung, _i in g.rungs:
             k = (plan, rung, g.workload.batch_size, g.workload.seq_len, json.dumps(g.sweep and g.sweep.to_dict(), sort_keys=True))
-            variants.setdefault(k, {}).setdefault(g.set_key, []).append(f"{g.gpu}/{g.env}")
+            variants.setdefault(k, {}).setdefault(g.set_key, []).append((g.gpu, g.env))
+    rank = lambda cell: (ds.gpu_order.get(cell[0], 1 << 30), ds.env_order.get(cell[1], 1 << 30))  # never by name
     for (plan, rung, b, t, _s), sets in sorted(variants.items(), key=lambda kv: str(kv[0])):
         if len(sets) > 1:
-            parts = [f"workload {w[:8]} flags {f[:8]}: {', '.join(sorted(cells))}" for (w, f), cells in sets.items()]
+            parts = [f"workload {w[:8]} flags {f[:8]}: {', '.join(f'{gpu}/{env}' for gpu, env in sorted(cells, key=rank))}"
+                     for (w, f), cells in sets.items()]
             ds.notes.append(f"{plan}/{rung} (B={b}, T={t}) ran with {len(sets)} different workload/flags hashes; "
                             f"compared only within each: " + "; ".join(parts))

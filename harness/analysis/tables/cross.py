@@ -13,6 +13,7 @@ from harness.analysis.dataset import outcome
 from harness.analysis.differ import differences
 from harness.analysis.group import Group, run_ids
 from harness.record.device import isa_tag
+from harness.record.model import OURS
 from harness.record.view import RecordView
 
 if TYPE_CHECKING:
@@ -221,13 +222,18 @@ def refused_pairs(cx: Compare, across: str) -> list[str]:
     for g in sorted(cx.ds.groups, key=lambda g: rank[getattr(g, across)]):
         for plan, rung, _i in g.rungs:
             slots.setdefault((getattr(g, other), plan, rung, g.workload.batch_size, g.workload.seq_len), []).append(g)
-    out = []
+    other_rank = cx.gpu_rank if across == "env" else cx.env_rank
+    out: dict[str, tuple] = {}  # in the ranks' order, never the names': renaming an env or device moves no line
     for (o, plan, rung, b, t), gs in slots.items():
         for a, c in combinations(gs, 2):
             if getattr(a, across) != getattr(c, across) and a.set_key != c.set_key:
-                out.append(f"not compared: {o}, {plan}/{rung} (B={b}, T={t}) under {getattr(a, across)} and "
-                           f"{getattr(c, across)}: the runs differ in {differences(a, c)}")
-    return sorted(set(out))
+                text = (f"not compared: {o}, {plan}/{rung} (B={b}, T={t}) under {getattr(a, across)} and "
+                        f"{getattr(c, across)}: the runs differ in {differences(a, c)}")
+                order = (other_rank[o], str(plan), a.rungs[0][2] if a.rungs[0][2] is not None else 1 << 30, b or 0, t or 0,
+                         rank[getattr(a, across)], rank[getattr(c, across)], a.model != OURS, c.model != OURS,
+                         differences(a, c))
+                out[text] = min(order, out.get(text, order))
+    return sorted(out, key=lambda text: out[text])
 
 
 def _why_no_rows(cx: Compare, across: str, refused: bool) -> str:
