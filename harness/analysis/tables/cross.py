@@ -226,6 +226,8 @@ def refused_pairs(cx: Compare, across: str) -> list[str]:
     out: dict[str, tuple] = {}  # in the ranks' order, never the names': renaming an env or device moves no line
     for (o, plan, rung, b, t), gs in slots.items():
         for a, c in combinations(gs, 2):
+            if a.model != c.model:  # two models are a dimension of their own (--table models), not a refused pair
+                continue
             if getattr(a, across) != getattr(c, across) and a.set_key != c.set_key:
                 text = (f"not compared: {o}, {plan}/{rung} (B={b}, T={t}) under {getattr(a, across)} and "
                         f"{getattr(c, across)}: the runs differ in {differences(a, c)}")
