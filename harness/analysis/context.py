@@ -11,7 +11,7 @@ from harness.analysis import stats
 from harness.analysis.dataset import Dataset
 from harness.analysis.devices import device_word
 from harness.analysis.group import Group
-from harness.record.model import OURS
+from harness.record.model import OURS, model_name
 from harness.record.view import RecordView
 
 DEFAULT_LOSS_TOL = 0.01  # relative
@@ -116,7 +116,7 @@ class Compare:
         for r, gpu, env in self.failed_runs():
             if r.sweep:
                 continue
-            k = (r.plan, gpu, env, r.workload.batch_size, r.workload.seq_len, str(r.workload.model).split("@", 1)[0])
+            k = (r.plan, gpu, env, r.workload.batch_size, r.workload.seq_len, model_name(r.workload.model))
             out.setdefault(k, []).append((r.rung_index, r.rung, r))
         result = []
         for k, rows in out.items():

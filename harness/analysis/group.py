@@ -12,7 +12,7 @@ from functools import cached_property
 
 from harness.analysis import cell_values, noise_model, stats
 from harness.provenance import contention
-from harness.record.model import OURS
+from harness.record.model import OURS, model_name
 from harness.record.parts import Gemm, Kernels, KernelTime, MemorySplit
 from harness.record.sections import Environment, Sweep, Workload
 from harness.record.view import RecordView
@@ -115,7 +115,7 @@ class Group:
     def model(self) -> str:
         """The model trained: ours, transformers, or a user's package.module:function (its source digest, which the
         workload hash holds, left out of the name)."""
-        return str(self.workload.model).split("@", 1)[0]
+        return model_name(self.workload.model)
 
     @property
     def batch(self) -> str:

@@ -34,6 +34,12 @@ class RecordError(ValueError):
     """A file that is not a valid record of a schema version this code reads."""
 
 
+def model_name(model) -> str:
+    """A workload's model as it is named: ours, transformers, or a user's package.module:function without the digest
+    of its source (which the workload hash holds): 'examples.tiny_lm:build@1af2...' -> 'examples.tiny_lm:build'."""
+    return str(model).split("@", 1)[0]
+
+
 def public_version(version) -> str:
     """A version without its local label, the one rule for it: '2.1.2+cu121' -> '2.1.2' (records carry
     torch.__version__ with its label; a spec pins the public version; pip ignores the label when it compares)."""

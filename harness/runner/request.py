@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import math
 import shlex
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from gpt.config import ConfigError, coerce, make_config
 from harness import argtypes
@@ -201,13 +201,11 @@ def override_args(request: RunRequest) -> list[str]:
 
 def rerun_command(request: RunRequest, point: Point) -> str:
     """The one command that makes this measurement again (same env, same CLI, just this rung)."""
-    parts = ["--plan", request.plan, "--preset", request.preset, "--rungs", point.rung, "--repeats", "1", "--out", request.out,
-             *override_args(request)]
     pinned = str(point.workload.get("model"))
     if "@" in pinned:  # a user's model, with the digest of the source it ran: a rerun on an edited file is refused
-        if "--model" in parts:
-            del parts[parts.index("--model"):parts.index("--model") + 2]
-        parts += ["--model", pinned]  # after any --set model=: a shorthand wins
+        request = replace(request, model=pinned)  # a shorthand, after any --set model=: it wins
+    parts = ["--plan", request.plan, "--preset", request.preset, "--rungs", point.rung, "--repeats", "1", "--out", request.out,
+             *override_args(request)]
     if point.sweep:  # just this point, under the same sweep name
         parts += ["--sweep", f"{point.sweep['field']}={point.sweep['value']}"]
         if point.sweep["name"] != point.sweep["field"]:

@@ -232,7 +232,7 @@ def refused_pairs(cx: Compare, across: str) -> list[str]:
                 text = (f"not compared: {o}, {plan}/{rung} (B={b}, T={t}) under {getattr(a, across)} and "
                         f"{getattr(c, across)}: the runs differ in {differences(a, c)}")
                 order = (other_rank[o], str(plan), a.rungs[0][2] if a.rungs[0][2] is not None else 1 << 30, b or 0, t or 0,
-                         rank[getattr(a, across)], rank[getattr(c, across)], a.model != OURS, c.model != OURS,
+                         rank[getattr(a, across)], rank[getattr(c, across)], a.model != OURS,
                          differences(a, c))
                 out[text] = min(order, out.get(text, order))
     return sorted(out, key=lambda text: out[text])
