@@ -62,7 +62,8 @@ def make_parser(parser_class: type[argparse.ArgumentParser] = argparse.ArgumentP
     p.add_argument("--target", type=argtypes.target_percent, metavar="PCT",
                    help=f"with --repeats auto: the half-width to reach, a percentage "
                         f"(default {AUTO_TARGET * 100:.0f}%%)")
-    p.add_argument("--rungs", help="comma-separated rung names to run (default: all)")
+    p.add_argument("--rungs", help="comma-separated rung names to run (default: all); 'a+b' stacks rungs a and b of a "
+                   "non-cumulative plan (their changes together), e.g. sdpa-cudnn+lm-head-cce")
     add_option(p, "set", help="override a workload field for every rung (repeatable)")
     add_option(p, "flag", help="override a frozen flag for every rung (repeatable; wins over the plan's), e.g. "
                "inductor_shape_padding=off (harness/runner/flags.py lists them)")

@@ -9,6 +9,10 @@
                          every rung (or one rung, under its own key) is run once per value, the value
                          applied last; each point is its own record, tagged with the sweep
 
+A rung name "a+b+c" (in --rungs, a tune start, a gpu_check tier) is a stack: the changes rungs a, b and c of a
+non-cumulative plan each make against the plan's defaults, applied together (Plan.stack). It needs no line in the
+plan, so any combination of knobs can be measured and its name says exactly what it holds.
+
 Built-in plans live in harness/plans/; a path to any .yaml file works too. No torch import here.
 """
 
@@ -31,6 +35,7 @@ RUNG_KEYS = {"name", "set", "flags", "sweep"}
 SWEEP_KEYS = {"field", "values", "name"}
 MAX_SWEEP_VALUES = 1_000  # values of one sweep
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # plan, rung and sweep names end up in record file names
+STACK = "+"  # joins the rungs of a stack: "sdpa-cudnn+lm-head-cce" (never part of a rung's own name: NAME)
 
 
 class PlanError(ValueError):
@@ -108,16 +113,65 @@ class Plan:
     cumulative: bool = False
 
     def check_rungs(self, names) -> None:
-        """PlanError naming each of `names` that is not a rung of this plan, and the rungs it has."""
-        missing = [name for name in dict.fromkeys(names) if name not in {r.name for r in self.rungs}]
+        """PlanError naming each of `names` that is not a rung (or a stack of rungs) of this plan, and the rungs it has."""
+        missing = [name for name in dict.fromkeys(names)
+                   if name not in {r.name for r in self.rungs} and STACK not in name]
         if missing:
             raise PlanError(f"no rung{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))} in plan {self.name}; "
                             f"it has {', '.join(r.name for r in self.rungs)}")
+        for name in names:
+            if STACK in name:
+                self.stack(name)
 
     def rung(self, name: str) -> Rung:
-        """The rung called `name` (PlanError if there is none: check_rungs)."""
-        self.check_rungs([name])
-        return next(r for r in self.rungs if r.name == name)
+        """The rung called `name`, or the stack it names (PlanError if there is none: check_rungs)."""
+        return self.select([name])[0][1]
+
+    def changes(self, rung: Rung) -> dict:
+        """The workload fields `rung` sets to other values than the plan's defaults: what it changes."""
+        return {k: v for k, v in rung.settings.items() if self.defaults.get(k) != v}
+
+    def stack(self, name: str) -> tuple[int, Rung]:
+        """The stack "a+b+c": its rungs' changes against the defaults and their flags, together. Named in the plan's
+        order whatever the order given (one stack, one name); its index follows every rung's, so tables list it after
+        the single knobs. PlanError where the plan is a ladder, a part is unknown, repeated or changes nothing, or two
+        parts set one field or flag to different values."""
+        parts = name.split(STACK)
+        if self.cumulative:
+            raise PlanError(f"--rungs {name!r}: plan {self.name} is a ladder (cumulative: each rung builds on the one "
+                            "before), so its rungs do not stack; stack the rungs of a plan like beyond-ladder")
+        if "" in parts or len(set(parts)) < len(parts):
+            raise PlanError(f"--rungs {name!r}: a stack names two or more different rungs joined by '{STACK}'")
+        self.check_rungs(parts)
+        index = {r.name: i for i, r in enumerate(self.rungs)}
+        parts.sort(key=index.__getitem__)
+        settings, flags, set_by = dict(self.defaults), {}, {}
+        for part in parts:
+            rung = self.rungs[index[part]]
+            changed = self.changes(rung)
+            if not changed and not rung.flags:
+                raise PlanError(f"--rungs {name!r}: rung {part} changes nothing against plan {self.name}'s defaults: "
+                                "it is the base every stack starts from")
+            for key, value in [*changed.items(), *((f"flag {k}", v) for k, v in rung.flags.items())]:
+                before = settings.get(key) if not key.startswith("flag ") else flags.get(key[5:])
+                if key in set_by and before != value:
+                    raise PlanError(f"--rungs {name!r}: {set_by[key]} and {part} both set {key} ({before} vs {value}): "
+                                    "they do not stack")
+                set_by[key] = part
+            settings.update(changed)
+            flags.update(rung.flags)
+        canonical = STACK.join(parts)
+        return len(self.rungs) + index[parts[-1]], Rung(canonical, settings, flags, self.sweep)
+
+    def select(self, names: list[str] | None = None) -> list[tuple[int, Rung]]:
+        """(rung index, rung) of each name (a stack composed), in the plan's order, stacks after the rungs; every
+        rung of the plan where names is None. PlanError as check_rungs and stack say."""
+        if names is None:
+            return list(enumerate(self.rungs))
+        self.check_rungs(names)
+        plain = [(i, r) for i, r in enumerate(self.rungs) if r.name in names]
+        stacks = {s[1].name: s for s in (self.stack(n) for n in names if STACK in n)}  # two orders, one stack
+        return plain + sorted(stacks.values(), key=lambda s: (s[0], s[1].name))
 
 
 def builtin_plans() -> list[str]:

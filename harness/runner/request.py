@@ -123,16 +123,13 @@ def build_points(request: RunRequest) -> tuple[str, list[Point]]:
         wanted = [name.strip() for name in request.rungs.split(",")]
         if "" in wanted:
             raise PlanError(f"--rungs {request.rungs!r}: expected rung names separated by commas (omit --rungs for all)")
-        plan.check_rungs(wanted)
     repeats = 1 if request.auto else request.repeats or plan.repeats  # auto: harness.run adds the rest one by one
-    chosen = [r for r in plan.rungs if not wanted or r.name in wanted]
-    count = sum(len((cli_sweep or r.sweep).values) if (cli_sweep or r.sweep) else 1 for r in chosen) * repeats
+    chosen = plan.select(wanted)  # a stack "a+b" composed here (harness.runner.plan)
+    count = sum(len((cli_sweep or r.sweep).values) if (cli_sweep or r.sweep) else 1 for _i, r in chosen) * repeats
     if count > MAX_POINTS:  # counted before any point is built
         raise ConfigError(f"{count:,} runs (rungs x sweep values x repeats): at most {MAX_POINTS:,} in one command")
     points = []
-    for index, rung in enumerate(plan.rungs):
-        if wanted and rung.name not in wanted:
-            continue
+    for index, rung in chosen:
         sweep = cli_sweep or rung.sweep
         for value in sweep.values if sweep else [None]:
             swept = {sweep.field: value} if sweep else {}  # the sweep's value wins over the rung and --set
@@ -220,7 +217,7 @@ def selection_line(request: RunRequest, points: list[Point]) -> str | None:
     if request.rungs is None:
         return None
     every = [r.name for r in load_plan(request.plan).rungs]
-    chosen = {p.rung for p in points}
+    chosen = list(dict.fromkeys(p.rung for p in points))  # the plan's order, stacks after (Plan.select)
     left = [name for name in every if name not in chosen]
-    return (f"rungs: {', '.join(n for n in every if n in chosen)}" + (f" (left out: {', '.join(left)}; without --rungs every "
+    return (f"rungs: {', '.join(chosen)}" + (f" (left out: {', '.join(left)}; without --rungs every "
             f"rung of the plan runs)" if left else ""))
