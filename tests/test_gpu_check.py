@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import tarfile
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -216,26 +217,45 @@ def test_launch_time_is_what_the_committed_logs_say():
 
 # ---------------------------------------------------------------- the plan
 
+def decided(run: Run) -> Run:
+    """A run as a call decides it: the planned stack for the best one, B=128 for the largest."""
+    rung = run.rung.replace(plan.BEST_STACK, plan.PLANNED_STACK)
+    return replace(run, rung=rung, batch_size=128 if run.batch_size is plan.LARGEST_B else run.batch_size)
+
+
 def test_every_planned_run_is_a_valid_harness_run_command():
     from harness.run import parse_request
 
     keys = set()
-    for run in plan.runs_of(plan.select()):
-        request = parse_request([*run.argv(), "--out", "/tmp/x"])
-        _name, points = build_points(request)
-        assert len(points) == 1 and points[0].workload["batch_size"] == run.batch_size
-        w = points[0].workload
-        assert (w["steps"], w["warmup_steps"]) == ((30, 5) if run.plan == "padding" else (50, 10))
-        assert w["profile_steps"] == (3 if run.capture else 0)
-        assert run.key not in keys
-        keys.add(run.key)
-    assert len(keys) == 21
+    for t in plan.TIERS:
+        for run in map(decided, t.runs):
+            request = parse_request([*run.argv(), "--out", "/tmp/x"])
+            _name, points = build_points(request)
+            assert len(points) == 1 and points[0].workload["batch_size"] == run.batch_size
+            w = points[0].workload
+            assert (w["steps"], w["warmup_steps"]) == ((30, 5) if run.plan == "padding" else (50, 10))
+            assert w["profile_steps"] == (3 if run.capture else 0)
+            assert t.repeats or (t.name, run.key) not in keys
+            keys.add((t.name, run.key))
+    assert len(keys) == 32
+    with pytest.raises(ValueError, match="not decided yet"):
+        plan.tier("spread").runs[1].argv()
 
 
-def test_the_padding_tiers_come_first_and_pair_up():
-    names = plan.tier_names()
-    assert names[:3] == ["padding-tf32", "padding-vocab", "fastest"]
-    vocab = {r.rung for r in plan.select(["padding-vocab"])[0].runs}
+def test_the_default_call_measures_what_is_unknown_and_answered_questions_only_when_asked():
+    assert [t.name for t in plan.select()] == ["fastest", "stack", "largest-b", "spread", "batch-96", "spread-2",
+                                               "stack-largest-b", "autotune"]
+    assert [(r.rung, r.batch_size, r.capture) for r in plan.tier("fastest").runs] == [
+        ("best-of-ladder", 64, True), ("sdpa-cudnn", 64, True)]
+    assert [r.rung for r in plan.tier("stack").runs] == ["sdpa-cudnn+lm-head-cce"]
+    spread = [plan.tier("spread"), plan.tier("spread-2")]  # A B A B, a pair at a time
+    assert all(t.repeats and t.atomic for t in spread) and spread[1].needs == ("spread",)
+    assert [r.rung for t in spread for r in t.runs] == ["best-of-ladder", "best-stack"] * 2
+    assert not any(r.capture for t in spread for r in t.runs)  # timed only
+    asked = {t.name for t in plan.ASKED_TIERS}
+    assert {"padding-tf32", "padding-vocab", "default-pair", "shape-pad"} <= asked
+    assert not asked & {t.name for t in plan.select()}
+    vocab = {r.rung for r in plan.tier("padding-vocab").runs}
     assert vocab == {"bf16-50257", "bf16-50304", "bf16-50257-no-pad", "bf16-50304-no-pad"}
     with pytest.raises(ValueError, match="unknown tier"):
         plan.select(["padding-tf32", "nope"])
@@ -249,16 +269,30 @@ def test_dry_run_for_an_h100_reads_at_120_columns(capsys):
     assert max(map(len, out.splitlines())) <= 120
     assert out.startswith(f"gpu_check dry run for {H100_NAME}: budget 480 s")
     rows = [line for line in out.splitlines() if re.match(r"\d+ +\S+ +\S+ +\d+ ", line)]
-    assert len(rows) == 21
-    # by the committed H100 times (the first calls' runs among them) the two padding tiers and the fastest pair fit in
-    # 480 s, and the default pair does not
-    assert "padding-vocab (plan padding; 4 of 4 runs, complete)" in out
-    assert "fastest (plan beyond-ladder; 2 of 2 runs, complete)" in out
-    assert re.search(r"default-pair \(plan padding; 0 of 2 runs, not started: tier default-pair needs ~\d+ s, \d+ s left\)", out)
-    # a smaller budget does not reach the fastest pair
-    assert cli.main(["--dry-run", "--budget-s", "360", *SHIPPED_GPU]) == 0
-    assert re.search(r"fastest \(plan beyond-ladder; 0 of 2 runs, not started: tier fastest needs ~\d+ s, \d+ s left\)",
+    assert len(rows) == 13
+    # by the committed H100 times: the baseline, cuDNN, the stack at B=64, the stack and the baseline at the largest B
+    # both fit (96: the baseline's 0.71 GiB a sample), and the first interleaved pair fit in 480 s
+    for name, ran in (("fastest", 2), ("stack", 1), ("largest-b", 2), ("spread", 2)):
+        assert f"{name} (plan beyond-ladder; {ran} of {ran} runs, complete)" in out
+    assert re.search(r"^4 +largest-b +sdpa-cudnn\+lm-head- +96 ", out, re.MULTILINE)
+    assert "- largest-b: B=96, the largest at which sdpa-cudnn+lm-head-cce and best-of-ladder fit" in out
+    assert re.search(r"- stack-largest-b: B=192, the largest at which sdpa-cudnn\+lm-head-cce fit", out)
+    # batch-96's baseline ran in largest-b already: not again
+    assert re.search(r"batch-96 \(plan beyond-ladder; 1 of 2 runs, partial: ran earlier in this call\)", out)
+    assert re.search(r"autotune \(plan beyond-ladder; 0 of 1 runs, not started: tier autotune needs ~\d+ s", out)
+    assert "- largest-b, spread, spread-2, stack-largest-b, autotune: best stack = sdpa-cudnn+lm-head-cce" in out
+    # a smaller budget does not reach the stack
+    assert cli.main(["--dry-run", "--budget-s", "150", *SHIPPED_GPU]) == 0
+    assert re.search(r"stack \(plan beyond-ladder; 0 of 1 runs, not started: tier stack needs ~\d+ s, \d+ s left\)",
                      capsys.readouterr().out)
+
+
+def test_an_asked_tier_runs_in_the_order_given(capsys):
+    assert cli.main(["--dry-run", "--tiers", "padding-tf32,fastest", *SHIPPED_GPU]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split()[1:3] for line in out.splitlines() if re.match(r"\d+ +\S+ +\S+ +\d+ ", line)]
+    assert rows == [["padding-tf32", "tf32-50257-no-pad"], ["padding-tf32", "fp32-50257-no-pad"],
+                    ["fastest", "best-of-ladder"], ["fastest", "sdpa-cudnn"]]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -287,7 +321,8 @@ def summary_for(outcomes=(), **more):
                     "python": "3.12.3", "exit": 0, "seconds": 9.0},
          "runs": [o.to_dict() for o in outcomes], "scale": 0.97,
          "compare": {"exit": 0, "paths": ["/tmp/gpu-check", "/root/repo/results/gpu-h100-80gb-hbm3"]},
-         "report": {"exit": 0}, "used_s": 470.0}
+         "report": {"exit": 0}, "used_s": 470.0,
+         "choices": ["largest-b: B=96, the largest at which sdpa-cudnn+lm-head-cce and best-of-ladder fit"]}
     s["archive_name"] = pack.archive_name(s)
     return {**s, **more}
 
@@ -305,10 +340,10 @@ def results_folder(tmp_path) -> Path:
 
 def test_pack_writes_three_files_and_unpack_makes_the_results_folder(tmp_path):
     out = results_folder(tmp_path)
-    run = plan.TIERS[0].runs[0]
+    run = plan.tier("padding-tf32").runs[0]
     outcomes = [budget.Outcome(run, 57.0, "tf32 B=16", status="ok", seconds=55.2, records=["id1"], tokens_s=148592.4,
                                memory="36,419"),
-                budget.Outcome(plan.TIERS[2].runs[0], 51.0, "fused-adamw-clip B=64", note="needs ~51 s, 20 s left")]
+                budget.Outcome(plan.tier("fastest").runs[0], 51.0, "fused-adamw-clip B=64", note="needs ~51 s, 20 s left")]
     files = pack.pack(out, summary_for(outcomes), "the closing table\n", tmp_path / "OUT")
     assert [f.name for f in files] == ["gpu-check-h100-80gb-hbm3-20261126T101500Z.tar.gz", "summary.json", "summary.txt"]
     assert sorted(p.name for p in (tmp_path / "OUT").iterdir()) == sorted(f.name for f in files)  # <= 8 files back
@@ -327,6 +362,8 @@ def test_pack_writes_three_files_and_unpack_makes_the_results_folder(tmp_path):
             "left |") in readme
     assert "harness.compare and harness.report over this folder, `results/gpu-h100-80gb-hbm3` |" in readme
     assert readme.endswith("- not started, tier fastest: best-of-ladder (needs ~51 s, 20 s left).\n")
+    assert ("(the best stack, the largest B that fits):\n\n- largest-b: B=96, the largest at which "
+            "sdpa-cudnn+lm-head-cce and best-of-ladder fit\n") in readme
     with pytest.raises(pack.PackError, match="exists; records are never overwritten"):
         pack.unpack(files[0], tmp_path / "results")
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from shipped import RESULTS
 
-from harness.gpu_check import estimate, pack, plan, runner
+from harness.gpu_check import choose, estimate, pack, plan, runner
 from harness.gpu_check.budget import spend
+from harness.gpu_check.plan import Tier
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,3 +71,41 @@ def test_a_budgeted_call_on_the_cpu_stand_in(tmp_path):
     assert target.name == "gpu-stand-in-20261125"
     assert {p.name for p in (target / "padding").glob("*.json")} == {f"{r['run_id']}.json" for r in records}
     assert (target / "report" / "report.html").is_file() and (target / "README.md").is_file()
+
+
+class StandInAtB(StandIn):
+    """As StandIn, at the plan's own B: the call decides its best stack among the runs at B=64."""
+
+    def argv(self, run, timeout_s):
+        argv = runner.WorkerRunner.argv(self, run, timeout_s)
+        swap = {"gpt2-124m": "tiny", "cuda": "cpu"}
+        return [swap.get(a, a) if i and argv[i - 1] in ("--preset", "--device") else a
+                for i, a in enumerate(argv)] + ["--set", "compile=off", "--threads", "1"]
+
+
+def test_stacks_in_a_call_on_the_cpu_stand_in(tmp_path):
+    """The default call's first tiers with real workers: cuDNN and the cuDNN+CCE stack have no CPU path and are
+    recorded unsupported with the reason (never faked); a stack with a CPU path runs; the spread's "best stack" is
+    decided from this call's own records (the fastest run whose loss matches the baseline's), then run A B."""
+    out = tmp_path / "call"
+    cpu_stack = Tier("cpu-stack", "a stack with a CPU path", (
+        plan.Run("cpu-stack", "beyond-ladder", "sdpa-auto+inductor-aggressive-fusion", 64, False, "beyond", 4, 1),),
+        needs=("fastest",))
+    tiers = [*plan.select(["fastest", "stack"], steps=(4, 1)), cpu_stack, *plan.select(["spread"], steps=(4, 1))]
+    est = estimate.Estimator([], "stand-in")
+    est.prior = lambda run: estimate.Estimate(1.0, "stand-in")
+    chooser = choose.Chooser([], "stand-in", out)
+    outcomes = spend(tiers, StandInAtB(sys.executable, out), time.monotonic, time.monotonic() + 900, est,
+                     say=lambda line: None, decide=chooser)
+    records = {(r["rung"], r["run_id"]): r for r in (json.loads(p.read_text()) for p in (out / "beyond").glob("*.json"))}
+    status = [(o.run.tier, o.run.rung, o.status) for o in outcomes]
+    assert status[:4] == [("fastest", "best-of-ladder", "ok"), ("fastest", "sdpa-cudnn", "unsupported"),
+                          ("stack", "sdpa-cudnn+lm-head-cce", "unsupported"),
+                          ("cpu-stack", "sdpa-auto+inductor-aggressive-fusion", "ok")]
+    stack = next(r for (rung, _), r in records.items() if rung == "sdpa-cudnn+lm-head-cce")
+    assert "SDPA backend 'cudnn' has no CPU kernel" in stack["reason"] and "Triton" in stack["reason"]
+    (decided,) = [c for c in chooser.choices if c.startswith("spread: best stack = ")]
+    best = decided.removeprefix("spread: best stack = ").split(" (")[0]
+    # the chooser read the records: the one equivalent run beside the baseline, never an unsupported one
+    assert best == "sdpa-auto+inductor-aggressive-fusion", chooser.choices
+    assert [(o.run.rung, o.status) for o in outcomes[4:]] == [("best-of-ladder", "ok"), (best, outcomes[5].status)]

@@ -103,13 +103,14 @@ def _set(summary: dict, path: str, value) -> dict:
 
 def _runs():
     from harness.gpu_check import budget, plan
-    return [budget.Outcome(plan.TIERS[0].runs[0], 57.0, "b", status="error", seconds=55.2, note="n", memory="1"),
-            budget.Outcome(plan.TIERS[2].runs[0], 51.0, "b", note="needs ~51 s")]
+    return [budget.Outcome(plan.tier("padding-tf32").runs[0], 57.0, "b", status="error", seconds=55.2, note="n", memory="1"),
+            budget.Outcome(plan.tier("fastest").runs[0], 51.0, "b", note="needs ~51 s")]
 
 
 TEXT_FIELDS = ["gpu", "archive_name", "sanity.torch", "sanity.driver", "sanity.python", "sanity.cuda", "sanity.cudnn",
                "source.commit", "source.source_sha256", "command.1", "compare.paths.1", "runs.0.tier", "runs.0.key",
-               "runs.0.status", "runs.0.memory", "runs.0.note", "runs.1.tier", "runs.1.rung", "runs.1.note"]
+               "runs.0.status", "runs.0.memory", "runs.0.note", "runs.1.tier", "runs.1.rung", "runs.1.note",
+               "choices.0"]
 
 
 @pytest.mark.parametrize("field", TEXT_FIELDS)
@@ -146,6 +147,8 @@ WRONG = [
     ("source.commit", {"x": "[l](http://e)"}, "source.commit: "),
     ("command.1", {"x": 1}, "command[1]: \"{'x': 1}\" is not a text"),
     ("compare.paths", "abc", "compare.paths: 'abc' is not a list"),
+    ("choices", "B=96", "choices: 'B=96' is not a list"),
+    ("choices.0", {"b": 96}, "choices[0]: \"{'b': 96}\" is not a text"),
     ("runs", [{"status": "ok"}] * 1001, "runs: "),
 ]
 

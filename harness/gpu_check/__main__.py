@@ -19,7 +19,7 @@ from pathlib import Path
 from harness import argtypes
 from harness.console import output
 from harness.console.textsafe import one_line
-from harness.gpu_check import budget, estimate, pack, plan, runner, text
+from harness.gpu_check import budget, choose, estimate, pack, plan, runner, text
 from harness.provenance import envinfo
 from harness.record.io import check_writable
 from harness.record.model import RecordError
@@ -110,8 +110,9 @@ def dry_run(args, tiers, records) -> int:
     est = estimate.Estimator(records, args.gpu)
     clock = budget.SimulatedClock(estimate.SANITY_S)
     lines: list[str] = []
+    chooser = choose.Chooser(records, args.gpu)  # decides from the committed records alone
     outcomes = budget.spend(tiers, budget.simulated_runner(clock, est), clock,
-                            args.budget_s - args.reserve_s, est, say=lambda line: None)
+                            args.budget_s - args.reserve_s, est, say=lambda line: None, decide=chooser)
     started = [o for o in outcomes if o.started]
     lines.append(text.wrap(
         f"gpu_check dry run for {args.gpu}: budget {args.budget_s:.0f} s = sanity ~{estimate.SANITY_S:.0f} s (assumed) + "
@@ -125,6 +126,7 @@ def dry_run(args, tiers, records) -> int:
                            f"~{clock.now:.0f} s, then the closing; the real call re-estimates after every run from "
                            "the runs it has done, and gives each run the time left as its timeout."))
     lines += text.tier_lines(tiers, outcomes)
+    lines += text.choice_lines(chooser.choices, "decided from the committed records (the call decides from its runs)")
     output.emit("\n".join(lines) + "\n")
     return 0
 
@@ -186,8 +188,11 @@ def main(argv=None) -> int:
         print("gpu_check: the sanity check failed (above); not running the GPU steps", file=sys.stderr)
         save()
         return 1
+    chooser = choose.Chooser(records, gpu, out)  # decides from this call's runs as they finish
     outcomes_done = budget.spend(tiers, runner.WorkerRunner(python, out), time.monotonic,
-                                 t0 + args.budget_s - args.reserve_s, est, on_done=lambda o: (outcomes.append(o), save()))
+                                 t0 + args.budget_s - args.reserve_s, est, on_done=lambda o: (outcomes.append(o), save()),
+                                 decide=chooser)
+    summary["choices"] = chooser.choices
     committed = [x for x in paths if any(r.environment.gpu.name == gpu
                                          for r in estimate.load_gpu_records([x]))]
     reference = [ROOT / "results" / "reference"] if (ROOT / "results" / "reference").is_dir() else []

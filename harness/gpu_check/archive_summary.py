@@ -90,7 +90,7 @@ SUMMARY_FIELDS = {"started_at": _time, "finished_at": _optional(_time),
                   "runs": _kind(list, "a list", MAX_ITEMS), "command": _optional(_kind(list, "a list", MAX_ITEMS)),
                   "source": _optional(_kind(dict, "an object")), "sanity": _optional(_kind(dict, "an object")),
                   "compare": _optional(_kind(dict, "an object")), "report": _optional(_kind(dict, "an object")),
-                  "archive_name": _optional(_NAME)}
+                  "archive_name": _optional(_NAME), "choices": _optional(_kind(list, "a list", MAX_ITEMS))}
 PART_FIELDS = {"source": {"commit": _optional(_NAME), "source_sha256": _optional(_NAME)},
                "sanity": {k: _VERSION for k in ("torch", "driver", "python", "cuda", "cudnn")},
                "compare": {"exit": _EXIT, "paths": _optional(_kind(list, "a list", MAX_ITEMS))},
@@ -125,6 +125,8 @@ def check_summary(summary, archive: Path) -> None:
             need(f"{part}.{name}", (summary.get(part) or {}).get(name), check)  # not a record: the call's summary
     for i, word in enumerate(summary.get("command") or []):
         need(f"command[{i}]", word, _TEXT)
+    for i, choice in enumerate(summary.get("choices") or []):
+        need(f"choices[{i}]", choice, _TEXT)
     for i, path in enumerate((summary.get("compare") or {}).get("paths") or []):  # not a record: the call's summary
         need(f"compare.paths[{i}]", path, _TEXT)
     for i, run in enumerate(summary["runs"]):

@@ -59,40 +59,56 @@ class Runner(Protocol):
     def __call__(self, run: Run, timeout_s: float) -> Result: ...
 
 
+Decide = Callable[[Tier], list[tuple[Run, str | None]]]
+RAN_EARLIER = "ran earlier in this call"
+
+
+def as_planned(tier: Tier) -> list[tuple[Run, str | None]]:
+    """Every run as the plan has it (no run left to the call): harness.gpu_check.choose.Chooser decides the others."""
+    return [(r, None) for r in tier.runs]
+
+
 def spend(tiers: list[Tier], runner: Runner, clock: Callable[[], float], deadline: float, estimator: Estimator,
-          on_done: Callable[[Outcome], None] = lambda o: None, say: Callable[[str], None] = print) -> list[Outcome]:
+          on_done: Callable[[Outcome], None] = lambda o: None, say: Callable[[str], None] = print,
+          decide: Decide = as_planned) -> list[Outcome]:
     """Run the tiers in order while their estimates fit before `deadline` (a clock reading: the budget less the
-    closing reserve). A run starts only when its estimate fits in the time left; an atomic tier only when all its
-    runs do; a tier only when the tiers it needs ran completely. What does not fit is skipped and later, cheaper
-    tiers may still run. Each run gets the time left as its timeout, so a wrong estimate cannot eat the reserve.
-    `on_done` sees every outcome as it is decided (the caller packs what it has after each run)."""
+    closing reserve). When a tier's turn comes, `decide` settles the runs the plan left to the call (the best stack,
+    the largest B) from the runs done so far, or says why one is not to start. A run starts only when its estimate
+    fits in the time left; an atomic tier only when all its runs do; a tier only when the tiers it needs ran
+    completely. What does not fit is skipped and later, cheaper tiers may still run. Each run gets the time left as
+    its timeout, so a wrong estimate cannot eat the reserve. `on_done` sees every outcome as it is decided (the
+    caller packs what it has after each run)."""
     outcomes: list[Outcome] = []
     complete: set[str] = set()
+    done: set[str] = set()  # keys of the runs this call made that left a measurement
     total = sum(len(t.runs) for t in tiers)
 
     def skip(run: Run, note: str) -> None:
-        est = estimator.estimate(run)
-        outcome = Outcome(run, est.seconds, est.basis, note=note)
+        est = estimator.estimate(run) if run.decided else None
+        outcome = Outcome(run, est.seconds if est else 0.0, est.basis if est else "decided in the call", note=note)
         say(f"gpu_check: [{len(outcomes) + 1}/{total}] {run.key}: not started ({note})")
         outcomes.append(outcome)
         on_done(outcome)
 
     for tier in tiers:
+        decided = [(r, why or (RAN_EARLIER if r.key in done and not tier.repeats else None)) for r, why in decide(tier)]
         missing = [n for n in tier.needs if n not in complete]
-        left = deadline - clock()
-        whole = sum(estimator.estimate(r).seconds for r in tier.runs)
         if missing:
-            note = f"needs tier {', '.join(missing)} complete in this call"
-        elif tier.atomic and whole > left:
-            note = f"tier {tier.name} needs ~{whole:.0f} s, {max(left, 0):.0f} s left"
-        else:
-            note = None
-        if note:
-            for run in tier.runs:
-                skip(run, note)
+            for run, _why in decided:
+                skip(run, f"needs tier {', '.join(missing)} complete in this call")
+            continue
+        left = deadline - clock()
+        whole = sum(estimator.estimate(r).seconds for r, why in decided if why is None)
+        if tier.atomic and whole > left:
+            for run, why in decided:
+                skip(run, why or f"tier {tier.name} needs ~{whole:.0f} s, {max(left, 0):.0f} s left")
             continue
         ran = 0
-        for run in tier.runs:
+        for run, why in decided:
+            if why is not None:
+                skip(run, why)
+                ran += why == RAN_EARLIER  # the measurement the tier needs is there
+                continue
             est = estimator.estimate(run)
             left = deadline - clock()
             if est.seconds > left:
@@ -108,6 +124,8 @@ def spend(tiers: list[Tier], runner: Runner, clock: Callable[[], float], deadlin
             outcome.tokens_s, outcome.memory = result.tokens_s, result.memory
             estimator.observe(run, outcome.seconds, outcome.status)
             ran += outcome.status not in FAILED
+            if outcome.status not in FAILED:
+                done.add(run.key)
             outcomes.append(outcome)
             on_done(outcome)
         if ran == len(tier.runs):

@@ -14,11 +14,12 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from harness.gpu_check.plan import Run
+from harness.gpu_check.plan import BASELINE, Run
 from harness.record.io import iter_records
 from harness.record.model import measured_workload
 from harness.record.view import RecordView
 from harness.runner.flags import own_flags
+from harness.runner.plan import STACK
 from harness.runner.request import Point, RunRequest, build_points
 
 # The launcher's time for a run ("(54 s)" in its progress line) less the record's own finished_at - started_at:
@@ -105,6 +106,8 @@ class Estimator:
             return Estimate(slowest, f"no committed run of this model at T={want.get('seq_len')}: " + (
                 "the slowest committed run" if self.records else f"{UNKNOWN_RUN_S:.0f} s assumed"), measured=False)
         other_b, _n, _db, _b, neg_seconds, apart, r = min(candidates, key=lambda c: c[:5])
+        if apart and STACK in run.rung:  # no run of this stack: its parts' extra times on the base's
+            return self._stack_prior(run)
         seconds, measured = -neg_seconds, not other_b
         basis = f"{r.rung} B={r.workload.batch_size}"
         if other_b:
@@ -118,6 +121,18 @@ class Estimator:
         if self.fallback:
             basis += f"; no committed record of {self.gpu}: {r.environment.gpu.name}'s"
         return Estimate(seconds, basis, measured)
+
+    def _stack_prior(self, run: Run) -> Estimate:
+        """A stack of plan beyond-ladder's knobs no record has: the baseline's time plus each part's time over it (compile and steps; assumed
+        additive, said so), each at this run's B and steps."""
+        base = self.prior(replace(run, rung=BASELINE))
+        parts = [(part, self.prior(replace(run, rung=part))) for part in run.rung.split(STACK)]
+        # a part's extra time never counts below 0: records of one workload differ by seconds between calls, and
+        # the budget must not start a stack on a part that only looks faster to compile
+        extras = [(part, max(p.seconds - base.seconds, 0.0)) for part, p in parts]
+        extra = " ".join(f"{part} +{x:.0f} s" for part, x in extras)
+        return Estimate(base.seconds + sum(x for _p, x in extras), f"{BASELINE} {base.seconds:.0f} s {extra} (a stack "
+                        "no run has: its parts' extra times, assumed additive)", measured=False)
 
     def _seconds(self, r: RecordView, steps: int, batch_size: int | None = None) -> float:
         """This record's run time at `steps`: the launcher's start, the worker, less the steps left out; at another

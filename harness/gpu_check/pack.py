@@ -323,7 +323,8 @@ def readme(summary: dict, folder: str) -> str:
         "| folder | what |",
         "|---|---|",
         "| `padding/` | plan padding at B=16: the compiler's own padding at default and off (each record's rerun.command) |",
-        "| `beyond/` | plan beyond-ladder: the seed ladder's best rung and the knobs at B=64 (and B=96) |",
+        ("| `beyond/` | plan beyond-ladder: the seed ladder's best rung (the baseline), knobs and stacks of knobs "
+         "(`a+b`) at B=64 and at the B the call chose (below) |"),
         "| `logs/` | the console output of each tier; `sanity.log` (nvidia-smi, torch) |",
         f"| `compare.txt`, `report/` | harness.compare and harness.report over {compared(summary)} |",
         "",
@@ -337,6 +338,10 @@ def readme(summary: dict, folder: str) -> str:
         tokens = "" if r.get("tokens_s") is None else f"{r['tokens_s']:,.0f}"
         lines.append(f"| {i} | {md(r['tier'])} | {md(r['key'])} | {steps} | {'yes' if r['capture'] else 'no'} | "
                      f"{md(r['status'])} | {r['estimate_s']:.0f} | {took} | {tokens} | {md(r.get('memory') or '')} | {note} |")
+    choices = summary.get("choices") or []
+    if choices:  # what the call decided from its own runs (harness.gpu_check.choose)
+        lines += ["", "What the call decided from its runs as it went (the best stack, the largest B that fits):", ""]
+        lines += [f"- {_line(c)}" for c in choices]
     lines += ["", "Corrections and gaps, so that nobody is misled (what the call itself knows; add what else a reader must):"]
     lines += gaps(summary)
     return "\n".join(lines) + "\n"

@@ -61,3 +61,12 @@ def tier_lines(tiers: list[Tier], outcomes: list[Outcome]) -> list[str]:
         out.append(wrap(f"{t.name} (plan {plans}; {done} of {len(mine)} runs, {state}{': ' + why if why else ''}): "
                         f"{t.answers}"))
     return out
+
+
+def choice_lines(choices: list[str], head: str) -> list[str]:
+    """What the call decided ("tier: decision"), tiers that decided alike on one line."""
+    by_what: dict[str, list[str]] = {}
+    for c in choices:
+        tier, _, what = c.partition(": ")
+        by_what.setdefault(what, []).append(tier)
+    return [wrap(f"{head}:")] + [wrap(f"- {', '.join(tiers)}: {what}", "    ") for what, tiers in by_what.items()]
