@@ -6,7 +6,8 @@
 #   GPU_CHECK_STEPS=quick bash scripts/gpu_check.sh [RESULTS_DIR]   # one budgeted call (below)
 #
 # quick: python -m harness.gpu_check (docs/gpu-check.md): the sanity check, then single runs in order of value
-#   (the padding A/B at B=16, the seed ladder's best rung against cuDNN attention at B=64, then the rest) while
+#   (the seed ladder's best rung and cuDNN attention at B=64, cuDNN+CCE stacked, the best stack and the baseline at
+#   the largest B both fit, interleaved repeats, then the rest; the answered padding A/B only when asked) while
 #   GPU_CHECK_BUDGET_S lasts (default 480, compare/report/packing included): no run starts that its estimate (the
 #   committed records of this GPU, scaled by this call's runs) says would not finish. GPU_CHECK_PACK_TO=DIR packs
 #   everything into DIR as three files after every run; GPU_CHECK_TIERS=a,b,... picks and orders the tiers.
