@@ -231,7 +231,8 @@ def answer(cmp: Compare, s: fastest.Search) -> tuple[list, list[str]]:
     if best.partner is not None and not best.is_start:
         tables.append(fastest_tables.split_table(f"What explains it: {g.label} against the start at the same B ({g.batch})",
                                           best.partner, g))
-    return tables, lines
+    steps = fastest_tables.step_table(f"Where the step's time goes: {g.label} ({g.batch}), per kernel class", g)
+    return tables + ([steps] if steps is not None else []), lines
 
 
 def make_parser() -> argparse.ArgumentParser:

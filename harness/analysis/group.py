@@ -255,6 +255,14 @@ class Group:
         return self._profiled(lambda r: r.kernels)
 
     @property
+    def newest_profiled_run(self) -> RecordView | None:
+        """Its newest run with a kernel profile (None without one): the profiler has only learned to capture more
+        (Inductor's kernels, dropped before the fix in gpt/torch_compat.py device_kernel_events), so the newest
+        profile is the most complete."""
+        profiled = [r for r in self.records if r.kernels_reason == "available" and r.kernels]
+        return max(profiled, key=lambda r: str(r.started_at or "")) if profiled else None
+
+    @property
     def kernels_reason(self) -> str:
         return "available" if self.kernels else self.first.kernels_reason
 

@@ -67,6 +67,29 @@ class EvidenceView(ViewBase):
         value = getattr(self._explain_part("mfu", Mfu), key)
         return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
+    @property
+    def n_params(self) -> int | None:
+        """N of the MFU's 6N FLOPs per token (explain.mfu.n_params: nanoGPT's non-embedding count, the tied token
+        embedding once), None where not recorded."""
+        n = self._explain_part("mfu", Mfu).n_params
+        return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+    @property
+    def measured_peak(self) -> tuple[float | None, str | None]:
+        """(FLOP/s, dtype) of the device's matmul peak measured before the run in the run's precision
+        (explain.mfu.measured_peak: what mfu_measured divides by); (None, None) where it was not measured."""
+        peak = as_dict(self._explain_part("mfu", Mfu).measured_peak)
+        flops, dtype = peak.get("flops"), peak.get("dtype")
+        if not isinstance(flops, (int, float)) or isinstance(flops, bool) or not flops > 0:
+            return None, None
+        return float(flops), dtype if isinstance(dtype, str) else None
+
+    @property
+    def measured_peak_reason(self) -> str:
+        """Why measured_peak is absent: explain.mfu's measured_peak_reason (or its reason), else 'not recorded'."""
+        mfu = self._explain_part("mfu", Mfu)
+        return str(mfu.measured_peak_reason or mfu.reason or "not recorded")
+
     def _explain_part(self, name: str, cls):
         """One object of explain as its type, read without the rest where the record index keeps explain unread (its
         kernel profile is most of a record's bytes; the median of a cell's MFU reads every run's)."""

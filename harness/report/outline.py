@@ -49,8 +49,9 @@ METHOD = (
 FASTEST_INTRO = (
     "Per device: the seed ladder's best run, the fastest loss-equivalent run found beyond it (plan beyond-ladder, "
     "and `python -m harness.tune`, plan fastest), the user's best logged number and the peer's, each with tokens/s, "
-    "MFU and memory; then the kernel time per step that explains the gain, against its start at the same B and T "
-    "(harness.analysis.fastest; docs/beyond.md).")
+    "MFU and memory; then the kernel time per step that explains the gain, against its start at the same B and T, "
+    "and where the fastest found's step goes, kernel class by class, with its GEMMs' FLOP rate against the matmul "
+    "peak measured on the device (harness.analysis.fastest; docs/beyond.md).")
 
 
 def environment_table(cmp: Compare) -> Table:

@@ -1,19 +1,22 @@
 """The fastest-found tables (`--table fastest`, the report's section "Fastest found vs the user's best vs the peer"):
-per device the overview of harness.analysis.fastest.Overview, the kernel split that explains the fastest found, and
-every harness.tune search run by run. No torch import.
+per device the overview of harness.analysis.fastest.Overview, the kernel split that explains the fastest found, where
+the fastest found's step goes kernel class by class and how far its GEMMs run from the device's measured matmul peak,
+and every harness.tune search run by run. No torch import.
 """
 
 from __future__ import annotations
 
-from harness.analysis.cells import Cell, Mfu, Table, fmt_pct
+from harness.analysis.cells import Cell, Mfu, Number, Table, fmt_pct
 from harness.analysis.context import Compare
 from harness.analysis.dataset import outcome
 from harness.analysis.fastest import Overview, Search, changes, overviews, peak_memory, searches
 from harness.analysis.group import Group, estimate, run_ids
-from harness.analysis.kernel_split import SPLIT, kernel_split
+from harness.analysis.kernel_split import SPLIT, StepTime, kernel_split, step_time
 
 OVERVIEW_TITLE = "Fastest found vs the user's best vs the peer: "  # + the device
 SPLIT_TITLE = "What explains it on "
+STEP_TITLE = "Where the step's time goes on "  # + the device: the run, per kernel class
+NOT_MEASURED = "not measured"
 SEED_ROW = "the seed ladder's best run"
 BEYOND_ROW = "fastest of plan beyond-ladder (equivalent, faster than its start)"
 TUNE_ROW = "fastest found by harness.tune"
@@ -87,12 +90,116 @@ def split_table(title: str, before: Group, after: Group) -> Table:
         t.notes.append("no Inductor-generated kernel was captured on a compiled run: profiles taken before the fix in "
                        "gpt/torch_compat.py device_kernel_events (torch 2.4+) dropped every Triton kernel, so their time "
                        "is in 'step time not in captured kernels' and the shares are of the rest")
+    if b.get("device") != "cuda":
+        t.notes.append("no table of where the step's time goes for a CPU run: CPU op self times come from several "
+                       "threads, so they neither add up to the step nor leave its idle time, and no matmul peak is "
+                       "measured to hold the GEMMs against")
     what = "GPU kernel time" if b.get("device") == "cuda" else "CPU op self time (CPU ops stand in for kernels)"
     t.notes.append(f"ms per step: the timed median for the step time, else {what} per profiled step "
                    "(explain.kernels, profiled after the timed steps); shares of all kernel time. lm_head GEMMs = the "
                    "GEMMs whose M, N or K is the vocab (explain.kernels.vocab_gemms); the plain path's softmax and "
                    "cross-entropy kernels are Inductor-generated and fused with other work, so they count there")
     return t
+
+
+def _ms(us: float | None) -> Number:
+    return Number(None if us is None else us / 1000.0, lambda x: None if x is None else f"{x:,.2f}")
+
+
+def _tflops(flops_per_s: float | None) -> Number:
+    return Number(flops_per_s, lambda x: None if x is None else f"{x / 1e12:,.0f}")
+
+
+def _of_peak(st: StepTime) -> Number | str:
+    if st.peak_flops is None:
+        return NOT_MEASURED
+    dtype = f" ({st.peak_dtype})" if st.peak_dtype else ""
+    return Number(st.of_peak, lambda x: None if x is None else
+                  f"{Mfu(x).text()} of {st.peak_flops / 1e12:,.0f} TFLOP/s{dtype}")
+
+
+STEP_ROWS = (  # (class, label) of the step-time table, in its order; "lm_head_gemm" is part of "gemm"
+    ("gemm", "GEMMs"),
+    ("lm_head_gemm", "GEMMs: of which the lm_head's"),
+    ("attention", "attention kernels"),
+    ("triton", "Inductor-generated (Triton) kernels"),
+    ("lm_head_loss", "fused lm_head loss kernels (Liger/CCE)"),
+    ("optimizer", "optimizer kernels"),
+    ("rest", "everything else (elementwise, reductions, copies)"),
+)
+IDLE_ROW = "idle / not in captured kernels"
+STEP_ROW = "step time (the run's median timed step)"
+
+
+def step_table(title: str, g: Group) -> Table | None:
+    """Where g's step goes, per kernel class, in ms and as a share of the step, and its GEMMs' FLOP rate against
+    the measured matmul peak (harness.analysis.kernel_split.step_time). None for a CPU run (see split_table)."""
+    st = step_time(g)
+    if (st.device if st is not None else g.workload.device) == "cpu":
+        return None
+    t = Table("fastest", title, [("what", "per step"), ("ms", "ms"), ("share", "share of the step"),
+                                 ("tflops", "achieved TFLOP/s"), ("of_peak", "of the measured GEMM peak")])
+    if st is None:
+        t.rows += [{"what": "kernel classes", "ms": NOT_MEASURED},
+                   {"what": "step time (its runs' median timed steps, geometric mean)",
+                    "ms": _ms(g.ms_per_step * 1000.0 if g.ms_per_step else None), "run_ids": run_ids(g)}]
+        t.notes.append(f"no kernel profile on {g.label} (explain.kernels: {g.kernels_reason}): where its step goes is "
+                       f"{NOT_MEASURED}")
+        return t
+    step, ids = st.step_us, [st.run.run_id]
+
+    def share(us):
+        return Number(us / step if step else None, fmt_pct)
+
+    for key, label in STEP_ROWS:
+        us = st.classes[key]
+        if key == "lm_head_loss" and not us:
+            continue  # the plain loss: no fused kernel
+        row = {"what": label, "ms": _ms(us), "share": share(us), "run_ids": ids}
+        if key == "gemm":
+            row["tflops"] = _tflops(st.gemm_flops_per_s) if st.gemm_flops else "not recorded"
+            row["of_peak"] = _of_peak(st)
+        t.rows.append(row)
+    t.rows.append({"what": IDLE_ROW, "ms": _ms(st.idle_us), "share": share(st.idle_us) if st.idle_us is not None else None,
+                   "run_ids": ids})
+    t.rows.append({"what": STEP_ROW, "ms": _ms(step), "share": share(step), "run_ids": ids})
+    t.notes += step_notes(st)
+    return t
+
+
+def step_notes(st: StepTime) -> list[str]:
+    """What each figure of step_table is."""
+    w = st.run.workload
+    notes = [
+        (f"run {st.run.run_id} (its group's newest with a kernel profile): ms = GPU kernel time per profiled step "
+         "(explain.kernels, profiled after the timed steps) by class; the step = that run's median timed step; idle / "
+         "not in captured kernels = the step less all captured kernel time (one stream runs one kernel at a time: "
+         "gaps between kernels, waits on the CPU, kernels the profiler did not capture). Shares are of the step: the "
+         "rows but the lm_head GEMMs (part of the GEMMs) add up to it"),
+        (f"achieved TFLOP/s of the GEMMs = their FLOPs per step / their ms, the FLOPs an estimate: 6 x N x tokens per "
+         f"step (explain.mfu: N = {st.run.n_params:,} parameters, nanoGPT's non-embedding count; B x T x grad_accum = "
+         f"{w.batch_size} x {w.seq_len} x {w.grad_accum or 1} = {st.run.tokens_per_step:,} tokens), the matmul part "
+         "of nanoGPT's flops_per_token; its LayerNorm and bias parameters counted in N are negligible"
+         if st.gemm_flops and st.run.n_params else
+         "achieved TFLOP/s of the GEMMs: not recorded (no explain.mfu.n_params or tokens per step in the record)"),
+        ("of the measured GEMM peak = the achieved rate / the device's matmul peak in the run's precision, measured "
+         "on it before the run (explain.mfu.measured_peak.flops: torch.matmul n x n x n, the best size); the rate "
+         "rests on the 6N estimate, so a few % either way says little" if st.peak_flops else
+         f"of the measured GEMM peak: {NOT_MEASURED} ({st.run.measured_peak_reason})"),
+        ("attention: ms and share only. nanoGPT's attention term (12 x L x H x hd x T FLOPs per token) counts the "
+         "whole T x T score matrix, of which a causal kernel computes about half, and a flash backward computes the "
+         "scores again, so the FLOPs the attention kernels do are not that term's: no rate rather than one off by up "
+         "to 2x"),
+    ]
+    if st.lm_head_fused:
+        notes.append("the lm_head's matmuls ran inside the fused lm_head loss kernels (the profile has no lm_head "
+                     "GEMM): their 6 x V x C FLOPs per token are left out of the GEMMs' count")
+    if w.compile not in (None, "off") and not st.classes["triton"]:
+        notes.append("no Inductor-generated kernel was captured on a compiled run (profiles taken before the fix in "
+                     "gpt/torch_compat.py device_kernel_events dropped every Triton kernel): their time is in the idle row")
+    if st.idle_us is not None and st.idle_us < 0:
+        notes.append("the idle row is negative: the profiled steps' kernels took longer than the run's median timed step")
+    return notes
 
 
 def _row(cmp: Compare, ov: Overview, what: str, g: Group | None, parity: str | None = None,
@@ -160,4 +267,7 @@ def overview_tables(cmp: Compare, ov: Overview) -> list[Table]:
     if shown is not None:
         tables.append(split_table(f"{SPLIT_TITLE}{cmp.name(gpu)}: {shown.group.label} ({shown.group.batch}) against its start "
                                   f"{shown.partner.label} at the same B and T", shown.partner, shown.group))
-    return tables
+    fastest = shown.group if shown is not None else seed if seed is not None and seed.kernels else None
+    steps = step_table(f"{STEP_TITLE}{cmp.name(gpu)}: {fastest.label} ({fastest.batch}), per kernel class",
+                       fastest) if fastest is not None else None
+    return tables + ([steps] if steps is not None else [])
