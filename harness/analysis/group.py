@@ -260,7 +260,7 @@ class Group:
         (Inductor's kernels, dropped before the fix in gpt/torch_compat.py device_kernel_events), so the newest
         profile is the most complete."""
         profiled = [r for r in self.records if r.kernels_reason == "available" and r.kernels]
-        return max(profiled, key=lambda r: str(r.started_at or "")) if profiled else None
+        return max(profiled, key=lambda r: (str(r.started_at or ""), str(r.run_id))) if profiled else None
 
     @property
     def kernels_reason(self) -> str:
