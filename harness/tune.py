@@ -10,8 +10,9 @@ Every run is a fresh worker (harness.run's), its record in --out tagged plan `fa
   2. each knob alone on top of the start: the rungs of --knobs-plan (default beyond-ladder: SDPA backends, compile
      modes, fused lm_head losses, Inductor options), each rung's change against that plan's defaults; the first
      knob twice (a second configuration's spread: one configuration cannot show that others are as quiet);
-  3. when two or more knobs helped, all of them together (rung `combined`; of knobs that change the same field or
-     flag, the faster);
+  3. when two or more knobs helped, all of them together, a stack rung "a+b" (harness.runner.plan; of knobs that
+     change the same field or flag, the faster); with --budget-s, every smaller stack of them too, the largest
+     expected gain first, while the budget lasts;
   4. the batch search (harness.batch_search's) on the winner at the start's B, from that B up to --max-batch;
   5. where the fastest batch size that fits has no start run, the start at that B: the loss is compared only at
      the same B.
@@ -21,6 +22,12 @@ noise above it; a faster run whose loss drifts is reported as not equivalent and
 run against the start, the best configuration with its tokens/s, MFU (datasheet and measured GEMM peak), memory,
 and the kernel-time split against the start at the same B.
 
+--from DIR (repeatable) starts from earlier measurements: the knobs that were equivalent and faster than their start at
+the same B and T on this device in DIR's records (plan beyond-ladder, e.g. a gpu_check call, or an earlier tune) are not
+run alone again; the search runs the start (the deltas are within this invocation) and goes straight to their stacks
+(where one knob helped there, to that knob).
+--budget-s starts no run that the runs so far say would not finish within it (the start always runs).
+
 The rungs are written to a plan file in --out (fastest-<time>.yaml) that every record's rerun command names.
 Exit 0 when the start ran, 1 when it did not (nothing to compare against), 2 on bad options (all checked first).
 No torch import here: every measurement is a worker process.
@@ -29,18 +36,22 @@ No torch import here: every measurement is a worker process.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from itertools import combinations
 from pathlib import Path
 
 import yaml
 
 from harness import argtypes, batch_search
 from harness.analysis import fastest, fit, stats
-from harness.analysis.cells import Cell, fmt_int
+from harness.analysis.cells import fmt_signed_pct
 from harness.analysis.context import DEFAULT_LOSS_TOL, Compare
 from harness.analysis.dataset import load
+from harness.analysis.group import run_ids
 from harness.analysis.tables import fastest as fastest_tables
 from harness.cli.run_options import add_option
 from harness.console.render import render_text
@@ -49,7 +60,7 @@ from harness.record.io import check_writable
 from harness.record.view import RecordView
 from harness.runner import launcher
 from harness.runner.flags import parse_assignments as parse_flag_assignments
-from harness.runner.plan import PlanError, builtin_plans, load_plan
+from harness.runner.plan import STACK, PlanError, builtin_plans, load_plan
 from harness.runner.request import (
     DEFAULT_OUT,
     USAGE_ERRORS,
@@ -87,6 +98,8 @@ class TuneOptions:
     loss_tol: float = DEFAULT_LOSS_TOL
     noise_floor: float = stats.NOISE_FLOOR
     include_contended: bool = False  # runs timed under contention count (marked) instead of being left out
+    from_dirs: tuple[str, ...] = ()  # earlier measurements: the knobs that helped there are stacked, not rerun alone
+    budget_s: float | None = None  # seconds for the whole search; None: no limit (and only the full stack is run)
 
 
 START_RUNS = 3  # runs of the start: with fewer the spread every knob is judged by rests on one degree of freedom
@@ -113,6 +126,8 @@ class Session:
         # what every run of the search shares; the start's own --set/--flag/B/T are in the plan file's defaults
         self.request = replace(request, plan=str(self.plan_path), sets=(), flags=(), batch_size=None, seq_len=None)
         self.records: list[dict] = []
+        self.t0 = time.monotonic()
+        self.run_s = 0.0  # the longest run so far (its wall time): what the next run is expected to take
 
     def _rung(self, name: str, sets: dict, flags: dict) -> dict:
         rung: dict = {"name": name}
@@ -121,10 +136,6 @@ class Session:
         if self.base_flags or flags:
             rung["flags"] = {**self.base_flags, **flags}  # not a record: the knob table
         return rung
-
-    def add_rung(self, name: str, sets: dict, flags: dict) -> None:
-        self.rungs.append(self._rung(name, sets, flags))
-        self.write_plan()
 
     def write_plan(self) -> None:
         a = self.options
@@ -143,16 +154,32 @@ class Session:
         return replace(self.request, rungs=",".join(rungs), sweep=sweep,
                        sweep_name=batch_search.SWEEP_NAME if sweep else None)
 
+    def fits(self, runs: int) -> bool:
+        """Whether `runs` more runs, each as long as the longest so far, end within --budget-s (always, without one;
+        the start, before any run, always)."""
+        budget = self.options.budget_s
+        return budget is None or not self.run_s or time.monotonic() - self.t0 + runs * self.run_s <= budget
+
+    def budget_note(self, runs: int) -> str:
+        left = self.options.budget_s - (time.monotonic() - self.t0)
+        return f"~{runs * self.run_s:.0f} s by the longest run so far, {max(left, 0):.0f} s of --budget-s left"
+
     def run(self, rungs: list[str], sweep: str | None = None, repeats: int | None = None) -> list[dict]:
         request = self.request_for(rungs, sweep)
         if repeats is not None:
             request = replace(request, repeats=repeats)
         plan_name, points = build_points(request)
+        if not self.fits(len(points)):
+            print(f"not started: {', '.join(rungs)} ({self.budget_note(len(points))})", flush=True)
+            return []
         records: list[dict] = []
+        t0 = time.monotonic()
         try:
             launcher.run_points(request, plan_name, points, records)  # fills `records` as runs finish
         finally:
             self.records += records  # an interrupted search still lists what finished
+            if records:
+                self.run_s = max(self.run_s, (time.monotonic() - t0) / len(records))
         return records
 
     def analyse(self) -> tuple[Compare, fastest.Search | None]:
@@ -163,21 +190,32 @@ class Session:
         return cmp, (found[0] if found else None)
 
 
-def combine(session: Session, search: fastest.Search) -> tuple[list[str], dict, dict]:
-    """The knobs that helped, fastest first, leaving out one whose field or flag a faster one already changes."""
-    chosen, taken, sets, flags = [], set(), {}, {}
-    for c in search.helped:
-        knob = session.knobs.get(c.group.label)
+def stacks(session: Session, helped: dict[str, float]) -> list[str]:
+    """The stack rungs to run ("a+b"), from the knobs that helped ({knob: gain}, the largest first): of knobs that
+    change the same field or flag, the faster; then all of them together, and with --budget-s every smaller stack
+    of two or more too, the largest expected gain (the product of their gains alone) first."""
+    chosen, taken = [], set()
+    for name in sorted(helped, key=lambda k: (-helped[k], k)):
+        knob = session.knobs.get(name)
         if knob is None:
             continue
         keys = set(knob["set"]) | {f"flag:{k}" for k in knob["flags"]}  # not a record: the knob table
-        if keys & taken:
-            continue
-        chosen.append(c.group.label)
-        taken |= keys
-        sets.update(knob["set"])
-        flags.update(knob["flags"])  # not a record: the knob table
-    return chosen, sets, flags
+        if not keys & taken:
+            chosen.append(name)
+            taken |= keys
+    if len(chosen) < 2:
+        return []
+    order = {name: i for i, name in enumerate(session.knobs)}  # the plan file's: one stack, one name
+    chosen.sort(key=order.__getitem__)
+    if session.options.budget_s is None:
+        return [STACK.join(chosen)]
+    subsets = [c for n in range(len(chosen), 1, -1) for c in combinations(chosen, n)]
+    gain = {c: math.prod(1.0 + helped[k] for k in c) for c in subsets}
+    return [STACK.join(c) for c in sorted(subsets, key=lambda c: (-gain[c], -len(c), c))]
+
+
+class BudgetSpent(Exception):
+    pass
 
 
 def batch(session: Session, winner: fastest.Candidate) -> None:
@@ -190,6 +228,8 @@ def batch(session: Session, winner: fastest.Candidate) -> None:
     def attempt(b: int) -> fit.Fit:
         if b == b0:
             return batch_search.judge(options, winner.group.first)
+        if not session.fits(1):
+            raise BudgetSpent(f"batch search stopped before B={b} ({session.budget_note(1)})")
         request = batch_search.try_request(base, b)
         plan_name, points = build_points(request)
         print(f"batch search on {winner.group.label}: B={b}", flush=True)
@@ -197,42 +237,12 @@ def batch(session: Session, winner: fastest.Candidate) -> None:
         session.records.append(record)
         return batch_search.judge(options, record)
 
-    result = batch_search.search(options, attempt)
+    try:
+        result = batch_search.search(options, attempt)
+    except BudgetSpent as exc:
+        print(exc, flush=True)
+        return
     print(batch_search.report(options, result), flush=True)
-
-
-def answer(cmp: Compare, s: fastest.Search) -> tuple[list, list[str]]:
-    """The tables and the closing lines: every run, the best against the start, and what explains it."""
-    tables = [fastest_tables.search_table(cmp, s)]
-    lines = []
-    best, start = s.best, s.start
-    if best is None:
-        lines.append("best: none (no run fits)")
-        return tables, lines
-    g = best.group
-    gain = stats.ratio(start.throughput, g.throughput, cmp.floor)[0]
-    lines.append(f"best: {g.label} at {g.batch}: {fmt_int(g.throughput.point)} tokens/s; the start ({start.label} at "
-                 f"{start.batch}) {fmt_int(start.throughput.point)} tokens/s: {Cell(gain).text()}")
-    b0, b = start.workload.batch_size, g.workload.batch_size
-    lines.append(f"  changes: {fastest.changes(start, g)}" + (f"; B {b0} -> {b}" if b != b0 else ""))
-    ds, measured = fastest_tables.mfu(g, "mfu_datasheet"), fastest_tables.mfu(g, "mfu_measured")
-    lines.append(f"  MFU: {ds.text() if ds else 'n/a'} of the datasheet peak, "
-                 f"{measured.text() if measured else 'n/a'} of the measured GEMM peak; memory: "
-                 f"{fastest.memory_text(g) or 'n/a'} (start: {fastest.memory_text(start) or 'n/a'})")
-    lines.append(f"  loss against the start at the same B: {best.parity_text(cmp.loss_tol)}")
-    if s.winner is not None and not s.winner.is_start and best.shape != s.winner.shape:
-        w = s.winner
-        lines.append(f"  of which the knobs at {start.batch}: {w.group.label} {Cell(w.delta).text()}; then the batch size "
-                     f"{w.shape[0]} -> {best.shape[0]}")
-    not_equivalent = [c for c in s.candidates if c.faster and not c.equivalent]
-    for c in not_equivalent:
-        lines.append(f"  not equivalent (faster, but its loss drifts): {c.group.label} at {c.group.batch}: "
-                     f"{c.parity_text(cmp.loss_tol)}")
-    if best.partner is not None and not best.is_start:
-        tables.append(fastest_tables.split_table(f"What explains it: {g.label} against the start at the same B ({g.batch})",
-                                          best.partner, g))
-    steps = fastest_tables.step_table(f"Where the step's time goes: {g.label} ({g.batch}), per kernel class", g)
-    return tables + ([steps] if steps is not None else []), lines
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -261,6 +271,12 @@ def make_parser() -> argparse.ArgumentParser:
                    help=f"relative loss tolerance (default {DEFAULT_LOSS_TOL})")
     p.add_argument("--noise-floor", dest="noise_floor", type=argtypes.fraction, default=stats.NOISE_FLOOR,
                    help=f"smallest relative gain that counts (default {stats.NOISE_FLOOR})")
+    p.add_argument("--from", dest="from_dirs", action="append", type=argtypes.path_text, default=[], metavar="DIR",
+                   help="earlier records (repeatable): the knobs that helped there on this device at this B are stacked "
+                   "without running each alone again")
+    p.add_argument("--budget-s", type=argtypes.seconds, help="seconds for the whole search: no run starts that the runs "
+                   "so far say would not finish; the stacks of the knobs that helped are tried, largest expected gain "
+                   "first, while it lasts (default: no limit, and only all of them together)")
     p.add_argument("--include-contended", action="store_true", help="let runs timed under contention count, marked "
                    "(by default they are left out, as in harness.compare, and the answer says to rerun them)")
     add_option(p, "out", help=f"directory for the records and the plan file (default: {DEFAULT_OUT}/)")
@@ -283,6 +299,9 @@ def prepare(p: argparse.ArgumentParser, request: RunRequest, options: TuneOption
             if missing:
                 raise PlanError(f"no knob(s) {', '.join(missing)} in plan {options.knobs_plan}; it has {', '.join(knobs)}")
             knobs = {k: knobs[k] for k in wanted}
+        missing = [d for d in options.from_dirs if not Path(d).exists()]
+        if missing:
+            raise PlanError(f"--from: no such folder {', '.join(missing)}")
         clash = {fastest.START_RUNG, fastest.COMBINED_RUNG} & set(knobs)
         if clash:
             raise PlanError(f"plan {options.knobs_plan}: rung name(s) {', '.join(sorted(clash))} are harness.tune's own")
@@ -316,12 +335,35 @@ def main(argv=None) -> int:
     options = TuneOptions(start_plan=args.start_plan, start_rung=args.start_rung, knobs_plan=args.knobs_plan,
                           knobs=args.knobs, batch_search=args.batch_search, max_batch=args.max_batch,
                           multiple=args.multiple, loss_tol=args.loss_tol, noise_floor=args.noise_floor,
-                          include_contended=args.include_contended)
+                          include_contended=args.include_contended, from_dirs=tuple(args.from_dirs),
+                          budget_s=args.budget_s)
     session = prepare(p, RunRequest.from_args(args), options)
     with launcher.report_stops("python -m harness.tune", session.records, session.request.out,
                                note=f"plan file {session.plan_path}") as stop:
         code = search_and_report(session)
     return code if stop.exit_code is None else stop.exit_code
+
+
+def measured_before(session: Session) -> dict[str, float] | None:
+    """{knob: gain} that helped in the --from records on the device of this search's start, at its B and T; None
+    where the start did not run or those records have no run there (the search then goes on as without --from)."""
+    start = next((RecordView(r) for r in session.records if r.get("rung") == fastest.START_RUNG and r.get("status") == "ok"),
+                 None)
+    if start is None:
+        return None
+    here = Compare(load([Path(d) for d in session.options.from_dirs] + [Path(session.request.out) / f"{start.run_id}.json"],
+                        warn=lambda line: print(line, file=sys.stderr), include_contended=session.options.include_contended),
+                   noise_floor=session.options.noise_floor, loss_tol=session.options.loss_tol)
+    mine = next((g for g in here.ds.groups if start.run_id in run_ids(g)), None)
+    shape = (start.workload.batch_size, start.workload.seq_len)
+    measured = mine is not None and any(
+        g.gpu == mine.gpu and (g.workload.batch_size, g.workload.seq_len) == shape and g is not mine
+        and {p for p, _r, _i in g.rungs} & {fastest.FASTEST_PLAN, "beyond-ladder"} for g in here.ds.groups)
+    if not measured:  # nothing measured before on this device at this B: each knob alone, as without --from
+        print(f"--from: no run of plan beyond-ladder or {fastest.FASTEST_PLAN} on this device at B={shape[0]}, "
+              f"T={shape[1]}: each knob runs alone", flush=True)
+        return None
+    return fastest.helped_before(here, mine.gpu, shape)
 
 
 def search_and_report(session: Session) -> int:
@@ -332,9 +374,11 @@ def search_and_report(session: Session) -> int:
     # the start runs START_RUNS times at least and the first knob SECOND_RUNS: the device's run-to-run spread over
     # two configurations, which a knob's single run borrows where they agree
     session.run([fastest.START_RUNG], repeats=max(r.repeats or 1, START_RUNS))
-    if knobs:
+    before = measured_before(session) if o.from_dirs else None
+    if knobs and before is None:
         session.run(knobs[:1], repeats=max(r.repeats or 1, SECOND_RUNS))
-        session.run(knobs[1:])
+        for knob in knobs[1:]:
+            session.run([knob])
     cmp, search = session.analyse()
     if search is None:
         start = next((r for r in map(RecordView, session.records) if r.rung == fastest.START_RUNG), None)
@@ -345,13 +389,22 @@ def search_and_report(session: Session) -> int:
         print(f"\nthe start did not run ({start.status if start else 'no record'}: {start.reason if start else None}): "
               "nothing to compare the knobs against")
         return 1
-    chosen, sets, flags = combine(session, search)
-    print(f"\nhelped (equivalent and faster than the start): {', '.join(c.group.label for c in search.helped) or 'none'}", flush=True)
-    if len(chosen) >= 2:
-        print(f"together: {', '.join(chosen)}", flush=True)
-        session.add_rung(fastest.COMBINED_RUNG, sets, flags)
-        session.run([fastest.COMBINED_RUNG])
-        cmp, search = session.analyse()
+    if before is None:
+        helped = {c.rung: c.delta.value for c in search.helped}
+        print(f"\nhelped (equivalent and faster than the start): {', '.join(c.group.label for c in search.helped) or 'none'}",
+              flush=True)
+    else:
+        helped = {k: v for k, v in before.items() if k in session.knobs}
+        print(f"\nhelped before (--from, at B={search.start.workload.batch_size} on this device): "
+              f"{', '.join(f'{k} {fmt_signed_pct(v)}' for k, v in helped.items()) or 'none'}", flush=True)
+    todo = stacks(session, helped)
+    if before is not None and not todo and helped:  # one knob helped there: it runs here, so it can win here
+        todo = [next(iter(sorted(helped, key=lambda k: (-helped[k], k))))]
+    for i, stack in enumerate(todo):
+        print(f"{'together' if STACK in stack else 'alone'}: {stack}", flush=True)
+        # from earlier measurements no knob ran twice here: the first stack does, for the spread the rest borrow
+        session.run([stack], repeats=max(r.repeats or 1, SECOND_RUNS) if before is not None and i == 0 else None)
+    cmp, search = session.analyse()
     print(f"winner at the start's B: {search.winner.group.label}", flush=True)
     if o.batch_search and search.winner.shape[0] <= o.max_batch:
         batch(session, search.winner)
@@ -365,7 +418,7 @@ def search_and_report(session: Session) -> int:
             print(f"start at B={c.shape[0]}, to check the loss of {c.group.label} there", flush=True)
             session.run([fastest.START_RUNG], sweep=f"batch_size={c.shape[0]}")
     cmp, search = session.analyse()
-    tables, lines = answer(cmp, search)
+    tables, lines = fastest_tables.tune_answer(cmp, search)
     print()
     header = f"harness.tune on {search.gpu} / {search.env}: {len(session.records)} run(s); plan file {session.plan_path}"
     print(render_text(tables, [header], lines + [stats.rule_text(cmp.floor)]), end="")

@@ -29,8 +29,9 @@
 #            (gpt2-124m, fused-adamw-clip, B=64), 3 alternated rounds; fails beyond 1%. Its 3 harness
 #            records are 3 more repeats of the ladder's B=64 best rung (their agreement shows in compare)
 #   tune     (not in the default list: GPU_CHECK_STEPS="tune compare report") python -m harness.tune on gpt2-124m
-#            from the seed ladder's fused-adamw-clip at B=64: every beyond-ladder knob alone, the ones that
-#            helped together, the batch search on the winner (docs/beyond.md); records in RESULTS_DIR/fastest
+#            from the seed ladder's fused-adamw-clip at B=64, --from every results/gpu-*/ folder: the knobs that
+#            helped alone on this GPU there, stacked (each beyond-ladder knob alone where this GPU has no such
+#            records), the batch search on the winner (docs/beyond.md); records in RESULTS_DIR/fastest
 #   compare  python -m harness.compare on RESULTS_DIR (and results/reference, the user's logged numbers)
 #   report   python -m harness.report on the same, into RESULTS_DIR/report
 #
@@ -176,7 +177,10 @@ fi
 # ------------------------------------------------------------------ (e2) the fastest equivalent configuration
 if wants tune; then
   begin "tune"
-  logged "$LOGS/tune.log" "$PY" -m harness.tune --env local --preset gpt2-124m --batch-size 64 --device cuda --out "$OUT/fastest"
+  tune=("$PY" -m harness.tune --env local --preset gpt2-124m --batch-size 64 --device cuda --out "$OUT/fastest")
+  # the committed GPU records: what helped alone on this GPU there is stacked, not run alone again
+  for d in results/gpu-*/; do [[ -d "$d" ]] && tune+=(--from "$d"); done
+  logged "$LOGS/tune.log" "${tune[@]}"
   status=$?
   end "tune" "$status" "$(grep '^best:' "$LOGS/tune.log" | tail -n 1)"
 fi

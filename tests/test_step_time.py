@@ -151,10 +151,9 @@ def test_tunes_answer_ends_with_the_step_table(tmp_path):
     """harness.tune's answer shows the table for its best run (hand-built records: no kernel profile)."""
     from test_fastest import analyse, session
 
-    from harness import tune
 
     cmp, s = analyse(tmp_path, session())
-    tables, _lines = tune.answer(cmp, s)
+    tables, _lines = fastest_tables.tune_answer(cmp, s)
     assert tables[-1].title.startswith("Where the step's time goes: ")
     assert rows(tables[-1])["kernel classes"]["ms"] == fastest_tables.NOT_MEASURED
 

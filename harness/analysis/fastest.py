@@ -28,10 +28,11 @@ from harness.analysis.knob_pairs import overrides
 from harness.analysis.tables.loss import pair_parity
 from harness.record.model import ADDED_FIELD_DEFAULTS
 from harness.record.view import RecordView
+from harness.runner.plan import STACK
 
 FASTEST_PLAN = "fastest"  # harness.tune tags its runs with this plan name
 START_RUNG = "start"
-COMBINED_RUNG = "combined"
+COMBINED_RUNG = "combined"  # harness.tune's all-knobs rung before stacks (2026-11-29): its old records read so
 SEED_PLAN = "seed-ladder"
 # plan -> the (plan, rung) whose runs are that plan's starting point
 STARTS = {
@@ -58,6 +59,12 @@ class Candidate:
     @property
     def is_start(self) -> bool:
         return self.partner is self.group
+
+    @property
+    def single_knob(self) -> bool:
+        """A run of one knob: not a stack of knobs ("a+b", harness.runner.plan) nor harness.tune's old rung
+        `combined` (records made before stacks)."""
+        return not any(STACK in r or r == COMBINED_RUNG for _p, r, _i in self.group.rungs)
 
     @property
     def equivalent(self) -> bool:
@@ -164,7 +171,7 @@ def searches(cmp: Compare, plan: str = FASTEST_PLAN) -> list[Search]:
         s.failed = [r for r, rg, re_ in cmp.failed_runs() if (rg, re_) == (gpu, env) and r.plan == plan]
         at_start = [c for c in s.candidates if c.shape == (start.workload.batch_size, start.workload.seq_len)
                     and c.group.in_ladder and not c.is_start]
-        s.helped = sorted((c for c in at_start if c.equivalent and c.faster and COMBINED_RUNG not in c.rung),
+        s.helped = sorted((c for c in at_start if c.equivalent and c.faster and c.single_knob),
                           key=lambda c: -c.tokens_per_s)
         first = next(c for c in s.candidates if c.group is start)
         s.winner = max([first] + [c for c in at_start if c.equivalent and c.faster], key=lambda c: c.tokens_per_s)
@@ -175,6 +182,25 @@ def searches(cmp: Compare, plan: str = FASTEST_PLAN) -> list[Search]:
         s.unchecked = max(open_, key=lambda c: c.tokens_per_s) if open_ else None
         out.append(s)
     return out
+
+
+def helped_before(cmp: Compare, gpu: str, shape: tuple) -> dict[str, float]:
+    """{knob: gain} of the single knobs that were equivalent and faster than their start at this B and T on this GPU
+    in these records (plan beyond-ladder and harness.tune's), the largest gain first: what a search starting from
+    earlier measurements stacks without running each knob alone again. A knob measured in both plans: the run with
+    more runs pooled (then the larger gain)."""
+    found: dict[str, Candidate] = {}
+    groups = [g for g in cmp.ds.groups if g.gpu == gpu]
+    for plan in (FASTEST_PLAN, "beyond-ladder"):
+        for g in groups:
+            if plan not in {p for p, _r, _i in g.rungs} or is_start(g, plan):
+                continue
+            c = candidate(cmp, g, plan)
+            if c.shape == shape and c.single_knob and c.equivalent and c.faster and c.group.in_ladder:
+                best = found.get(c.rung)
+                if best is None or (len(c.group.records), c.delta.value) > (len(best.group.records), best.delta.value):
+                    found[c.rung] = c
+    return {k: c.delta.value for k, c in sorted(found.items(), key=lambda kv: (-kv[1].delta.value, kv[0]))}
 
 
 # ---------------------------------------------------------------- MFU and memory of one group; the kernel split of two

@@ -1,4 +1,5 @@
-"""The fastest-found tables (`--table fastest`, the report's section "Fastest found vs the user's best vs the peer"):
+"""The fastest-found tables (`--table fastest`, the report's section "Fastest found vs the user's best vs the peer",
+harness.tune's answer):
 per device the overview of harness.analysis.fastest.Overview, the kernel split that explains the fastest found, where
 the fastest found's step goes kernel class by class and how far its GEMMs run from the device's measured matmul peak,
 and every harness.tune search run by run. No torch import.
@@ -6,10 +7,11 @@ and every harness.tune search run by run. No torch import.
 
 from __future__ import annotations
 
-from harness.analysis.cells import Cell, Mfu, Number, Table, fmt_pct
+from harness.analysis import stats
+from harness.analysis.cells import Cell, Mfu, Number, Table, fmt_int, fmt_pct
 from harness.analysis.context import Compare
 from harness.analysis.dataset import outcome
-from harness.analysis.fastest import Overview, Search, changes, overviews, peak_memory, searches
+from harness.analysis.fastest import Overview, Search, changes, memory_text, overviews, peak_memory, searches
 from harness.analysis.group import Group, estimate, run_ids
 from harness.analysis.kernel_split import SPLIT, StepTime, kernel_split, step_time
 
@@ -271,3 +273,38 @@ def overview_tables(cmp: Compare, ov: Overview) -> list[Table]:
     steps = step_table(f"{STEP_TITLE}{cmp.name(gpu)}: {fastest.label} ({fastest.batch}), per kernel class",
                        fastest) if fastest is not None else None
     return tables + ([steps] if steps is not None else [])
+
+
+def tune_answer(cmp: Compare, s: Search) -> tuple[list[Table], list[str]]:
+    """harness.tune's answer: the tables and the closing lines (every run, the best against the start, what explains
+    it, where its step goes)."""
+    tables = [search_table(cmp, s)]
+    lines = []
+    best, start = s.best, s.start
+    if best is None:
+        lines.append("best: none (no run fits)")
+        return tables, lines
+    g = best.group
+    gain = stats.ratio(start.throughput, g.throughput, cmp.floor)[0]
+    lines.append(f"best: {g.label} at {g.batch}: {fmt_int(g.throughput.point)} tokens/s; the start ({start.label} at "
+                 f"{start.batch}) {fmt_int(start.throughput.point)} tokens/s: {Cell(gain).text()}")
+    b0, b = start.workload.batch_size, g.workload.batch_size
+    lines.append(f"  changes: {changes(start, g)}" + (f"; B {b0} -> {b}" if b != b0 else ""))
+    ds, measured = mfu(g, "mfu_datasheet"), mfu(g, "mfu_measured")
+    lines.append(f"  MFU: {ds.text() if ds else 'n/a'} of the datasheet peak, "
+                 f"{measured.text() if measured else 'n/a'} of the measured GEMM peak; memory: "
+                 f"{memory_text(g) or 'n/a'} (start: {memory_text(start) or 'n/a'})")
+    lines.append(f"  loss against the start at the same B: {best.parity_text(cmp.loss_tol)}")
+    if s.winner is not None and not s.winner.is_start and best.shape != s.winner.shape:
+        w = s.winner
+        lines.append(f"  of which the knobs at {start.batch}: {w.group.label} {Cell(w.delta).text()}; then the batch size "
+                     f"{w.shape[0]} -> {best.shape[0]}")
+    not_equivalent = [c for c in s.candidates if c.faster and not c.equivalent]
+    for c in not_equivalent:
+        lines.append(f"  not equivalent (faster, but its loss drifts): {c.group.label} at {c.group.batch}: "
+                     f"{c.parity_text(cmp.loss_tol)}")
+    if best.partner is not None and not best.is_start:
+        tables.append(split_table(f"What explains it: {g.label} against the start at the same B ({g.batch})",
+                                          best.partner, g))
+    steps = step_table(f"Where the step's time goes: {g.label} ({g.batch}), per kernel class", g)
+    return tables + ([steps] if steps is not None else []), lines
