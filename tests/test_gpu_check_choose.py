@@ -91,7 +91,24 @@ def test_the_largest_b_tier_takes_the_largest_b_at_which_every_run_fits(committe
                                   "call yet: the planned sdpa-cudnn+lm-head-cce)")
     # a GPU no record has: nothing is known to fit, and every run of the tier says why it does not start
     decided = choose.Chooser(committed, "NVIDIA B200")(plan.tier("largest-b"))
-    assert all(r.batch_size is plan.LARGEST_B and why.startswith("no B from 96 is known to fit") for r, why in decided)
+    assert all(r.batch_size is plan.LARGEST_B and why.startswith("no B from 96 up is known to fit: sdpa-cudnn+lm-head-cce: "
+                                                                 "its memory line is unknown") for r, why in decided)
+
+
+def test_a_knob_the_best_stack_cannot_take_is_not_run_and_says_why(tmp_path):
+    assert choose.with_stack("best-stack+compile-max-autotune-no-cudagraphs", "sdpa-cudnn+lm-head-cce") == \
+        "sdpa-cudnn+lm-head-cce+compile-max-autotune-no-cudagraphs"
+    assert choose.with_stack("best-stack+lm-head-cce", "sdpa-cudnn+lm-head-cce") == "sdpa-cudnn+lm-head-cce"
+    call = tmp_path / "call" / "beyond"  # a call whose fastest equivalent run changes the compile mode
+    shutil.copytree(RESULTS / "gpu-h200-20261127-call1" / "beyond", call)
+    for p in call.glob("*.json"):
+        if json.loads(p.read_text())["rung"] not in ("best-of-ladder", "compile-reduce-overhead"):
+            p.unlink()
+    assert choose.best_stack(call)[0] == "compile-reduce-overhead"
+    ((run, why),) = choose.Chooser([], H200, call.parent)(plan.tier("autotune"))
+    assert run.rung == "compile-reduce-overhead+compile-max-autotune-no-cudagraphs"
+    assert why.startswith("the best stack does not take it: --rungs 'compile-reduce-overhead+compile-max-autotune-no-"
+                          "cudagraphs': compile-max-autotune-no-cudagraphs and compile-reduce-overhead both set compile")
 
 
 def test_the_best_stack_is_the_fastest_run_whose_loss_matches_the_calls_baseline(tmp_path):

@@ -29,7 +29,7 @@ from harness.gpu_check.plan import BASELINE, BEST_STACK, LARGEST_B, PLANNED_STAC
 from harness.record.model import measured_workload
 from harness.record.view import RecordView
 from harness.runner.flags import own_flags
-from harness.runner.plan import STACK
+from harness.runner.plan import STACK, PlanError, load_plan
 
 CANDIDATE_B = tuple(range(96, 257, 32))  # 96 ... 256: the B a call tries beyond 64 (the records have 16 to 104)
 STACK_B = 64  # the B the stacks are judged at (the fastest tier's)
@@ -129,6 +129,12 @@ def best_stack(call_dir: Path | None) -> tuple[str, str]:
     return PLANNED_STACK, f"no equivalent run at B={STACK_B} in this call yet: the planned {PLANNED_STACK}"
 
 
+def with_stack(rung: str, stack: str) -> str:
+    """A planned rung with BEST_STACK replaced by the stack's knobs (each once)."""
+    parts = [q for p in rung.split(STACK) for q in (stack.split(STACK) if p == BEST_STACK else [p])]
+    return STACK.join(dict.fromkeys(parts))
+
+
 class Chooser:
     """Decides a tier's open runs (plan.BEST_STACK, plan.LARGEST_B) when the tier starts; budget.spend calls it."""
 
@@ -144,22 +150,28 @@ class Chooser:
 
     def __call__(self, tier: Tier) -> list[tuple[Run, str | None]]:
         """Each run of the tier decided, with a note where it is not to start (then it is skipped with that note)."""
-        runs = list(tier.runs)
+        runs, refused = list(tier.runs), {}
         if any(BEST_STACK in r.rung.split(STACK) for r in runs):
             stack, why = best_stack(self.call_dir / "beyond" if self.call_dir else None)
             self.choices.append(f"{tier.name}: best stack = {stack} ({why})")
-            runs = [replace(r, rung=STACK.join(dict.fromkeys(stack if p == BEST_STACK else p
-                                                           for p in r.rung.split(STACK)).keys()))
-                    for r in runs]
-        if not any(r.batch_size is LARGEST_B for r in runs):
-            return [(r, None) for r in runs]
+            runs = [replace(r, rung=with_stack(r.rung, stack)) for r in runs]
+            for r in (r for r in runs if STACK in r.rung):  # a knob added to the best stack may set a field it sets
+                try:
+                    load_plan(r.plan).stack(r.rung)
+                except PlanError as exc:
+                    refused[r.key] = f"the best stack does not take it: {exc}"
+        if not any(r.batch_size is LARGEST_B for r in runs) or refused:
+            return [(r, refused.get(r.key)) for r in runs]
         # the largest B at which every run of the tier fits: a stack and its baseline at one B, so the loss is checked
         memory = MemoryModel(self._records(), self.others)
         open_ = list(dict.fromkeys(r.rung for r in runs if r.batch_size is LARGEST_B))
         predictions = {rung: memory.largest_b(rung) for rung in open_}
-        unknown = [f"{rung} ({p.basis})" for rung, p in predictions.items() if p.batch_size is None]
+        unknown = [f"{rung}: " + (f"its memory line is unknown ({p.basis})" if p.peak_gib is None else
+                                  f"{p.peak_gib:.1f} GiB predicted at B={CANDIDATE_B[0]} + {fit.GPU_HEADROOM_GIB:.0f} GiB "
+                                  f"headroom > {p.usable_gib:.1f} GiB usable ({p.basis})")
+                   for rung, p in predictions.items() if p.batch_size is None]
         if unknown:
-            note = f"no B from {CANDIDATE_B[0]} is known to fit {'; '.join(unknown)}"
+            note = f"no B from {CANDIDATE_B[0]} up is known to fit: {'; '.join(unknown)}"
             self.choices.append(f"{tier.name}: {note}")
             return [(r, note) for r in runs]
         b = min(p.batch_size for p in predictions.values())
