@@ -157,3 +157,29 @@ def test_tunes_answer_ends_with_the_step_table(tmp_path):
     assert tables[-1].title.startswith("Where the step's time goes: ")
     assert rows(tables[-1])["kernel classes"]["ms"] == fastest_tables.NOT_MEASURED
 
+
+
+def test_the_mfu_answer_splits_the_same_run_as_the_fastest_section():
+    """The report's "how close to the hardware" answer and its fastest section read one split of one run: the same
+    run id, the same shares, the GEMMs at the same % of the measured peak (recomputed from the record's JSON)."""
+    from harness.analysis import answers_batch
+    from harness.analysis.fastest import overviews
+    from harness.analysis.kernel_split import step_time
+
+    cmp = compare(*GPU_FOLDERS)
+    answer = " ".join(answers_batch.mfu(cmp).sentences)
+    for ov in overviews(cmp):
+        g = ov.split_group
+        st = step_time(g) if g is not None else None
+        if st is None:
+            continue
+        r = raw(st.run.run_id)
+        cats, mfu = r["explain"]["kernels"]["by_category"], r["explain"]["mfu"]
+        step_us = r["summary"]["step_ms_median"] * 1000
+        gemm_share = cats["gemm"]["per_step_us"] / step_us
+        rate = 6 * mfu["n_params"] * r["workload"]["batch_size"] * r["workload"]["seq_len"] / (cats["gemm"]["per_step_us"] / 1e6)
+        expected = (f"Of its step: GEMMs {gemm_share * 100:.0f}% (at {rate / mfu['measured_peak']['flops'] * 100:.1f}% of the "
+                    "measured GEMM peak), ")
+        assert expected in answer and f"(run {st.run.run_id}; the fastest section splits it)" in answer
+        if "triton" not in cats:  # a profile from before the capture fix: said so, not "0%"
+            assert "Inductor's kernels not captured" in answer

@@ -18,6 +18,7 @@ from harness.analysis.answer_types import (
 from harness.analysis.context import Compare
 from harness.analysis.fastest import overviews
 from harness.analysis.group import run_ids
+from harness.analysis.kernel_split import step_time
 
 BATCH_SEARCH = "python -m harness.batch_search --preset gpt2-124m --rung fused-adamw-clip"
 
@@ -75,7 +76,8 @@ def mfu(cmp: Compare) -> Answer:
                      "MFU, datasheet": _share(sheet), "MFU, GEMM peak": _share(measured)})
         sheet_text = f"{_share(sheet)} of the datasheet peak" if sheet is not None else "no datasheet peak (none for this device)"
         sentences.append(f"The fastest run on {cmp.name(ov.gpu)} ({g.label}, {g.batch}) reaches {sheet_text} and "
-                         f"{_share(measured)} of the GEMM peak measured on the same device (explain.mfu).")
+                         f"{_share(measured)} of the GEMM peak measured on the same device (explain.mfu)."
+                         + _where_the_step_goes(ov, g))
         records += run_ids(g)
         if head is None:
             head = KeyFinding(f"Closest to the hardware: {sheet_text}, {_share(measured)} of a "
@@ -87,6 +89,23 @@ def mfu(cmp: Compare) -> Answer:
     elif len(sentences) > 3:
         sentences = sentences[:2] + [f"The table lists all {len(rows)} devices."]
     return Answer("mfu", q, sentences, tuple(records), command, table=rows or None, headline=head)
+
+
+def _where_the_step_goes(ov, g) -> str:
+    """Per kernel class, from the same split as the fastest section's table (kernel_split.step_time): where the next
+    millisecond would come from. Empty where that table splits another run, or none, or the run has no profile."""
+    st = step_time(g) if ov.split_group is g else None
+    if st is None or st.device != "cuda" or not st.step_us:
+        return ""
+    def part(us: float) -> str:
+        return f"{us / st.step_us * 100:.0f}%"
+    gemm = f"GEMMs {part(st.classes['gemm'])}" + (f" (at {_share(st.of_peak)} of the measured GEMM peak)" if st.of_peak else "")
+    idle = f", idle or uncaptured {part(st.idle_us)}" if st.idle_us is not None else ""
+    triton = (f"Inductor's kernels {part(st.classes['triton'])}" if st.classes["triton"] or st.run.workload.compile in
+              (None, "off") else "Inductor's kernels not captured (a profile from before the capture fix: they are "
+              "in the idle share)")
+    return (f" Of its step: {gemm}, {triton}, attention {part(st.classes['attention'])}{idle} (run {st.run.run_id}; "
+            "the fastest section splits it).")
 
 
 def _share(x: float | None) -> str:

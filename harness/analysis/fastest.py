@@ -241,6 +241,14 @@ class Overview:
         """The fastest found beyond the seed ladder (tuned or beyond-ladder): the one the kernel split explains."""
         return max((c for c in (self.tuned, self.beyond) if c is not None), key=lambda c: c.tokens_per_s, default=None)
 
+    @property
+    def split_group(self) -> Group | None:
+        """The run whose step the report splits per kernel class (tables.fastest.step_table, the MFU answer): the
+        fastest found beyond the seed ladder, else the seed ladder's best where it has a kernel profile."""
+        if self.shown is not None:
+            return self.shown.group
+        return self.seed if self.seed is not None and self.seed.kernels else None
+
     def vs_seed(self, g: Group, floor: float = stats.NOISE_FLOOR) -> stats.Delta | None:
         """g's tokens/s against the seed ladder's best (None for the seed itself or without one)."""
         if self.seed is None or g is self.seed:

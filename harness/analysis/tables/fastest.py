@@ -269,7 +269,7 @@ def overview_tables(cmp: Compare, ov: Overview) -> list[Table]:
     if shown is not None:
         tables.append(split_table(f"{SPLIT_TITLE}{cmp.name(gpu)}: {shown.group.label} ({shown.group.batch}) against its start "
                                   f"{shown.partner.label} at the same B and T", shown.partner, shown.group))
-    fastest = shown.group if shown is not None else seed if seed is not None and seed.kernels else None
+    fastest = ov.split_group
     steps = step_table(f"{STEP_TITLE}{cmp.name(gpu)}: {fastest.label} ({fastest.batch}), per kernel class",
                        fastest) if fastest is not None else None
     return tables + ([steps] if steps is not None else [])
