@@ -500,6 +500,40 @@ def test_the_call_runs_the_budget_closes_and_packs(tmp_path, monkeypatch, capsys
     assert capsys.readouterr().out.endswith(text)
 
 
+def test_the_default_call_decides_its_open_runs_as_it_goes_and_says_so(tmp_path, monkeypatch, capsys):
+    """main() with the default tiers, workers stood in (no time, every run ok): each open run decided when its tier
+    starts (the best stack: the planned one, as no stood-in run is equivalent to a baseline; the largest B from the
+    committed H100 memory lines), run as decided, and listed in the summary, its text and the README."""
+    calls = []
+
+    class Workers:
+        def __init__(self, python, out):
+            self.out = out
+
+        def __call__(self, run, timeout_s):
+            calls.append(run.key)
+            return Result("ok", [f"r{len(calls)}"], tokens_s=463975.4, memory="48,571")
+
+    monkeypatch.setattr(runner, "run_sanity", lambda python, logs: (0, {"gpu": H100_NAME, "torch": "2.11.0+cu130"}))
+    monkeypatch.setattr(runner, "WorkerRunner", Workers)
+    monkeypatch.setattr(runner, "closing", lambda python, out, paths, deadline: {
+        "compare": {"exit": 0, "seconds": 1.0, "paths": [str(out)]}, "report": {"exit": 0, "seconds": 2.0}})
+    assert cli.main(["--out", str(tmp_path / "call"), "--pack-to", str(tmp_path / "OUT"), *SHIPPED_GPU]) == 0
+    stack = "beyond-ladder/sdpa-cudnn+lm-head-cce"
+    assert calls == ["beyond-ladder/best-of-ladder@B64", "beyond-ladder/sdpa-cudnn@B64", f"{stack}@B64",
+                     f"{stack}@B96", "beyond-ladder/best-of-ladder@B96",  # largest-b: both fit at 96
+                     "beyond-ladder/best-of-ladder@B64", f"{stack}@B64",  # spread
+                     "beyond-ladder/sdpa-cudnn@B96",  # batch-96: its baseline ran in largest-b
+                     "beyond-ladder/best-of-ladder@B64", f"{stack}@B64",  # spread-2
+                     f"{stack}@B192", f"{stack}+compile-max-autotune-no-cudagraphs@B64"]
+    summary = json.loads((tmp_path / "OUT" / "summary.json").read_text())
+    assert summary["choices"][1].startswith("largest-b: B=96, the largest at which sdpa-cudnn+lm-head-cce and "
+                                            "best-of-ladder fit: sdpa-cudnn+lm-head-cce ")
+    text = (tmp_path / "OUT" / "summary.txt").read_text()
+    assert "decided from this call's runs:\n- largest-b, spread, spread-2, stack-largest-b, autotune: best stack = " in text
+    assert max(map(len, text.splitlines())) <= 120
+
+
 def test_no_cuda_device_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(runner, "run_sanity", lambda python, logs: (3, None))
     assert cli.main(["--out", str(tmp_path / "call")]) == 2

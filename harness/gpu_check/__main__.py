@@ -139,7 +139,8 @@ def summary_text(summary: dict, tiers, outcomes, start_s: float) -> str:
     legend = text.wrap("tokens/s from the median timed step; peak MiB: NVML's device used (another metric named); "
                        "compare.txt and report/ read the same records with the noise rule")
     return "\n".join([head, "", text.runs_table(outcomes, dry_run=False, start_s=start_s), legend, "",
-                      *text.tier_lines(tiers, outcomes)]) + "\n"
+                      *text.tier_lines(tiers, outcomes),
+                      *text.choice_lines(summary.get("choices") or [], "decided from this call's runs")]) + "\n"
 
 
 def main(argv=None) -> int:

@@ -65,6 +65,8 @@ def tier_lines(tiers: list[Tier], outcomes: list[Outcome]) -> list[str]:
 
 def choice_lines(choices: list[str], head: str) -> list[str]:
     """What the call decided ("tier: decision"), tiers that decided alike on one line."""
+    if not choices:
+        return []
     by_what: dict[str, list[str]] = {}
     for c in choices:
         tier, _, what = c.partition(": ")
