@@ -123,8 +123,8 @@ class Estimator:
         return Estimate(seconds, basis, measured)
 
     def _stack_prior(self, run: Run) -> Estimate:
-        """A stack of plan beyond-ladder's knobs no record has: the baseline's time plus each part's time over it (compile and steps; assumed
-        additive, said so), each at this run's B and steps."""
+        """A stack of plan beyond-ladder's knobs no record has: the baseline's time plus each part's time over it
+        (compile and steps; assumed additive, said so), each at this run's B and steps."""
         base = self.prior(replace(run, rung=BASELINE))
         parts = [(part, self.prior(replace(run, rung=part))) for part in run.rung.split(STACK)]
         # a part's extra time never counts below 0: records of one workload differ by seconds between calls, and

@@ -152,12 +152,12 @@ class Plan:
             if not changed and not rung.flags:
                 raise PlanError(f"--rungs {name!r}: rung {part} changes nothing against plan {self.name}'s defaults: "
                                 "it is the base every stack starts from")
-            for key, value in [*changed.items(), *((f"flag {k}", v) for k, v in rung.flags.items())]:
-                before = settings.get(key) if not key.startswith("flag ") else flags.get(key[5:])
-                if key in set_by and before != value:
-                    raise PlanError(f"--rungs {name!r}: {set_by[key]} and {part} both set {key} ({before} vs {value}): "
-                                    "they do not stack")
-                set_by[key] = part
+            for what, mine, so_far in (("", changed, settings), ("flag ", rung.flags, flags)):
+                for k, value in mine.items():
+                    if what + k in set_by and so_far.get(k) != value:
+                        raise PlanError(f"--rungs {name!r}: {set_by[what + k]} and {part} both set {what}{k} "
+                                        f"({so_far.get(k)} vs {value}): they do not stack")
+                    set_by[what + k] = part
             settings.update(changed)
             flags.update(rung.flags)
         canonical = STACK.join(parts)
