@@ -16,8 +16,8 @@ from harness.analysis.answer_types import (
     title_range,
 )
 from harness.analysis.context import Compare
-from harness.analysis.fastest import overviews
-from harness.analysis.group import run_ids
+from harness.analysis.fastest import Overview, overviews
+from harness.analysis.group import Group, run_ids
 from harness.analysis.kernel_split import step_time
 
 BATCH_SEARCH = "python -m harness.batch_search --preset gpt2-124m --rung fused-adamw-clip"
@@ -91,12 +91,13 @@ def mfu(cmp: Compare) -> Answer:
     return Answer("mfu", q, sentences, tuple(records), command, table=rows or None, headline=head)
 
 
-def _where_the_step_goes(ov, g) -> str:
+def _where_the_step_goes(ov: Overview, g: Group) -> str:
     """Per kernel class, from the same split as the fastest section's table (kernel_split.step_time): where the next
     millisecond would come from. Empty where that table splits another run, or none, or the run has no profile."""
     st = step_time(g) if ov.split_group is g else None
     if st is None or st.device != "cuda" or not st.step_us:
         return ""
+
     def part(us: float) -> str:
         return f"{us / st.step_us * 100:.0f}%"
     gemm = f"GEMMs {part(st.classes['gemm'])}" + (f" (at {_share(st.of_peak)} of the measured GEMM peak)" if st.of_peak else "")

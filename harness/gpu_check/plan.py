@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from harness.runner.plan import STACK
+
 PRESET = "gpt2-124m"
 # Steps per run (docs/gpu-check.md "Steps per run", from the committed H100/H200 runs: scripts/gpu_steps_evidence.py):
 # the padding A/B's effects (6-8% in speed, GiB in memory) stay beyond noise with 5 warm-up + 25 timed steps; the
@@ -45,7 +47,7 @@ class Run:
 
     @property
     def decided(self) -> bool:
-        return self.batch_size is not LARGEST_B and BEST_STACK not in self.rung.split("+")
+        return self.batch_size is not LARGEST_B and BEST_STACK not in self.rung.split(STACK)
 
     @property
     def b_text(self) -> str:
@@ -96,8 +98,9 @@ DEFAULT_TIERS: tuple[Tier, ...] = (  # what a call runs unless --tiers names oth
          "every other run of the call is judged against this baseline",
          _beyond("fastest", 64, (BASELINE, True), ("sdpa-cudnn", True))),
     Tier("stack",
-         "cuDNN attention and Cut Cross-Entropy's fused lm_head loss together at B=64, with kernel capture (CCE freed "
-         "44% of the memory alone on the H200); unsupported where the image lacks cut-cross-entropy",
+         "cuDNN attention and Cut Cross-Entropy's fused lm_head loss together at B=64, with kernel capture (CCE alone, "
+         "one H200 run of 2026-11-27: peak allocated 40.8 -> 22.9 GiB); unsupported where the image lacks "
+         "cut-cross-entropy",
          _beyond("stack", 64, (PLANNED_STACK, True)), needs=("fastest",)),
     Tier("largest-b",
          "the best stack so far and the baseline at the largest B at which both fit by their memory lines (5 GiB "
