@@ -2,19 +2,22 @@
 # Redo the GPU checks on any machine with an NVIDIA GPU, with the `local` env (this interpreter's torch;
 # nothing is installed, nothing is downloaded). Run from the repository root:
 #
-#   bash scripts/gpu_check.sh [RESULTS_DIR]        # default results/gpu-<hostname>-<yyyymmdd>
-#   GPU_CHECK_STEPS=quick bash scripts/gpu_check.sh [RESULTS_DIR]   # one budgeted call (below)
+#   bash scripts/gpu_check.sh [RESULTS_DIR]        # one budgeted call, "quick" (below); RESULTS_DIR default
+#                                                  # results/gpu-<hostname>-<yyyymmdd>
+#   GPU_CHECK_STEPS=all bash scripts/gpu_check.sh [RESULTS_DIR]     # every long step below (tens of minutes)
 #
-# quick: python -m harness.gpu_check (docs/gpu-check.md): the sanity check, then single runs in order of value
+# quick (the default since 2026-11-29: a lent machine gives one command of at most 10 minutes, and the long steps
+#   ran past it): python -m harness.gpu_check (docs/gpu-check.md): the sanity check, then single runs in order of value
 #   (the seed ladder's best rung and cuDNN attention at B=64, cuDNN+CCE stacked, the best stack and the baseline at
 #   the largest B both fit, interleaved repeats, then the rest; the answered padding A/B only when asked) while
 #   GPU_CHECK_BUDGET_S lasts (default 480, compare/report/packing included): no run starts that its estimate (the
 #   committed records of this GPU, scaled by this call's runs) says would not finish. GPU_CHECK_PACK_TO=DIR packs
-#   everything into DIR as three files after every run; GPU_CHECK_TIERS=a,b,... picks and orders the tiers.
+#   everything into DIR as three files after every run (default: $OUT where it is set, the folder a lent machine
+#   sends back; else no packing); GPU_CHECK_TIERS=a,b,... picks and orders the tiers.
 #   `python -m harness.gpu_check --dry-run` prints the plan with estimated H100 times, on any machine.
 #
-# Steps (GPU_CHECK_STEPS, default "explain ladder padding batch overhead compare report"; the CUDA sanity
-# check runs first whenever explain, ladder, padding, batch, overhead or tune is selected):
+# Steps (GPU_CHECK_STEPS: quick, or any of these; all = "explain ladder padding batch overhead compare report"; the
+# CUDA sanity check runs first whenever explain, ladder, padding, batch, overhead or tune is selected):
 #   sanity   nvidia-smi and torch/CUDA; stops the script with one line when torch sees no CUDA device
 #   explain  seed-ladder rungs bf16 and sdpa-flash of gpt2-124m with kernel capture on; then
 #            scripts/check_explain_records.py: lm_head GEMM kernel named, attention kernel named (by the
@@ -28,7 +31,7 @@
 #   overhead scripts/overhead_check.py: the harness's tokens/s against a bare loop of the same workload
 #            (gpt2-124m, fused-adamw-clip, B=64), 3 alternated rounds; fails beyond 1%. Its 3 harness
 #            records are 3 more repeats of the ladder's B=64 best rung (their agreement shows in compare)
-#   tune     (not in the default list: GPU_CHECK_STEPS="tune compare report") python -m harness.tune on gpt2-124m
+#   tune     (not in all: GPU_CHECK_STEPS="tune compare report") python -m harness.tune on gpt2-124m
 #            from the seed ladder's fused-adamw-clip at B=64, --from every results/gpu-*/ folder: the knobs that
 #            helped alone on this GPU there, stacked (each beyond-ladder knob alone where this GPU has no such
 #            records), the batch search on the winner (docs/beyond.md); records in RESULTS_DIR/fastest
@@ -46,12 +49,14 @@
 set -uo pipefail
 
 PY="${HARNESS_LOCAL_PYTHON:-python3}"
-STEPS="${GPU_CHECK_STEPS:-explain ladder padding batch overhead compare report}"
+STEPS="${GPU_CHECK_STEPS:-quick}"
+[[ "$STEPS" == "all" ]] && STEPS="explain ladder padding batch overhead compare report"
 BUDGET="${GPU_CHECK_BUDGET_S:-480}"
 BATCHES="${GPU_CHECK_BATCHES:-16 32 64}"
+SENT_BACK="${OUT:-}"  # a lent machine's $OUT: what its command leaves there comes back (OUT is the results below)
 OUT="${1:-results/gpu-${HOSTNAME:-$(uname -n)}-$(date +%Y%m%d)}"
 case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
-PACK_TO="${GPU_CHECK_PACK_TO:-}"
+PACK_TO="${GPU_CHECK_PACK_TO:-$SENT_BACK}"
 case "$PACK_TO" in /*|"") ;; *) PACK_TO="$PWD/$PACK_TO" ;; esac
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -69,7 +74,7 @@ fi
 for s in $STEPS; do
   case "$s" in
     sanity|explain|ladder|padding|batch|overhead|tune|compare|report) ;;
-    *) die "unknown step '$s' in GPU_CHECK_STEPS (known: sanity explain ladder padding batch overhead tune compare report; or quick alone)" ;;
+    *) die "unknown step '$s' in GPU_CHECK_STEPS (known: sanity explain ladder padding batch overhead tune compare report; or quick or all alone)" ;;
   esac
 done
 for b in $BATCHES; do

@@ -297,7 +297,7 @@ def section(data: dict) -> str:
         "",
         ("To measure more in one lent call of at most 9 minutes (the fastest step: cuDNN attention, knobs stacked, the "
          "largest B that fits, the call's own spread; the answered compiler-padding A/B only when asked): "
-         "`GPU_CHECK_STEPS=quick bash scripts/gpu_check.sh`, planned on any machine by `python -m "
+         "`bash scripts/gpu_check.sh`, planned on any machine by `python -m "
          "harness.gpu_check --dry-run` (docs/gpu-check.md); its first calls' results are in docs/gpu.md."),
         "",
         ("**The seed ladder** (cumulative rungs; tokens/s from the median timed step, and NVML device-used memory; the "

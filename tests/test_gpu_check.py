@@ -563,6 +563,27 @@ def test_quick_mode_hands_the_call_to_harness_gpu_check(tmp_path):
     assert proc.returncode == 2 and "GPU_CHECK_BUDGET_S: '8 min' is not a positive whole number" in proc.stderr
 
 
+def test_the_plain_command_is_the_budgeted_call_packed_into_a_lent_machines_out(tmp_path):
+    """`bash scripts/gpu_check.sh` alone is the quick call (a lent machine gives one command of at most 10 minutes);
+    where $OUT is set (the folder a lent machine sends back) it packs there; the long steps are asked for by name."""
+    proc = script({"OUT": str(tmp_path / "sent-back")}, str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["-m", "harness.gpu_check", "--budget-s", "480", "--out", str(tmp_path / "r"),
+                                   "--pack-to", str(tmp_path / "sent-back")]
+    proc = script({"OUT": str(tmp_path / "sent-back"), "GPU_CHECK_PACK_TO": str(tmp_path / "mine")}, str(tmp_path / "r"))
+    assert proc.stdout.split()[-2:] == ["--pack-to", str(tmp_path / "mine")]
+    assert script({}, str(tmp_path / "r")).stdout.split() == ["-m", "harness.gpu_check", "--budget-s", "480", "--out",
+                                                              str(tmp_path / "r")]
+    # all: the long steps (the stand-in interpreter `echo` says each command they would run)
+    proc = script({"GPU_CHECK_STEPS": "all"}, str(tmp_path / "r"))
+    steps = re.findall(r"^=== gpu_check: ([^:(]+?) \(", proc.stdout, re.MULTILINE)
+    assert steps == ["sanity", "explain", "ladder B=16", "ladder B=32", "ladder B=64", "padding", "batch", "overhead",
+                     "compare", "report"]
+    assert "--budget-s" not in proc.stdout
+    proc = script({"GPU_CHECK_STEPS": "quick all"})
+    assert proc.returncode == 2 and "unknown step 'quick'" in proc.stderr
+
+
 def test_the_steps_evidence_from_the_committed_records(capsys):
     """scripts/gpu_steps_evidence.py, whose table docs/gpu-check.md quotes: the full runs agree with themselves, every
     A/A pair stays within noise, the H100's vocab step is beyond noise at 5+25, cuDNN's +3% on the H200 is undecided."""
