@@ -461,28 +461,37 @@ def test_unpack_command_line(tmp_path, capsys):
 
 # ---------------------------------------------------------------- the call, its GPU steps stood in
 
-def test_the_call_runs_the_budget_closes_and_packs(tmp_path, monkeypatch, capsys):
-    """main() end to end with the sanity check, the workers and the closing stood in; the clock is real but the
-    fake runs take no time, so every run fits."""
-    calls = []
+def stand_in_call(monkeypatch, run) -> list[str]:
+    """main()'s GPU steps stood in: the sanity check finds an H100, each planned run is `run(out, run, n)` (its
+    Result; n counts the runs), compare and report pass. Returns the keys of the runs, as they are made."""
+    calls: list[str] = []
 
     class Workers:
         def __init__(self, python, out):
             self.out = out
 
-        def __call__(self, run, timeout_s):
-            calls.append(run.key)
-            write(self.out / run.folder, [make_record(env="local", gpu="H100", rung="tf32", plan=run.plan,
-                                                      run_id=f"r{len(calls)}")])
-            if run.rung == "lm-head-liger":
-                return Result("unsupported", [f"r{len(calls)}"], note="lm_head_loss=liger needs liger-kernel, which is "
-                              "not installed in this env (torch 2.11.0+cu130)")
-            return Result("ok", [f"r{len(calls)}"], tokens_s=463975.4, memory="48,571")
+        def __call__(self, planned, timeout_s):
+            calls.append(planned.key)
+            return run(self.out, planned, len(calls))
 
     monkeypatch.setattr(runner, "run_sanity", lambda python, logs: (0, {"gpu": H100_NAME, "torch": "2.11.0+cu130"}))
     monkeypatch.setattr(runner, "WorkerRunner", Workers)
     monkeypatch.setattr(runner, "closing", lambda python, out, paths, deadline: {
         "compare": {"exit": 0, "seconds": 1.0, "paths": [str(out), *map(str, paths)]}, "report": {"exit": 0, "seconds": 2.0}})
+    return calls
+
+
+def test_the_call_runs_the_budget_closes_and_packs(tmp_path, monkeypatch, capsys):
+    """main() end to end with the sanity check, the workers and the closing stood in; the clock is real but the
+    fake runs take no time, so every run fits."""
+    def run(out, planned, n):
+        write(out / planned.folder, [make_record(env="local", gpu="H100", rung="tf32", plan=planned.plan, run_id=f"r{n}")])
+        if planned.rung == "lm-head-liger":
+            return Result("unsupported", [f"r{n}"], note="lm_head_loss=liger needs liger-kernel, which is "
+                          "not installed in this env (torch 2.11.0+cu130)")
+        return Result("ok", [f"r{n}"], tokens_s=463975.4, memory="48,571")
+
+    calls = stand_in_call(monkeypatch, run)
     code = cli.main(["--out", str(tmp_path / "call"), "--pack-to", str(tmp_path / "OUT"), "--tiers", "fastest,knobs,long-tail",
                      *SHIPPED_GPU])
     assert code == 0
@@ -504,20 +513,7 @@ def test_the_default_call_decides_its_open_runs_as_it_goes_and_says_so(tmp_path,
     """main() with the default tiers, workers stood in (no time, every run ok): each open run decided when its tier
     starts (the best stack: the planned one, as no stood-in run is equivalent to a baseline; the largest B from the
     committed H100 memory lines), run as decided, and listed in the summary, its text and the README."""
-    calls = []
-
-    class Workers:
-        def __init__(self, python, out):
-            self.out = out
-
-        def __call__(self, run, timeout_s):
-            calls.append(run.key)
-            return Result("ok", [f"r{len(calls)}"], tokens_s=463975.4, memory="48,571")
-
-    monkeypatch.setattr(runner, "run_sanity", lambda python, logs: (0, {"gpu": H100_NAME, "torch": "2.11.0+cu130"}))
-    monkeypatch.setattr(runner, "WorkerRunner", Workers)
-    monkeypatch.setattr(runner, "closing", lambda python, out, paths, deadline: {
-        "compare": {"exit": 0, "seconds": 1.0, "paths": [str(out)]}, "report": {"exit": 0, "seconds": 2.0}})
+    calls = stand_in_call(monkeypatch, lambda out, planned, n: Result("ok", [f"r{n}"], tokens_s=463975.4, memory="48,571"))
     assert cli.main(["--out", str(tmp_path / "call"), "--pack-to", str(tmp_path / "OUT"), *SHIPPED_GPU]) == 0
     stack = "beyond-ladder/sdpa-cudnn+lm-head-cce"
     assert calls == ["beyond-ladder/best-of-ladder@B64", "beyond-ladder/sdpa-cudnn@B64", f"{stack}@B64",
