@@ -190,12 +190,17 @@ class Session:
         return cmp, (found[0] if found else None)
 
 
+def largest_gain_first(helped: dict[str, float]) -> list[str]:
+    """The knobs that helped ({knob: gain}), the largest gain first (then by name: one order whatever the input's)."""
+    return sorted(helped, key=lambda k: (-helped[k], k))
+
+
 def stacks(session: Session, helped: dict[str, float]) -> list[str]:
-    """The stack rungs to run ("a+b"), from the knobs that helped ({knob: gain}, the largest first): of knobs that
+    """The stack rungs to run ("a+b"), from the knobs that helped ({knob: gain}): of knobs that
     change the same field or flag, the faster; then all of them together, and with --budget-s every smaller stack
     of two or more too, the largest expected gain (the product of their gains alone) first."""
     chosen, taken = [], set()
-    for name in sorted(helped, key=lambda k: (-helped[k], k)):
+    for name in largest_gain_first(helped):
         knob = session.knobs.get(name)
         if knob is None:
             continue
@@ -399,7 +404,7 @@ def search_and_report(session: Session) -> int:
               f"{', '.join(f'{k} {fmt_signed_pct(v)}' for k, v in helped.items()) or 'none'}", flush=True)
     todo = stacks(session, helped)
     if before is not None and not todo and helped:  # one knob helped there: it runs here, so it can win here
-        todo = [next(iter(sorted(helped, key=lambda k: (-helped[k], k))))]
+        todo = largest_gain_first(helped)[:1]
     for i, stack in enumerate(todo):
         print(f"{'together' if STACK in stack else 'alone'}: {stack}", flush=True)
         # from earlier measurements no knob ran twice here: the first stack does, for the spread the rest borrow
