@@ -729,3 +729,31 @@ def test_main_called_in_a_process_that_goes_on_holds_nothing(tmp_path, capsys):
     gc.collect()
     assert ref() is None and output._held is None
 
+
+
+def test_underneath_leaves_out_inductor_kernels_one_profile_missed(tmp_path):
+    """The H100 and H200 profiles of one rung, the H200's made as a profile from before the capture fix makes it (no
+    Triton kernel): its Triton kernels must not read as 'disappeared', nor its shares be set beside the complete
+    profile's; a row says Inductor's kernels are left out, and which side missed them."""
+    runs = {"h100": "20261126T101859Z-local-padding-bf16-50257-r0-7c8005",
+            "h200": "20261126T202819Z-local-padding-bf16-50257-r0-80b864"}
+    for name, run_id in runs.items():
+        r = json.loads(next(RESULTS.glob(f"gpu-*/**/{run_id}.json")).read_text())
+        k = r["explain"]["kernels"]
+        assert k["by_category"].get("triton") and r["workload"]["compile"] not in (None, "off")
+        if name == "h200":
+            k["by_category"].pop("triton")
+            k["top"] = [e for e in k["top"] if e.get("category") != "triton"]
+        (tmp_path / name).mkdir()
+        (tmp_path / name / f"{run_id}.json").write_text(json.dumps(r))
+    cx = Compare(load([tmp_path / "h100", tmp_path / "h200"], warn=lambda line: None))
+    [(_across, a, b)] = [p for p in cx.pairs() if p[1].kernels and p[2].kernels]
+    assert b.inductor_kernels_missed and not a.inductor_kernels_missed
+    from harness.analysis.tables.underneath import kernel_diff
+
+    rows, _hidden = kernel_diff(a, b, top=None)
+    assert not any("triton" in what for what, *_ in rows)
+    [left_out] = [r for r in rows if r[0].startswith("Inductor-generated kernels: left out")]
+    assert left_out[2].startswith("not captured") and "us/step" in left_out[1]
+    assert not any("%" in str(va) + str(vb) for what, va, vb, _ in rows if what.startswith(("time in", "appeared",
+                                                                                            "disappeared", "changed")))

@@ -12,6 +12,7 @@ from shipped import RESULTS
 from harness.analysis import fastest
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
+from harness.analysis.kernel_split import kernel_split, step_time
 from harness.analysis.tables import fastest as fastest_tables
 
 H200_CUDNN = "20261126T203237Z-local-beyond-ladder-sdpa-cudnn-r0-bb3fd1"
@@ -84,11 +85,11 @@ def test_rows_add_up_to_the_step(folder):
     """Every profiled GPU group: the classes and the idle row (the lm_head GEMMs aside: part of the GEMMs) add up to
     the run's median timed step, in ms and in shares; the idle row is the step less the record's own kernel sum."""
     cmp = compare(folder)
-    profiled = [g for g in cmp.ds.groups if g.newest_profiled_run is not None]
+    profiled = [g for g in cmp.ds.groups if g.profiled_run is not None]
     assert profiled
     for g in profiled:
         t = fastest_tables.step_table("t", g)
-        run = raw(g.newest_profiled_run.run_id)
+        run = raw(g.profiled_run.run_id)
         by_row = rows(t)
         step = value(by_row.pop(fastest_tables.STEP_ROW)["ms"])
         lm_head = by_row.pop("GEMMs: of which the lm_head's")
@@ -140,7 +141,7 @@ def test_no_table_for_a_cpu_run():
     """CPU op self times from several threads neither add up to the step nor leave its idle time: no table, and
     the kernel split says why."""
     cmp = compare("cpu-amd-epyc-2core")
-    profiled = [g for g in cmp.ds.groups if g.newest_profiled_run is not None]
+    profiled = [g for g in cmp.ds.groups if g.profiled_run is not None]
     assert profiled and all(fastest_tables.step_table("t", g) is None for g in profiled)
     assert not any(t.title.startswith(fastest_tables.STEP_TITLE) for t in fastest_tables.fastest_tables(cmp))
     split = fastest_tables.split_table("s", profiled[0], profiled[0])
@@ -183,3 +184,53 @@ def test_the_mfu_answer_splits_the_same_run_as_the_fastest_section():
         assert expected in answer and f"(run {st.run.run_id}; the fastest section splits it)" in answer
         if "triton" not in cats:  # a profile from before the capture fix: said so, not "0%"
             assert "Inductor's kernels not captured" in answer
+
+
+def test_one_profiled_run_stands_for_its_group_everywhere():
+    """All GPU folders: where a group has several profiled runs, the kernel split ("what explains it") and the
+    step-time table read the same run, its newest with a profile, and the split's step time is that run's own
+    median (never the group's pooled step beside one run's kernels)."""
+    cmp = compare(*GPU_FOLDERS, "reference")
+    several = [g for g in cmp.ds.groups if sum(r.kernels_reason == "available" for r in g.records) > 1]
+    assert several, "the committed GPU records have a group with several profiled runs"
+    for g in several:
+        split, st = kernel_split(g), step_time(g)
+        newest = max((r for r in g.records if r.kernels_reason == "available"), key=lambda r: r.started_at)
+        assert split["run"] is st.run is g.profiled_run and st.run.run_id == newest.run_id
+        assert split["step_ms"] == pytest.approx(st.step_us / 1000.0)
+        assert split["gemm"] == pytest.approx(st.classes["gemm"])
+        k = raw(newest.run_id)["explain"]["kernels"]
+        assert g.kernel_categories["gemm"].per_step_us == pytest.approx(k["by_category"]["gemm"]["per_step_us"])
+
+
+def test_a_group_never_mixes_two_runs_profiles(tmp_path):
+    """Two profiled runs of one configuration, the newer without lm_head GEMMs in its profile: the group's lm_head
+    GEMMs are the newer run's (none), not the older run's borrowed beside the newer one's categories."""
+    folder = tmp_path / "h200"
+    folder.mkdir()
+    old = raw(H200_CUDNN)
+    new = json.loads(json.dumps(old))
+    new["run_id"] = H200_CUDNN[:-6] + "aaaaaa"
+    new["started_at"] = "2026-11-28T00:00:00Z"
+    new["explain"]["kernels"]["vocab_gemms"] = []
+    new["explain"]["kernels"]["by_category"]["gemm"]["per_step_us"] *= 0.5
+    for r in (old, new):
+        (folder / f"{r['run_id']}.json").write_text(json.dumps(r))
+    g = next(g for g in compare(folder).ds.groups if len(g.records) == 2)
+    assert g.profiled_run.run_id == new["run_id"]
+    assert g.vocab_gemms == () and kernel_split(g)["lm_head_gemm"] == 0.0
+    assert kernel_split(g)["gemm"] == pytest.approx(new["explain"]["kernels"]["by_category"]["gemm"]["per_step_us"])
+
+
+def test_the_kernel_mix_marks_bars_whose_profile_missed_inductors_kernels():
+    """The kernel-mix chart's bars from profiles taken before the capture fix (compiled on a GPU, no Triton kernel
+    in the profile) are marked, and only those: their shares are of the rest."""
+    from harness.analysis.series import MISSED_MARK, kernel_mix
+
+    cmp = compare(*GPU_FOLDERS)
+    mix = kernel_mix(cmp)
+    marked = [shares for _t, bars in mix.cells for label, shares in bars if label.endswith(MISSED_MARK)]
+    unmarked = [shares for _t, bars in mix.cells for label, shares in bars if not label.endswith(MISSED_MARK)]
+    assert mix.missed == len(marked) > 0 and unmarked
+    assert all(not s.get("triton") for s in marked)
+    assert all(s.get("triton") for s in unmarked)  # every committed GPU rung is compiled

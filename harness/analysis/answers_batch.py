@@ -102,9 +102,8 @@ def _where_the_step_goes(ov: Overview, g: Group) -> str:
         return f"{us / st.step_us * 100:.0f}%"
     gemm = f"GEMMs {part(st.classes['gemm'])}" + (f" (at {_share(st.of_peak)} of the measured GEMM peak)" if st.of_peak else "")
     idle = f", idle or uncaptured {part(st.idle_us)}" if st.idle_us is not None else ""
-    triton = (f"Inductor's kernels {part(st.classes['triton'])}" if st.classes["triton"] or st.run.workload.compile in
-              (None, "off") else "Inductor's kernels not captured (a profile from before the capture fix: they are "
-              "in the idle share)")
+    triton = ("Inductor's kernels not captured (a profile from before the capture fix: they are in the idle share)"
+              if st.run.inductor_kernels_missed else f"Inductor's kernels {part(st.classes['triton'])}")
     return (f" Of its step: {gemm}, {triton}, attention {part(st.classes['attention'])}{idle} (run {st.run.run_id}; "
             "the fastest section splits it).")
 

@@ -242,39 +242,39 @@ class Group:
         """The first of its runs for which read(run) is non-empty (the evidence of one run stands for the group)."""
         return next((read(r) for r in self.records if read(r)), read(self.first))
 
-    def _profiled(self, read):
-        """read(run) of the first of its runs with a kernel profile for which it is non-empty, else of its first run
-        (what read takes from a run without a profile is empty). Which runs have one is known without reading their
-        explain (kernels_reason comes with a record from the index): a cell of hundreds of runs without a profile
-        opens none of them."""
-        return next((read(r) for r in self.records if r.kernels_reason == "available" and read(r)), read(self.first))
+    @cached_property  # its records are all in once loaded; every kernel table reads it
+    def profiled_run(self) -> RecordView | None:
+        """The one run whose kernel profile stands for the group (None without one): its newest with a profile. Every
+        kernel table, the step-time split and the answers read this run, so no two of them show different runs of one
+        group, and no figure mixes two runs' profiles. Newest: the profiler has only learned to capture more
+        (Inductor's kernels, dropped before the fix in gpt/torch_compat.py device_kernel_events). Which runs have a
+        profile is known without reading their explain (kernels_reason comes with a record from the index)."""
+        profiled = [r for r in self.records if r.kernels_reason == "available" and r.kernels]
+        return max(profiled, key=lambda r: (str(r.started_at or ""), str(r.run_id))) if profiled else None
 
     @property
     def kernels(self) -> Kernels:
-        """The kernel profile (explain.kernels) of its first run that has one, else an absent (false) one."""
-        return self._profiled(lambda r: r.kernels)
-
-    @property
-    def newest_profiled_run(self) -> RecordView | None:
-        """Its newest run with a kernel profile (None without one): the profiler has only learned to capture more
-        (Inductor's kernels, dropped before the fix in gpt/torch_compat.py device_kernel_events), so the newest
-        profile is the most complete."""
-        profiled = [r for r in self.records if r.kernels_reason == "available" and r.kernels]
-        return max(profiled, key=lambda r: (str(r.started_at or ""), str(r.run_id))) if profiled else None
+        """The kernel profile (explain.kernels) of profiled_run, else an absent (false) one (its first run's)."""
+        return (self.profiled_run or self.first).kernels
 
     @property
     def kernels_reason(self) -> str:
         return "available" if self.kernels else self.first.kernels_reason
 
-    @cached_property
-    def kernel_categories(self) -> dict[str, KernelTime]:
-        """category -> its time in that profile ({} without one)."""
-        return self._profiled(lambda r: r.kernel_categories)
+    @property
+    def inductor_kernels_missed(self) -> bool:
+        """profiled_run's profile left out Inductor's kernels (RecordView.inductor_kernels_missed)."""
+        return bool(self.profiled_run and self.profiled_run.inductor_kernels_missed)
 
-    @cached_property  # a profile without vocab GEMMs makes it look through every profiled run
+    @property
+    def kernel_categories(self) -> dict[str, KernelTime]:
+        """category -> its time in profiled_run's profile ({} without one)."""
+        return self.profiled_run.kernel_categories if self.profiled_run else {}
+
+    @property
     def vocab_gemms(self) -> tuple[Gemm, ...]:
-        """The lm_head GEMMs of that profile (explain.kernels.vocab_gemms)."""
-        return self._profiled(lambda r: r.vocab_gemms) or ()
+        """The lm_head GEMMs of profiled_run's profile (explain.kernels.vocab_gemms); () without one."""
+        return tuple(self.profiled_run.vocab_gemms or ()) if self.profiled_run else ()
 
     @property
     def mapped_libraries(self) -> dict:

@@ -43,18 +43,23 @@ def by_class(categories: dict[str, KernelTime], vocab_gemms: tuple[Gemm, ...]) -
 
 
 def kernel_split(g: Group) -> dict | None:
-    """Per profiled step (us) from explain.kernels: attention, GEMMs (and the lm_head's among them), the fused
-    lm_head loss kernels, Inductor-generated, optimizer, the rest; step_ms is the timed median. None without a profile."""
-    k = g.kernels
-    if not k:
+    """Per profiled step (us) of g's profiled run (Group.profiled_run) from its explain.kernels: attention, GEMMs (and
+    the lm_head's among them), the fused lm_head loss kernels, Inductor-generated, optimizer, the rest; step_ms is
+    that run's own median timed step (its kernels and its step: one run's, never a mix); run is the run. None
+    without a profile."""
+    run = g.profiled_run
+    if run is None:
         return None
-    out = {"step_ms": g.ms_per_step, **by_class(g.kernel_categories, g.vocab_gemms)}
+    k = run.kernels
+    step = run.timed_median
+    out = {"step_ms": step, **by_class(run.kernel_categories, tuple(run.vocab_gemms or ()))}
     out["busy"] = k.busy_us_per_step or sum(out[c] for c in CLASSES)
     # on a GPU one stream runs one kernel at a time, so the rest of the step is idle or went uncaptured; CPU op self
     # times come from several threads and do not add up to wall time
     cuda = k.device == "cuda"
-    out["uncaptured"] = out["step_ms"] * 1000.0 - out["busy"] if cuda and out["step_ms"] is not None else None
+    out["uncaptured"] = step * 1000.0 - out["busy"] if cuda and step is not None else None
     out["device"] = k.device
+    out["run"] = run
     return out
 
 
@@ -112,8 +117,8 @@ def gemm_flops(run: RecordView, lm_head_fused: bool) -> float | None:
 
 
 def step_time(g: Group) -> StepTime | None:
-    """Where the step goes for g's newest profiled run (Group.newest_profiled_run); None without a profile."""
-    run = g.newest_profiled_run
+    """Where the step goes for g's newest profiled run (Group.profiled_run); None without a profile."""
+    run = g.profiled_run
     if run is None:
         return None
     classes = by_class(run.kernel_categories, run.vocab_gemms)

@@ -242,6 +242,7 @@ class KernelMix:
     order: list[str]
     kinds: list[str]  # "GPU kernel" / "CPU op"
     total_cells: int
+    missed: int = 0  # bars (marked MISSED_MARK) whose profile left out Inductor's kernels (Group.inductor_kernels_missed)
 
 
 def kernel_mix(cmp: Compare, max_cells: int = 6) -> KernelMix | None:
@@ -262,9 +263,15 @@ def kernel_mix(cmp: Compare, max_cells: int = 6) -> KernelMix | None:
         items = sorted(cells[key], key=lambda it: _rung_order(it[0]))
         several_b = len({g.workload.batch_size for g, _s in items}) > 1
         shown.append((f"{cmp.name(key[0])} / {key[1]}",
-                       [(g.label + (f" B={g.workload.batch_size}" if several_b else ""), shares) for g, shares in items]))
+                       [(g.label + (f" B={g.workload.batch_size}" if several_b else "") +
+                         (MISSED_MARK if g.inductor_kernels_missed else ""), shares) for g, shares in items]))
     kinds = sorted({"CPU op" if is_cpu(gpu) else "GPU kernel" for gpu, _e in keys})
-    return KernelMix(shown, categories, list(CATEGORIES) + [c for c in categories if c not in CATEGORIES], kinds, len(cells))
+    missed = sum(label.endswith(MISSED_MARK) for _t, bars in shown for label, _s in bars)
+    return KernelMix(shown, categories, list(CATEGORIES) + [c for c in categories if c not in CATEGORIES], kinds,
+                     len(cells), missed)
+
+
+MISSED_MARK = " *"  # a bar whose profile left out Inductor's kernels: its shares are of the rest
 
 
 MAX_UNKNOWN_CATEGORIES = 4  # categories a record names beyond harness.evidence.kernels' own: the largest kept

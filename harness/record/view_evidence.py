@@ -37,6 +37,16 @@ class EvidenceView(ViewBase):
         return {(CPU_INDUCTOR if cpu and c == "triton" else c): v for c, v in (self.kernels.by_category or {}).items()}
 
     @property
+    def inductor_kernels_missed(self) -> bool:
+        """A compiled GPU run whose kernel profile has no Inductor-generated (Triton) kernel: a profile taken before
+        the capture fix (gpt/torch_compat.py device_kernel_events, torch 2.4+ dropped every Triton kernel). Its
+        Inductor time is in the step but in no kernel row, so its shares, and any comparison of its kernels with a
+        complete profile's, leave that time out (a compiled model on a GPU always runs Triton kernels)."""
+        k = self.kernels
+        return bool(k) and k.device == "cuda" and self.workload.compile not in (None, "off") and \
+            not (k.by_category or {}).get("triton")
+
+    @property
     def lm_head_gemm(self) -> Gemm:
         return self.kernels.lm_head_gemm
 

@@ -180,6 +180,10 @@ def kernel_mix_chart(mix: series.KernelMix | None) -> Chart | None:
     lines = max(ax.get_title().count("\n") + 1 for ax in axes[0])
     fig.suptitle("Kernel-time mix per rung", y=0.98 + 0.04 * (lines - 1))  # above the panels' titles
     caption = "Kernel time by category per rung (explain.kernels.by_category)."
+    if mix.missed:
+        caption += (f" {mix.missed} bar(s) marked *: compiled on a GPU and profiled before the capture fix (gpt/"
+                    "torch_compat.py device_kernel_events), so no Inductor-generated (Triton) kernel is in the profile "
+                    "and the shares are of the rest.")
     if mix.total_cells > len(mix.cells):
         caption += f" First {len(mix.cells)} of {mix.total_cells} (device, env) cells shown."
     return ("kernel-mix.png", _png(fig), caption)

@@ -87,8 +87,7 @@ def split_table(title: str, before: Group, after: Group) -> Table:
             row["share_a"] = fmt_pct(va / a["busy"]) if a["busy"] else None
             row["share_b"] = fmt_pct(vb / b["busy"]) if b["busy"] else None
         t.rows.append(row)
-    compiled = [x.label for x in (before, after) if x.workload.compile not in (None, "off")]
-    if b.get("device") == "cuda" and compiled and not (a["triton"] and b["triton"]):
+    if a["run"].inductor_kernels_missed or b["run"].inductor_kernels_missed:
         t.notes.append("no Inductor-generated kernel was captured on a compiled run: profiles taken before the fix in "
                        "gpt/torch_compat.py device_kernel_events (torch 2.4+) dropped every Triton kernel, so their time "
                        "is in 'step time not in captured kernels' and the shares are of the rest")
@@ -97,7 +96,9 @@ def split_table(title: str, before: Group, after: Group) -> Table:
                        "threads, so they neither add up to the step nor leave its idle time, and no matmul peak is "
                        "measured to hold the GEMMs against")
     what = "GPU kernel time" if b.get("device") == "cuda" else "CPU op self time (CPU ops stand in for kernels)"
-    t.notes.append(f"ms per step: the timed median for the step time, else {what} per profiled step "
+    t.notes.append(f"runs: A {a['run'].run_id}, B {b['run'].run_id}, each its group's newest with a kernel profile "
+                   f"(the run every kernel table shows); ms per step: that run's median timed step for the step time, "
+                   f"else {what} per profiled step "
                    "(explain.kernels, profiled after the timed steps); shares of all kernel time. lm_head GEMMs = the "
                    "GEMMs whose M, N or K is the vocab (explain.kernels.vocab_gemms); the plain path's softmax and "
                    "cross-entropy kernels are Inductor-generated and fused with other work, so they count there")
@@ -196,7 +197,7 @@ def step_notes(st: StepTime) -> list[str]:
     if st.lm_head_fused:
         notes.append("the lm_head's matmuls ran inside the fused lm_head loss kernels (the profile has no lm_head "
                      "GEMM): their 6 x V x C FLOPs per token are left out of the GEMMs' count")
-    if w.compile not in (None, "off") and not st.classes["triton"]:
+    if st.run.inductor_kernels_missed:
         notes.append("no Inductor-generated kernel was captured on a compiled run (profiles taken before the fix in "
                      "gpt/torch_compat.py device_kernel_events dropped every Triton kernel): their time is in the idle row")
     if st.idle_us is not None and st.idle_us < 0:

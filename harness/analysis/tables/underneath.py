@@ -141,31 +141,57 @@ def _fixed_rows(a: Group, b: Group) -> list[tuple]:
                  _impact(ca.get("attention"), cb.get("attention"))))
     if ka.sdpa_backend != kb.sdpa_backend:
         rows.append(("sdpa backend", ka.sdpa_backend, kb.sdpa_backend, None))
+    if _one_side_missed_inductor(a, b):
+        missed = "not captured (a profile from before the capture fix)"
+        rows.append(("Inductor-generated kernels: left out of this comparison",
+                     missed if a.inductor_kernels_missed else _us(ca.get("triton")),
+                     missed if b.inductor_kernels_missed else _us(cb.get("triton")), None))
     return rows
 
 
+def _one_side_missed_inductor(a: Group, b: Group) -> bool:
+    """One profile captured Inductor's kernels and the other did not (a profile from before the capture fix): their
+    Triton kernels would seem to appear or vanish, and every other share moves with the missing time."""
+    return a.inductor_kernels_missed != b.inductor_kernels_missed
+
+
+def _moved(a: KernelTime | None, b: KernelTime | None, change_min: float, by_share: bool) -> bool:
+    """A category worth a row: on one side only, or its share of kernel time moved by 2 points or more (by_share),
+    else its time per step by change_min or more (shares of two profiles that captured different things mislead)."""
+    if a is None or b is None:
+        return True
+    if by_share:
+        return a.share is None or b.share is None or abs(a.share - b.share) >= 0.02
+    return not a.per_step_us or abs((b.per_step_us or 0.0) / a.per_step_us - 1) >= change_min
+
+
 def _ranked_rows(a: Group, b: Group, share_min: float, change_min: float) -> list[tuple]:
-    """Category shares that moved by 2 points or more, kernels that appeared, disappeared or changed, by impact."""
+    """Categories that moved (_moved), kernels that appeared, disappeared or changed, by impact. Where one profile
+    missed Inductor's kernels, those kernels and their category are left out (_fixed_rows says so)."""
     ka, kb, ca, cb = a.kernels, b.kernels, a.kernel_categories, b.kernel_categories
     cpu = ka.device == "cpu"
     cat_name = lambda entry: CPU_INDUCTOR if cpu and entry.category == "triton" else entry.category
+    one_sided = _one_side_missed_inductor(a, b)
+    us = lambda entry: _us(entry, with_share=not one_sided)  # shares of two profiles that captured different things
     ranked = []
     for cat in sorted(set(ca) | set(cb)):
-        sa, sb = (None if c.get(cat) is None else c[cat].share for c in (ca, cb))
-        if cat != "attention" and (sa is None or sb is None or abs(sa - sb) >= 0.02):
-            ranked.append((f"time in category {cat}", _us(ca.get(cat)), _us(cb.get(cat)), _impact(ca.get(cat), cb.get(cat))))
-    ta = {k.name: k for k in ka.top or () if k.name}
-    tb = {k.name: k for k in kb.top or () if k.name}
+        if cat == "attention" or (one_sided and cat == "triton"):
+            continue
+        if _moved(ca.get(cat), cb.get(cat), change_min, by_share=not one_sided):
+            ranked.append((f"time in category {cat}", us(ca.get(cat)), us(cb.get(cat)), _impact(ca.get(cat), cb.get(cat))))
+    kept = lambda k: k.name and not (one_sided and k.category == "triton")
+    ta = {k.name: k for k in ka.top or () if kept(k)}
+    tb = {k.name: k for k in kb.top or () if kept(k)}
     for n in set(tb) - set(ta):
         if (tb[n].share or 0) >= share_min:
-            ranked.append((f"appeared [{cat_name(tb[n])}]: {shorten(n, 70)}", "-", _us(tb[n]), _impact(None, tb[n])))
+            ranked.append((f"appeared [{cat_name(tb[n])}]: {shorten(n, 70)}", "-", us(tb[n]), _impact(None, tb[n])))
     for n in set(ta) - set(tb):
         if (ta[n].share or 0) >= share_min:
-            ranked.append((f"disappeared [{cat_name(ta[n])}]: {shorten(n, 70)}", _us(ta[n]), "-", _impact(ta[n], None)))
+            ranked.append((f"disappeared [{cat_name(ta[n])}]: {shorten(n, 70)}", us(ta[n]), "-", _impact(ta[n], None)))
     for n in set(ta) & set(tb):
         a_us, b_us = ta[n].per_step_us or 0, tb[n].per_step_us or 0
         if a_us and abs(b_us / a_us - 1) >= change_min and max(ta[n].share or 0, tb[n].share or 0) >= share_min:
-            ranked.append((f"changed [{cat_name(ta[n])}]: {shorten(n, 70)}", _us(ta[n]), _us(tb[n]), _impact(ta[n], tb[n])))
+            ranked.append((f"changed [{cat_name(ta[n])}]: {shorten(n, 70)}", us(ta[n]), us(tb[n]), _impact(ta[n], tb[n])))
     ranked.sort(key=lambda r: (-abs(r[3] or 0.0), r[0]))
     return ranked
 
