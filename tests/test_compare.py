@@ -757,3 +757,28 @@ def test_underneath_leaves_out_inductor_kernels_one_profile_missed(tmp_path):
     assert left_out[2].startswith("not captured") and "us/step" in left_out[1]
     assert not any("%" in str(va) + str(vb) for what, va, vb, _ in rows if what.startswith(("time in", "appeared",
                                                                                             "disappeared", "changed")))
+
+
+def test_underneath_matches_inductors_kernels_by_pattern_not_by_their_number(tmp_path):
+    """The H100 and H200 profiles of one rung: Inductor numbered one fused softmax-backward kernel _10 on the H100 and
+    _14 on the H200. It must not read as 'disappeared' on one GPU and 'appeared' on the other (the verdict's underneath
+    line said so); kernels of one pattern are one entry, their times summed."""
+    runs = {"h100": "20261126T101859Z-local-padding-bf16-50257-r0-7c8005",
+            "h200": "20261126T202819Z-local-padding-bf16-50257-r0-80b864"}
+    pattern = "triton_per_fused__softmax__softmax_backward_data__to_copy_eq_masked_fill_mul_view"
+    summed = {}
+    for name, run_id in runs.items():
+        r = json.loads(next(RESULTS.glob(f"gpu-*/**/{run_id}.json")).read_text())
+        named = [e for e in r["explain"]["kernels"]["top"] if e["name"].rsplit("_", 1)[0] == pattern]
+        assert len({e["name"] for e in named}) == 2  # two kernels of the pattern on each side, numbered differently
+        summed[name] = sum(e["per_step_us"] for e in named)
+        (tmp_path / name).mkdir()
+        (tmp_path / name / f"{run_id}.json").write_text(json.dumps(r))
+    cx = Compare(load([tmp_path / "h100", tmp_path / "h200"], warn=lambda line: None))
+    [(_across, a, b)] = [p for p in cx.pairs() if p[1].kernels and p[2].kernels]
+    from harness.analysis.tables.underneath import kernel_diff
+
+    rows, _hidden = kernel_diff(a, b, top=None)
+    assert not any(pattern in what for what, *_ in rows if what.startswith(("appeared", "disappeared")))
+    [changed] = [r for r in rows if r[0].startswith(f"changed [triton]: {pattern[:60]}")]  # names shortened to 70
+    assert changed[3] == pytest.approx(summed["h200"] - summed["h100"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from harness.analysis.cells import Cell, Table, fmt_pct, shorten
@@ -149,6 +150,33 @@ def _fixed_rows(a: Group, b: Group) -> list[tuple]:
     return rows
 
 
+# Inductor numbers the Triton kernels it generates in the order it generates them: one fused pattern is
+# triton_per_fused_..._view_10 on one GPU and ..._view_14 on the other. The number is not part of what a kernel is.
+_INDUCTOR_ORDINAL = re.compile(r"_\d+$")
+
+
+def _kernel_key(k: KernelRow) -> str:
+    """The name a kernel is matched by across two profiles: a generated Triton kernel's without its ordinal."""
+    name = str(k.name)
+    return _INDUCTOR_ORDINAL.sub("", name) if k.category == "triton" and name.startswith("triton_") else name
+
+
+def _by_kernel(rows) -> dict[str, KernelRow]:
+    """A profile's top kernels by _kernel_key; several generated kernels of one fused pattern are one entry, their
+    calls, times and shares summed (each profile lists each of them once)."""
+    out: dict[str, KernelRow] = {}
+    for k in rows:
+        key = _kernel_key(k)
+        if key in out:
+            o = out[key]
+            add = lambda x, y: None if x is None and y is None else (x or 0) + (y or 0)
+            out[key] = replace(o, calls=add(o.calls, k.calls), total_us=add(o.total_us, k.total_us),
+                               per_step_us=add(o.per_step_us, k.per_step_us), share=add(o.share, k.share))
+        else:
+            out[key] = k
+    return out
+
+
 def _one_side_missed_inductor(a: Group, b: Group) -> bool:
     """One profile captured Inductor's kernels and the other did not (a profile from before the capture fix): their
     Triton kernels would seem to appear or vanish, and every other share moves with the missing time."""
@@ -180,8 +208,8 @@ def _ranked_rows(a: Group, b: Group, share_min: float, change_min: float) -> lis
         if _moved(ca.get(cat), cb.get(cat), change_min, by_share=not one_sided):
             ranked.append((f"time in category {cat}", us(ca.get(cat)), us(cb.get(cat)), _impact(ca.get(cat), cb.get(cat))))
     kept = lambda k: k.name and not (one_sided and k.category == "triton")
-    ta = {k.name: k for k in ka.top or () if kept(k)}
-    tb = {k.name: k for k in kb.top or () if kept(k)}
+    ta = _by_kernel(k for k in ka.top or () if kept(k))
+    tb = _by_kernel(k for k in kb.top or () if kept(k))
     for n in set(tb) - set(ta):
         if (tb[n].share or 0) >= share_min:
             ranked.append((f"appeared [{cat_name(tb[n])}]: {shorten(n, 70)}", "-", us(tb[n]), _impact(None, tb[n])))
