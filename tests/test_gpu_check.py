@@ -170,7 +170,11 @@ def test_the_nearest_record_stands_in_and_says_what_differs():
     median_s = b16.summary.step_ms_median / 1000
     want = estimate.LAUNCH_S + b16.worker_seconds - (len(b16.step_ms) - 30) * median_s + 30 * median_s * (24 / 16 - 1)
     assert e.seconds == pytest.approx(want) and not e.measured
-    assert e.basis == "fused-adamw-clip B=16, its steps scaled to B=24 (assumed: step time in proportion to B)"
+    assert e.basis == ("fused-adamw-clip B=16, its steps scaled to B=24 (assumed: step time in proportion to the "
+                       "sequences per step)")
+    # in micro-batches: B=12x2 is 24 sequences a step, the same steps' time (its worker runs the same data)
+    e2 = est.prior(Run("x", "beyond-ladder", "best-of-ladder", 12, False, "beyond", grad_accum=2))
+    assert e2.seconds == pytest.approx(want) and "scaled to B=12x2" in e2.basis and "grad_accum" not in e2.basis
     # no run of this model at all: the slowest run there is (here: CPU records of the tiny preset), else an assumption
     tiny = [RecordView(json.loads(f.read_text())) for f in sorted((DATA / "aa-cpu-1t" / "b").glob("*.json"))]
     e = estimate.Estimator(tiny, "cpu").prior(Run("x", "beyond-ladder", "best-of-ladder", 24, False, "beyond"))
@@ -218,9 +222,13 @@ def test_launch_time_is_what_the_committed_logs_say():
 # ---------------------------------------------------------------- the plan
 
 def decided(run: Run) -> Run:
-    """A run as a call decides it: the planned stack for the best one, B=128 for the largest."""
+    """A run as a call decides it: the planned stack for the best one, B=128 for the largest (the baseline there in
+    two micro-batches of 64)."""
     rung = run.rung.replace(plan.BEST_STACK, plan.PLANNED_STACK)
-    return replace(run, rung=rung, batch_size=128 if run.batch_size is plan.LARGEST_B else run.batch_size)
+    if run.batch_size is not plan.LARGEST_B:
+        return replace(run, rung=rung)
+    return replace(run, rung=rung, batch_size=64, grad_accum=2) if rung == plan.BASELINE else \
+        replace(run, rung=rung, batch_size=128)
 
 
 def test_every_planned_run_is_a_valid_harness_run_command():
@@ -235,16 +243,17 @@ def test_every_planned_run_is_a_valid_harness_run_command():
             w = points[0].workload
             assert (w["steps"], w["warmup_steps"]) == ((30, 5) if run.plan == "padding" else (50, 10))
             assert w["profile_steps"] == (3 if run.capture else 0)
+            assert w["grad_accum"] == run.grad_accum
             assert t.repeats or (t.name, run.key) not in keys
             keys.add((t.name, run.key))
-    assert len(keys) == 32
+    assert len(keys) == 31 and ("largest-b", "beyond-ladder/best-of-ladder@B64x2") in keys
     with pytest.raises(ValueError, match="not decided yet"):
         plan.tier("spread").runs[1].argv()
 
 
 def test_the_default_call_measures_what_is_unknown_and_answered_questions_only_when_asked():
     assert [t.name for t in plan.select()] == ["fastest", "stack", "largest-b", "spread", "batch-96", "spread-2",
-                                               "stack-largest-b", "autotune"]
+                                               "autotune"]
     assert [(r.rung, r.batch_size, r.capture) for r in plan.tier("fastest").runs] == [
         ("best-of-ladder", 64, True), ("sdpa-cudnn", 64, True)]
     assert [r.rung for r in plan.tier("stack").runs] == ["sdpa-cudnn+lm-head-cce"]
@@ -268,19 +277,19 @@ def test_dry_run_for_an_h100_reads_at_120_columns(capsys):
     out = capsys.readouterr().out
     assert max(map(len, out.splitlines())) <= 120
     assert out.startswith(f"gpu_check dry run for {H100_NAME}: budget 480 s")
-    rows = [line for line in out.splitlines() if re.match(r"\d+ +\S+ +\S+ +\d+ ", line)]
-    assert len(rows) == 13
-    # by the committed H100 times: the baseline, cuDNN, the stack at B=64, the stack and the baseline at the largest B
-    # both fit (96: the baseline's 0.71 GiB a sample), and the first interleaved pair fit in 480 s
+    rows = [line for line in out.splitlines() if re.match(r"\d+ +\S+ +\S+ +\d+(x\d+)? ", line)]
+    assert len(rows) == 12
+    # by the committed H100 times: the baseline, cuDNN, the stack at B=64, the stack at the largest B it fits (192)
+    # with the baseline on as many sequences in two micro-batches (its 0.71 GiB a sample does not fit 192), and the
+    # first interleaved pair fit in 480 s
     for name, ran in (("fastest", 2), ("stack", 1), ("largest-b", 2), ("spread", 2)):
         assert f"{name} (plan beyond-ladder; {ran} of {ran} runs, complete)" in out
-    assert re.search(r"^4 +largest-b +sdpa-cudnn\+lm-head- +96 ", out, re.MULTILINE)
-    assert "- largest-b: B=96, the largest at which sdpa-cudnn+lm-head-cce and best-of-ladder fit" in out
-    assert re.search(r"- stack-largest-b: B=192, the largest at which sdpa-cudnn\+lm-head-cce fit", out)
-    # batch-96's baseline ran in largest-b already: not again
-    assert re.search(r"batch-96 \(plan beyond-ladder; 1 of 2 runs, partial: ran earlier in this call\)", out)
+    assert re.search(r"^4 +largest-b +sdpa-cudnn\+lm-head-cce +192 ", out, re.MULTILINE)
+    assert re.search(r"^5 +largest-b +best-of-ladder +96x2 ", out, re.MULTILINE)
+    assert "- largest-b: B=192, the largest at which sdpa-cudnn+lm-head-cce fits: " in out
+    assert re.search(r"batch-96 \(plan beyond-ladder; 0 of 2 runs, not started: needs ~\d+ s, \d+ s left\)", out)
     assert re.search(r"autotune \(plan beyond-ladder; 0 of 1 runs, not started: tier autotune needs ~\d+ s", out)
-    assert "- largest-b, spread, spread-2, stack-largest-b, autotune: best stack = sdpa-cudnn+lm-head-cce" in out
+    assert "- largest-b, spread, spread-2, autotune: best stack = sdpa-cudnn+lm-head-cce" in out
     # a smaller budget does not reach the stack
     assert cli.main(["--dry-run", "--budget-s", "150", *SHIPPED_GPU]) == 0
     assert re.search(r"stack \(plan beyond-ladder; 0 of 1 runs, not started: tier stack needs ~\d+ s, \d+ s left\)",
@@ -517,16 +526,18 @@ def test_the_default_call_decides_its_open_runs_as_it_goes_and_says_so(tmp_path,
     assert cli.main(["--out", str(tmp_path / "call"), "--pack-to", str(tmp_path / "OUT"), *SHIPPED_GPU]) == 0
     stack = "beyond-ladder/sdpa-cudnn+lm-head-cce"
     assert calls == ["beyond-ladder/best-of-ladder@B64", "beyond-ladder/sdpa-cudnn@B64", f"{stack}@B64",
-                     f"{stack}@B96", "beyond-ladder/best-of-ladder@B96",  # largest-b: both fit at 96
+                     f"{stack}@B192", "beyond-ladder/best-of-ladder@B96x2",  # largest-b: the baseline in 2 parts
                      "beyond-ladder/best-of-ladder@B64", f"{stack}@B64",  # spread
-                     "beyond-ladder/sdpa-cudnn@B96",  # batch-96: its baseline ran in largest-b
+                     "beyond-ladder/sdpa-cudnn@B96", "beyond-ladder/best-of-ladder@B96",  # batch-96
                      "beyond-ladder/best-of-ladder@B64", f"{stack}@B64",  # spread-2
-                     f"{stack}@B192", f"{stack}+compile-max-autotune-no-cudagraphs@B64"]
+                     f"{stack}+compile-max-autotune-no-cudagraphs@B64"]
     summary = json.loads((tmp_path / "OUT" / "summary.json").read_text())
-    assert summary["choices"][1].startswith("largest-b: B=96, the largest at which sdpa-cudnn+lm-head-cce and "
-                                            "best-of-ladder fit: sdpa-cudnn+lm-head-cce ")
+    assert summary["choices"][1].startswith("largest-b: B=192, the largest at which sdpa-cudnn+lm-head-cce fits: "
+                                            "sdpa-cudnn+lm-head-cce ")
+    assert summary["choices"][1].endswith("; best-of-ladder at B=96x2 (70.1 GiB)")
+    assert [r["grad_accum"] for r in summary["runs"] if r["key"].endswith("@B96x2")] == [2]
     text = (tmp_path / "OUT" / "summary.txt").read_text()
-    assert "decided from this call's runs:\n- largest-b, spread, spread-2, stack-largest-b, autotune: best stack = " in text
+    assert "decided from this call's runs:\n- largest-b, spread, spread-2, autotune: best stack = " in text
     assert max(map(len, text.splitlines())) <= 120
 
 

@@ -80,15 +80,24 @@ def test_no_line_without_the_baseline_at_two_batch_sizes(committed):
     assert "fewer than two B" in model.largest_b("best-of-ladder").basis
 
 
-def test_the_largest_b_tier_takes_the_largest_b_at_which_every_run_fits(committed):
+def test_the_largest_b_tier_runs_the_stack_at_its_largest_b_and_the_baseline_on_as_many_sequences(committed):
+    """The stack at the largest B its memory line fits; the baseline, which does not fit there on the H100 (nor on
+    the H200 at 256), in the fewest micro-batches that fit, so the stack's loss is checked at its own B."""
     chooser = choose.Chooser(committed, H100)
     decided = chooser(plan.tier("largest-b"))
-    assert [(r.rung, r.batch_size, why) for r, why in decided] == [
-        ("sdpa-cudnn+lm-head-cce", 96, None), ("best-of-ladder", 96, None)]  # the baseline caps it: its loss is checked
-    (alone,) = chooser(plan.tier("stack-largest-b"))
-    assert (alone[0].rung, alone[0].batch_size) == ("sdpa-cudnn+lm-head-cce", 192)
+    assert [(r.rung, r.batch_size, r.grad_accum, why) for r, why in decided] == [
+        ("sdpa-cudnn+lm-head-cce", 192, 1, None), ("best-of-ladder", 96, 2, None)]
+    assert [r.key for r, _why in decided] == ["beyond-ladder/sdpa-cudnn+lm-head-cce@B192",
+                                             "beyond-ladder/best-of-ladder@B96x2"]
+    memory = choose.MemoryModel([r for r in committed if r.environment.gpu.name == H100],
+                                choose.MemoryModel([r for r in committed if r.environment.gpu.name != H100]))
+    assert not memory.fits("best-of-ladder", 192) and memory.fits("best-of-ladder", 96)
     assert chooser.choices[0] == ("largest-b: best stack = sdpa-cudnn+lm-head-cce (no equivalent run at B=64 in this "
                                   "call yet: the planned sdpa-cudnn+lm-head-cce)")
+    assert chooser.choices[1].startswith("largest-b: B=192, the largest at which sdpa-cudnn+lm-head-cce fits: ")
+    assert chooser.choices[1].endswith("; best-of-ladder at B=96x2 (70.1 GiB)")
+    h200 = [(r.rung, r.batch_size, r.grad_accum) for r, _w in choose.Chooser(committed, H200)(plan.tier("largest-b"))]
+    assert h200 == [("sdpa-cudnn+lm-head-cce", 256, 1), ("best-of-ladder", 128, 2)]
     # a GPU no record has: nothing is known to fit, and every run of the tier says why it does not start
     decided = choose.Chooser(committed, "NVIDIA B200")(plan.tier("largest-b"))
     assert all(r.batch_size is plan.LARGEST_B and why.startswith("no B from 96 up is known to fit: sdpa-cudnn+lm-head-cce: "
@@ -191,9 +200,11 @@ def test_a_run_the_call_could_not_decide_is_skipped_with_why_and_never_started()
     def undecidable(tier):
         return [(r, "no B from 96 is known to fit best-stack") for r in tier.runs]
 
-    alone = replace(plan.tier("stack-largest-b"), needs=())  # (with its need unmet, that need is the reason given)
+    alone = replace(plan.tier("largest-b"), needs=())  # (with its need unmet, that need is the reason given)
     outcomes = spend([alone], runner, clock, 1000, estimate.Estimator([], H100),
                      say=lambda line: None, decide=undecidable)
     assert [(o.run.key, o.status, o.note, o.basis) for o in outcomes] == [
         ("beyond-ladder/best-stack@Blargest", "not started", "no B from 96 is known to fit best-stack",
+         "decided in the call"),
+        ("beyond-ladder/best-of-ladder@Blargest", "not started", "no B from 96 is known to fit best-stack",
          "decided in the call")]

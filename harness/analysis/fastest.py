@@ -6,7 +6,9 @@ the user's best vs the peer") use it on whatever records they are given. So the 
 
   start       where a search begins: rung `start` of plan `fastest` (harness.tune), or, for plan beyond-ladder, the
               seed ladder's last rung (that plan's defaults, its rung best-of-ladder)
-  partner     of a run: the start configuration in the same (GPU, env) cell at the same B and T
+  partner     of a run: the start configuration in the same (GPU, env) cell on as many sequences per step (B x
+              grad_accum: a start at B=96x2 trains on what a run at 192 does) and the same T; the one at the same B
+              first
   equivalent  the run is a start run, or its loss is within tolerance of its partner's (Compare.pair_parity, the
               loss rule of every table). A faster run that is not equivalent is reported as such and never chosen.
   faster      its tokens/s against its partner's is beyond noise and higher (harness.analysis.stats)
@@ -84,7 +86,10 @@ class Candidate:
 
     @property
     def shape(self) -> tuple:
-        return self.group.workload.batch_size, self.group.workload.seq_len
+        """(sequences per optimizer step, T): B, or B x grad_accum; a candidate is judged against the start run
+        that trains on as many sequences per step (a stack at B=192 against the start at B=96x2 where the start
+        does not fit at 192)."""
+        return self.group.samples_per_step, self.group.workload.seq_len
 
     def parity_text(self, tol: float) -> str:
         if self.is_start:
@@ -115,8 +120,10 @@ def candidate(cmp: Compare, g: Group, plan: str) -> Candidate:
         partner = g
     else:
         same = [s for s in cmp.ds.groups if (s.gpu, s.env) == (g.gpu, g.env) and is_start(s, plan)
-                and (s.workload.batch_size, s.workload.seq_len) == (g.workload.batch_size, g.workload.seq_len)]
-        partner = max(same, key=lambda s: len(s.records)) if same else None
+                and (s.samples_per_step, s.workload.seq_len) == (g.samples_per_step, g.workload.seq_len)]
+        # the start at the same micro-batch first (no accumulation between them), then the one with most runs
+        partner = max(same, key=lambda s: (s.workload.batch_size == g.workload.batch_size, len(s.records),
+                                           s.workload.batch_size or 0)) if same else None
     ok, why = fits(g)
     parity = pair_parity(cmp, partner, g) if partner is not None and partner is not g else None
     delta = cmp.delta(partner, g) if partner is not None and partner is not g else None
@@ -169,7 +176,7 @@ def searches(cmp: Compare, plan: str = FASTEST_PLAN) -> list[Search]:
             s.notes.append(f"{len(starts)} start runs at different B or T in this cell: the search is read from B={start.workload.batch_size}")
         s.candidates = [candidate(cmp, g, plan) for g in mine]
         s.failed = [r for r, rg, re_ in cmp.failed_runs() if (rg, re_) == (gpu, env) and r.plan == plan]
-        at_start = [c for c in s.candidates if c.shape == (start.workload.batch_size, start.workload.seq_len)
+        at_start = [c for c in s.candidates if c.shape == (start.samples_per_step, start.workload.seq_len)
                     and c.group.in_ladder and not c.is_start]
         s.helped = sorted((c for c in at_start if c.equivalent and c.faster and c.single_knob),
                           key=lambda c: -c.tokens_per_s)

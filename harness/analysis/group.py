@@ -119,8 +119,18 @@ class Group:
 
     @property
     def batch(self) -> str:
+        """B=64, T=1024; with gradient accumulation, the micro-batch times the accumulation steps: B=96x2."""
         w = self.workload
-        return f"B={w.batch_size}, T={w.seq_len}"
+        accum = f"x{w.grad_accum}" if isinstance(w.grad_accum, int) and w.grad_accum > 1 else ""
+        return f"B={w.batch_size}{accum}, T={w.seq_len}"
+
+    @property
+    def samples_per_step(self) -> int | None:
+        """Sequences per optimizer step: B x grad_accum (what a loss is compared at: B=96x2 trains on the same
+        sequences, in the same order, as B=192; gpt/data.py's batches are sequential)."""
+        w = self.workload
+        accum = w.grad_accum if isinstance(w.grad_accum, int) and w.grad_accum > 0 else 1
+        return w.batch_size * accum if isinstance(w.batch_size, int) else None
 
     @property
     def torch_version(self) -> str | None:

@@ -37,7 +37,7 @@ class Outcome:
 
     def to_dict(self) -> dict:
         return {"key": self.run.key, "tier": self.run.tier, "plan": self.run.plan, "rung": self.run.rung,
-                "batch_size": self.run.batch_size, "steps": self.run.steps, "warmup_steps": self.run.warmup_steps,
+                "batch_size": self.run.batch_size, "grad_accum": self.run.grad_accum, "steps": self.run.steps, "warmup_steps": self.run.warmup_steps,
                 "capture": self.run.capture, "estimate_s": round(self.estimate_s, 1),
                 "basis": self.basis, "status": self.status, "tokens_s": self.tokens_s, "memory": self.memory,
                 "seconds": None if self.seconds is None else round(self.seconds, 1), "records": self.records,

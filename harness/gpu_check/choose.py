@@ -33,12 +33,14 @@ from harness.runner.plan import STACK, PlanError, load_plan
 
 CANDIDATE_B = tuple(range(96, 257, 32))  # 96 ... 256: the B a call tries beyond 64 (the records have 16 to 104)
 STACK_B = 64  # the B the stacks are judged at (the fastest tier's)
+MAX_ACCUM = 8  # the most micro-batches the baseline is split into to train on a stack's B
 GIB = 2**30
 
 
 def config_key(workload: dict, flags: dict) -> tuple:
-    """A configuration less its batch size: the workload's measured fields and its own flags."""
-    w = {k: v for k, v in measured_workload(workload).items() if k != "batch_size"}
+    """A configuration less its batch size and accumulation (a peak grows with the micro-batch B alone): the
+    workload's measured fields and its own flags."""
+    w = {k: v for k, v in measured_workload(workload).items() if k not in ("batch_size", "grad_accum")}
     return tuple(sorted((k, str(v)) for k, v in w.items())), tuple(sorted(own_flags(workload, flags).items()))
 
 
@@ -106,6 +108,11 @@ class MemoryModel:
         slope, _basis = self.per_sample(rung)
         return None if slope is None else self.fixed + slope * batch_size
 
+    def fits(self, rung: str, batch_size: int, headroom_gib: float = fit.GPU_HEADROOM_GIB) -> bool:
+        """Whether a rung's predicted peak at a micro-batch B + headroom is within usable memory (False: unknown)."""
+        peak = self.peak(rung, batch_size)
+        return peak is not None and self.usable_gib is not None and peak + headroom_gib <= self.usable_gib
+
     def largest_b(self, rung: str, headroom_gib: float = fit.GPU_HEADROOM_GIB) -> Prediction:
         slope, basis = self.per_sample(rung)
         if slope is None or self.usable_gib is None:
@@ -162,21 +169,37 @@ class Chooser:
                     refused[r.key] = f"the best stack does not take it: {exc}"
         if not any(r.batch_size is LARGEST_B for r in runs) or refused:
             return [(r, refused.get(r.key)) for r in runs]
-        # the largest B at which every run of the tier fits: a stack and its baseline at one B, so the loss is checked
+        # the largest B the stack fits; the baseline at as many sequences per step, in micro-batches where it does
+        # not fit whole (B=96x2 trains on what B=192 does: the loss is checked at the stack's own B)
         memory = MemoryModel(self._records(), self.others)
-        open_ = list(dict.fromkeys(r.rung for r in runs if r.batch_size is LARGEST_B))
+        open_ = list(dict.fromkeys(r.rung for r in runs if r.batch_size is LARGEST_B and r.rung != BASELINE))
         predictions = {rung: memory.largest_b(rung) for rung in open_}
         unknown = [f"{rung}: " + (f"its memory line is unknown ({p.basis})" if p.peak_gib is None else
                                   f"{p.peak_gib:.1f} GiB predicted at B={CANDIDATE_B[0]} + {fit.GPU_HEADROOM_GIB:.0f} GiB "
                                   f"headroom > {p.usable_gib:.1f} GiB usable ({p.basis})")
                    for rung, p in predictions.items() if p.batch_size is None]
-        if unknown:
-            note = f"no B from {CANDIDATE_B[0]} up is known to fit: {'; '.join(unknown)}"
+        if unknown or not predictions:
+            note = f"no B from {CANDIDATE_B[0]} up is known to fit: {'; '.join(unknown) or 'no stack in the tier'}"
             self.choices.append(f"{tier.name}: {note}")
             return [(r, note) for r in runs]
         b = min(p.batch_size for p in predictions.values())
-        self.choices.append(f"{tier.name}: B={b}, the largest at which {' and '.join(open_)} fit: " + "; ".join(
-            f"{rung} {memory.peak(rung, b):.1f} of {p.usable_gib:.1f} GiB at B={b} ({p.basis})"
-            for rung, p in predictions.items()))
-        out = [(replace(r, batch_size=b) if r.batch_size is LARGEST_B else r, None) for r in runs]
+        said = "; ".join(f"{rung} {memory.peak(rung, b):.1f} of {p.usable_gib:.1f} GiB at B={b} ({p.basis})"
+                         for rung, p in predictions.items())
+        out = []
+        for r in runs:
+            if r.batch_size is not LARGEST_B:
+                out.append((r, None))
+            elif r.rung != BASELINE:
+                out.append((replace(r, batch_size=b), None))
+            else:
+                accum = next((k for k in range(1, MAX_ACCUM + 1) if b % k == 0 and memory.fits(BASELINE, b // k)), None)
+                if accum is None:
+                    note = f"the baseline fits at no micro-batch of B={b} (B/1 .. B/{MAX_ACCUM})"
+                    out.append((replace(r, batch_size=b), note))
+                    said += f"; {note}"
+                else:
+                    out.append((replace(r, batch_size=b // accum, grad_accum=accum), None))
+                    said += (f"; {BASELINE} at B={b // accum}x{accum} ({memory.peak(BASELINE, b // accum):.1f} GiB)"
+                             if accum > 1 else f"; {BASELINE} {memory.peak(BASELINE, b):.1f} GiB at B={b}")
+        self.choices.append(f"{tier.name}: B={b}, the largest at which {' and '.join(open_)} fit{'s' if len(open_) == 1 else ''}: {said}")
         return out

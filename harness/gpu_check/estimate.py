@@ -56,6 +56,12 @@ def load_gpu_records(paths: list[Path]) -> list[RecordView]:
     return out
 
 
+def samples(workload: dict) -> int:
+    """Sequences per optimizer step: B x grad_accum (1 where a record does not say)."""
+    accum = workload.get("grad_accum")
+    return workload["batch_size"] * (accum if isinstance(accum, int) and accum > 0 else 1)
+
+
 def gpu_names(records: list[RecordView]) -> list[str]:
     return sorted({r.environment.gpu.name for r in records} - {None})
 
@@ -64,7 +70,7 @@ def gpu_names(records: list[RecordView]) -> list[str]:
 def planned_point(run: Run) -> Point:
     """The workload and flags harness.run will build for this run (the same code path, so the plan cannot drift)."""
     request = RunRequest(plan=run.plan, preset="gpt2-124m", rungs=run.rung, batch_size=run.batch_size, device="cuda",
-                         steps=run.steps)
+                         steps=run.steps, sets=run.workload_sets)
     _plan, (point,) = build_points(request)
     return point
 
@@ -94,13 +100,15 @@ class Estimator:
                 continue
             # flags are not part of a workload: Inductor's coordinate descent compiles 137 s where its baseline, the
             # same workload, compiles 26 s (H200, 2026-11-27)
-            apart = sorted(k for k in want.keys() | have.keys() if k != "batch_size" and want.get(k) != have.get(k))
+            # B and the accumulation together are the sequences per step, which the steps are scaled by
+            apart = sorted(k for k in want.keys() | have.keys() if k not in ("batch_size", "grad_accum")
+                           and want.get(k) != have.get(k))
             if own_flags(r.workload.to_dict(), r.flags) != want_flags:
                 apart.append("flags")
-            b = r.workload.batch_size
-            # the same B first; else the nearest B (the larger of two as near), its steps scaled to this B
-            candidates.append((b != run.batch_size, len(apart), abs(b - run.batch_size), -b,
-                               -self._seconds(r, run.steps, run.batch_size), apart, r))
+            b, want_b = samples(have), run.batch_size * run.grad_accum
+            # the same sequences per step first; else the nearest (the larger of two as near), its steps scaled
+            candidates.append((b != want_b, len(apart), abs(b - want_b), -b,
+                               -self._seconds(r, run.steps, want_b), apart, r))
         if not candidates:  # no run of this model: the slowest run there is, or an assumption where none is
             slowest = max((self._seconds(r, run.steps) for r in self.records), default=UNKNOWN_RUN_S)
             return Estimate(slowest, f"no committed run of this model at T={want.get('seq_len')}: " + (
@@ -109,9 +117,10 @@ class Estimator:
         if apart and STACK in run.rung:  # no run of this stack: its parts' extra times on the base's
             return self._stack_prior(run)
         seconds, measured = -neg_seconds, not other_b
-        basis = f"{r.rung} B={r.workload.batch_size}"
+        basis = f"{r.rung} B={r.workload.batch_size}" + (f"x{r.workload.grad_accum}" if samples(
+            r.workload.to_dict()) != r.workload.batch_size else "")
         if other_b:
-            basis += f", its steps scaled to B={run.batch_size} (assumed: step time in proportion to B)"
+            basis += f", its steps scaled to B={run.b_text} (assumed: step time in proportion to the sequences per step)"
         basis += f"; other {', '.join(apart)}" if apart else ""
         mode = want.get("compile")
         if "compile" in apart and mode in UNMEASURED_COMPILE_S:
@@ -134,16 +143,18 @@ class Estimator:
         return Estimate(base.seconds + sum(x for _p, x in extras), f"{BASELINE} {base.seconds:.0f} s {extra} (a stack "
                         "no run has: its parts' extra times, assumed additive)", measured=False)
 
-    def _seconds(self, r: RecordView, steps: int, batch_size: int | None = None) -> float:
+    def _seconds(self, r: RecordView, steps: int, per_step: int | None = None) -> float:
         """This record's run time at `steps`: the launcher's start, the worker, less the steps left out; at another
-        batch size, its steps take time in proportion to B (compile and the rest of the worker stay as they were)."""
+        number of sequences per step (B x grad_accum), its steps take time in proportion to it (compile and the rest
+        of the worker stay as they were)."""
         seconds = self.launch_s + r.worker_seconds
         ran = len(r.step_ms)
         median = r.summary.step_ms_median
         if ran > steps and median:
             seconds -= (ran - steps) * median / 1000.0
-        if batch_size and median and batch_size != r.workload.batch_size:
-            seconds += min(ran, steps) * median / 1000.0 * (batch_size / r.workload.batch_size - 1)
+        have = samples(r.workload.to_dict())
+        if per_step and median and per_step != have:
+            seconds += min(ran, steps) * median / 1000.0 * (per_step / have - 1)
         return seconds
 
     def estimate(self, run: Run) -> Estimate:

@@ -44,6 +44,7 @@ class Run:
     folder: str
     steps: int = SHORT[0]
     warmup_steps: int = SHORT[1]
+    grad_accum: int = 1  # micro-batches per optimizer step: the baseline at B=96x2 trains on what a stack at 192 does
 
     @property
     def decided(self) -> bool:
@@ -51,7 +52,19 @@ class Run:
 
     @property
     def b_text(self) -> str:
-        return "largest" if self.batch_size is LARGEST_B else str(self.batch_size)
+        if self.batch_size is LARGEST_B:
+            return "largest"
+        return f"{self.batch_size}x{self.grad_accum}" if self.grad_accum > 1 else str(self.batch_size)
+
+    @property
+    def workload_sets(self) -> tuple[str, ...]:
+        """The --set values that change what is measured (the workload hash): the accumulation, where there is one."""
+        return (f"grad_accum={self.grad_accum}",) if self.grad_accum > 1 else ()
+
+    @property
+    def sets(self) -> tuple[str, ...]:
+        """harness.run's --set values: the kernel capture's steps (not in the workload hash), then workload_sets."""
+        return (f"profile_steps={CAPTURE_STEPS if self.capture else 0}", *self.workload_sets)
 
     @property
     def key(self) -> str:
@@ -67,7 +80,7 @@ class Run:
             raise ValueError(f"{self.key}: not decided yet (harness.gpu_check.choose decides it in the call)")
         return ["--env", "local", "--plan", self.plan, "--preset", PRESET, "--rungs", self.rung,
                 "--batch-size", str(self.batch_size), "--device", "cuda", "--steps", str(self.steps),
-                "--warmup-steps", str(self.warmup_steps), "--set", f"profile_steps={CAPTURE_STEPS if self.capture else 0}"]
+                "--warmup-steps", str(self.warmup_steps), *(a for v in self.sets for a in ("--set", v))]
 
 
 @dataclass(frozen=True)
@@ -103,8 +116,9 @@ DEFAULT_TIERS: tuple[Tier, ...] = (  # what a call runs unless --tiers names oth
          "cut-cross-entropy",
          _beyond("stack", 64, (PLANNED_STACK, True)), needs=("fastest",)),
     Tier("largest-b",
-         "the best stack so far and the baseline at the largest B at which both fit by their memory lines (5 GiB "
-         "headroom): a loss is compared at one B only, so the baseline runs there too",
+         "the best stack so far at the largest B it fits by its memory line (5 GiB headroom), and the baseline on as "
+         "many sequences per step: whole where it fits, else in micro-batches (B=96x2 for 192), so the stack's loss is "
+         "checked at its own B",
          _beyond("largest-b", LARGEST_B, (BEST_STACK, False), (BASELINE, False)), atomic=False, needs=("fastest",)),
     Tier("spread",
          "interleaved repeats (A B, and A B again in spread-2) of the baseline and the best stack at B=64, no capture: "
@@ -115,10 +129,6 @@ DEFAULT_TIERS: tuple[Tier, ...] = (  # what a call runs unless --tiers names oth
          _beyond("batch-96", 96, ("sdpa-cudnn", False), (BASELINE, False)), atomic=False, needs=("fastest",)),
     Tier("spread-2", "the second A B of the interleaved repeats (a pair, or nothing)",
          _beyond("spread-2", 64, (BASELINE, False), (BEST_STACK, False)), needs=("spread",), repeats=True),
-    Tier("stack-largest-b",
-         "the best stack alone at the largest B it fits (CCE's freed memory): where the baseline does not fit there, "
-         "its loss stays unchecked and the report never calls it the best",
-         _beyond("stack-largest-b", LARGEST_B, (BEST_STACK, False)), needs=("fastest",)),
     Tier("autotune",
          "Inductor's max-autotune-no-cudagraphs on the best stack at B=64 (minutes of compile: last)",
          _beyond("autotune", 64, (f"{BEST_STACK}+compile-max-autotune-no-cudagraphs", False)), needs=("fastest",)),

@@ -36,13 +36,13 @@ def runs_table(outcomes: list[Outcome], dry_run: bool, start_s: float = 0.0) -> 
     for i, o in enumerate(outcomes, 1):
         r = o.run
         if dry_run:
-            head = [i, r.tier, r.rung, r.batch_size, r.steps_text, "yes" if r.capture else "no", f"{o.estimate_s:.0f}"]
+            head = [i, r.tier, r.rung, r.b_text, r.steps_text, "yes" if r.capture else "no", f"{o.estimate_s:.0f}"]
             clock += (o.seconds or 0.0) if o.started else 0.0
             rows.append([*head, f"{clock:.0f}" if o.started else "", "runs" if o.started else "not started", o.basis])
         else:
             took = "" if o.seconds is None else f"{o.seconds:.0f}"
             tokens = "" if o.tokens_s is None else f"{o.tokens_s:,.0f}"
-            rows.append([i, r.tier, r.rung, r.batch_size, f"{o.estimate_s:.0f}", took, o.status, tokens, o.memory or "",
+            rows.append([i, r.tier, r.rung, r.b_text, f"{o.estimate_s:.0f}", took, o.status, tokens, o.memory or "",
                          o.note or ""])
     if dry_run:
         return table(["#", "tier", "rung", "B", "steps", "capture", "est s", "ends s", "status", "estimated from"], rows)
