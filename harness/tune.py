@@ -14,8 +14,8 @@ Every run is a fresh worker (harness.run's), its record in --out tagged plan `fa
      change the same field or flag, the faster); with --budget-s, every smaller stack of them too, the largest
      expected gain first, while the budget lasts;
   4. the batch search (harness.batch_search's) on the winner at the start's B, from that B up to --max-batch;
-  5. where the fastest batch size that fits has no start run, the start at that B: the loss is compared only at
-     the same B.
+  5. where the fastest batch size that fits has no start run, the start at that B, and where it does not fit there,
+     in micro-batches (B/2 x 2, ...: the same sequences): a loss is compared only on as many sequences per step.
 What helped, the winner and the best are harness.analysis.fastest's rules (the report uses the same): a run counts when its
 loss is within --loss-tol of the start's at the same B (harness.compare's loss rule) and its tokens/s are beyond
 noise above it; a faster run whose loss drifts is reported as not equivalent and never chosen. At the end: every
@@ -105,6 +105,7 @@ class TuneOptions:
 START_RUNS = 3  # runs of the start: with fewer the spread every knob is judged by rests on one degree of freedom
 # runs of the first knob: a second configuration's spread, so the device shows whether its configurations are alike in
 # noise; a knob's single run borrows the pooled spread only where two of them agree (harness.analysis.noise)
+MICRO_BATCHES = (1, 2, 4, 8)  # the start in this many micro-batches, in turn, where it does not fit whole
 SECOND_RUNS = 2
 
 
@@ -149,9 +150,9 @@ class Session:
         write_atomic(self.plan_path, f"# {data['description']}; rerun a record with its rerun.command\n"
                      + yaml.safe_dump(data, sort_keys=False))
 
-    def request_for(self, rungs: list[str], sweep: str | None = None) -> RunRequest:
-        """These rungs of the plan file (and a batch-size sweep point, if any)."""
-        return replace(self.request, rungs=",".join(rungs), sweep=sweep,
+    def request_for(self, rungs: list[str], sweep: str | None = None, sets: tuple[str, ...] = ()) -> RunRequest:
+        """These rungs of the plan file (and a batch-size sweep point, and more --set values, if any)."""
+        return replace(self.request, rungs=",".join(rungs), sweep=sweep, sets=(*self.request.sets, *sets),
                        sweep_name=batch_search.SWEEP_NAME if sweep else None)
 
     def fits(self, runs: int) -> bool:
@@ -164,8 +165,9 @@ class Session:
         left = self.options.budget_s - (time.monotonic() - self.t0)
         return f"~{runs * self.run_s:.0f} s by the longest run so far, {max(left, 0):.0f} s of --budget-s left"
 
-    def run(self, rungs: list[str], sweep: str | None = None, repeats: int | None = None) -> list[dict]:
-        request = self.request_for(rungs, sweep)
+    def run(self, rungs: list[str], sweep: str | None = None, repeats: int | None = None,
+            sets: tuple[str, ...] = ()) -> list[dict]:
+        request = self.request_for(rungs, sweep, sets)
         if repeats is not None:
             request = replace(request, repeats=repeats)
         plan_name, points = build_points(request)
@@ -334,6 +336,18 @@ def prepare(p: argparse.ArgumentParser, request: RunRequest, options: TuneOption
     return session
 
 
+def start_on(session: Session, samples: int, label: str) -> None:
+    """The start on `samples` sequences per step, to check the loss of the run that found that B: whole, else, where
+    it does not fit (oom), in micro-batches (B/2 x 2, B/4 x 4, ...: the same sequences, in the same order)."""
+    for accum in (k for k in MICRO_BATCHES if samples % k == 0):
+        b = samples // accum
+        print(f"start at B={b}" + (f"x{accum}" if accum > 1 else "") + f", to check the loss of {label} there", flush=True)
+        records = session.run([fastest.START_RUNG], sweep=f"batch_size={b}",
+                              sets=(f"grad_accum={accum}",) if accum > 1 else ())
+        if not records or any(r.get("status") != "oom" for r in records):
+            return  # it ran (or the budget stopped it): only a start that did not fit is tried in smaller parts
+
+
 def main(argv=None) -> int:
     p = make_parser()
     args = p.parse_args(argv)
@@ -414,14 +428,13 @@ def search_and_report(session: Session) -> int:
     if o.batch_search and search.winner.shape[0] <= o.max_batch:
         batch(session, search.winner)
         started: set[int] = set()
-        while True:  # the loss is compared at the same B only: run the start where the fastest B has none
+        while True:  # a loss is compared on as many sequences only: run the start where the fastest B has none
             cmp, search = session.analyse()
             c = search.unchecked
             if c is None or c.shape[0] in started:
                 break
             started.add(c.shape[0])
-            print(f"start at B={c.shape[0]}, to check the loss of {c.group.label} there", flush=True)
-            session.run([fastest.START_RUNG], sweep=f"batch_size={c.shape[0]}")
+            start_on(session, c.shape[0], c.group.label)
     cmp, search = session.analyse()
     tables, lines = fastest_tables.tune_answer(cmp, search)
     print()

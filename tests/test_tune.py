@@ -26,16 +26,17 @@ BATCH_FACTOR = {16: 1.0, 32: 0.95, 48: 0.93, 56: 0.92, 64: 0.92}  # larger B: a 
 LOSS = [10.0 - 0.1 * i for i in range(12)]
 
 
-def fake_run_points(calls):
+def fake_run_points(calls, oom=frozenset()):
     """harness.run.run_points with every worker replaced by a record of known numbers, written where the worker
-    would write it: lm-head-cce unsupported, lm-head-liger faster but its loss drifts 5%, memory 1.5 GiB per B."""
+    would write it: lm-head-cce unsupported, lm-head-liger faster but its loss drifts 5%, memory 1.5 GiB per B; the
+    (rung, B) in `oom` out of memory."""
     def run_points(args, plan_name, points, records=None):
         records = [] if records is None else records
         for p in points:
             calls.append((p.rung, p.workload["batch_size"], p.sweep))
             b = p.workload["batch_size"]
-            status = "unsupported" if p.rung == "lm-head-cce" else "ok"
-            ms = MS.get(p.rung, 100.0) * b / 16 * BATCH_FACTOR[b]
+            status = "unsupported" if p.rung == "lm-head-cce" else "oom" if (p.rung, b) in oom else "ok"
+            ms = MS.get(p.rung, 100.0) * b / 16 * BATCH_FACTOR.get(b, 1.0) * p.workload.get("grad_accum", 1)
             loss = [x * 1.05 for x in LOSS] if p.rung == "lm-head-liger" else LOSS
             r = make_record(env=args.env, gpu="H100", rung=p.rung, plan=plan_name, workload=p.workload, flags=p.flags,
                             ms=noisy_ms(ms, 0.005, seed=len(calls)), loss=loss, status=status, sweep=p.sweep,
@@ -91,6 +92,22 @@ def test_the_search_steps_with_known_numbers(tmp_path, monkeypatch, capsys):
     records = [r for _p, r in iter_records([out])]
     assert len(records) == 14 and {r["plan"] for r in records} == {"fastest"}
     assert all(f"--plan {plan_file}" in r["rerun"]["command"] for r in records)
+
+
+def test_the_start_that_does_not_fit_the_fastest_b_checks_its_loss_in_micro_batches(tmp_path, monkeypatch, capsys):
+    """The batch search finds the stack fastest at B=48, where the start runs out of memory: the start runs again in
+    two micro-batches of 24 (the same sequences per step), and the stack at 48 is judged against it."""
+    calls = []
+    monkeypatch.setattr(runmod, "run_points", fake_run_points(calls, oom={("start", 48)}))
+    out = tmp_path / "tune"
+    assert tune.main(["--preset", "gpt2-124m", "--steps", "12", "--warmup-steps", "2", "--batch-size", "16",
+                      "--max-batch", "64", "--knobs", "sdpa-auto,inductor-coordinate-descent", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert [(r, b) for r, b, _s in calls][-2:] == [("start", 48), ("start", 24)]
+    assert "start at B=48, to check the loss" in text and "start at B=24x2, to check the loss" in text
+    (search,) = fastest.searches(Compare(load([out], warn=lambda _line: None)))
+    assert search.best.group.label == f"{STACK} [batch_size=48]" and search.best.partner.batch == "B=24x2, T=1024"
+    assert search.best.equivalent and search.unchecked is None
 
 
 def test_a_search_from_earlier_measurements_stacks_what_helped_without_running_each_knob_alone(tmp_path, monkeypatch,
