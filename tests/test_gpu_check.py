@@ -534,7 +534,7 @@ def test_the_default_call_decides_its_open_runs_as_it_goes_and_says_so(tmp_path,
     summary = json.loads((tmp_path / "OUT" / "summary.json").read_text())
     assert summary["choices"][1].startswith("largest-b: B=192, the largest at which sdpa-cudnn+lm-head-cce fits: "
                                             "sdpa-cudnn+lm-head-cce ")
-    assert summary["choices"][1].endswith("; best-of-ladder at B=96x2 (70.1 GiB)")
+    assert summary["choices"][1].endswith("; best-of-ladder 70.1 GiB at B=96x2")
     assert [r["grad_accum"] for r in summary["runs"] if r["key"].endswith("@B96x2")] == [2]
     text = (tmp_path / "OUT" / "summary.txt").read_text()
     assert "decided from this call's runs:\n- largest-b, spread, spread-2, autotune: best stack = " in text

@@ -95,7 +95,7 @@ def test_the_largest_b_tier_runs_the_stack_at_its_largest_b_and_the_baseline_on_
     assert chooser.choices[0] == ("largest-b: best stack = sdpa-cudnn+lm-head-cce (no equivalent run at B=64 in this "
                                   "call yet: the planned sdpa-cudnn+lm-head-cce)")
     assert chooser.choices[1].startswith("largest-b: B=192, the largest at which sdpa-cudnn+lm-head-cce fits: ")
-    assert chooser.choices[1].endswith("; best-of-ladder at B=96x2 (70.1 GiB)")
+    assert chooser.choices[1].endswith("; best-of-ladder 70.1 GiB at B=96x2")
     h200 = [(r.rung, r.batch_size, r.grad_accum) for r, _w in choose.Chooser(committed, H200)(plan.tier("largest-b"))]
     assert h200 == [("sdpa-cudnn+lm-head-cce", 256, 1), ("best-of-ladder", 128, 2)]
     # a GPU no record has: nothing is known to fit, and every run of the tier says why it does not start

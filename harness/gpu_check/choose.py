@@ -3,7 +3,9 @@
   best stack  the fastest run of plan beyond-ladder at B=64 in this call whose loss is within tolerance of the call's
               baseline at that B (harness.analysis.fastest's rule, the one the report applies); none yet: the planned
               stack (plan.PLANNED_STACK), said so
-  largest B   the largest of CANDIDATE_B whose predicted peak memory + the batch search's headroom fits the device:
+  largest B   the largest of CANDIDATE_B at which the stack's predicted peak memory + the batch search's headroom fits
+              the device; the baseline there in the fewest micro-batches that fit (micro_batches: B=96x2 trains on the
+              sequences B=192 does, so the stack's loss is checked at its own B). Peaks:
               peak(B) = fixed + per_sample * B, a line through the records (this call's and the committed ones of the
               same GPU): `fixed` (weights, optimizer state, CUDA context: what does not grow with B) from the baseline
               configuration's runs at two or more B, `per_sample` from the configuration's own runs; a stack no run has
@@ -183,8 +185,8 @@ class Chooser:
             self.choices.append(f"{tier.name}: {note}")
             return [(r, note) for r in runs]
         b = min(p.batch_size for p in predictions.values())
-        said = "; ".join(f"{rung} {memory.peak(rung, b):.1f} of {p.usable_gib:.1f} GiB at B={b} ({p.basis})"
-                         for rung, p in predictions.items())
+        said = [f"{rung} {memory.peak(rung, b):.1f} of {p.usable_gib:.1f} GiB at B={b} ({p.basis})"
+                for rung, p in predictions.items()]
         out = []
         for r in runs:
             if r.batch_size is not LARGEST_B:
@@ -192,14 +194,18 @@ class Chooser:
             elif r.rung != BASELINE:
                 out.append((replace(r, batch_size=b), None))
             else:
-                accum = next((k for k in range(1, MAX_ACCUM + 1) if b % k == 0 and memory.fits(BASELINE, b // k)), None)
-                if accum is None:
-                    note = f"the baseline fits at no micro-batch of B={b} (B/1 .. B/{MAX_ACCUM})"
-                    out.append((replace(r, batch_size=b), note))
-                    said += f"; {note}"
-                else:
-                    out.append((replace(r, batch_size=b // accum, grad_accum=accum), None))
-                    said += (f"; {BASELINE} at B={b // accum}x{accum} ({memory.peak(BASELINE, b // accum):.1f} GiB)"
-                             if accum > 1 else f"; {BASELINE} {memory.peak(BASELINE, b):.1f} GiB at B={b}")
-        self.choices.append(f"{tier.name}: B={b}, the largest at which {' and '.join(open_)} fit{'s' if len(open_) == 1 else ''}: {said}")
+                accum = micro_batches(memory, b)
+                note = None if accum else f"the baseline fits at no micro-batch of B={b} (B/1 .. B/{MAX_ACCUM})"
+                out.append((replace(r, batch_size=b // accum, grad_accum=accum) if accum else replace(r, batch_size=b),
+                            note))
+                said.append(note or f"{BASELINE} {memory.peak(BASELINE, b // accum):.1f} GiB at B={b // accum}" +
+                            (f"x{accum}" if accum > 1 else ""))
+        fit_ = "fits" if len(open_) == 1 else "fit"
+        self.choices.append(f"{tier.name}: B={b}, the largest at which {' and '.join(open_)} {fit_}: {'; '.join(said)}")
         return out
+
+
+def micro_batches(memory: MemoryModel, b: int) -> int | None:
+    """The fewest micro-batches (grad_accum) in which the baseline trains on b sequences a step and fits; None when
+    even B/MAX_ACCUM does not (or its line is unknown)."""
+    return next((k for k in range(1, MAX_ACCUM + 1) if b % k == 0 and memory.fits(BASELINE, b // k)), None)
