@@ -8,8 +8,9 @@
 #
 # quick (the default since 2026-11-29: a lent machine gives one command of at most 10 minutes, and the long steps
 #   ran past it): python -m harness.gpu_check (docs/gpu-check.md): the sanity check, then single runs in order of value
-#   (the seed ladder's best rung and cuDNN attention at B=64, cuDNN+CCE stacked, the best stack and the baseline at
-#   the largest B both fit, interleaved repeats, then the rest; the answered padding A/B only when asked) while
+#   (the seed ladder's best rung and cuDNN attention at B=64, cuDNN+CCE stacked, the best stack at the largest B it
+#   fits with the baseline on as many sequences in micro-batches, interleaved repeats, then the rest; the answered
+#   padding A/B only when asked) while
 #   GPU_CHECK_BUDGET_S lasts (default 480, compare/report/packing included): no run starts that its estimate (the
 #   committed records of this GPU, scaled by this call's runs) says would not finish. GPU_CHECK_PACK_TO=DIR packs
 #   everything into DIR as three files after every run (default: $OUT where it is set, the folder a lent machine
