@@ -152,7 +152,7 @@ def _fixed_rows(a: Group, b: Group) -> list[tuple]:
 
 # Inductor numbers the Triton kernels it generates in the order it generates them: one fused pattern is
 # triton_per_fused_..._view_10 on one GPU and ..._view_14 on the other. The number is not part of what a kernel is.
-_INDUCTOR_ORDINAL = re.compile(r"_\d+$")
+_INDUCTOR_ORDINAL = re.compile(r"_\d+\Z")
 
 
 def _kernel_key(k: KernelRow) -> str:
