@@ -259,8 +259,9 @@ class Group:
         group, and no figure mixes two runs' profiles. Newest: the profiler has only learned to capture more
         (Inductor's kernels, dropped before the fix in gpt/torch_compat.py device_kernel_events). Which runs have a
         profile is known without reading their explain (kernels_reason comes with a record from the index)."""
-        profiled = [r for r in self.records if r.kernels_reason == "available" and r.kernels]
-        return max(profiled, key=lambda r: (str(r.started_at or ""), str(r.run_id))) if profiled else None
+        newest_first = sorted((r for r in self.records if r.kernels_reason == "available"),
+                              key=lambda r: (str(r.started_at or ""), str(r.run_id)), reverse=True)
+        return next((r for r in newest_first if r.kernels), None)  # a profile opened only until one is there
 
     @property
     def kernels(self) -> Kernels:
