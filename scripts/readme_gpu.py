@@ -296,7 +296,8 @@ def section(data: dict) -> str:
         provenance(data),
         "",
         ("To measure more in one lent call of at most 9 minutes (the fastest step: cuDNN attention, knobs stacked, the "
-         "largest B that fits, the call's own spread; the answered compiler-padding A/B only when asked): "
+         "largest B the stack fits with its loss checked against the baseline in micro-batches, the call's own "
+         "spread; the answered compiler-padding A/B only when asked): "
          "`bash scripts/gpu_check.sh`, planned on any machine by `python -m "
          "harness.gpu_check --dry-run` (docs/gpu-check.md); its first calls' results are in docs/gpu.md."),
         "",
