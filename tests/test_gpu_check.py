@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import tarfile
 from dataclasses import replace
@@ -620,3 +621,18 @@ def test_a_step_past_its_time_is_killed_and_its_output_kept(tmp_path, capsys):
     assert code == 124 and text == "started\n"
     assert log.read_text() == "=== x\nstarted\ngpu_check: killed after 2 s\n"
     assert capsys.readouterr().out == "started\n"
+
+
+@pytest.mark.parametrize("batch", ["64", None, 0, True, -8])
+def test_a_record_without_a_usable_batch_size_is_no_basis_and_the_dry_run_still_plans(tmp_path, capsys, batch):
+    """One committed record of a GPU folder with a batch size that is not a positive whole number (hand-edited, or
+    from another tool): left out of the estimates and the memory lines, never a crash of the dry run."""
+    folder = tmp_path / "gpu-h100"
+    shutil.copytree(H100, folder)
+    victim = next(p for p in sorted(folder.rglob("*.json")) if '"status": "ok"' in p.read_text())
+    record = json.loads(victim.read_text())
+    record["workload"]["batch_size"] = batch
+    victim.write_text(json.dumps(record))
+    assert record["run_id"] not in {r.run_id for r in estimate.load_gpu_records([folder])}
+    assert cli.main(["--dry-run", "--records", str(folder)]) == 0
+    assert "runs start if every run takes its estimate" in capsys.readouterr().out

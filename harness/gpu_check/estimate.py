@@ -46,12 +46,15 @@ class Estimate:
 
 
 def load_gpu_records(paths: list[Path]) -> list[RecordView]:
-    """Measured CUDA runs that trained (status ok), with both timestamps: what a run of a workload takes. Peer records
-    and every failure are left out (an error in the compile took 25 s where the run would have taken minutes)."""
+    """Measured CUDA runs that trained (status ok), with both timestamps and a batch size: what a run of a workload
+    takes. Peer records and every failure are left out (an error in the compile took 25 s where the run would have
+    taken minutes)."""
     out = []
     for _path, record in iter_records(paths, warn=lambda line: None):
         r = RecordView(record)
-        if r.kind == "measured" and r.ok and r.is_cuda and r.worker_seconds is not None:
+        b = r.workload.batch_size
+        if r.kind == "measured" and r.ok and r.is_cuda and r.worker_seconds is not None and \
+                isinstance(b, int) and not isinstance(b, bool) and b > 0:  # what a step's time is scaled by
             out.append(r)
     return out
 
