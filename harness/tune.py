@@ -336,14 +336,16 @@ def prepare(p: argparse.ArgumentParser, request: RunRequest, options: TuneOption
     return session
 
 
-def start_on(session: Session, samples: int, label: str) -> None:
-    """The start on `samples` sequences per step, to check the loss of the run that found that B: whole, else, where
+def start_on(session: Session, g) -> None:
+    """The start on as many sequences per step as run g, to check g's loss: at g's B (and accumulation), else, where
     it does not fit (oom), in micro-batches (B/2 x 2, B/4 x 4, ...: the same sequences, in the same order)."""
-    for accum in (k for k in MICRO_BATCHES if samples % k == 0):
-        b = samples // accum
-        print(f"start at B={b}" + (f"x{accum}" if accum > 1 else "") + f", to check the loss of {label} there", flush=True)
+    w = g.workload
+    for k in (k for k in MICRO_BATCHES if w.batch_size % k == 0):
+        b, accum = w.batch_size // k, (w.grad_accum or 1) * k
+        print(f"start at B={b}" + (f"x{accum}" if accum > 1 else "") + f", to check the loss of {g.label} there",
+              flush=True)
         records = session.run([fastest.START_RUNG], sweep=f"batch_size={b}",
-                              sets=(f"grad_accum={accum}",) if accum > 1 else ())
+                              sets=(f"grad_accum={accum}",) if accum > 1 else ())  # the last --set of a field wins
         if not records or any(r.get("status") != "oom" for r in records):
             return  # it ran (or the budget stopped it): only a start that did not fit is tried in smaller parts
 
@@ -434,7 +436,7 @@ def search_and_report(session: Session) -> int:
             if c is None or c.shape[0] in started:
                 break
             started.add(c.shape[0])
-            start_on(session, c.shape[0], c.group.label)
+            start_on(session, c.group)
     cmp, search = session.analyse()
     tables, lines = fastest_tables.tune_answer(cmp, search)
     print()
