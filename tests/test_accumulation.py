@@ -16,6 +16,7 @@ import pytest
 from harness.analysis.context import Compare
 from harness.analysis.dataset import load
 from harness.analysis.fastest import beyond_candidates
+from harness.analysis.tables.fastest import where_start
 
 DATA = Path(__file__).parent / "data" / "accum-cpu"
 START_2X2 = "20261130T001604Z-local-beyond-ladder-best-of-ladder-r0-accf63"
@@ -54,12 +55,16 @@ def test_a_knob_is_judged_against_the_start_on_as_many_sequences_per_step(tmp_pa
     assert c.shape == (4, 64) and c.partner is not None
     assert (c.partner.batch, c.partner.samples_per_step) == ("B=2x2, T=64", 4)
     assert c.parity["parity"] == "ok" and c.equivalent
+    # said wherever the loss check is shown: the start it was checked against trained in micro-batches
+    assert c.parity_text(cmp.loss_tol).endswith(", against the start at B=2x2, T=64)")
+    assert where_start(c.partner, c.group) == "at B=2x2, T=64: as many sequences per step, in micro-batches"
     assert c.delta is not None and c.delta.value == pytest.approx(cmp.delta(c.partner, c.group).value)
 
 
 def test_the_start_at_the_same_micro_batch_comes_first(tmp_path):
-    _cmp, c = knob(folder(tmp_path, START_2X2, START_4, KNOB_4))
-    assert c.partner.batch == "B=4, T=64"
+    cmp, c = knob(folder(tmp_path, START_2X2, START_4, KNOB_4))
+    assert c.partner.batch == "B=4, T=64" and "against the start" not in c.parity_text(cmp.loss_tol)
+    assert where_start(c.partner, c.group) == "at the same B and T"
 
 
 def test_no_start_on_as_many_sequences_leaves_the_loss_unchecked(tmp_path):

@@ -97,10 +97,12 @@ class Candidate:
         if self.partner is None:
             return f"unchecked: no start run at B={self.shape[0]}"
         p = self.parity
+        start = "" if self.partner.batch == self.group.batch else f", against the start at {self.partner.batch}"
         if p["parity"] == "DRIFT":
-            return f"NOT EQUIVALENT: loss final {fmt_signed_pct(p['d_final'])}, mean {fmt_signed_pct(p['d_mean'])} (> {tol:.1%})"
+            return (f"NOT EQUIVALENT: loss final {fmt_signed_pct(p['d_final'])}, mean {fmt_signed_pct(p['d_mean'])} "
+                    f"(> {tol:.1%}{start})")
         if p["parity"] == "ok":
-            return f"ok (final {fmt_signed_pct(p['d_final'])}, mean {fmt_signed_pct(p['d_mean'])})"
+            return f"ok (final {fmt_signed_pct(p['d_final'])}, mean {fmt_signed_pct(p['d_mean'])}{start})"
         return p["parity"]
 
 

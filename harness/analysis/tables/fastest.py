@@ -62,6 +62,13 @@ def search_table(cmp: Compare, s: Search) -> Table:
     return t
 
 
+def where_start(start: Group, g: Group) -> str:
+    """Where a run's start ran, for a title: at the same B and T, or on as many sequences in micro-batches."""
+    if start.batch == g.batch:
+        return "at the same B and T"
+    return f"at {start.batch}: as many sequences per step, in micro-batches"
+
+
 def mfu(g: Group, key: str) -> Mfu | None:
     """mfu_datasheet or mfu_measured (explain.mfu), median over the group's runs (above 100%: 'peak suspect')."""
     value = g.mfu(key)
@@ -269,7 +276,8 @@ def overview_tables(cmp: Compare, ov: Overview) -> list[Table]:
     shown = ov.shown
     if shown is not None:
         tables.append(split_table(f"{SPLIT_TITLE}{cmp.name(gpu)}: {shown.group.label} ({shown.group.batch}) against its start "
-                                  f"{shown.partner.label} at the same B and T", shown.partner, shown.group))
+                                  f"{shown.partner.label} {where_start(shown.partner, shown.group)}", shown.partner,
+                                  shown.group))
     fastest = ov.split_group
     steps = step_table(f"{STEP_TITLE}{cmp.name(gpu)}: {fastest.label} ({fastest.batch}), per kernel class",
                        fastest) if fastest is not None else None
@@ -305,7 +313,7 @@ def tune_answer(cmp: Compare, s: Search) -> tuple[list[Table], list[str]]:
         lines.append(f"  not equivalent (faster, but its loss drifts): {c.group.label} at {c.group.batch}: "
                      f"{c.parity_text(cmp.loss_tol)}")
     if best.partner is not None and not best.is_start:
-        tables.append(split_table(f"What explains it: {g.label} against the start at the same B ({g.batch})",
-                                          best.partner, g))
+        where = f"at the same B ({g.batch})" if best.partner.batch == g.batch else where_start(best.partner, g)
+        tables.append(split_table(f"What explains it: {g.label} against the start {where}", best.partner, g))
     steps = step_table(f"Where the step's time goes: {g.label} ({g.batch}), per kernel class", g)
     return tables + ([steps] if steps is not None else []), lines
