@@ -50,7 +50,8 @@ def search_table(cmp: Compare, s: Search) -> Table:
                        "mark": r.reason or "no reason given", "run_ids": [r.run_id]})
     t.notes += [
         (f"equivalent = loss within {cmp.loss_tol:.1%} of the start run at the same B and T, or on as many sequences "
-         "per step in micro-batches (B=96x2 for 192) (final and mean, the loss rule of every table); faster = tokens/s beyond noise and higher than that start run's; fits = peak memory + "
+         "per step in micro-batches (B=96x2 for 192) (final and mean, the loss rule of every table); faster = "
+         "tokens/s beyond noise and higher than that start run's; fits = peak memory + "
          "headroom <= usable memory (the batch search's rule)"),
         ("best = the fastest run that fits and is a start run, or equivalent and faster; a faster run that is not "
          "equivalent is never chosen"),
@@ -262,7 +263,8 @@ def overview_tables(cmp: Compare, ov: Overview) -> list[Table]:
          "log = its one logged step; the peer = its own median of steps 10-49. Only measured runs have a noise "
          "estimate."),
         (f"equivalent: loss within {cmp.loss_tol:.1%} of the start configuration at the same B and T on this GPU, or "
-         "on as many sequences per step in micro-batches (B=96x2 for 192) (plan beyond-ladder: the seed ladder's last rung; harness.tune: its start rung). A faster run that is not "
+         "on as many sequences per step in micro-batches (B=96x2 for 192) (plan beyond-ladder: the seed ladder's "
+         "last rung; harness.tune: its start rung). A faster run that is not "
          "equivalent is not counted here."),
         "memory: measured = NVML device used; the user's log = nvidia-smi; the peer = torch's peak reserved.",
     ]
