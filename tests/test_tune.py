@@ -108,6 +108,7 @@ def test_the_start_that_does_not_fit_the_fastest_b_checks_its_loss_in_micro_batc
     (search,) = fastest.searches(Compare(load([out], warn=lambda _line: None)))
     assert search.best.group.label == f"{STACK} [batch_size=48]" and search.best.partner.batch == "B=24x2, T=1024"
     assert search.best.equivalent and search.unchecked is None
+    assert "  loss against the start: ok (final +0.00%, mean +0.00%, against the start at B=24x2, T=1024)" in text
 
 
 def test_a_search_from_earlier_measurements_stacks_what_helped_without_running_each_knob_alone(tmp_path, monkeypatch,

@@ -305,7 +305,8 @@ def tune_answer(cmp: Compare, s: Search) -> tuple[list[Table], list[str]]:
     lines.append(f"  MFU: {ds.text() if ds else 'n/a'} of the datasheet peak, "
                  f"{measured.text() if measured else 'n/a'} of the measured GEMM peak; memory: "
                  f"{memory_text(g) or 'n/a'} (start: {memory_text(start) or 'n/a'})")
-    lines.append(f"  loss against the start at the same B: {best.parity_text(cmp.loss_tol)}")
+    micro = best.partner is not None and best.partner.batch != g.batch  # the parity text names that start's B
+    lines.append(f"  loss against the start{'' if micro else ' at the same B'}: {best.parity_text(cmp.loss_tol)}")
     if s.winner is not None and not s.winner.is_start and best.shape != s.winner.shape:
         w = s.winner
         lines.append(f"  of which the knobs at {start.batch}: {w.group.label} {Cell(w.delta).text()}; then the batch size "
