@@ -42,27 +42,6 @@ def by_class(categories: dict[str, KernelTime], vocab_gemms: tuple[Gemm, ...]) -
     return out
 
 
-def kernel_split(g: Group) -> dict | None:
-    """Per profiled step (us) of g's profiled run (Group.profiled_run) from its explain.kernels: attention, GEMMs (and
-    the lm_head's among them), the fused lm_head loss kernels, Inductor-generated, optimizer, the rest; step_ms is
-    that run's own median timed step (its kernels and its step: one run's, never a mix); run is the run. None
-    without a profile."""
-    run = g.profiled_run
-    if run is None:
-        return None
-    k = run.kernels
-    step = run.timed_median
-    out = {"step_ms": step, **by_class(run.kernel_categories, tuple(run.vocab_gemms or ()))}
-    out["busy"] = k.busy_us_per_step or sum(out[c] for c in CLASSES)
-    # on a GPU one stream runs one kernel at a time, so the rest of the step is idle or went uncaptured; CPU op self
-    # times come from several threads and do not add up to wall time
-    cuda = k.device == "cuda"
-    out["uncaptured"] = step * 1000.0 - out["busy"] if cuda and step is not None else None
-    out["device"] = k.device
-    out["run"] = run
-    return out
-
-
 @dataclass(frozen=True)
 class StepTime:
     """Where one run's step goes: its kernel profile's classes (us per profiled step), the rest of its own median
@@ -126,3 +105,21 @@ def step_time(g: Group) -> StepTime | None:
     step = run.timed_median
     peak, dtype = run.measured_peak
     return StepTime(run, step * 1000.0 if step is not None else None, classes, gemm_flops(run, fused), fused, peak, dtype)
+
+
+def kernel_split(g: Group) -> dict | None:
+    """step_time's figures as the "What explains it" tables compare them: us per profiled step of each class (and the
+    lm_head's GEMMs), busy (the profile's own summed kernel time per step), uncaptured (the step less busy, GPU
+    only), step_ms (the run's median timed step), device and run. None without a profile."""
+    st = step_time(g)
+    if st is None:
+        return None
+    k = st.run.kernels
+    out = {"step_ms": st.run.timed_median, **st.classes}
+    out["busy"] = k.busy_us_per_step or st.busy_us
+    # on a GPU one stream runs one kernel at a time, so the rest of the step is idle or went uncaptured; CPU op self
+    # times come from several threads and do not add up to wall time
+    out["uncaptured"] = st.step_us - out["busy"] if k.device == "cuda" and st.step_us is not None else None
+    out["device"] = k.device
+    out["run"] = st.run
+    return out
