@@ -53,7 +53,7 @@ def test_micro_batches_train_on_the_same_sequences():
 def test_a_knob_is_judged_against_the_start_on_as_many_sequences_per_step(tmp_path):
     cmp, c = knob(folder(tmp_path, START_2X2, KNOB_4))
     assert c.shape == (4, 64) and c.partner is not None
-    assert (c.partner.batch, c.partner.samples_per_step) == ("B=2x2, T=64", 4)
+    assert (c.partner.batch, c.partner.workload.samples_per_step) == ("B=2x2, T=64", 4)
     assert c.parity["parity"] == "ok" and c.equivalent
     # said wherever the loss check is shown: the start it was checked against trained in micro-batches
     assert c.parity_text(cmp.loss_tol).endswith(", against the start at B=2x2, T=64)")

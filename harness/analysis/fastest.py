@@ -89,7 +89,7 @@ class Candidate:
         """(sequences per optimizer step, T): B, or B x grad_accum; a candidate is judged against the start run
         that trains on as many sequences per step (a stack at B=192 against the start at B=96x2 where the start
         does not fit at 192)."""
-        return self.group.samples_per_step, self.group.workload.seq_len
+        return self.group.workload.samples_per_step, self.group.workload.seq_len
 
     def parity_text(self, tol: float) -> str:
         if self.is_start:
@@ -122,7 +122,7 @@ def candidate(cmp: Compare, g: Group, plan: str) -> Candidate:
         partner = g
     else:
         same = [s for s in cmp.ds.groups if (s.gpu, s.env) == (g.gpu, g.env) and is_start(s, plan)
-                and (s.samples_per_step, s.workload.seq_len) == (g.samples_per_step, g.workload.seq_len)]
+                and (s.workload.samples_per_step, s.workload.seq_len) == (g.workload.samples_per_step, g.workload.seq_len)]
         # the start at the same micro-batch first (no accumulation between them), then the one with most runs
         partner = max(same, key=lambda s: (s.workload.batch_size == g.workload.batch_size, len(s.records),
                                            s.workload.batch_size or 0)) if same else None
@@ -178,7 +178,7 @@ def searches(cmp: Compare, plan: str = FASTEST_PLAN) -> list[Search]:
             s.notes.append(f"{len(starts)} start runs at different B or T in this cell: the search is read from B={start.workload.batch_size}")
         s.candidates = [candidate(cmp, g, plan) for g in mine]
         s.failed = [r for r, rg, re_ in cmp.failed_runs() if (rg, re_) == (gpu, env) and r.plan == plan]
-        at_start = [c for c in s.candidates if c.shape == (start.samples_per_step, start.workload.seq_len)
+        at_start = [c for c in s.candidates if c.shape == (start.workload.samples_per_step, start.workload.seq_len)
                     and c.group.in_ladder and not c.is_start]
         s.helped = sorted((c for c in at_start if c.equivalent and c.faster and c.single_knob),
                           key=lambda c: -c.tokens_per_s)

@@ -125,14 +125,6 @@ class Group:
         return f"B={w.batch_size}{accum}, T={w.seq_len}"
 
     @property
-    def samples_per_step(self) -> int | None:
-        """Sequences per optimizer step: B x grad_accum (what a loss is compared at: B=96x2 trains on the same
-        sequences, in the same order, as B=192; gpt/data.py's batches are sequential)."""
-        w = self.workload
-        accum = w.grad_accum if isinstance(w.grad_accum, int) and w.grad_accum > 0 else 1
-        return w.batch_size * accum if isinstance(w.batch_size, int) else None
-
-    @property
     def torch_version(self) -> str | None:
         return self.first.torch_version
 

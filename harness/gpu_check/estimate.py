@@ -52,17 +52,10 @@ def load_gpu_records(paths: list[Path]) -> list[RecordView]:
     out = []
     for _path, record in iter_records(paths, warn=lambda line: None):
         r = RecordView(record)
-        b = r.workload.batch_size
         if r.kind == "measured" and r.ok and r.is_cuda and r.worker_seconds is not None and \
-                isinstance(b, int) and not isinstance(b, bool) and b > 0:  # what a step's time is scaled by
+                r.workload.samples_per_step is not None:  # what a step's time is scaled by
             out.append(r)
     return out
-
-
-def samples(workload: dict) -> int:
-    """Sequences per optimizer step: B x grad_accum (1 where a record does not say)."""
-    accum = workload.get("grad_accum")
-    return workload["batch_size"] * (accum if isinstance(accum, int) and accum > 0 else 1)
 
 
 def gpu_names(records: list[RecordView]) -> list[str]:
@@ -108,7 +101,7 @@ class Estimator:
                            and want.get(k) != have.get(k))
             if own_flags(r.workload.to_dict(), r.flags) != want_flags:
                 apart.append("flags")
-            b, want_b = samples(have), run.batch_size * run.grad_accum
+            b, want_b = r.workload.samples_per_step, run.batch_size * run.grad_accum
             # the same sequences per step first; else the nearest (the larger of two as near), its steps scaled
             candidates.append((b != want_b, len(apart), abs(b - want_b), -b,
                                -self._seconds(r, run.steps, want_b), apart, r))
@@ -120,8 +113,8 @@ class Estimator:
         if apart and STACK in run.rung:  # no run of this stack: its parts' extra times on the base's
             return self._stack_prior(run)
         seconds, measured = -neg_seconds, not other_b
-        basis = f"{r.rung} B={r.workload.batch_size}" + (f"x{r.workload.grad_accum}" if samples(
-            r.workload.to_dict()) != r.workload.batch_size else "")
+        basis = f"{r.rung} B={r.workload.batch_size}" + (
+            f"x{r.workload.grad_accum}" if r.workload.samples_per_step != r.workload.batch_size else "")
         if other_b:
             basis += f", its steps scaled to B={run.b_text} (assumed: step time in proportion to the sequences per step)"
         basis += f"; other {', '.join(apart)}" if apart else ""
@@ -155,7 +148,7 @@ class Estimator:
         median = r.summary.step_ms_median
         if ran > steps and median:
             seconds -= (ran - steps) * median / 1000.0
-        have = samples(r.workload.to_dict())
+        have = r.workload.samples_per_step
         if per_step and median and per_step != have:
             seconds += min(ran, steps) * median / 1000.0 * (per_step / have - 1)
         return seconds

@@ -241,11 +241,20 @@ class Workload:
         return name in self._values
 
     @property
+    def samples_per_step(self) -> int | None:
+        """Sequences per optimizer step: B x grad_accum (1 where the record has no positive accumulation), None where
+        it has no positive whole B. What a loss is compared at and a step's time scales with: B=96x2 trains on the
+        sequences B=192 does, in the same order (gpt/data.py's batches are sequential)."""
+        b, accum = self.batch_size, self.grad_accum
+        if not isinstance(b, int) or isinstance(b, bool) or b < 1:
+            return None
+        return b * (accum if isinstance(accum, int) and not isinstance(accum, bool) and accum > 0 else 1)
+
+    @property
     def tokens_per_step(self) -> int | None:
-        """B x T x grad_accum, where the record has B and T."""
-        if self.batch_size and self.seq_len:
-            return self.batch_size * self.seq_len * (self.grad_accum or 1)
-        return None
+        """B x T x grad_accum (samples_per_step x T), where the record has B and T."""
+        samples = self.samples_per_step
+        return samples * self.seq_len if samples and self.seq_len else None
 
 
 # The record's sections that are objects, by their key: what the schema's properties are checked against.
